@@ -1,0 +1,2 @@
+from gatekeeper.cli import main
+main()

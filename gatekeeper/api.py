@@ -1,0 +1,122 @@
+"""The Python API. The CLI, the agent server and ingestion are all thin layers over it."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Iterable, Optional, Union
+
+from gatekeeper.config import Config, load_config
+from gatekeeper.errors import UsageError
+from gatekeeper.pipeline import RunOptions, Submission, run
+from gatekeeper.report import Report, StageName
+
+PathOrCode = Union[str, Path]
+STAGE_NAMES = {s.value: s for s in (StageName.STATIC, StageName.BUILD, StageName.BEHAVIOUR, StageName.TIMING)}
+
+
+def _looks_like_code(value: str) -> bool:
+    return "\n" in value or len(value) > 4096 or not value.strip().endswith(".py") and not os.path.exists(value)
+
+
+def _submission(source_or_path: PathOrCode) -> Submission:
+    if isinstance(source_or_path, Path) or not _looks_like_code(source_or_path):
+        path = Path(source_or_path)
+        if not path.is_file():
+            raise UsageError(f"submission not found: {path}")
+        try:
+            return Submission(path=str(path), data=path.read_bytes())
+        except OSError as exc:
+            raise UsageError(f"cannot read submission {path}: {exc.strerror}") from None
+    return Submission(path="<submission>", data=source_or_path.encode("utf-8", errors="surrogatepass"))
+
+
+def _problem_path(problem: Optional[PathOrCode], scratch: list[Path]) -> Optional[Path]:
+    if problem is None:
+        return None
+    if isinstance(problem, Path) or not _looks_like_code(problem):
+        path = Path(problem)
+        if not path.is_file():
+            raise UsageError(f"problem file not found: {path}")
+        return path
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="gatekeeper-problem-"))
+    path = folder / "problem.py"
+    path.write_text(problem, "utf-8")
+    scratch.append(folder)
+    return path
+
+
+def check(
+    source_or_path: PathOrCode,
+    problem: Optional[PathOrCode] = None,
+    *,
+    stages: str = "behaviour",
+    profile: Optional[str] = None,
+    config: Optional[Config] = None,
+    config_file: Optional[Path] = None,
+    keep_going: bool = False,
+    seed: Optional[int] = None,
+    time: bool = False,
+) -> Report:
+    """Check one submission (a path, or its source code) against a problem (path or source).
+
+    `stages` names the last stage to run: static, build, behaviour or timing.
+    """
+    if stages not in STAGE_NAMES:
+        raise UsageError(f"unknown stage {stages!r}; choose one of {', '.join(STAGE_NAMES)}")
+    submission = _submission(source_or_path)
+    if config is None:
+        start = Path(submission.path) if submission.path != "<submission>" else Path.cwd()
+        config = load_config(config_file=config_file, search_from=start,
+                             overrides={"profile": profile})
+    elif profile is not None:
+        config = config.model_copy(update={"profile": profile})
+    scratch: list[Path] = []
+    try:
+        problem_path = _problem_path(problem, scratch)
+        options = RunOptions(last_stage=STAGE_NAMES[stages], keep_going=keep_going or config.keep_going,
+                             seed=seed, time=time or stages == "timing")
+        return run(submission, problem_path, config, options)
+    finally:
+        import shutil
+
+        for folder in scratch:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def check_static(source_or_path: PathOrCode, problem: Optional[PathOrCode] = None, **kwargs) -> Report:
+    """The fast path: static rules only, no code executed."""
+    return check(source_or_path, problem, stages="static", **kwargs)
+
+
+def expand_paths(paths: Iterable[Path]) -> list[Path]:
+    out: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            out.extend(sorted(p for p in path.rglob("*.py") if p.is_file()))
+        elif path.exists():
+            out.append(path)
+        else:
+            raise UsageError(f"no such file or folder: {path}")
+    if not out:
+        raise UsageError("no submissions found (looked for *.py files)")
+    return out
+
+
+def _check_one(args: tuple) -> Report:
+    path, problem, kwargs = args
+    return check(path, problem, **kwargs)
+
+
+def check_many(paths: list[Path], problem: Optional[Path], *, jobs: int = 1, **kwargs) -> Iterable[Report]:
+    """Reports in input order; `jobs` > 1 spreads the work over processes."""
+    work = [(p, problem, kwargs) for p in paths]
+    if jobs <= 1 or len(work) == 1:
+        for item in work:
+            yield _check_one(item)
+        return
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        yield from pool.map(_check_one, work, chunksize=max(1, len(work) // (jobs * 8)))

@@ -1,0 +1,140 @@
+"""The pipeline: load -> static -> build -> behaviour -> timing -> score -> verdict.
+
+Each stage returns findings and a status. A stage with an error-severity finding stops the
+pipeline unless keep_going. Stages that did not run are listed with the reason, never as
+passed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Callable, Optional
+
+from gatekeeper.config import Config
+from gatekeeper.errors import GatekeeperError
+from gatekeeper.report import (
+    Environment, FileRef, Finding, ProblemRef, Report, Severity, StageName, StageResult,
+    StageStatus, Verdict,
+)
+from gatekeeper.static.problem_facts import ProblemFacts, load_problem_facts
+from gatekeeper.static.stage import run_static
+from gatekeeper.version import __version__
+
+ORDER = (StageName.STATIC, StageName.BUILD, StageName.BEHAVIOUR, StageName.TIMING)
+
+
+@dataclass
+class Submission:
+    path: str
+    data: bytes
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+
+@dataclass
+class RunOptions:
+    last_stage: StageName = StageName.BEHAVIOUR
+    keep_going: bool = False
+    seed: Optional[int] = None
+    time: bool = False
+
+
+# A later stage: (submission, problem path, config, options, findings so far) ->
+# (status, findings, extra report fields). Registered by the stage's own package.
+StageFn = Callable[..., tuple[StageStatus, list[Finding], dict]]
+_RUNNERS: dict[StageName, StageFn] = {}
+
+
+def register_stage(name: StageName, fn: StageFn) -> None:
+    _RUNNERS[name] = fn
+
+
+def environment() -> Environment:
+    try:
+        torch_version: Optional[str] = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = None
+    return Environment(gatekeeper=__version__, python=platform.python_version(), torch=torch_version)
+
+
+def _has_error(findings: list[Finding]) -> bool:
+    return any(f.severity == Severity.ERROR for f in findings)
+
+
+def run(
+    submission: Submission,
+    problem_path: Optional[Path],
+    config: Config,
+    options: RunOptions,
+    problem: Optional[ProblemFacts] = None,
+) -> Report:
+    env = environment()
+    stages: list[StageResult] = []
+    findings: list[Finding] = []
+    extra: dict = {}
+    problem_ref: Optional[ProblemRef] = None
+    try:
+        if problem_path is not None and problem is None:
+            problem = load_problem_facts(problem_path)
+        if problem is not None:
+            problem_ref = ProblemRef(path=problem.path, sha256=problem.sha256, name=problem.name)
+        stopped: Optional[str] = None
+        for name in ORDER:
+            if ORDER.index(name) > ORDER.index(options.last_stage) and not (name == StageName.TIMING and options.time):
+                reason = "not requested (--static-only)" if options.last_stage == StageName.STATIC else "not requested"
+                stages.append(StageResult(name=name, status=StageStatus.SKIPPED, reason=reason))
+                continue
+            if stopped is not None:
+                stages.append(StageResult(name=name, status=StageStatus.SKIPPED, reason=stopped))
+                continue
+            started = time.perf_counter()
+            if name == StageName.STATIC:
+                found = run_static(submission.data, submission.path, config, problem)
+                status = StageStatus.FAILED if _has_error(found) else StageStatus.PASSED
+                more: dict = {}
+            elif name in _RUNNERS:
+                status, found, more = _RUNNERS[name](submission, problem_path, config, options, findings)
+            else:
+                stages.append(StageResult(
+                    name=name, status=StageStatus.NOT_IMPLEMENTED,
+                    reason=f"the {name.value} stage is not available in gatekeeper {__version__}; it did not run",
+                ))
+                continue
+            findings.extend(found)
+            extra.update(more)
+            reason = more.pop("stage_reason", None) if more else None
+            stages.append(StageResult(name=name, status=status,
+                                      duration_s=round(time.perf_counter() - started, 4), reason=reason))
+            if status == StageStatus.ERROR:
+                stopped = f"the {name.value} stage could not complete"
+            elif status == StageStatus.FAILED and not options.keep_going:
+                stopped = f"stopped after {name.value} findings (use --keep-going to run it anyway)"
+    except GatekeeperError as exc:
+        if exc.exit_code == 2:
+            raise
+        return _error_report(submission, problem_ref, config, env, stages, findings, str(exc))
+    if any(s.status == StageStatus.ERROR for s in stages):
+        why = next(s.reason for s in stages if s.status == StageStatus.ERROR) or "a stage failed"
+        if not _has_error(findings):
+            return _error_report(submission, problem_ref, config, env, stages, findings, why)
+    verdict = Verdict.REJECT if _has_error(findings) else Verdict.PASS
+    return Report(
+        verdict=verdict, submission=FileRef(path=submission.path, sha256=submission.sha256),
+        problem=problem_ref, profile=config.profile, stages=stages, findings=findings,
+        environment=env, seed=options.seed, **{k: v for k, v in extra.items() if k in ("timing", "score")},
+    )
+
+
+def _error_report(submission, problem_ref, config, env, stages, findings, message) -> Report:
+    return Report(
+        verdict=Verdict.ERROR, submission=FileRef(path=submission.path, sha256=submission.sha256),
+        problem=problem_ref, profile=config.profile, stages=stages, findings=findings,
+        environment=env, error=message,
+    )

@@ -1,0 +1,144 @@
+"""The report: the one schema everything the gatekeeper says is rendered from.
+
+Schema version 1. Adding optional fields keeps the version; renaming, removing or
+changing the meaning of a field bumps it.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+
+class Verdict(str, Enum):
+    PASS = "pass"
+    REJECT = "reject"
+    ERROR = "error"
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+class StageName(str, Enum):
+    STATIC = "static"
+    BUILD = "build"
+    BEHAVIOUR = "behaviour"
+    TIMING = "timing"
+    SCORE = "score"
+
+
+class StageStatus(str, Enum):
+    PASSED = "passed"
+    FAILED = "failed"  # error-severity findings
+    ERROR = "error"  # the gatekeeper or the problem broke, not the submission
+    SKIPPED = "skipped"  # not run: says why in `reason`
+    NOT_IMPLEMENTED = "not-implemented"
+
+
+class Category(str, Enum):
+    """Closed set; ingestion pipelines filter on it. Part of the contract."""
+
+    CACHED_OUTPUT = "cached-output"
+    HARDCODED_SHAPE = "hardcoded-shape"
+    TORCH_FALLBACK = "torch-fallback"
+    REFERENCE_REUSE = "reference-reuse"
+    HARNESS_TAMPERING = "harness-tampering"
+    INTROSPECTION = "introspection"
+    STREAM_ESCAPE = "stream-escape"
+    THREAD_INJECTION = "thread-injection"
+    LAZY_OUTPUT = "lazy-output"
+    DYNAMIC_CODE = "dynamic-code"
+    PRECISION_DOWNGRADE = "precision-downgrade"
+    INPUT_MUTATION = "input-mutation"
+    OUTPUT_ALIAS = "output-alias"
+    UNINITIALIZED_OUTPUT = "uninitialized-output"
+    SANDBOX_ESCAPE = "sandbox-escape"
+    INCORRECT = "incorrect"
+    BUILD_FAILURE = "build-failure"
+    RUNTIME_FAILURE = "runtime-failure"
+    TIMEOUT = "timeout"
+    TIMING_IMPLAUSIBLE = "timing-implausible"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_enum_values=False)
+
+
+class Location(_Model):
+    path: str
+    line: int = Field(ge=1, description="1-based line")
+    column: int = Field(ge=1, description="1-based column")
+    end_line: Optional[int] = None
+    end_column: Optional[int] = None
+
+
+class Finding(_Model):
+    rule: str = Field(description="rule code, e.g. GK101")
+    name: str = Field(description="the bad pattern, e.g. ReturnsCachedOutput")
+    category: Category
+    severity: Severity
+    stage: StageName
+    message: str = Field(description="what was found and why it games the benchmark")
+    hint: str = Field(description="what to write instead")
+    location: Optional[Location] = None
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+class FileRef(_Model):
+    path: str
+    sha256: str
+
+
+class ProblemRef(FileRef):
+    name: str
+
+
+class StageResult(_Model):
+    name: StageName
+    status: StageStatus
+    duration_s: float = 0.0
+    reason: Optional[str] = Field(default=None, description="why skipped or errored")
+
+
+class Environment(_Model):
+    gatekeeper: str
+    python: str
+    torch: Optional[str] = None
+    device: str = "cpu"
+    gpu: Optional[str] = None
+    isolation: Optional[str] = None
+
+
+class Report(_Model):
+    schema_version: int = SCHEMA_VERSION
+    verdict: Verdict
+    submission: FileRef
+    problem: Optional[ProblemRef] = None
+    profile: str
+    stages: list[StageResult] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
+    timing: Optional[dict[str, Any]] = None
+    score: Optional[dict[str, Any]] = None
+    environment: Environment
+    seed: Optional[int] = None
+    error: Optional[str] = Field(
+        default=None, description="set when verdict is error: what broke, for the operator"
+    )
+
+    @property
+    def exit_code(self) -> int:
+        return {Verdict.PASS: 0, Verdict.REJECT: 1, Verdict.ERROR: 3}[self.verdict]
+
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == Severity.ERROR]
+
+
+def report_json_schema() -> dict[str, Any]:
+    return Report.model_json_schema()

@@ -1,0 +1,80 @@
+"""Function definitions in a C++ token stream: names, parameter names, and which
+parameters a function returns (`return y;` where `y` is a parameter)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gatekeeper.static.cpp_tokens import Token
+
+_NOT_FUNCTIONS = frozenset({"if", "for", "while", "switch", "return", "sizeof", "catch", "defined"})
+
+
+@dataclass
+class CppFunction:
+    name: str
+    params: list[str]
+    body_start: int  # token index of "{"
+    body_end: int  # token index of matching "}"
+    returns_params: set[int] = field(default_factory=set)
+    offset: int = 0
+    is_kernel: bool = False
+
+
+def _match(tokens: list[Token], start: int, open_: str, close: str) -> int:
+    depth = 0
+    for i in range(start, len(tokens)):
+        text = tokens[i].text
+        if text == open_:
+            depth += 1
+        elif text == close:
+            depth -= 1
+            if depth == 0:
+                return i
+    return len(tokens) - 1
+
+
+def functions(tokens: list[Token]) -> list[CppFunction]:
+    out: list[CppFunction] = []
+    i, n = 0, len(tokens)
+    while i < n - 1:
+        tok = tokens[i]
+        if tok.kind == "ident" and tokens[i + 1].text == "(" and tok.text not in _NOT_FUNCTIONS:
+            close = _match(tokens, i + 1, "(", ")")
+            j = close + 1
+            # skip qualifiers between ) and { (const, noexcept, -> type)
+            while j < n and tokens[j].kind == "ident" and tokens[j].text in ("const", "noexcept", "override"):
+                j += 1
+            if j < n and tokens[j].text == "{" and i > 0 and tokens[i - 1].kind in ("ident", "punct") and tokens[i - 1].text not in ("=", "(", ",", "return", "."):
+                end = _match(tokens, j, "{", "}")
+                params = _param_names(tokens[i + 2 : close])
+                fn = CppFunction(tok.text, params, j, end, offset=tok.offset,
+                                 is_kernel=any(t.text == "__global__" for t in tokens[max(0, i - 6) : i]))
+                for k in range(j, end):
+                    if tokens[k].text == "return" and k + 2 <= end and tokens[k + 2].text == ";" and tokens[k + 1].text in params:
+                        fn.returns_params.add(params.index(tokens[k + 1].text))
+                out.append(fn)
+                i = end + 1
+                continue
+        i += 1
+    return out
+
+
+def _param_names(tokens: list[Token]) -> list[str]:
+    names: list[str] = []
+    depth = 0
+    current: list[Token] = []
+    for tok in [*tokens, Token("punct", ",", -1)]:
+        if tok.text in "(<[":
+            depth += 1
+        elif tok.text in ")>]":
+            depth -= 1
+        if tok.text == "," and depth == 0:
+            idents = [t.text for t in current if t.kind == "ident"]
+            if "=" in [t.text for t in current]:
+                idents = [t.text for t in current[: [t.text for t in current].index("=")] if t.kind == "ident"]
+            names.append(idents[-1] if idents else "")
+            current = []
+        else:
+            current.append(tok)
+    return [n for n in names] if any(names) else []

@@ -1,0 +1,232 @@
+"""Extract the C++/CUDA sources a submission compiles, with positions back into Python.
+
+Two ways in, so that a helper function or a dict between the string and `load_inline`
+does not hide the source:
+1. the arguments of `load_inline(cpp_sources=..., cuda_sources=...)` and `load(sources=...)`,
+   resolved through module constants, concatenation, `+=`, `"".join`, f-strings with
+   constant fields, `textwrap.dedent`, and files next to the submission;
+2. every other string literal that looks like C/C++ (`#include`, `__global__`, `torch::`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Callable, Optional
+
+import libcst as cst
+
+from gatekeeper.static.cpp_tokens import Token, directive_lines, tokenize
+from gatekeeper.static.names import NameResolver, string_value
+
+LOADERS = (
+    "torch.utils.cpp_extension.load_inline",
+    "torch.utils.cpp_extension.load",
+)
+_CPP_MARKERS = ("#include", "__global__", "torch::", "at::", "cudaStream", "__device__", "<<<")
+_MAX_SIDE_FILE = 1_000_000
+_MAX_DEPTH = 20
+
+
+@dataclass
+class Segment:
+    start: int  # offset in CppSource.text
+    text: str
+    node: Optional[cst.CSTNode] = None  # the Python literal it came from
+    file: Optional[str] = None  # or the side file it was read from
+
+
+@dataclass
+class CppSource:
+    kind: str  # cpp | cuda
+    origin: str  # e.g. "load_inline(cuda_sources)" or "string literal"
+    segments: list[Segment] = field(default_factory=list)
+
+    @cached_property
+    def text(self) -> str:
+        return "".join(s.text for s in self.segments)
+
+    @cached_property
+    def tokens(self) -> list[Token]:
+        return tokenize(self.text)
+
+    @cached_property
+    def macros(self) -> dict[str, list[Token]]:
+        return directive_lines(self.text, self.tokens)
+
+    def segment_at(self, offset: int) -> Segment:
+        for seg in reversed(self.segments):
+            if seg.start <= offset:
+                return seg
+        return self.segments[0]
+
+    def line_in_source(self, offset: int) -> str:
+        start = self.text.rfind("\n", 0, offset) + 1
+        end = self.text.find("\n", offset)
+        return self.text[start : end if end >= 0 else len(self.text)].strip()
+
+
+def _add(pieces: list[Segment], text: str, node: Optional[cst.CSTNode], file: Optional[str] = None) -> None:
+    pieces.append(Segment(0, text, node, file))
+
+
+class SourceExtractor:
+    """Resolves expressions to C++ text. `constants` maps module names to their values."""
+
+    def __init__(
+        self,
+        resolver: NameResolver,
+        constants: dict[str, list[cst.BaseExpression]],
+        folder: Optional[Path],
+    ) -> None:
+        self.resolver = resolver
+        self.constants = constants
+        self.folder = folder
+        self.seen_nodes: set[int] = set()
+
+    def from_call(self, call: cst.Call, qualname: str) -> list[CppSource]:
+        out: list[CppSource] = []
+        if qualname.endswith("load_inline"):
+            wanted = {"cpp_sources": (1, "cpp"), "cuda_sources": (2, "cuda")}
+        else:
+            wanted = {"sources": (1, "file")}
+        for keyword, (position, kind) in wanted.items():
+            arg = _argument(call, keyword, position)
+            if arg is None:
+                continue
+            pieces: list[Segment] = []
+            if kind == "file":
+                self._files(arg, pieces)
+            else:
+                self._resolve(arg, pieces, 0)
+            if pieces:
+                text = "".join(p.text for p in pieces)
+                real_kind = "cuda" if kind == "cuda" or "__global__" in text or "<<<" in text else "cpp"
+                out.append(self._source(real_kind, f"{qualname.rsplit('.', 1)[-1]}({keyword})", pieces))
+        return out
+
+    def from_literal(self, node: cst.BaseExpression) -> Optional[CppSource]:
+        if id(node) in self.seen_nodes:
+            return None
+        value = string_value(node) if isinstance(node, cst.SimpleString) else None
+        if value is None or len(value) < 20 or not any(m in value for m in _CPP_MARKERS):
+            return None
+        kind = "cuda" if "__global__" in value or "<<<" in value else "cpp"
+        return self._source(kind, "string literal", [Segment(0, value, node)])
+
+    def _source(self, kind: str, origin: str, pieces: list[Segment]) -> CppSource:
+        offset = 0
+        for piece in pieces:
+            piece.start = offset
+            offset += len(piece.text)
+            if piece.node is not None:
+                self.seen_nodes.add(id(piece.node))
+        return CppSource(kind, origin, pieces)
+
+    def _resolve(self, expr: cst.BaseExpression, out: list[Segment], depth: int) -> None:
+        if depth > _MAX_DEPTH:
+            return
+        if isinstance(expr, cst.SimpleString):
+            value = string_value(expr)
+            if value is not None:
+                _add(out, value, expr)
+        elif isinstance(expr, cst.ConcatenatedString):
+            self._resolve(expr.left, out, depth + 1)
+            self._resolve(expr.right, out, depth + 1)
+        elif isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+            self._resolve(expr.left, out, depth + 1)
+            self._resolve(expr.right, out, depth + 1)
+        elif isinstance(expr, cst.FormattedString):
+            self._fstring(expr, out, depth)
+        elif isinstance(expr, (cst.List, cst.Tuple)):
+            for element in expr.elements:
+                self._resolve(element.value, out, depth + 1)
+                _add(out, "\n", None)
+        elif isinstance(expr, cst.Name):
+            for value in self.constants.get(expr.value, []):
+                self._resolve(value, out, depth + 1)
+        elif isinstance(expr, cst.Call):
+            self._call(expr, out, depth)
+
+    def _call(self, call: cst.Call, out: list[Segment], depth: int) -> None:
+        func = call.func
+        # "sep".join([...])
+        if isinstance(func, cst.Attribute) and func.attr.value == "join" and call.args:
+            sep = string_value(func.value) if isinstance(func.value, (cst.SimpleString, cst.ConcatenatedString)) else None
+            elements = call.args[0].value
+            if sep is not None and isinstance(elements, (cst.List, cst.Tuple)):
+                for element in elements.elements:
+                    self._resolve(element.value, out, depth + 1)
+                    _add(out, sep, None)
+                return
+        qual = self.resolver.qualname(func) or ""
+        if qual in ("textwrap.dedent", "textwrap.indent", "inspect.cleandoc") and call.args:
+            self._resolve(call.args[0].value, out, depth + 1)
+        elif isinstance(func, cst.Attribute) and func.attr.value in ("read", "read_text"):
+            self._files(func.value, out)
+
+    def _fstring(self, expr: cst.FormattedString, out: list[Segment], depth: int) -> None:
+        for part in expr.parts:
+            if isinstance(part, cst.FormattedStringText):
+                _add(out, part.value, expr)
+            elif isinstance(part, cst.FormattedStringExpression):
+                value = self._constant(part.expression, depth)
+                _add(out, value if value is not None else " __gk_unresolved__ ", expr)
+
+    def _constant(self, expr: cst.BaseExpression, depth: int) -> Optional[str]:
+        if isinstance(expr, cst.Integer):
+            return expr.value
+        if isinstance(expr, cst.Name) and depth < _MAX_DEPTH:
+            values = self.constants.get(expr.value, [])
+            if len(values) == 1:
+                value = values[0]
+                if isinstance(value, cst.Integer):
+                    return value.value
+                text = string_value(value)
+                if text is not None:
+                    return text
+        return None
+
+    def _files(self, expr: cst.BaseExpression, out: list[Segment]) -> None:
+        names: list[str] = []
+        if isinstance(expr, (cst.List, cst.Tuple)):
+            names = [v for e in expr.elements if (v := string_value(e.value)) is not None]
+        elif isinstance(expr, cst.Call) and expr.args:
+            value = string_value(expr.args[0].value)
+            if value is not None:
+                names = [value]
+        else:
+            value = string_value(expr)
+            if value is not None:
+                names = [value]
+        for name in names:
+            text = self._read_side_file(name)
+            if text is not None:
+                _add(out, text + "\n", None, name)
+
+    def _read_side_file(self, name: str) -> Optional[str]:
+        if self.folder is None:
+            return None
+        try:
+            path = (self.folder / name).resolve()
+            if self.folder.resolve() not in path.parents or not path.is_file():
+                return None
+            if path.stat().st_size > _MAX_SIDE_FILE:
+                return None
+            return path.read_text("utf-8", errors="replace")
+        except OSError:
+            return None
+
+
+def _argument(call: cst.Call, keyword: str, position: int) -> Optional[cst.BaseExpression]:
+    for i, arg in enumerate(call.args):
+        if arg.keyword is not None:
+            if arg.keyword.value == keyword:
+                return arg.value
+        elif arg.star == "" and i == position:
+            return arg.value
+    return None
+
+
+LocationFn = Callable[[CppSource, int], tuple[int, int]]

@@ -1,0 +1,107 @@
+"""Which expressions denote storage that outlives a call: attributes of `self`, module
+globals, closure variables, and entries of containers held there.
+
+Shared by the cached-output rules. Tracking is per function and flow-insensitive on
+purpose: `y = self._y` followed by `if y is None: y = torch.empty(...)` may still return
+the stored tensor, and that possibility is what the rule is about.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.static.context import FileContext
+
+_CONTAINER_READS = ("get", "setdefault", "pop", "__getitem__")
+# Methods that return the tensor they are called on (in-place ops and copies into it).
+INPLACE_RETURNS_SELF = ("copy_", "zero_", "fill_", "add_", "mul_", "resize_", "set_", "index_copy_", "scatter_", "normal_", "uniform_")
+
+
+class PersistenceTracker:
+    """Call `enter_function` / `leave_function` and `assign` during the traversal."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.frames: list[dict[str, str]] = []
+        self.globals_declared: list[set[str]] = []
+
+    def enter_function(self) -> None:
+        self.frames.append({})
+        self.globals_declared.append(set())
+
+    def leave_function(self) -> None:
+        if self.frames:
+            self.frames.pop()
+            self.globals_declared.pop()
+
+    def declare(self, node: cst.Global | cst.Nonlocal) -> None:
+        if self.globals_declared:
+            self.globals_declared[-1].update(n.name.value for n in node.names)
+
+    def assign(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if not self.frames or not isinstance(target, cst.Name):
+            return
+        origin = self.origin(value)
+        if origin is not None:
+            self.frames[-1][target.value] = origin
+
+    def origin(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
+        """A description of the persistent storage `expr` may denote, or None."""
+        if expr is None:
+            return None
+        if isinstance(expr, cst.Attribute):
+            if isinstance(expr.value, cst.Name) and expr.value.value == "self" and self.frames:
+                return f"self.{expr.attr.value}"
+            inner = self.origin(expr.value)
+            return f"{inner}.{expr.attr.value}" if inner and expr.attr.value in ("data",) else None
+        if isinstance(expr, cst.Name):
+            if self.frames and expr.value in self.frames[-1]:
+                return self.frames[-1][expr.value]
+            if self.frames and self._is_module_state(expr.value):
+                return f"module global {expr.value}"
+            return None
+        if isinstance(expr, cst.Subscript):
+            inner = self.origin(expr.value)
+            return f"{inner}[...]" if inner else None
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            method = expr.func.attr.value
+            inner = self.origin(expr.func.value)
+            if inner and (method in _CONTAINER_READS or method in INPLACE_RETURNS_SELF or method in ("detach", "view", "view_as", "reshape", "as_strided")):
+                return inner if method not in _CONTAINER_READS else f"{inner}[...]"
+        if isinstance(expr, cst.IfExp):
+            return self.origin(expr.body) or self.origin(expr.orelse)
+        if isinstance(expr, cst.BooleanOperation):
+            return self.origin(expr.left) or self.origin(expr.right)
+        return None
+
+    def _is_module_state(self, name: str) -> bool:
+        """A module-level name holding something mutable, read inside a function, that the
+        function did not bind itself (or declared global/nonlocal)."""
+        if self.globals_declared and name in self.globals_declared[-1]:
+            return True
+        binding = self.ctx.resolver.lookup(name)
+        if binding is None or binding.kind != "local":
+            return False
+        # Bound in an enclosing function (closure) or at module level.
+        owner = next((s for s in reversed(self.ctx.resolver.stack) if name in s.names), None)
+        if owner is self.ctx.resolver.stack[-1]:
+            return False
+        value = binding.value
+        return _mutable_holder(value)
+
+
+def _mutable_holder(value: Optional[cst.BaseExpression]) -> bool:
+    if value is None:
+        return False
+    if isinstance(value, (cst.Dict, cst.List, cst.Set)):
+        return True
+    if isinstance(value, cst.Name) and value.value == "None":
+        return True
+    if isinstance(value, cst.Call):
+        func = value.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        return name in ("dict", "list", "OrderedDict", "defaultdict", "WeakKeyDictionary", "WeakValueDictionary",
+                        "empty", "zeros", "ones", "full", "empty_like", "zeros_like", "randn", "rand", "tensor")
+    return False

@@ -1,0 +1,139 @@
+"""What the static rules need to know about the reference problem, read without running it.
+
+The problem's integer constants and the literal sizes in `get_inputs()` are its dimensions.
+From them come the numbers a hardcoded kernel bakes in: products of dimensions (16*48 =
+768), offsets built from them (768, 1536, 2304 for R = 4), and those divided by a vector
+width (768 / 4 = 192 threads of float4).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from itertools import combinations
+from pathlib import Path
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.errors import InfrastructureError, UsageError
+
+_VECTOR_WIDTHS = (2, 4, 8)
+_MAX_DIMS = 10
+# Below this, a number is too common (loop unrolls, float4, ranks) to call a shape.
+MIN_SIGNIFICANT = 17
+
+
+@dataclass
+class ProblemFacts:
+    path: str
+    sha256: str
+    name: str
+    module: cst.Module
+    constants: dict[str, int] = field(default_factory=dict)
+    dims: set[int] = field(default_factory=set)
+    derived: dict[int, str] = field(default_factory=dict)
+    dtype: str = "float32"
+
+    def explain(self, value: int) -> Optional[str]:
+        """Why `value` is one of the problem's sizes, or None."""
+        if value < MIN_SIGNIFICANT:
+            return None
+        return self.derived.get(value)
+
+
+def load_problem_facts(path: Path) -> ProblemFacts:
+    if not path.exists():
+        raise UsageError(f"problem file not found: {path}")
+    try:
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read problem file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise InfrastructureError(f"problem file {path} is not UTF-8 text") from None
+    try:
+        module = cst.parse_module(text)
+    except cst.ParserSyntaxError as exc:
+        raise InfrastructureError(
+            f"problem file {path} does not parse (line {exc.raw_line}): {exc.message}"
+        ) from None
+    facts = ProblemFacts(
+        path=str(path),
+        sha256=hashlib.sha256(raw).hexdigest(),
+        name=path.stem,
+        module=module,
+    )
+    _read_constants(module, facts)
+    _read_input_sizes(module, facts)
+    facts.derived = derive_sizes(sorted(facts.dims), facts.constants)
+    return facts
+
+
+def _read_constants(module: cst.Module, facts: ProblemFacts) -> None:
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                target, value = small.targets[0].target, small.value
+            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                target, value = small.target, small.value
+            else:
+                continue
+            if isinstance(target, cst.Name) and isinstance(value, cst.Integer):
+                number = int(value.evaluated_value)
+                facts.constants[target.value] = number
+                if number > 1:
+                    facts.dims.add(number)
+    for node in _walk(module):
+        if isinstance(node, cst.Attribute) and node.attr.value in ("float16", "half", "bfloat16"):
+            facts.dtype = "float16" if node.attr.value != "bfloat16" else "bfloat16"
+
+
+def _read_input_sizes(module: cst.Module, facts: ProblemFacts) -> None:
+    """Literal sizes passed positionally in get_inputs()/get_init_inputs() (not `align=8`)."""
+    for stmt in module.body:
+        if isinstance(stmt, cst.FunctionDef) and stmt.name.value in ("get_inputs", "get_init_inputs"):
+            for node in _walk(stmt):
+                if isinstance(node, cst.Arg) and node.keyword is None and isinstance(node.value, cst.Integer):
+                    number = int(node.value.evaluated_value)
+                    if number > 1:
+                        facts.dims.add(number)
+
+
+def _walk(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(current.children)
+
+
+def derive_sizes(dims: list[int], constants: dict[str, int]) -> dict[int, str]:
+    names = {v: k for k, v in constants.items()}
+    label = lambda d: names.get(d, str(d))  # noqa: E731
+    dims = dims[:_MAX_DIMS]
+    derived: dict[int, str] = {}
+    for d in dims:
+        derived.setdefault(d, f"the problem dimension {label(d)} = {d}")
+    products: list[tuple[int, str, list[int]]] = []
+    for size in range(2, len(dims) + 1):
+        for combo in combinations(dims, size):
+            product = 1
+            for d in combo:
+                product *= d
+            expr = "*".join(label(d) for d in combo)
+            products.append((product, expr, [d for d in dims if d not in combo]))
+            derived.setdefault(product, f"{expr} = {product}")
+    # Simplest explanation first: products, then offsets, then vector counts.
+    for k in range(2, 64):
+        for product, expr, rest in products:
+            for outer in rest:
+                if k < outer:
+                    derived.setdefault(k * product, f"{k}*({expr}) = {k * product}, an offset into {label(outer)} slices")
+    for product, expr, _ in [(d, label(d), []) for d in dims] + products:
+        for width in _VECTOR_WIDTHS:
+            if product % width == 0:
+                derived.setdefault(product // width, f"({expr})/{width} = {product // width}, the size in {width}-wide vectors")
+    return derived

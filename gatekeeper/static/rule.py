@@ -1,0 +1,94 @@
+"""The rule base class. One small class per file under gatekeeper/rules/.
+
+A rule declares its code, name (the bad pattern), category, severity, message and hint,
+its documentation (the class docstring) and VALID / INVALID examples, which become tests.
+It implements libcst-style `visit_<Node>` / `leave_<Node>` methods, which the engine calls
+during its single traversal, `check_cpp` for each extracted C++/CUDA source, and `finish`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
+
+import libcst as cst
+
+from gatekeeper.report import Category, Severity
+
+if TYPE_CHECKING:
+    from gatekeeper.static.context import FileContext
+    from gatekeeper.static.cpp_sources import CppSource
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]
+    category: ClassVar[Category]
+    severity: ClassVar[Severity] = Severity.ERROR
+    # Severity under other profiles; None means the same as `severity`.
+    strict_severity: ClassVar[Optional[Severity]] = None
+    lenient_severity: ClassVar[Optional[Severity]] = None
+    summary: ClassVar[str]
+    message: ClassVar[str]
+    hint: ClassVar[str]
+    # Rules that only make sense with the reference problem at hand.
+    needs_problem: ClassVar[bool] = False
+    options: ClassVar[dict[str, Any]] = {}
+    VALID: ClassVar[list[str]] = []
+    INVALID: ClassVar[list[str]] = []
+    # Problem source the examples are checked against (when needs_problem or useful).
+    EXAMPLE_PROBLEM: ClassVar[Optional[str]] = None
+    # Where the rule was loaded from, set by discovery.
+    source_file: ClassVar[str] = ""
+
+    def __init__(self, ctx: "FileContext", settings: dict[str, Any], severity: Severity) -> None:
+        self.ctx = ctx
+        self.settings = {**self.options, **settings}
+        self.active_severity = severity
+
+    @classmethod
+    def severity_for(cls, profile: str) -> Severity:
+        if profile == "strict" and cls.strict_severity is not None:
+            return cls.strict_severity
+        if profile == "lenient" and cls.lenient_severity is not None:
+            return cls.lenient_severity
+        return cls.severity
+
+    @classmethod
+    def docs(cls) -> str:
+        return (cls.__doc__ or "").strip()
+
+    def report(
+        self,
+        node: cst.CSTNode,
+        message: Optional[str] = None,
+        hint: Optional[str] = None,
+        *,
+        evidence: Optional[dict[str, Any]] = None,
+        severity: Optional[Severity] = None,
+    ) -> None:
+        self.ctx.add_finding(
+            self, node=node, message=message or self.message, hint=hint or self.hint,
+            evidence=evidence or {}, severity=severity or self.active_severity,
+        )
+
+    def report_cpp(
+        self,
+        source: "CppSource",
+        offset: int,
+        message: Optional[str] = None,
+        hint: Optional[str] = None,
+        *,
+        evidence: Optional[dict[str, Any]] = None,
+        severity: Optional[Severity] = None,
+    ) -> None:
+        ev = {"cpp_line": source.line_in_source(offset), "origin": source.origin, **(evidence or {})}
+        self.ctx.add_finding(
+            self, cpp=(source, offset), message=message or self.message, hint=hint or self.hint,
+            evidence=ev, severity=severity or self.active_severity,
+        )
+
+    def check_cpp(self, source: "CppSource") -> None:
+        """Called once for each C++/CUDA source the submission compiles or carries."""
+
+    def finish(self) -> None:
+        """Called after the traversal and the C++ checks."""

@@ -1,0 +1,91 @@
+"""The static stage for one submission: decode, guard, parse, run every rule."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Optional, Sequence
+
+import libcst as cst
+
+from gatekeeper.config import Config
+from gatekeeper.report import Finding, Location, Severity, StageName
+from gatekeeper.static.discovery import discover_rules
+from gatekeeper.static.engine import run_rules
+from gatekeeper.static.load_checks import (
+    LOAD_RULES,     SubmissionEmpty, SubmissionNotText, SubmissionSyntaxError, SubmissionTooLarge,
+)
+from gatekeeper.static.problem_facts import ProblemFacts
+from gatekeeper.static.rule import Rule
+
+_SUPPRESS = re.compile(r"#\s*gatekeeper:\s*ignore\[([A-Z0-9, ]+)\]")
+
+
+def _load_finding(rule: type[Rule], path: str, detail: str = "", line: Optional[int] = None,
+                  column: Optional[int] = None) -> Finding:
+    return Finding(
+        rule=rule.code, name=rule.name, category=rule.category, severity=Severity.ERROR,
+        stage=StageName.STATIC, message=f"{rule.message} {detail}".strip(), hint=rule.hint,
+        location=Location(path=path, line=line, column=column or 1) if line else None,
+    )
+
+
+def active_rules(config: Config) -> list[type[Rule]]:
+    """Enabled rules that inspect source (the load checks run before parsing)."""
+    return [
+        r for r in discover_rules(config.rule_dirs)
+        if r not in LOAD_RULES and config.rule(r.code).enabled
+    ]
+
+
+def severities(rules: Sequence[type[Rule]], config: Config) -> dict[str, Severity]:
+    out = {}
+    for rule in rules:
+        override = config.rule(rule.code).severity
+        out[rule.code] = override or rule.severity_for(config.profile)
+    return out
+
+
+def run_static(data: bytes, path: str, config: Config, problem: Optional[ProblemFacts]) -> list[Finding]:
+    if len(data) > config.max_file_bytes:
+        return [_load_finding(SubmissionTooLarge, path,
+                              f"It is {len(data):,} bytes; the limit is {config.max_file_bytes:,}.")]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return [_load_finding(SubmissionNotText, path, f"Byte {exc.start} is not valid UTF-8.")]
+    if "\x00" in text:
+        return [_load_finding(SubmissionNotText, path, "It contains NUL bytes.")]
+    if not text.strip():
+        return [_load_finding(SubmissionEmpty, path)]
+    try:
+        module = cst.parse_module(text)
+    except cst.ParserSyntaxError as exc:
+        return [_load_finding(SubmissionSyntaxError, path, exc.message, exc.raw_line, exc.raw_column + 1)]
+    except RecursionError:
+        return [_load_finding(SubmissionSyntaxError, path, "It nests too deeply to parse.")]
+    rules = active_rules(config)
+    settings = {code: s.options for code, s in config.rules.items()}
+    folder = Path(path).parent if path and Path(path).exists() else None
+    try:
+        findings = run_rules(
+            module, path=path, text=text, rule_classes=rules, profile=config.profile,
+            settings=settings, severities=severities(rules, config), problem=problem, folder=folder,
+        )
+    except RecursionError:
+        return [_load_finding(SubmissionSyntaxError, path, "It nests too deeply to analyse.")]
+    if config.allow_suppressions:
+        findings = _apply_suppressions(findings, text)
+    return findings
+
+
+def _apply_suppressions(findings: list[Finding], text: str) -> list[Finding]:
+    lines = text.splitlines()
+    kept = []
+    for finding in findings:
+        line = finding.location.line if finding.location else 0
+        match = _SUPPRESS.search(lines[line - 1]) if 0 < line <= len(lines) else None
+        codes = {c.strip() for c in match.group(1).split(",")} if match else set()
+        if finding.rule not in codes:
+            kept.append(finding)
+    return kept
