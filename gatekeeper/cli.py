@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import sys
 from enum import Enum
@@ -153,6 +155,24 @@ def config_show(
         _fail(exc)
     payload = {"source": resolved.source or "built-in defaults", **resolved.model_dump(mode="json")}
     sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+
+
+# Commands that live with their feature (ingest, leaderboard, mcp, ...): each module
+# defines `register(app)`. Imported only if present, and kept light at import time.
+_PLUGINS = ("gatekeeper.ingest.cli", "gatekeeper.agent.cli", "gatekeeper.timing.cli")
+
+
+def _register_plugins() -> None:
+    for name in _PLUGINS:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ModuleNotFoundError:
+            found = False
+        if found:
+            importlib.import_module(name).register(app)
+
+
+_register_plugins()
 
 
 def main() -> None:

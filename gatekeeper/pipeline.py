@@ -8,12 +8,14 @@ passed.
 from __future__ import annotations
 
 import hashlib
+import importlib
+import importlib.util
 import platform
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from gatekeeper.config import Config
 from gatekeeper.errors import GatekeeperError
@@ -46,14 +48,36 @@ class RunOptions:
     time: bool = False
 
 
-# A later stage: (submission, problem path, config, options, findings so far) ->
-# (status, findings, extra report fields). Registered by the stage's own package.
-StageFn = Callable[..., tuple[StageStatus, list[Finding], dict]]
-_RUNNERS: dict[StageName, StageFn] = {}
+@dataclass
+class StageOutcome:
+    status: StageStatus
+    findings: list[Finding] = field(default_factory=list)
+    # Report fields this stage fills (timing, score) and environment details (isolation, gpu).
+    report: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+    reason: Optional[str] = None
 
 
-def register_stage(name: StageName, fn: StageFn) -> None:
-    _RUNNERS[name] = fn
+# Later stages live in their own packages and are imported only when they run. Each is
+# `fn(submission, problem_path, config, options, findings_so_far) -> StageOutcome`.
+STAGE_RUNNERS: dict[StageName, str] = {
+    StageName.BUILD: "gatekeeper.build.stage:run_build",
+    StageName.BEHAVIOUR: "gatekeeper.behaviour.stage:run_behaviour",
+    StageName.TIMING: "gatekeeper.timing.stage:run_timing",
+}
+
+
+def _runner(name: StageName) -> Optional[Callable[..., StageOutcome]]:
+    target = STAGE_RUNNERS.get(name)
+    if target is None:
+        return None
+    module_name, func = target.split(":")
+    try:
+        if importlib.util.find_spec(module_name) is None:
+            return None
+    except ModuleNotFoundError:
+        return None
+    return getattr(importlib.import_module(module_name), func)
 
 
 def environment() -> Environment:
@@ -79,6 +103,7 @@ def run(
     stages: list[StageResult] = []
     findings: list[Finding] = []
     extra: dict = {}
+    env_extra: dict = {}
     problem_ref: Optional[ProblemRef] = None
     try:
         if problem_path is not None and problem is None:
@@ -98,18 +123,21 @@ def run(
             if name == StageName.STATIC:
                 found = run_static(submission.data, submission.path, config, problem)
                 status = StageStatus.FAILED if _has_error(found) else StageStatus.PASSED
-                more: dict = {}
-            elif name in _RUNNERS:
-                status, found, more = _RUNNERS[name](submission, problem_path, config, options, findings)
+                reason = None
             else:
-                stages.append(StageResult(
-                    name=name, status=StageStatus.NOT_IMPLEMENTED,
-                    reason=f"the {name.value} stage is not available in gatekeeper {__version__}; it did not run",
-                ))
-                continue
+                runner = _runner(name)
+                if runner is None:
+                    stages.append(StageResult(
+                        name=name, status=StageStatus.NOT_IMPLEMENTED,
+                        reason=f"the {name.value} stage is not available in gatekeeper {__version__}; it did not run",
+                    ))
+                    continue
+                outcome = runner(submission, problem_path, config, options, list(findings))
+                status, found = outcome.status, outcome.findings
+                extra.update(outcome.report)
+                env_extra.update(outcome.environment)
+                reason = outcome.reason
             findings.extend(found)
-            extra.update(more)
-            reason = more.pop("stage_reason", None) if more else None
             stages.append(StageResult(name=name, status=status,
                                       duration_s=round(time.perf_counter() - started, 4), reason=reason))
             if status == StageStatus.ERROR:
@@ -120,6 +148,8 @@ def run(
         if exc.exit_code == 2:
             raise
         return _error_report(submission, problem_ref, config, env, stages, findings, str(exc))
+    if env_extra:
+        env = env.model_copy(update=env_extra)
     if any(s.status == StageStatus.ERROR for s in stages):
         why = next(s.reason for s in stages if s.status == StageStatus.ERROR) or "a stage failed"
         if not _has_error(findings):

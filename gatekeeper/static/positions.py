@@ -7,10 +7,11 @@ as the last wanted node has been generated.
 
 from __future__ import annotations
 
-from typing import Iterable
+from contextlib import contextmanager
+from typing import Iterable, Iterator
 
 import libcst as cst
-from libcst._position import CodeRange
+from libcst._position import CodePosition, CodeRange
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 
@@ -26,6 +27,18 @@ class _Holder:
 
 
 class _TargetedState(PositionProvidingCodegenState):
+    @contextmanager
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None) -> Iterator[None]:
+        start = CodePosition(self.line, self.column)
+        yield  # on _Done, propagate without recording (children may be missing)
+        computed = self.provider._computed  # type: ignore[attr-defined]
+        end = CodePosition(self.line, self.column)
+        if start_node is not None and start_node in computed:
+            start = computed[start_node].start
+        if end_node is not None and end_node in computed:
+            end = computed[end_node].end
+        computed[node] = CodeRange(start, end)
+
     def after_codegen(self, node: cst.CSTNode) -> None:
         super().after_codegen(node)
         holder = self.provider
