@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from gatekeeper.report import Category, Severity
+from gatekeeper.static.rule import Rule
+
+# Signals a submission can read to guess that it is being checked or timed.
+_SIGNALS = {
+    "torch.cuda.is_current_stream_capturing": "whether a CUDA graph is being captured",
+    "torch.cuda.graphs.is_current_stream_capturing": "whether a CUDA graph is being captured",
+    "torch._C._cuda_isCurrentStreamCapturing": "whether a CUDA graph is being captured",
+    "sys.argv": "the command line of the harness",
+    "sys.orig_argv": "the command line of the harness",
+    "os.environ": "environment variables",
+    "os.getenv": "environment variables",
+    "os.environb": "environment variables",
+    "sys._getframe": "the caller's stack",
+    "inspect.stack": "the caller's stack",
+    "inspect.currentframe": "the caller's stack",
+    "traceback.extract_stack": "the caller's stack",
+    "torch.is_grad_enabled": None,  # common and honest; listed so it is never flagged
+}
+
+
+class BranchesOnTimingSignal(Rule):
+    """A condition in the forward path reads something that tells a checking run from a
+    timing run: `torch.cuda.is_current_stream_capturing()`, `sys.argv`, environment
+    variables, or the caller's stack.
+
+    Why it games the benchmark: the submission can return correct results while checked and
+    take a cheaper (wrong) path while timed or graph-captured. Reads of these at import time
+    or in `__init__` (configuration) are not flagged; only conditions in code that runs per
+    call are.
+    """
+
+    code = "GK110"
+    name = "BranchesOnTimingSignal"
+    category = Category.CACHED_OUTPUT
+    severity = Severity.ERROR
+    summary = "forward branches on a signal that tells checking from timing"
+    message = "This condition reads {what} (`{name}`) on every call, so the submission can behave differently when it is timed than when it is checked."
+    hint = "Take the same path on every call; decide configuration once in `__init__` from the inputs' properties, never from the harness's state."
+
+    VALID = [
+        "import os, torch\nDEBUG = os.environ.get('MY_DEBUG') == '1'\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return run(x)\n",
+    ]
+    INVALID = [
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        if torch.cuda.is_current_stream_capturing():\n"
+        "            return self.out\n        return run(x)\n",
+        "import sys, torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        if 'bench' in ' '.join(sys.argv):\n"
+        "            return cheap(x)\n        return run(x)\n",
+        "from os import getenv as ge\nimport torch\ndef forward(x):\n    return cheap(x) if ge('TIMING') else run(x)\n",
+    ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.hits: list[tuple[str, cst.CSTNode, str]] = []
+
+    def visit_If(self, node: cst.If) -> None:
+        self._scan(node.test)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._scan(node.test)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._scan(node.test)
+
+    def _scan(self, test: cst.BaseExpression) -> None:
+        if not self.ctx.functions:
+            return
+        key = self.ctx.function_key
+        stack: list[cst.CSTNode] = [test]
+        while stack:
+            current = stack.pop()
+            if isinstance(current, (cst.Name, cst.Attribute)):
+                name = self.ctx.qualname(current)
+                if name and _SIGNALS.get(name):
+                    self.hits.append((key, current, name))
+                    return
+            stack.extend(current.children)
+
+    def finish(self) -> None:
+        for key, node, name in self.hits:
+            if not self.ctx.is_init_only(key):
+                self.report(node, self.message.format(what=_SIGNALS[name], name=name), evidence={"signal": name})

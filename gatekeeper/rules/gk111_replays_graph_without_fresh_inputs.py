@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from gatekeeper.report import Category, Severity
+from gatekeeper.static.rule import Rule
+
+
+class ReplaysGraphWithoutFreshInputs(Rule):
+    """`forward` replays a captured CUDA graph (`g.replay()`) without first copying its
+    arguments into the graph's static input buffers (`self.static_x.copy_(x)`).
+
+    Why it games the benchmark: the graph recomputes from the inputs it was captured with,
+    so every call returns the result for the first input while looking like real work to a
+    timer. Replaying after copying fresh inputs in is legitimate and not flagged (the
+    behaviour stage still checks the results).
+    """
+
+    code = "GK111"
+    name = "ReplaysGraphWithoutFreshInputs"
+    category = Category.CACHED_OUTPUT
+    severity = Severity.ERROR
+    summary = "replays a CUDA graph without copying the call's inputs into it"
+    message = "forward replays a captured CUDA graph but never copies its inputs ({params}) into the graph's input buffers: it returns results for the captured inputs."
+    hint = "Before `graph.replay()`, copy every input into the static buffers the graph was captured on (`self.static_x.copy_(x)`), and return a fresh copy of the static output."
+
+    VALID = [
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        self.static_x.copy_(x)\n"
+        "        self.graph.replay()\n        return self.static_y.clone()\n",
+    ]
+    INVALID = [
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        if self.graph is None:\n"
+        "            self.capture(x)\n        self.graph.replay()\n        return self.static_y\n",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n        g = self._g\n        g.replay()\n"
+        "        return self._out.clone()\n",
+    ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.frames: list[dict] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        params = [p.name.value for p in node.params.params if p.name.value != "self"]
+        self.frames.append({"params": set(params), "copied": False, "replays": []})
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        frame = self.frames.pop()
+        if node.name.value == "forward" and frame["replays"] and not frame["copied"]:
+            for replay in frame["replays"]:
+                self.report(replay, self.message.format(params=", ".join(sorted(frame["params"])) or "none"))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.frames or not isinstance(node.func, cst.Attribute):
+            return
+        frame = self.frames[-1]
+        method = node.func.attr.value
+        if method == "replay" and not node.args:
+            frame["replays"].append(node)
+        elif method in ("copy_", "set_", "index_copy_"):
+            for arg in node.args:
+                if isinstance(arg.value, cst.Name) and arg.value.value in frame["params"]:
+                    frame["copied"] = True
