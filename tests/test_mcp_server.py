@@ -1,0 +1,147 @@
+"""Drives `python -m gatekeeper mcp` as a real MCP client would: a subprocess over stdio,
+the mcp package's own client session, real tool calls, real reports."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+mcp = pytest.importorskip("mcp")
+from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+HACKED = (FIXTURES / "submissions/seed_cached_hardcoded.py").read_text("utf-8")
+HONEST = (FIXTURES / "submissions/seed_honest_generic.py").read_text("utf-8")
+PROBLEM = (FIXTURES / "problems/seed_mean.py").read_text("utf-8")
+SERVER = StdioServerParameters(command=sys.executable, args=["-m", "gatekeeper", "mcp"], cwd=str(ROOT))
+TIMEOUT_S = 120  # a hung server fails the test instead of hanging the suite
+
+
+def _session_run(steps) -> None:
+    """Start the server, initialise a session, run `steps(session)`, shut down."""
+
+    async def main() -> None:
+        with anyio.fail_after(TIMEOUT_S):
+            async with stdio_client(SERVER) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    await steps(session)
+
+    anyio.run(main)
+
+
+def _texts(result) -> list[str]:
+    return [block.text for block in result.content if block.type == "text"]
+
+
+def _report(result) -> dict:
+    assert not result.is_error, _texts(result)
+    texts = _texts(result)
+    report = json.loads(texts[-1])  # the last text block is the Report JSON
+    assert result.structured_content == report
+    return report
+
+
+def test_lists_the_workflow_tools_with_their_arguments():
+    async def steps(session: ClientSession) -> None:
+        listed = await session.list_tools()
+        tools = {t.name: t for t in listed.tools}
+        assert set(tools) == {"static_check", "compile", "run_correctness", "submit"}
+        assert tools["static_check"].input_schema["required"] == ["code"]
+        for name in ("compile", "run_correctness", "submit"):
+            assert sorted(tools[name].input_schema["required"]) == ["code", "problem"]
+        assert tools["static_check"].input_schema["properties"]["profile"]["anyOf"][0]["enum"] == [
+            "strict", "default", "lenient"]
+        assert "seed" in tools["run_correctness"].input_schema["properties"]
+
+    _session_run(steps)
+
+
+def test_static_check_rejects_seed_then_passes_honest_then_survives_garbage():
+    async def steps(session: ClientSession) -> None:
+        hacked = await session.call_tool("static_check", {"code": HACKED, "problem": PROBLEM})
+        report = _report(hacked)
+        assert report["verdict"] == "reject"
+        categories = {f["category"] for f in report["findings"] if f["severity"] == "error"}
+        assert {"cached-output", "hardcoded-shape"} <= categories
+        assert report["problem"]["path"] == "<problem>"
+        summary = _texts(hacked)[0]
+        assert summary.startswith("Verdict: REJECT")
+        line = next(f["location"]["line"] for f in report["findings"] if f["category"] == "cached-output")
+        assert f"line {line}: [GK101 cached-output]" in summary and "— fix:" in summary
+
+        honest = _report(await session.call_tool("static_check", {"code": HONEST, "problem": PROBLEM}))
+        assert honest["verdict"] == "pass"
+        assert [f for f in honest["findings"] if f["severity"] == "error"] == []
+
+        # Garbage arguments: clear tool errors, never a dead server.
+        empty = await session.call_tool("static_check", {"code": "   "})
+        assert empty.is_error and "`code` is empty" in _texts(empty)[0]
+        wrong_type = await session.call_tool("static_check", {"code": 42})
+        assert wrong_type.is_error and "code" in _texts(wrong_type)[0]
+        bad_profile = await session.call_tool("static_check", {"code": HONEST, "profile": "yolo"})
+        assert bad_profile.is_error and "profile" in _texts(bad_profile)[0]
+        missing_problem = await session.call_tool("compile", {"code": HONEST, "problem": ""})
+        assert missing_problem.is_error and "`problem` is empty" in _texts(missing_problem)[0]
+
+        # Source that is not Python is the submission's fault: a reject with the parse error.
+        not_python = _report(await session.call_tool("static_check", {"code": "def ((((\n", "problem": PROBLEM}))
+        assert not_python["verdict"] == "reject"
+        assert not_python["findings"][0]["rule"] == "GK003"
+
+        # A problem that does not parse is not the submission's fault: verdict error, not reject.
+        broken_problem = _report(await session.call_tool("static_check", {"code": HONEST, "problem": "class (\n"}))
+        assert broken_problem["verdict"] == "error"
+        assert "<problem>" in broken_problem["error"]
+
+        again = _report(await session.call_tool("static_check", {"code": HACKED, "problem": PROBLEM}))
+        assert again["verdict"] == "reject"
+        assert again["submission"]["sha256"] == report["submission"]["sha256"]
+
+    _session_run(steps)
+
+
+def test_one_line_code_is_source_not_a_path():
+    """A one-line `code` naming an existing file must be checked as text, never read from disk."""
+
+    async def steps(session: ClientSession) -> None:
+        report = _report(await session.call_tool("static_check", {"code": "fixtures/submissions/seed_cached_hardcoded.py"}))
+        assert report["submission"]["path"] == "<submission>"
+        assert not any(f["category"] == "cached-output" for f in report["findings"])
+
+    _session_run(steps)
+
+
+def test_each_tool_runs_up_to_its_stage_and_the_summary_names_what_did_not_run():
+    """compile stops after build, run_correctness after behaviour, submit after behaviour (or
+    timing on a GPU). Stages still being built show as not-implemented; a pass never hides
+    that a stage did not run."""
+
+    async def steps(session: ClientSession) -> None:
+        for tool, last in (("compile", "build"), ("run_correctness", "behaviour"), ("submit", "behaviour")):
+            args = {"code": HONEST, "problem": PROBLEM}
+            if tool != "compile":
+                args["seed"] = 7
+            result = await session.call_tool(tool, args)
+            report = _report(result)
+            reasons = {s["name"]: (s["status"], s.get("reason") or "") for s in report["stages"]}
+            order = ["static", "build", "behaviour", "timing"]
+            for name in order[: order.index(last) + 1]:
+                assert "not requested" not in reasons[name][1], (tool, reasons)
+            for name in order[order.index(last) + 1:]:
+                if name == "timing" and tool == "submit":
+                    continue  # timed when a GPU is present
+                assert reasons[name][0] == "skipped" and "not requested" in reasons[name][1], (tool, reasons)
+            unchecked = [n for n, (status, _) in reasons.items() if status in ("skipped", "not-implemented")]
+            summary = _texts(result)[0]
+            for name in unchecked:
+                assert name in summary.split("Not checked:")[1], f"{tool}: summary hides that {name} did not run"
+        hacked = _report(await session.call_tool("submit", {"code": HACKED, "problem": PROBLEM}))
+        assert hacked["verdict"] == "reject"
+
+    _session_run(steps)
