@@ -1,0 +1,95 @@
+"""The published pre-commit hook: its YAML has the structure pre-commit reads, and its entry,
+run the way pre-commit runs it (entry + args + file names), gives the right exit codes."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HOOKS_FILE = ROOT / ".pre-commit-hooks.yaml"
+FIXTURES = ROOT / "fixtures"
+HACKED = FIXTURES / "submissions/seed_cached_hardcoded.py"
+HONEST = FIXTURES / "submissions/seed_honest_generic.py"
+PROBLEM = FIXTURES / "problems/seed_mean.py"
+# Keys pre-commit accepts in a hook definition (a typo in any other key breaks installs).
+KNOWN_KEYS = {
+    "id", "name", "entry", "language", "files", "exclude", "types", "types_or", "exclude_types",
+    "always_run", "fail_fast", "verbose", "pass_filenames", "require_serial", "description",
+    "language_version", "minimum_pre_commit_version", "args", "stages", "additional_dependencies",
+    "log_file",
+}
+
+
+def _hooks() -> list[dict]:
+    yaml = pytest.importorskip("yaml")  # pyyaml comes with libcst
+    data = yaml.safe_load(HOOKS_FILE.read_text("utf-8"))
+    assert isinstance(data, list) and data, "the file must be a YAML list of hook mappings"
+    return data
+
+
+def _hook(hook_id: str) -> dict:
+    found = [h for h in _hooks() if h.get("id") == hook_id]
+    assert len(found) == 1, f"expected exactly one {hook_id!r} hook"
+    return found[0]
+
+
+def test_hooks_file_structure():
+    ids = [h["id"] for h in _hooks()]
+    assert len(ids) == len(set(ids)), "hook ids must be unique"
+    for hook in _hooks():
+        assert {"id", "name", "entry", "language"} <= set(hook), hook
+        assert set(hook) <= KNOWN_KEYS, set(hook) - KNOWN_KEYS
+
+
+def test_gatekeeper_static_hook_definition():
+    hook = _hook("gatekeeper-static")
+    assert hook["language"] == "python"
+    assert hook["pass_filenames"] is True
+    assert shlex.split(hook["entry"]) == ["gatekeeper", "check", "--static-only"]
+    files = re.compile(hook["files"])
+    assert files.search("solutions/kernel.py") and files.search("a.py")
+    assert not files.search("kernel.pyc") and not files.search("kernel.cu") and not files.search("notes.py.txt")
+
+
+def _run_entry(*args: str) -> subprocess.CompletedProcess:
+    """Run the hook the way pre-commit does: entry, then args, then the staged file names."""
+    entry = shlex.split(_hook("gatekeeper-static")["entry"])
+    # The console script installed next to this interpreter (pre-commit installs it likewise).
+    script = Path(sys.executable).parent / entry[0]
+    command = [str(script) if script.exists() else shutil.which(entry[0]) or entry[0], *entry[1:], *args]
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+def test_entry_rejects_the_hacked_seed_with_exit_1():
+    done = _run_entry("--problem", str(PROBLEM), str(HACKED))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "GK101" in done.stdout and "REJECT" in done.stdout
+
+
+def test_entry_passes_the_honest_kernel_with_exit_0():
+    done = _run_entry("--problem", str(PROBLEM), str(HONEST))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_entry_with_several_files_fails_if_any_is_rejected():
+    done = _run_entry("--problem", str(PROBLEM), str(HONEST), str(HACKED))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "PASS" in done.stdout and "REJECT" in done.stdout
+
+
+def test_entry_without_problem_still_catches_the_cached_output():
+    done = _run_entry(str(HACKED))
+    assert done.returncode == 1 and "GK101" in done.stdout, done.stdout + done.stderr
+
+
+def test_entry_usage_error_is_exit_2_without_traceback():
+    done = _run_entry("--problem", "no/such/problem.py", str(HONEST))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "problem" in done.stderr
