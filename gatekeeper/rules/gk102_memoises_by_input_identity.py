@@ -7,6 +7,7 @@ import libcst as cst
 from gatekeeper.report import Category, Severity
 from gatekeeper.static.persistence import PersistenceTracker
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.walk import subtree
 
 # Expressions that identify an input's storage or contents cheaply, not its values.
 _IDENTITY_METHODS = frozenset({"data_ptr", "_version", "storage", "untyped_storage", "storage_offset", "_cdata", "item", "tolist"})
@@ -115,9 +116,7 @@ class MemoisesByInputIdentity(Rule):
 
     def _identity(self, expr: cst.BaseExpression) -> Optional[str]:
         """A short description of the identity read inside expr, if any."""
-        stack = [expr]
-        while stack:
-            current = stack.pop()
+        for current in subtree(expr, into_functions=False):
             if isinstance(current, cst.Call):
                 if self.ctx.qualname(current.func) in _IDENTITY_BUILTINS:
                     return f"{self.ctx.qualname(current.func).split('.')[-1]}(...)"  # type: ignore[union-attr]
@@ -127,9 +126,6 @@ class MemoisesByInputIdentity(Rule):
                 return f".{current.attr.value}"
             if isinstance(current, cst.Name) and self.identity_locals and current.value in self.identity_locals[-1]:
                 return self.identity_locals[-1][current.value]
-            if isinstance(current, (cst.Lambda, cst.FunctionDef)):
-                continue
-            stack.extend(c for c in current.children if isinstance(c, cst.CSTNode))
         return None
 
 

@@ -6,6 +6,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.walk import subtree
 
 
 def _counter_name(target: cst.BaseExpression) -> Optional[str]:
@@ -18,26 +19,15 @@ def _counter_name(target: cst.BaseExpression) -> Optional[str]:
 
 def _names_in(expr: cst.CSTNode) -> set[str]:
     found: set[str] = set()
-    stack = [expr]
-    while stack:
-        current = stack.pop()
+    for current in subtree(expr):
         name = _counter_name(current) if isinstance(current, (cst.Attribute, cst.Name)) else None
         if name:
             found.add(name)
-        stack.extend(current.children)
     return found
 
 
 def _contains_return(block: cst.CSTNode) -> bool:
-    stack = [block]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Return):
-            return True
-        if isinstance(current, (cst.FunctionDef, cst.Lambda)):
-            continue
-        stack.extend(current.children)
-    return False
+    return any(isinstance(n, cst.Return) for n in subtree(block, into_functions=False))
 
 
 class SwitchesOnCallCount(Rule):
@@ -109,16 +99,9 @@ class SwitchesOnCallCount(Rule):
     def finish(self) -> None:
         for node, test in self.tests:
             names = _names_in(test)
-            if any(isinstance(c, cst.Call) and self.ctx.qualname(c.func) == "builtins.next" for c in _walk(test)):
+            if any(isinstance(c, cst.Call) and self.ctx.qualname(c.func) == "builtins.next" for c in subtree(test)):
                 names |= {c for c in self.counters if c.startswith("next(")}
             hit = sorted(n for n in names if n in self.counters)
             if hit:
                 self.report(node, self.message.format(counter=hit[0]), evidence={"counter": hit[0]})
 
-
-def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(current.children)

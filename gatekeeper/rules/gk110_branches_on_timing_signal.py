@@ -4,6 +4,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.walk import subtree
 
 # Signals a submission can read to guess that it is being checked or timed.
 _SIGNALS = {
@@ -71,15 +72,12 @@ class BranchesOnTimingSignal(Rule):
         if not self.ctx.functions:
             return
         key = self.ctx.function_key
-        stack: list[cst.CSTNode] = [test]
-        while stack:
-            current = stack.pop()
+        for current in subtree(test):
             if isinstance(current, (cst.Name, cst.Attribute)):
                 name = self.ctx.qualname(current)
                 if name and _SIGNALS.get(name):
                     self.hits.append((key, current, name))
                     return
-            stack.extend(current.children)
 
     def finish(self) -> None:
         for key, node, name in self.hits:

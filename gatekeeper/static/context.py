@@ -116,7 +116,7 @@ class FileContext:
                 segment = p.cpp[0].segment_at(p.cpp[1])
                 if segment.node is not None:
                     nodes.append(segment.node)
-        ranges = positions_for(self.module, nodes)
+        ranges = positions_for(self.module, nodes, self.parents, self.text)
         out: list[Finding] = []
         seen: set[tuple[str, int, int]] = set()
         for p in self.pending:

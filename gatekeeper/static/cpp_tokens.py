@@ -8,13 +8,8 @@ stream (for example `at` `::` `matmul` `(`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+import re
 from typing import Iterator, Optional
-
-_PUNCT = (
-    "<<<", ">>>", "<<=", ">>=", "...", "->*", "::", "->", "++", "--", "<<", ">>", "<=", ">=",
-    "==", "!=", "&&", "||", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "##",
-)
-
 
 @dataclass(frozen=True)
 class Token:
@@ -42,8 +37,21 @@ def parse_int(text: str) -> Optional[int]:
     return None
 
 
-def _is_ident_start(ch: str) -> bool:
-    return ch.isalpha() or ch == "_"
+# One alternation, tried in order at each position: the standard way to write a lexer.
+_LEXER = re.compile(
+    r"""
+     (?P<nl>\n)
+    |(?P<ws>[ \t\r\f\v]+|\\\n)
+    |(?P<comment>//[^\n]*|/\*.*?(?:\*/|\Z))
+    |(?P<raw>R"(?P<delim>[^()\s\\]{0,16})\(.*?\)(?P=delim)")
+    |(?P<str>"(?:\\.|[^"\\\n])*"?|'(?:\\.|[^'\\\n])*'?)
+    |(?P<dir>\#[ \t]*[A-Za-z_]\w*)
+    |(?P<ident>[A-Za-z_]\w*)
+    |(?P<number>\.?\d(?:[eEpP][+-]|[\w.'])*)
+    |(?P<punct><<<|>>>|<<=|>>=|\.\.\.|->\*|::|->|\+\+|--|<<|>>|<=|>=|==|!=|&&|\|\||\+=|-=|\*=|/=|%=|&=|\|=|\^=|\#\#|.)
+    """,
+    re.X | re.S,
+)
 
 
 def tokenize(src: str) -> list[Token]:
@@ -51,88 +59,27 @@ def tokenize(src: str) -> list[Token]:
 
 
 def _scan(src: str) -> Iterator[Token]:
-    i, n = 0, len(src)
     line_start = True
-    while i < n:
-        ch = src[i]
-        if ch == "\n":
+    for match in _LEXER.finditer(src):
+        kind = match.lastgroup
+        if kind == "nl":
             line_start = True
-            i += 1
             continue
-        if ch.isspace():
-            i += 1
+        if kind in ("ws", "comment"):
             continue
-        if src.startswith("//", i):
-            end = src.find("\n", i)
-            i = n if end < 0 else end
+        line_start_before, line_start = line_start, False
+        if kind in ("raw", "delim", "str"):
             continue
-        if src.startswith("/*", i):
-            end = src.find("*/", i + 2)
-            i = n if end < 0 else end + 2
-            continue
-        if ch == "#" and line_start:
-            # A directive runs to the end of the line, with backslash continuations.
-            j = i + 1
-            while j < n and src[j] in " \t":
-                j += 1
-            k = j
-            while k < n and (src[k].isalnum() or src[k] == "_"):
-                k += 1
-            yield Token("directive", src[j:k], i)
-            i = k
-            line_start = False
-            continue
-        line_start = False
-        if ch in "\"'":
-            i = _skip_literal(src, i)
-            continue
-        if ch == "R" and src.startswith('R"', i):
-            close = src.find("(", i + 2)
-            if close > 0:
-                delim = ")" + src[i + 2 : close] + '"'
-                end = src.find(delim, close)
-                i = n if end < 0 else end + len(delim)
+        text = match.group()
+        if kind == "dir":
+            if line_start_before:
+                yield Token("directive", text[1:].strip(), match.start())
                 continue
-        if _is_ident_start(ch):
-            j = i + 1
-            while j < n and (src[j].isalnum() or src[j] == "_"):
-                j += 1
-            yield Token("ident", src[i:j], i)
-            i = j
+            yield Token("punct", "#", match.start())
+            rest = text[1:].lstrip()
+            yield Token("ident", rest, match.end() - len(rest))
             continue
-        if ch.isdigit() or (ch == "." and i + 1 < n and src[i + 1].isdigit()):
-            j = i + 1
-            while j < n and (src[j].isalnum() or src[j] in "._'" or (
-                src[j] in "+-" and src[j - 1] in "eEpP" and not src[i:j].lower().startswith("0x")
-            )):
-                j += 1
-            yield Token("number", src[i:j], i)
-            i = j
-            continue
-        if ch == "\\" and i + 1 < n and src[i + 1] == "\n":
-            i += 2
-            continue
-        for punct in _PUNCT:
-            if src.startswith(punct, i):
-                yield Token("punct", punct, i)
-                i += len(punct)
-                break
-        else:
-            yield Token("punct", ch, i)
-            i += 1
-
-
-def _skip_literal(src: str, i: int) -> int:
-    quote = src[i]
-    j = i + 1
-    while j < len(src):
-        if src[j] == "\\":
-            j += 2
-            continue
-        if src[j] == quote or src[j] == "\n":
-            return j + 1
-        j += 1
-    return j
+        yield Token(kind, text, match.start())  # type: ignore[arg-type]
 
 
 def directive_lines(src: str, tokens: list[Token]) -> dict[str, list[Token]]:

@@ -19,16 +19,14 @@ from gatekeeper.static.cpp_sources import LOADERS, SourceExtractor
 from gatekeeper.static.names import Binding
 from gatekeeper.static.problem_facts import ProblemFacts
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.walk import walk
 
 Handler = Callable[[cst.CSTNode], object]
-_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
-_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
-class _Traversal(cst.CSTVisitor):
+class _Traversal:
     def __init__(self, ctx: FileContext, rules: Sequence[Rule]) -> None:
         self.ctx = ctx
-        self.stack: list[cst.CSTNode] = []
         self.visits: dict[str, list[Handler]] = defaultdict(list)
         self.leaves: dict[str, list[Handler]] = defaultdict(list)
         for rule in rules:
@@ -40,80 +38,93 @@ class _Traversal(cst.CSTVisitor):
         self.extractor = SourceExtractor(ctx.resolver, ctx.constants, ctx.folder)
         self.strings: list[cst.SimpleString] = []
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
+    def run(self, module: cst.Module) -> None:
         ctx = self.ctx
-        if self.stack:
-            ctx.parents[node] = self.stack[-1]
-        self.stack.append(node)
-        kind = type(node).__name__
-        if kind == "SimpleString" and len(node.value) > 24:  # type: ignore[attr-defined]
-            self.strings.append(node)  # type: ignore[arg-type]
-        self._bind_before(node)
-        for handler in self.visits.get(kind, ()):
-            handler(node)
-        self._bind_after(node)
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        kind = type(original_node).__name__
-        for handler in self.leaves.get(kind, ()):
-            handler(original_node)
-        ctx = self.ctx
-        if isinstance(original_node, cst.FunctionDef):
-            ctx.functions.pop()
-            ctx.function_keys.pop()
-            ctx.resolver.pop()
-        elif isinstance(original_node, cst.ClassDef):
-            ctx.classes.pop()
-            ctx.resolver.pop()
-        elif isinstance(original_node, (cst.Lambda, *_COMPREHENSIONS)):
-            ctx.resolver.pop()
-        self.stack.pop()
+        parents = ctx.parents
+        stack: list[cst.CSTNode] = []
+        visits, leaves = self.visits, self.leaves
+        before, after, on_leave = _BEFORE, _AFTER, _ON_LEAVE
+        for entering, node in walk(module):
+            kind = type(node).__name__
+            if entering:
+                if stack:
+                    parents[node] = stack[-1]
+                stack.append(node)
+                if kind == "SimpleString" and len(node.value) > 24:  # type: ignore[attr-defined]
+                    self.strings.append(node)  # type: ignore[arg-type]
+                hook = before.get(kind)
+                if hook is not None:
+                    hook(self, node)
+                for handler in visits.get(kind, ()):
+                    handler(node)
+                hook = after.get(kind)
+                if hook is not None:
+                    hook(self, node)
+            else:
+                for handler in leaves.get(kind, ()):
+                    handler(node)
+                hook = on_leave.get(kind)
+                if hook is not None:
+                    hook(self, node)
+                stack.pop()
 
     # bookkeeping that rules rely on -----------------------------------------------
-    def _bind_before(self, node: cst.CSTNode) -> None:
+    def _enter_function(self, node: cst.FunctionDef) -> None:
         ctx, res = self.ctx, self.ctx.resolver
-        if isinstance(node, cst.Import):
-            res.bind_import(node)
-        elif isinstance(node, cst.ImportFrom):
-            res.bind_import_from(node)
-        elif isinstance(node, cst.Call):
-            self._record_call(node)
-        elif isinstance(node, cst.FunctionDef):
-            res.bind(node.name.value, Binding("def"))
-            owner = ctx.class_name if ctx.classes and ctx.parents.get(node) is not None and _directly_in_class(ctx, node) else None
-            key = f"{owner}.{node.name.value}" if owner else node.name.value
-            ctx.defined.add(key)
-            ctx.functions.append(node)
-            ctx.function_keys.append(key)
-            res.push("function")
-            res.bind_params(node.params)
-        elif isinstance(node, cst.ClassDef):
-            res.bind(node.name.value, Binding("class"))
-            ctx.classes.append(node)
-            res.push("class")
-        elif isinstance(node, cst.Lambda):
-            res.push("lambda")
-            res.bind_params(node.params)
-        elif isinstance(node, _COMPREHENSIONS):
-            res.push("comprehension")
+        res.bind(node.name.value, Binding("def"))
+        owner = ctx.class_name if ctx.classes and _directly_in_class(ctx, node) else None
+        key = f"{owner}.{node.name.value}" if owner else node.name.value
+        ctx.defined.add(key)
+        ctx.functions.append(node)
+        ctx.function_keys.append(key)
+        res.push("function")
+        res.bind_params(node.params)
 
-    def _bind_after(self, node: cst.CSTNode) -> None:
-        res = self.ctx.resolver
-        # Bind after rules ran, so a rule sees the name as it was before this statement.
-        if isinstance(node, cst.Assign):
-            for target in node.targets:
-                res.bind_target(target.target, node.value)
-        elif isinstance(node, cst.AnnAssign):
-            res.bind_target(node.target, node.value)
-        elif isinstance(node, (cst.For, cst.CompFor)):
-            res.bind_target(node.target, None)
-        elif isinstance(node, cst.WithItem) and node.asname is not None:
-            res.bind_target(node.asname.name, None)
-        elif isinstance(node, cst.ExceptHandler) and node.name is not None:
-            res.bind_target(node.name.name, None)
-        elif isinstance(node, cst.NamedExpr):
-            res.bind_target(node.target, None)
+    def _leave_function(self, node: cst.FunctionDef) -> None:
+        self.ctx.functions.pop()
+        self.ctx.function_keys.pop()
+        self.ctx.resolver.pop()
+
+    def _enter_class(self, node: cst.ClassDef) -> None:
+        self.ctx.resolver.bind(node.name.value, Binding("class"))
+        self.ctx.classes.append(node)
+        self.ctx.resolver.push("class")
+
+    def _leave_class(self, node: cst.ClassDef) -> None:
+        self.ctx.classes.pop()
+        self.ctx.resolver.pop()
+
+    def _enter_lambda(self, node: cst.Lambda) -> None:
+        self.ctx.resolver.push("lambda")
+        self.ctx.resolver.bind_params(node.params)
+
+    def _enter_comprehension(self, node: cst.CSTNode) -> None:
+        self.ctx.resolver.push("comprehension")
+
+    def _pop_scope(self, node: cst.CSTNode) -> None:
+        self.ctx.resolver.pop()
+
+    # Bound after rules ran, so a rule sees the name as it was before this statement.
+    def _after_assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self.ctx.resolver.bind_target(target.target, node.value)
+
+    def _after_ann_assign(self, node: cst.AnnAssign) -> None:
+        self.ctx.resolver.bind_target(node.target, node.value)
+
+    def _after_for(self, node: cst.For) -> None:
+        self.ctx.resolver.bind_target(node.target, None)
+
+    def _after_with_item(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self.ctx.resolver.bind_target(node.asname.name, None)
+
+    def _after_except(self, node: cst.ExceptHandler) -> None:
+        if node.name is not None:
+            self.ctx.resolver.bind_target(node.name.name, None)
+
+    def _after_named_expr(self, node: cst.NamedExpr) -> None:
+        self.ctx.resolver.bind_target(node.target, None)
 
     def _record_call(self, call: cst.Call) -> None:
         ctx = self.ctx
@@ -133,6 +144,33 @@ class _Traversal(cst.CSTVisitor):
         qual = ctx.resolver.qualname(func) or ""
         if qual in LOADERS or (isinstance(func, (cst.Name, cst.Attribute)) and _last(func) == "load_inline"):
             ctx.cpp_sources.extend(self.extractor.from_call(call, qual or "load_inline"))
+
+
+_COMPREHENSION_NAMES = ("ListComp", "SetComp", "DictComp", "GeneratorExp")
+_BEFORE: dict[str, Callable] = {
+    "Import": lambda t, n: t.ctx.resolver.bind_import(n),
+    "ImportFrom": lambda t, n: t.ctx.resolver.bind_import_from(n),
+    "Call": _Traversal._record_call,
+    "FunctionDef": _Traversal._enter_function,
+    "ClassDef": _Traversal._enter_class,
+    "Lambda": _Traversal._enter_lambda,
+    **{name: _Traversal._enter_comprehension for name in _COMPREHENSION_NAMES},
+}
+_AFTER: dict[str, Callable] = {
+    "Assign": _Traversal._after_assign,
+    "AnnAssign": _Traversal._after_ann_assign,
+    "For": _Traversal._after_for,
+    "CompFor": _Traversal._after_for,
+    "WithItem": _Traversal._after_with_item,
+    "ExceptHandler": _Traversal._after_except,
+    "NamedExpr": _Traversal._after_named_expr,
+}
+_ON_LEAVE: dict[str, Callable] = {
+    "FunctionDef": _Traversal._leave_function,
+    "ClassDef": _Traversal._leave_class,
+    "Lambda": _Traversal._pop_scope,
+    **{name: _Traversal._pop_scope for name in _COMPREHENSION_NAMES},
+}
 
 
 def _last(func: cst.BaseExpression) -> str:
@@ -186,7 +224,7 @@ def run_rules(
         if problem is not None or not cls.needs_problem
     ]
     traversal = _Traversal(ctx, rules)
-    module.visit(traversal)
+    traversal.run(module)
     # Strings that look like C++ but were not seen reaching load_inline (helpers, dicts).
     for node in traversal.strings:
         extra = traversal.extractor.from_literal(node)

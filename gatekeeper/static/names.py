@@ -14,7 +14,7 @@ from typing import Optional
 
 import libcst as cst
 
-_BUILTINS = frozenset(dir(builtins))
+_BUILTINS = frozenset(dir(builtins)) - {"None", "True", "False", "Ellipsis", "NotImplemented"}
 
 
 @dataclass

@@ -16,6 +16,7 @@ from typing import Optional
 
 import libcst as cst
 
+from gatekeeper.static.walk import subtree
 from gatekeeper.errors import InfrastructureError, UsageError
 
 _VECTOR_WIDTHS = (2, 4, 8)
@@ -103,11 +104,7 @@ def _read_input_sizes(module: cst.Module, facts: ProblemFacts) -> None:
 
 
 def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(current.children)
+    return subtree(node)
 
 
 def derive_sizes(dims: list[int], constants: dict[str, int]) -> dict[int, str]:

@@ -1,0 +1,199 @@
+"""Generate a corpus of realistic submissions (~170 lines each) for the static benchmarks.
+
+There is no public corpus on this machine, so the files are assembled from the parts real
+generated submissions have: a docstring, imports, a CUDA or C++ source string of 60-110
+lines (kernels, a launcher, bounds checks, comments), a Triton kernel in some, a
+`load_inline` call, helper functions, and a `ModelNew` with `__init__` and `forward`.
+Names, sizes, operations and layout vary with the seed; about a fifth carry a hack.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+OPS = [
+    ("relu", "fmaxf(v, 0.f)"), ("gelu", "0.5f * v * (1.f + tanhf(0.79788456f * (v + 0.044715f * v * v * v)))"),
+    ("sigmoid", "1.f / (1.f + __expf(-v))"), ("square", "v * v"), ("scale", "v * alpha"),
+    ("swish", "v / (1.f + __expf(-v))"), ("softplus", "log1pf(__expf(v))"), ("hardtanh", "fminf(fmaxf(v, -1.f), 1.f)"),
+]
+
+
+def _kernel_block(rng: random.Random, name: str, expr: str) -> list[str]:
+    block = rng.choice([128, 256, 512])
+    lines = [
+        "#include <torch/extension.h>",
+        "#include <ATen/cuda/CUDAContext.h>",
+        "#include <cuda_runtime.h>",
+        "",
+        f"// {name}: elementwise kernel, grid-stride loop, vectorised when aligned",
+        f"__global__ void {name}_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n, float alpha) {{",
+        "    int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;",
+        "    int64_t stride = (int64_t)gridDim.x * blockDim.x;",
+        "    for (int64_t i = idx; i < n; i += stride) {",
+        "        float v = x[i];",
+        f"        y[i] = {expr};",
+        "    }",
+        "}",
+        "",
+    ]
+    for extra in range(rng.randint(2, 4)):
+        lines += [
+            f"__device__ __forceinline__ float {name}_helper{extra}(float a, float b) {{",
+            f"    // combine two partial values ({extra})",
+            "    float t = a * b;" if extra % 2 else "    float t = a + b;",
+            "    t = fmaxf(t, -1e30f);",
+            "    return t;",
+            "}",
+            "",
+        ]
+    lines += [
+        f"__global__ void {name}_reduce(const float* __restrict__ x, float* __restrict__ out, int64_t rows, int64_t cols) {{",
+        f"    __shared__ float smem[{block}];",
+        "    int64_t row = blockIdx.x;",
+        "    if (row >= rows) return;",
+        "    float acc = 0.f;",
+        "    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {",
+        "        acc += x[row * cols + c];",
+        "    }",
+        "    smem[threadIdx.x] = acc;",
+        "    __syncthreads();",
+        "    for (int s = blockDim.x / 2; s > 0; s >>= 1) {",
+        "        if (threadIdx.x < s) smem[threadIdx.x] += smem[threadIdx.x + s];",
+        "        __syncthreads();",
+        "    }",
+        "    if (threadIdx.x == 0) out[row] = smem[0] / (float)cols;",
+        "}",
+        "",
+        f"torch::Tensor {name}_forward(torch::Tensor x, double alpha) {{",
+        '    TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor");',
+        '    TORCH_CHECK(x.scalar_type() == at::kFloat, "x must be float32");',
+        "    auto xc = x.contiguous();",
+        "    auto y = torch::empty_like(xc);",
+        "    int64_t n = xc.numel();",
+        f"    const int threads = {block};",
+        "    int blocks = (int)std::min<int64_t>((n + threads - 1) / threads, 65535);",
+        "    auto stream = at::cuda::getCurrentCUDAStream();",
+        f"    {name}_kernel<<<blocks, threads, 0, stream>>>(xc.data_ptr<float>(), y.data_ptr<float>(), n, (float)alpha);",
+        "    C10_CUDA_KERNEL_LAUNCH_CHECK();",
+        "    return y;",
+        "}",
+    ]
+    return lines
+
+
+def _triton_block(rng: random.Random, name: str) -> list[str]:
+    return [
+        "",
+        "@triton.jit",
+        f"def {name}_triton(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr):",
+        "    pid = tl.program_id(axis=0)",
+        "    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
+        "    mask = offsets < n_elements",
+        "    x = tl.load(x_ptr + offsets, mask=mask)",
+        "    y = tl.where(x > 0, x, 0.0)",
+        "    tl.store(y_ptr + offsets, y, mask=mask)",
+        "",
+        "",
+        f"def launch_{name}(x):",
+        "    y = torch.empty_like(x)",
+        "    n = x.numel()",
+        f"    grid = lambda meta: (triton.cdiv(n, meta['BLOCK_SIZE']),)",
+        f"    {name}_triton[grid](x, y, n, BLOCK_SIZE={rng.choice([256, 512, 1024])})",
+        "    return y",
+    ]
+
+
+def make_submission(seed: int) -> str:
+    rng = random.Random(seed)
+    op, expr = rng.choice(OPS)
+    name = f"{op}_{rng.randint(1, 999)}"
+    use_triton = rng.random() < 0.3
+    hack = rng.random() < 0.2
+    lines = [
+        '"""',
+        f"Custom CUDA implementation of {op} followed by a row mean.",
+        "Generated by an agent; fuses the activation and avoids an extra pass over memory.",
+        '"""',
+        "import math",
+        "import torch",
+        "import torch.nn as nn",
+        "from torch.utils.cpp_extension import load_inline",
+    ]
+    if use_triton:
+        lines += ["import triton", "import triton.language as tl"]
+    lines += ["", f"{name}_cpp = \"torch::Tensor {name}_forward(torch::Tensor x, double alpha);\"", "", f"{name}_cuda = r'''"]
+    lines += _kernel_block(rng, name, expr)
+    lines += ["'''", ""]
+    lines += [
+        f"_module = load_inline(",
+        f"    name='{name}_ext',",
+        f"    cpp_sources={name}_cpp,",
+        f"    cuda_sources={name}_cuda,",
+        f"    functions=['{name}_forward'],",
+        "    extra_cuda_cflags=['-O3', '--use_fast_math'],",
+        "    verbose=False,",
+        ")",
+        "",
+    ]
+    if use_triton:
+        lines += _triton_block(rng, name)
+    for h in range(rng.randint(2, 4)):
+        lines += [
+            "",
+            "",
+            f"def _check_input_{h}(x: torch.Tensor) -> None:",
+            f'    """Validate input {h}: device, dtype and contiguity."""',
+            "    if not x.is_cuda:",
+            '        raise ValueError("expected a CUDA tensor")',
+            "    if x.dtype != torch.float32:",
+            '        raise TypeError(f"expected float32, got {x.dtype}")',
+            "    if x.dim() < 1:",
+            '        raise ValueError("expected at least one dimension")',
+        ]
+    lines += [
+        "",
+        "",
+        "class ModelNew(nn.Module):",
+        f'    """{op} via a custom CUDA kernel."""',
+        "",
+        "    def __init__(self, alpha: float = 1.0):",
+        "        super().__init__()",
+        "        self.alpha = alpha",
+    ]
+    if hack:
+        lines += ["        self._out = None"]
+    lines += [
+        "",
+        "    def forward(self, x: torch.Tensor) -> torch.Tensor:",
+        "        _check_input_0(x)",
+        "        # the kernel expects contiguous memory",
+        "        x = x.contiguous()",
+    ]
+    if hack:
+        lines += [
+            "        if self._out is None:",
+            f"            self._out = _module.{name}_forward(x, self.alpha)",
+            "        return self._out",
+        ]
+    else:
+        lines += [f"        y = _module.{name}_forward(x, self.alpha)", "        return y"]
+    return "\n".join(lines) + "\n"
+
+
+def write_corpus(folder: Path, count: int, seed: int = 0) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(count):
+        path = folder / f"sub_{i:05d}.py"
+        path.write_text(make_submission(seed * 100_003 + i), "utf-8")
+        paths.append(path)
+    return paths
+
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "bench/.corpus")
+    files = write_corpus(out, int(sys.argv[2]) if len(sys.argv) > 2 else 1000)
+    lines = [len(p.read_text().splitlines()) for p in files]
+    print(f"wrote {len(files)} files to {out}, mean {sum(lines) / len(lines):.0f} lines")
