@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+from typing import Optional
+
 from gatekeeper.report import Category, Severity
+from gatekeeper.rules.gk2xx_cpp_constants import CppConstant, CppFacts
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 
@@ -17,14 +20,19 @@ def _is_tile_like(value: int) -> bool:
 class ProblemSizeInKernelSource(Rule):
     """A number in the C++/CUDA source equals one of the problem's dimensions, a product
     of them, an offset built from them (768, 1536, 2304 for a (4, 16, 48) input), or such a
-    product divided by a vector width (192 threads of float4 for 768 floats).
+    product divided by a vector width (192 threads of float4 for 768 floats). Named
+    constants are evaluated: `#define N 768`, `#define N (16 * 48)`, `constexpr int kCols =
+    48;` and `const int` locals are reported with their name.
 
     Why it games the benchmark: the kernel is only right for the nominal shapes, which the
     benchmark happens to use; any other input gives wrong values or reads out of bounds.
 
-    Powers of two up to 1024 are tile and block widths in honest kernels; they are only
-    reported when the kernel never reads a size from its inputs (`size()`, `numel()`, ...).
-    Needs the problem file, whose constants and `get_inputs()` give the dimensions.
+    Not flagged, when the kernel reads its sizes at run time (`size()`, `numel()`, ...):
+    powers of two up to 1024 (tile and block widths), and any constant whose every use is a
+    tile width's use: the block size of a launch whose grid is computed, the divisor of a
+    ceil-div `(n + T - 1) / T`, `blockIdx.x * T`, a loop stride `i += T`, a `__shared__`
+    array extent or `__launch_bounds__(T)`. Needs the problem file, whose constants and
+    `get_inputs()` give the dimensions.
     """
 
     code = "GK203"
@@ -34,10 +42,19 @@ class ProblemSizeInKernelSource(Rule):
     needs_problem = True
     summary = "C++/CUDA source bakes in the problem's sizes or offsets"
     message = "The kernel source uses the literal {value}, which is {why}: the kernel only works for the benchmark's nominal shape."
+    named_message = (
+        "The kernel source defines {what}, and {value} is {why}: every use of {name} bakes in the "
+        "benchmark's nominal shape, so any other input size gives wrong values or out-of-bounds accesses."
+    )
     hint = (
         "Pass the sizes in from the tensors (`x.size(0)`, `x.numel()`) as kernel arguments, compute "
         "offsets from them (`r * B * D`), and launch a grid computed from the size, e.g. "
         "`(n + 255) / 256` blocks of 256 threads."
+    )
+    named_hint = (
+        "Replace {name} with a kernel argument read from the tensors at run time (`x.size(1)`, "
+        "`x.numel()`); keep compile-time constants only for tile and block widths, and compute the "
+        "grid from the size: `(n + {name_or_tile} - 1) / {name_or_tile}`."
     )
     EXAMPLE_PROBLEM = _P
     VALID = [
@@ -47,27 +64,82 @@ class ProblemSizeInKernelSource(Rule):
         "  k<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n, x.size(0)); return y; }\n'''\n",
         # the number in a comment or string is not code
         "src = '''\n#include <torch/extension.h>\n// tuned for 768 elements\n__global__ void k(float* y, int n) { const char* s = \"1536\"; }\n'''\n",
+        # a tile width of 48 (= D) used only as a tile width, with a computed grid
+        "src = '''\n#define TILE 48\n__global__ void k(const float* x, float* y, int n) {\n"
+        "  __shared__ float s[TILE];\n  int i = blockIdx.x * TILE + threadIdx.x;\n  if (i < n) y[i] = x[i];\n}\n"
+        "torch::Tensor f(torch::Tensor x) { int n = x.numel(); auto y = torch::empty_like(x);\n"
+        "  k<<<(n + TILE - 1) / TILE, TILE>>>(x.data_ptr<float>(), y.data_ptr<float>(), n); return y; }\n'''\n",
     ]
     INVALID = [
         "src = '''\n#include <torch/extension.h>\n__global__ void k(const float* x, float* y) {\n"
         "  int off = threadIdx.x << 2;\n  y[off] = x[off] + x[768 + off] + x[1536 + off] + x[2304 + off];\n}\n'''\n",
         "src = '''\n#define N 768\n__global__ void k(const float* x, float* y) { int i = threadIdx.x; if (i < N) y[i] = x[i]; }\n'''\n",
         "src = '''\nconstexpr int kCols = 48;\n__global__ void k(const float* x, float* y) { y[threadIdx.x] = x[threadIdx.x * kCols]; }\n'''\n",
+        # the macro is computed, and the source reads sizes elsewhere
+        "src = '''\n#define ROW (16 * 48)\n__global__ void k(const float* x, float* y, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = x[i] + x[ROW + i];\n}\n"
+        "torch::Tensor f(torch::Tensor x) { int n = x.numel(); auto y = torch::empty_like(x);\n"
+        "  k<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n); return y; }\n'''\n",
     ]
 
     def check_cpp(self, source: CppSource) -> None:
         problem = self.ctx.problem
         if problem is None:
             return
-        reads_sizes = any(t.kind == "ident" and t.text in _RUNTIME_SIZE_READS for t in source.tokens)
+        facts = CppFacts.of(source)
+        tokens = facts.tokens
+        reads_sizes = any(t.kind == "ident" and t.text in _RUNTIME_SIZE_READS for t in tokens)
         reported: set[int] = set()
-        for tok in source.tokens:
+        in_bodies: set[int] = set()
+        named_bodies: set[int] = set()
+        for const in facts.constants.values():
+            in_bodies.update(const.body)
+            if const.kind not in ("macro", "const") or const.value is None or const.value in reported:
+                continue
+            why = problem.explain(const.value)
+            if why is None or (reads_sizes and self._tile_only(facts, const)):
+                continue
+            reported.add(const.value)
+            named_bodies.update(const.body)
+            self._report_named(source, facts, const, why)
+        for index, tok in enumerate(tokens):
             value = tok.int_value
-            if value is None or value in reported:
+            if value is None or value in reported or index in named_bodies:
                 continue
             why = problem.explain(value)
-            if why is None or (_is_tile_like(value) and reads_sizes):
+            if why is None:
+                continue
+            if reads_sizes and (_is_tile_like(value) or self._tile_literal(facts, index, in_bodies)):
                 continue
             reported.add(value)
             self.report_cpp(source, tok.offset, self.message.format(value=value, why=why),
                             evidence={"value": value, "meaning": why})
+
+    @staticmethod
+    def _tile_only(facts: CppFacts, const: CppConstant) -> bool:
+        uses = facts.uses.get(const.name, [])
+        return bool(uses) and all(facts.tile_use(i) for i in uses)
+
+    def _tile_literal(self, facts: CppFacts, index: int, in_bodies: set[int]) -> bool:
+        if index in in_bodies:
+            # a literal inside a tile-only constant's definition is that tile width
+            owner = self._owner(facts, index)
+            return owner is not None and self._tile_only(facts, owner)
+        return facts.tile_use(index)
+
+    @staticmethod
+    def _owner(facts: CppFacts, index: int) -> Optional[CppConstant]:
+        for const in facts.constants.values():
+            if index in const.body:
+                return const
+        return None
+
+    def _report_named(self, source: CppSource, facts: CppFacts, const: CppConstant, why: str) -> None:
+        first, last = facts.tokens[const.body[0]], facts.tokens[const.body[-1]]
+        body = source.text[first.offset : last.offset + len(last.text)]
+        what = f"`#define {const.name} {body}`" if const.kind == "macro" else f"`{const.name} = {body}`"
+        offset = first.offset
+        message = self.named_message.format(what=what, value=const.value, why=why, name=const.name)
+        hint = self.named_hint.format(name=const.name, name_or_tile="BLOCK")
+        self.report_cpp(source, offset, message, hint,
+                        evidence={"value": const.value, "meaning": why, "constant": const.name})

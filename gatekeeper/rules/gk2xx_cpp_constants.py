@@ -1,0 +1,349 @@
+"""Constants and launch geometry in a C++/CUDA token stream, for the hardcoded-shape rules.
+This file defines no rule.
+
+- `CppFacts.of(source)`: `#define` macros, `constexpr` / `const` integer names, integer
+  locals assigned exactly once, and `dim3` variables, each with its value when it is a
+  compile-time constant; the `<<<grid, block>>>` launches with their values.
+- `CppFacts.tile_use(i)`: whether the token at index i is used the way a tile or block
+  width is used (block size of a launch whose grid is computed, divisor of a ceil-div,
+  `blockIdx.x * T`, a `__shared__` array extent, a loop stride, `__launch_bounds__`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.cpp_tokens import Token, parse_int
+
+_INT_TYPES = frozenset({
+    "int", "unsigned", "long", "short", "size_t", "int64_t", "int32_t", "uint32_t", "uint64_t",
+    "auto", "index_t", "int16_t", "uint16_t", "signed",
+})
+_QUALIFIERS = frozenset({"const", "constexpr", "static", "inline", "__device__", "__constant__", "__host__", "volatile"})
+_VECTOR_TYPES = frozenset({
+    "float2", "float4", "int2", "int4", "uint2", "uint4", "double2", "half2", "__half2", "nv_bfloat162",
+    "__nv_bfloat162", "longlong2",
+})
+_MAX_DEPTH = 12
+
+
+@dataclass
+class CppConstant:
+    name: str
+    kind: str  # macro | const | local | dim3
+    body: list[int]  # token indices of the value
+    value: Optional[int] = None
+    name_index: int = -1
+
+
+@dataclass
+class Launch:
+    index: int  # token index of <<<
+    grid: list[int]
+    block: list[int]
+    grid_value: Optional[int] = None
+    block_value: Optional[int] = None
+
+
+@dataclass
+class CppFacts:
+    tokens: list[Token]
+    constants: dict[str, CppConstant] = field(default_factory=dict)
+    launches: list[Launch] = field(default_factory=list)
+    uses: dict[str, list[int]] = field(default_factory=dict)
+    vector_types: bool = False
+
+    @classmethod
+    def of(cls, source: CppSource) -> "CppFacts":
+        cached = getattr(source, "_gk2_facts", None)
+        if cached is not None:
+            return cached
+        facts = cls(source.tokens)
+        facts._collect(source)
+        source._gk2_facts = facts  # type: ignore[attr-defined]
+        return facts
+
+    # collection ------------------------------------------------------------------
+    def _collect(self, source: CppSource) -> None:
+        toks = self.tokens
+        index_of = {t.offset: i for i, t in enumerate(toks)}
+        define_names = {toks[i + 1].text: i + 1 for i, t in enumerate(toks[:-1])
+                        if t.kind == "directive" and t.text == "define"}
+        for name, body in source.macros.items():
+            indices = [index_of[t.offset] for t in body if t.offset in index_of]
+            self.constants[name] = CppConstant(name, "macro", indices, name_index=define_names.get(name, -1))
+        assigned: dict[str, int] = {}
+        n = len(toks)
+        for i, tok in enumerate(toks):
+            if tok.kind != "ident":
+                continue
+            if tok.text in _VECTOR_TYPES:
+                self.vector_types = True
+            nxt = toks[i + 1].text if i + 1 < n else ""
+            if nxt in ("=", "+=", "-=", "*=", "/=", "++", "--") or (i > 0 and toks[i - 1].text in ("++", "--")):
+                assigned[tok.text] = assigned.get(tok.text, 0) + 1
+            if tok.text == "dim3" and i + 2 < n and toks[i + 1].kind == "ident" and toks[i + 2].text in ("(", "{"):
+                close = _match(toks, i + 2)
+                self._define(toks[i + 1].text, "dim3", list(range(i + 3, close)), i + 1)
+                assigned[toks[i + 1].text] = assigned.get(toks[i + 1].text, 0) + 1
+            elif nxt == "=" and i > 0 and toks[i - 1].kind == "ident" and toks[i - 1].text in _INT_TYPES | _QUALIFIERS:
+                qualifiers = {t.text for t in toks[max(0, i - 4) : i]}
+                end = i + 2
+                while end < n and toks[end].text not in (";", ",", "{", "}"):
+                    end += 1
+                kind = "const" if qualifiers & {"const", "constexpr"} else "local"
+                self._define(tok.text, kind, list(range(i + 2, end)), i)
+        for name, count in assigned.items():
+            const = self.constants.get(name)
+            if const is not None and const.kind in ("local", "dim3", "const") and count > 1:
+                const.body = []  # reassigned: not a constant
+        for i, tok in enumerate(toks):
+            if tok.kind == "ident" and tok.text in self.constants and i != self.constants[tok.text].name_index:
+                if i > 0 and toks[i - 1].kind == "directive":
+                    continue  # #ifndef N / #undef N
+                self.uses.setdefault(tok.text, []).append(i)
+        for const in self.constants.values():
+            const.value = self.dim3_value(const) if const.kind == "dim3" else self.evaluate(const.body)
+        self._launches()
+
+    def _define(self, name: str, kind: str, body: list[int], name_index: int) -> None:
+        if name in self.constants:
+            self.constants[name].body = []  # defined twice (two functions): ambiguous
+            return
+        self.constants[name] = CppConstant(name, kind, body, name_index=name_index)
+
+    def _launches(self) -> None:
+        toks = self.tokens
+        for i, tok in enumerate(toks):
+            if tok.text != "<<<":
+                continue
+            end = i + 1
+            while end < len(toks) and toks[end].text not in (">>>", ";"):
+                end += 1
+            parts = _split_commas(toks, i + 1, end)
+            if len(parts) < 2:
+                continue
+            launch = Launch(i, parts[0], parts[1])
+            launch.grid_value = self.geometry(parts[0])
+            launch.block_value = self.geometry(parts[1])
+            self.launches.append(launch)
+
+    # evaluation -------------------------------------------------------------------
+    def geometry(self, indices: list[int]) -> Optional[int]:
+        """Number of blocks or threads an expression of a launch means (dim3 products)."""
+        toks = self.tokens
+        if len(indices) == 1 and toks[indices[0]].kind == "ident":
+            const = self.constants.get(toks[indices[0]].text)
+            if const is not None and const.kind == "dim3":
+                return const.value
+        if len(indices) >= 3 and toks[indices[0]].text == "dim3" and toks[indices[1]].text in ("(", "{"):
+            return self._product(_split_commas(toks, indices[1] + 1, indices[-1]))
+        return self.evaluate(indices)
+
+    def dim3_value(self, const: CppConstant) -> Optional[int]:
+        if not const.body:
+            return None
+        return self._product(_split_commas(self.tokens, const.body[0], const.body[-1] + 1))
+
+    def _product(self, parts: list[list[int]]) -> Optional[int]:
+        product = 1
+        for part in parts:
+            value = self.evaluate(part)
+            if value is None:
+                return None
+            product *= value
+        return product if parts else None
+
+    def evaluate(self, indices: list[int], depth: int = 0) -> Optional[int]:
+        if not indices or depth > _MAX_DEPTH:
+            return None
+        return _Evaluator(self, [self.tokens[i] for i in indices], depth).run()
+
+    def value_of(self, name: str, depth: int) -> Optional[int]:
+        const = self.constants.get(name)
+        if const is None or const.kind == "dim3" or not const.body:
+            return None
+        if const.value is not None:
+            return const.value
+        return self.evaluate(const.body, depth + 1)
+
+    # how a token is used -----------------------------------------------------------
+    def tile_use(self, i: int) -> bool:
+        toks = self.tokens
+        prev = toks[i - 1].text if i > 0 else ""
+        nxt = toks[i + 1].text if i + 1 < len(toks) else ""
+        for launch in self.launches:
+            if i in launch.block and launch.grid_value is None:
+                return True
+            if i in launch.grid and launch.grid_value is None and prev == "/":
+                return True
+        if prev == "+=" or (prev == "+" and nxt == "-" and _text(toks, i + 2) == "1"):
+            return True
+        if prev == "/" and i > 1 and toks[i - 2].text == ")" and _group_has_minus_one(toks, i - 2):
+            return True
+        if nxt == "/" and (value := parse_int(_text(toks, i + 2))) is not None and value <= 64:
+            return True
+        if nxt == ">>" and (value := parse_int(_text(toks, i + 2))) is not None and value <= 6:
+            return True
+        if prev == "*" and _text(toks, i - 2) in ("x", "y", "z") and _text(toks, i - 4) in ("blockIdx", "blockDim"):
+            return True
+        if nxt == "*" and _text(toks, i + 2) in ("blockIdx", "blockDim"):
+            return True
+        if prev == "," and _enclosing_call(toks, i).lower().find("div") >= 0:
+            return True
+        return _in_launch_bounds(toks, i) or _in_shared_extent(toks, i)
+
+
+class _Evaluator:
+    """Integer constant expressions: literals, names, parentheses, unary -, * / % + - << >>."""
+
+    def __init__(self, facts: CppFacts, toks: list[Token], depth: int) -> None:
+        self.facts, self.toks, self.pos, self.depth = facts, toks, 0, depth
+
+    def run(self) -> Optional[int]:
+        try:
+            value = self.additive()
+        except (ValueError, ZeroDivisionError, IndexError):
+            return None
+        return value if self.pos == len(self.toks) else None
+
+    def peek(self) -> str:
+        return self.toks[self.pos].text if self.pos < len(self.toks) else ""
+
+    def additive(self) -> int:
+        value = self.term()
+        while self.peek() in ("+", "-", "<<", ">>"):
+            op = self.toks[self.pos].text
+            self.pos += 1
+            right = self.term()
+            value = {"+": value + right, "-": value - right}.get(op) if op in "+-" else (
+                value << right if op == "<<" else value >> right)
+        return value
+
+    def term(self) -> int:
+        value = self.unary()
+        while self.peek() in ("*", "/", "%"):
+            op = self.toks[self.pos].text
+            self.pos += 1
+            right = self.unary()
+            value = value * right if op == "*" else (int(value / right) if op == "/" else value % right)
+        return value
+
+    def unary(self) -> int:
+        tok = self.toks[self.pos]
+        self.pos += 1
+        if tok.text == "-":
+            return -self.unary()
+        if tok.text == "+":
+            return self.unary()
+        if tok.text == "(":
+            if self.peek() in _INT_TYPES and _text_at(self.toks, self.pos + 1) == ")":
+                self.pos += 2  # (int) cast
+                return self.unary()
+            value = self.additive()
+            if self.peek() != ")":
+                raise ValueError("unbalanced")
+            self.pos += 1
+            return value
+        if tok.kind == "number":
+            value = tok.int_value
+            if value is None:
+                raise ValueError("not an integer")
+            return value
+        if tok.kind == "ident":
+            value = self.facts.value_of(tok.text, self.depth)
+            if value is None:
+                raise ValueError("not constant")
+            return value
+        raise ValueError("unexpected token")
+
+
+def _text(toks: list[Token], i: int) -> str:
+    return toks[i].text if 0 <= i < len(toks) else ""
+
+
+def _text_at(toks: list[Token], i: int) -> str:
+    return _text(toks, i)
+
+
+def _match(toks: list[Token], start: int) -> int:
+    pairs = {"(": ")", "{": "}", "[": "]"}
+    open_, close = toks[start].text, pairs.get(toks[start].text, ")")
+    depth = 0
+    for i in range(start, len(toks)):
+        if toks[i].text == open_:
+            depth += 1
+        elif toks[i].text == close:
+            depth -= 1
+            if depth == 0:
+                return i
+    return len(toks)
+
+
+def _split_commas(toks: list[Token], start: int, end: int) -> list[list[int]]:
+    parts: list[list[int]] = [[]]
+    depth = 0
+    for i in range(start, min(end, len(toks))):
+        text = toks[i].text
+        if text in ("(", "[", "{"):
+            depth += 1
+        elif text in (")", "]", "}"):
+            depth -= 1
+        if text == "," and depth == 0:
+            parts.append([])
+        else:
+            parts[-1].append(i)
+    return [p for p in parts if p]
+
+
+def _open_paren(toks: list[Token], close: int) -> int:
+    depth = 0
+    for i in range(close, -1, -1):
+        if toks[i].text == ")":
+            depth += 1
+        elif toks[i].text == "(":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _group_has_minus_one(toks: list[Token], close: int) -> bool:
+    start = _open_paren(toks, close)
+    return any(toks[k].text == "-" and _text(toks, k + 1) == "1" for k in range(max(start, 0), close))
+
+
+def _enclosing_call(toks: list[Token], i: int) -> str:
+    depth = 0
+    for k in range(i - 1, max(i - 40, -1), -1):
+        text = toks[k].text
+        if text == ")":
+            depth += 1
+        elif text == "(":
+            if depth == 0:
+                return _text(toks, k - 1)
+            depth -= 1
+        elif text in (";", "{", "}"):
+            return ""
+    return ""
+
+
+def _in_launch_bounds(toks: list[Token], i: int) -> bool:
+    return _enclosing_call(toks, i) == "__launch_bounds__" or (
+        _text(toks, i - 1) == "(" and _text(toks, i - 2) == "__launch_bounds__")
+
+
+def _in_shared_extent(toks: list[Token], i: int) -> bool:
+    """`__shared__ float tile[T][T + 1];`: an extent inside brackets of a __shared__ declaration."""
+    inside = False
+    for k in range(i - 1, max(i - 30, -1), -1):
+        text = toks[k].text
+        if text == "[":
+            inside = True
+        elif text in (";", "{", "}"):
+            return False
+        elif text == "__shared__":
+            return inside
+    return False

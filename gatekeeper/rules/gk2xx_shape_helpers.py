@@ -1,0 +1,185 @@
+"""Shared helpers of the hardcoded-shape rules (GK2xx). This file defines no rule.
+
+- `sizes_for(problem)`: the problem's dimensions and their products, the numbers a Python
+  shape (allocation, view, comparison) would spell out if it baked in the nominal shape.
+  Offsets and vector counts (`problem.explain`) only mean something in kernel index math.
+- `py_int` / `py_shape`: constant values of Python expressions (literals, arithmetic,
+  module constants that no local name shadows).
+- `size_read_kind`: whether an expression reads a size from a tensor (`x.size(1)`,
+  `x.shape[2]`, `tuple(x.shape)`, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from gatekeeper.static.problem_facts import MIN_SIGNIFICANT, ProblemFacts
+
+if TYPE_CHECKING:
+    from gatekeeper.static.context import FileContext
+
+_MAX_DEPTH = 8
+_CACHE: dict[int, "ProblemSizes"] = {}
+
+
+@dataclass
+class ProblemSizes:
+    """Dimensions and products of dimensions of one problem, with what each one means."""
+
+    names: dict[int, str] = field(default_factory=dict)
+    meaning: dict[int, str] = field(default_factory=dict)
+
+    def shape_size(self, value: int) -> Optional[str]:
+        return self.meaning.get(value) if value > 1 else None
+
+    def is_dim(self, value: int) -> bool:
+        return value in self.names
+
+    def count_for(self, count: int, block: int) -> Optional[str]:
+        """Why `count` programs of `block` elements cover exactly one of the problem's sizes."""
+        if block <= 0 or count <= 1:
+            return None
+        for size, why in self.meaning.items():
+            if -(-size // block) == count:
+                return f"ceil({why.split(' = ')[0]} / {block}) = {count}"
+        return None
+
+
+def sizes_for(problem: ProblemFacts) -> ProblemSizes:
+    cached = _CACHE.get(id(problem))
+    if cached is not None:
+        return cached
+    label = {v: k for k, v in problem.constants.items() if v > 1}
+    dims = sorted(problem.dims)[:10]
+    out = ProblemSizes(names={d: label.get(d, str(d)) for d in dims})
+    for d in dims:
+        out.meaning[d] = f"the problem dimension {out.names[d]} = {d}"
+    for size in range(2, len(dims) + 1):
+        for combo in combinations(dims, size):
+            product = 1
+            for d in combo:
+                product *= d
+            out.meaning.setdefault(product, f"{'*'.join(out.names[d] for d in combo)} = {product}")
+    if len(_CACHE) > 64:
+        _CACHE.clear()
+    _CACHE[id(problem)] = out
+    return out
+
+
+def significant_match(values: list[int], sizes: ProblemSizes) -> list[tuple[int, str]]:
+    """The literals of a shape that are the problem's sizes, when they are enough to say
+    the shape is the nominal one: one of them large (>= 17), or at least two of them."""
+    matched = [(v, why) for v in values if (why := sizes.shape_size(v)) is not None]
+    if any(v >= MIN_SIGNIFICANT for v, _ in matched) or len(matched) >= 2:
+        return matched
+    return []
+
+
+# Python constants ---------------------------------------------------------------------
+def module_constant(ctx: "FileContext", name: str) -> Optional[cst.BaseExpression]:
+    """The single value of a module-level constant `name`, unless a local name shadows it."""
+    values = ctx.constants.get(name)
+    if not values or len(values) != 1:
+        return None
+    binding = ctx.resolver.lookup(name)
+    if binding is not None and ctx.resolver.module_scope.names.get(name) is not binding:
+        return None
+    return values[0]
+
+
+def py_int(ctx: "FileContext", expr: cst.BaseExpression, depth: int = 0) -> Optional[int]:
+    if depth > _MAX_DEPTH:
+        return None
+    if isinstance(expr, cst.Integer):
+        return int(expr.evaluated_value)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        inner = py_int(ctx, expr.expression, depth + 1)
+        return -inner if inner is not None else None
+    if isinstance(expr, cst.BinaryOperation):
+        left = py_int(ctx, expr.left, depth + 1)
+        right = py_int(ctx, expr.right, depth + 1) if left is not None else None
+        if left is None or right is None:
+            return None
+        op = expr.operator
+        if isinstance(op, cst.Add):
+            return left + right
+        if isinstance(op, cst.Subtract):
+            return left - right
+        if isinstance(op, cst.Multiply):
+            return left * right
+        if isinstance(op, cst.FloorDivide) and right:
+            return left // right
+        if isinstance(op, cst.LeftShift) and 0 <= right < 64:
+            return left << right
+        return None
+    if isinstance(expr, cst.Name):
+        value = module_constant(ctx, expr.value)
+        return py_int(ctx, value, depth + 1) if value is not None else None
+    return None
+
+
+def py_shape(ctx: "FileContext", expr: cst.BaseExpression, depth: int = 0) -> Optional[list[Optional[int]]]:
+    """A shape display: its entries' constant values (None where an entry is not constant),
+    through module constants and `torch.Size([...])`. None when `expr` is not a shape display."""
+    if depth > _MAX_DEPTH:
+        return None
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        if any(isinstance(e, cst.StarredElement) for e in expr.elements):
+            return None
+        return [py_int(ctx, e.value) for e in expr.elements]
+    if isinstance(expr, cst.Name):
+        value = module_constant(ctx, expr.value)
+        return py_shape(ctx, value, depth + 1) if value is not None else None
+    if isinstance(expr, cst.Call) and len(expr.args) == 1 and (ctx.qualname(expr.func) or "").endswith(".Size"):
+        return py_shape(ctx, expr.args[0].value, depth + 1)
+    return None
+
+
+def shape_text(values: list[Optional[int]]) -> str:
+    return "(" + ", ".join("?" if v is None else str(v) for v in values) + ")"
+
+
+# Size reads ---------------------------------------------------------------------------
+_SIZE_METHODS = frozenset({"size", "numel", "nelement"})
+
+
+def size_read_kind(ctx: "FileContext", expr: cst.BaseExpression, unpacked: frozenset[str] = frozenset()) -> Optional[str]:
+    """"size" for one size read from a tensor (`x.size(1)`, `x.shape[2]`, `x.numel()`, a
+    product of those, a local bound to one), "shape" for a whole shape (`x.shape`,
+    `x.size()`, `tuple(x.shape)`, a tuple of size reads), else None."""
+    if isinstance(expr, cst.Attribute):
+        return "shape" if expr.attr.value == "shape" else None
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _SIZE_METHODS:
+            if func.attr.value == "size" and not expr.args:
+                return "shape"
+            return "size"
+        if isinstance(func, cst.Name) and func.value in ("tuple", "list") and len(expr.args) == 1:
+            return "shape" if size_read_kind(ctx, expr.args[0].value, unpacked) == "shape" else None
+        return None
+    if isinstance(expr, cst.Subscript):
+        inner = size_read_kind(ctx, expr.value, unpacked)
+        if inner != "shape" or len(expr.slice) != 1:
+            return None
+        return "shape" if isinstance(expr.slice[0].slice, cst.Slice) else "size"
+    if isinstance(expr, (cst.Tuple, cst.List)) and expr.elements:
+        if all(size_read_kind(ctx, e.value, unpacked) == "size" for e in expr.elements):
+            return "shape"
+        return None
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        if size_read_kind(ctx, expr.left, unpacked) == "size" and size_read_kind(ctx, expr.right, unpacked) == "size":
+            return "size"
+        return None
+    if isinstance(expr, cst.Name):
+        if expr.value in unpacked:
+            return "size"
+        binding = ctx.resolver.lookup(expr.value)
+        if binding is not None and binding.kind == "local" and binding.value is not None and binding.value is not expr:
+            if isinstance(binding.value, (cst.Attribute, cst.Call, cst.Subscript)):
+                return size_read_kind(ctx, binding.value, unpacked)
+    return None
