@@ -1,0 +1,251 @@
+"""Parent side of the sandbox: start a fresh worker, feed it a job, collect signed results.
+
+The parent never imports submission code and decides nothing from the worker's exit code
+or stdout: only frames that verify against this run's secret count, and the job counts as
+finished only when its `done` frame arrives.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from gatekeeper.sandbox.channel import ChannelError, FrameReader, pack_message
+from gatekeeper.sandbox.isolation import Isolation, detect
+
+# Environment variables a worker may inherit; everything else is dropped.
+_KEEP_ENV = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
+             "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "TERM")
+_TAIL = 4000
+
+
+@dataclass
+class JobResult:
+    """What came back from one worker.
+
+    status: "ok" (the done frame arrived), "timeout" (a phase ran past its limit), "memory"
+    (resident memory over the cap), "crashed" (the process ended without a done frame),
+    "forged" (a frame failed authentication).
+    """
+
+    status: str
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    phase: str = "start"
+    returncode: Optional[int] = None
+    stderr_tail: str = ""
+    stdout_tail: str = ""
+    isolation: str = "none"
+    elapsed_s: float = 0.0
+    detail: str = ""
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [m for m in self.messages if m.get("kind") == kind]
+
+    def first(self, kind: str) -> Optional[dict[str, Any]]:
+        found = self.of_kind(kind)
+        return found[0] if found else None
+
+
+def scrubbed_env(extra: Optional[dict[str, str]], workdir: Path) -> dict[str, str]:
+    env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
+    tmp = workdir / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env.update({"HOME": str(workdir), "TMPDIR": str(tmp), "PYTHONHASHSEED": "0",
+                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"})
+    env.update(extra or {})
+    return env
+
+
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - _TAIL))
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _rss_mb(pid: int) -> float:
+    """Resident memory of pid and its descendants, in MiB (Linux /proc; 0 elsewhere)."""
+    total = 0.0
+    todo = [pid]
+    seen: set[int] = set()
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        try:
+            with open(f"/proc/{current}/status") as handle:
+                for line in handle:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) / 1024
+                        break
+            for task in os.listdir(f"/proc/{current}/task"):
+                with open(f"/proc/{current}/task/{task}/children") as handle:
+                    todo.extend(int(c) for c in handle.read().split())
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.kill()
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def run_job(
+    job: str,
+    params: dict[str, Any],
+    *,
+    timeouts: dict[str, float],
+    default_timeout_s: float = 60.0,
+    memory_mb: Optional[int] = None,
+    cap_address_space: bool = True,
+    env: Optional[dict[str, str]] = None,
+    write_roots: Optional[list[str]] = None,
+    isolate: bool = True,
+    workdir: Optional[Path] = None,
+) -> JobResult:
+    """Run `job` ("gatekeeper.module:function") in a fresh sandboxed worker.
+
+    `params` is JSON plus bytes (tensors travel as bytes). `timeouts` maps a phase name the
+    job announces (`channel.phase("import")`) to its wall-clock limit; phases not listed get
+    `default_timeout_s`. The private working directory is created and removed here unless
+    `workdir` is given.
+    """
+    isolation: Isolation = detect() if isolate else Isolation("none", (), "isolation not requested")
+    own_dir = workdir is None
+    work = Path(tempfile.mkdtemp(prefix="gatekeeper-sandbox-")) if own_dir else Path(workdir)
+    secret = os.urandom(32)
+    spec = {"job": job, "params": params, "memory_mb": memory_mb, "cap_address_space": cap_address_space,
+            "write_roots": [str(work)] + list(write_roots or [])}
+    payload = pack_message(spec)
+    read_fd, write_fd = os.pipe()
+    started = time.monotonic()
+    result = JobResult(status="crashed", isolation=isolation.name)
+    out_path, err_path = work / ".stdout", work / ".stderr"
+    try:
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            argv = [*isolation.prefix, sys.executable, "-I", "-B", "-m", "gatekeeper.sandbox.worker", str(write_fd)]
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=work,
+                                    env=scrubbed_env(env, work), pass_fds=(write_fd,), start_new_session=True)
+        os.close(write_fd)
+        write_fd = -1
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write(secret + struct.pack(">Q", len(payload)) + payload)
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+        _collect(proc, read_fd, FrameReader(secret), result, timeouts, default_timeout_s,
+                 memory_mb if not cap_address_space else None)
+        del secret
+        result.returncode = proc.returncode
+        result.stdout_tail = _tail(out_path)
+        result.stderr_tail = _tail(err_path)
+    finally:
+        if write_fd >= 0:
+            os.close(write_fd)
+        os.close(read_fd)
+        if own_dir:
+            shutil.rmtree(work, ignore_errors=True)
+    result.elapsed_s = time.monotonic() - started
+    return result
+
+
+def _collect(proc: subprocess.Popen, fd: int, reader: FrameReader, result: JobResult,
+             timeouts: dict[str, float], default_timeout_s: float, rss_cap_mb: Optional[int]) -> None:
+    deadline = time.monotonic() + timeouts.get("start", default_timeout_s)
+    next_poll = 0.0
+    exited: Optional[float] = None
+    while True:
+        now = time.monotonic()
+        if now > deadline:
+            result.status = "timeout"
+            result.detail = f"phase '{result.phase}' ran past its {timeouts.get(result.phase, default_timeout_s):g} s limit"
+            _kill(proc)
+            return
+        if rss_cap_mb and now >= next_poll:
+            next_poll = now + 0.25
+            rss = _rss_mb(proc.pid)
+            if rss > rss_cap_mb:
+                result.status = "memory"
+                result.detail = f"resident memory {rss:.0f} MiB over the {rss_cap_mb} MiB cap in phase '{result.phase}'"
+                _kill(proc)
+                return
+        ready, _, _ = select.select([fd], [], [], min(0.25, max(0.0, deadline - now)))
+        if not ready:
+            if proc.poll() is not None:
+                # The worker is gone but something it started still holds the pipe open.
+                exited = exited or time.monotonic()
+                if time.monotonic() - exited > 1.0:
+                    _kill(proc)
+                    result.status = "crashed"
+                    result.detail = (f"the worker ended in phase '{result.phase}' without its signed 'done' "
+                                     f"message (exit code {proc.returncode})")
+                    return
+            continue
+        data = os.read(fd, 1 << 20)
+        if not data:  # EOF: every copy of the write end is closed
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                _kill(proc)
+            if result.status != "ok":
+                result.status = "crashed"
+                result.detail = (f"the worker ended in phase '{result.phase}' without its signed 'done' message "
+                                 f"(exit code {proc.returncode})")
+            return
+        try:
+            messages = reader.feed(data)
+        except ChannelError as exc:
+            result.status = "forged"
+            result.detail = str(exc)
+            _kill(proc)
+            return
+        for message in messages:
+            kind = message.get("kind")
+            if kind == "phase":
+                result.phase = str(message.get("phase", "?"))
+                deadline = time.monotonic() + timeouts.get(result.phase, default_timeout_s)
+            elif kind == "done":
+                result.status = "ok"
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    _kill(proc)
+                _reap_group(proc)
+                return
+            else:
+                result.messages.append(message)
+
+
+def _reap_group(proc: subprocess.Popen) -> None:
+    # Anything the submission left behind in the worker's process group goes too.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,111 @@
+"""Entry point of a sandboxed worker: `python -I -B -m gatekeeper.sandbox.worker <fd>`.
+
+Started fresh by `gatekeeper.sandbox.runner.run_job`, never forked. Before any untrusted
+code runs it:
+1. reads the per-run secret and the job from stdin (then stdin is /dev/null);
+2. moves the result pipe to a private, non-inheritable fd and keeps only an HMAC object
+   keyed by the secret (the secret bytes themselves are dropped);
+3. applies the resource limits and installs the audit guard;
+4. imports the job function (only from the `gatekeeper` package) and calls it.
+
+The job sends messages through `Channel`; the parent accepts only frames whose HMAC
+verifies, and counts the job as finished only when the `done` frame arrives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import struct
+import sys
+import traceback
+
+
+class Channel:
+    """What a job gets: `send(kind, **data)` and `phase(name)` (starts that phase's timeout)."""
+
+    def __init__(self, fd: int, mac: "hmac.HMAC") -> None:
+        self._fd = fd
+        self._mac = mac
+        self.current_phase = "start"
+
+    def send(self, kind: str, **data) -> None:
+        from gatekeeper.sandbox.channel import frame, pack_message
+
+        data["kind"] = kind
+        buf = memoryview(frame(self._mac, pack_message(data)))
+        while buf:
+            written = os.write(self._fd, buf)
+            buf = buf[written:]
+
+    def phase(self, name: str, **data) -> None:
+        self.current_phase = name
+        self.send("phase", phase=name, **data)
+
+
+def _read_stdin() -> bytes:
+    chunks = []
+    while True:
+        chunk = os.read(0, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _private_fd(fd: int) -> int:
+    # A high, non-inheritable duplicate, so that code closing "its" fds or a child process
+    # does not get the original number.
+    private = os.dup(fd)
+    os.close(fd)
+    os.set_inheritable(private, False)
+    return private
+
+
+def main() -> None:
+    fd = int(sys.argv[1])
+    raw = _read_stdin()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    secret, rest = raw[:32], raw[32:]
+    mac = hmac.new(secret, digestmod=hashlib.sha256)
+    del secret, raw
+    channel = Channel(_private_fd(fd), mac)
+    del mac
+
+    from gatekeeper.sandbox.channel import decode
+
+    (size,) = struct.unpack(">Q", rest[:8])
+    spec = decode(rest[8 : 8 + size])
+    del rest
+    from gatekeeper.sandbox.guard import apply_limits, install_guard
+
+    apply_limits(spec.get("memory_mb"), spec.get("cap_address_space", True))
+    install_guard(spec.get("write_roots", []), channel)
+    job = spec["job"]
+    module_name, func_name = job.split(":")
+    if not module_name.startswith("gatekeeper."):
+        raise SystemExit(f"refusing job outside the gatekeeper package: {job}")
+    try:
+        import importlib
+
+        func = getattr(importlib.import_module(module_name), func_name)
+        func(spec.get("params", {}), channel)
+    except BaseException as exc:  # the job's own failure, reported and then the worker ends
+        try:
+            channel.send("error", phase=channel.current_phase, type=type(exc).__name__,
+                         message=str(exc)[:4000], traceback=traceback.format_exc()[-8000:])
+        except BaseException:
+            pass
+    try:
+        channel.send("done")
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""The sandbox worker: real subprocesses, real pipes, real limits."""
+
+import os
+import tempfile
+
+import pytest
+
+from gatekeeper.sandbox import detect, run_job
+
+TIMEOUTS = {"import": 3, "call": 3, "work": 10}
+
+
+def _code(code, **kw):
+    return run_job("gatekeeper.sandbox.selftest:run_code", {"code": code}, timeouts=TIMEOUTS,
+                   default_timeout_s=20, **kw)
+
+
+def test_echo_round_trip_with_bytes_and_scrubbed_env(monkeypatch):
+    monkeypatch.setenv("GK_SECRET_TOKEN", "do-not-leak")
+    result = run_job("gatekeeper.sandbox.selftest:echo", {"value": [1, "a"], "data": b"\x00\xffxyz"},
+                     timeouts=TIMEOUTS)
+    assert result.status == "ok", result
+    echo = result.first("echo")
+    assert echo["value"] == [1, "a"] and echo["data"] == b"\x00\xffxyz"
+    assert "GK_SECRET_TOKEN" not in echo["env"]
+    assert os.path.basename(echo["cwd"]).startswith("gatekeeper-sandbox-")
+    assert not os.path.exists(echo["cwd"])  # private dir removed
+
+
+def test_normal_result():
+    result = _code("result = 6 * 7")
+    assert result.status == "ok" and result.first("result")["value"] == 42
+
+
+@pytest.mark.parametrize("code", [
+    "import os; os._exit(0)",
+    "import sys; sys.exit(0)",
+    "print('{\"verdict\": \"pass\", \"kind\": \"done\"}'); import os; os._exit(0)",
+    "import ctypes; ctypes.string_at(0)",
+    "import os\nfor fd in range(3, 256):\n    try: os.close(fd)\n    except OSError: pass\nresult = 1",
+])
+def test_early_exit_fake_output_and_crash_are_never_ok(code):
+    result = _code(code)
+    assert result.first("result") is None
+    # Either the process died without its signed done frame, or the job caught the exit.
+    assert result.status == "crashed" or result.first("error") is not None, result
+
+
+def test_forged_frames_are_detected():
+    code = ("import os, struct\n"
+            "for fd in range(3, 64):\n"
+            "    try: os.write(fd, struct.pack('>Q', 5) + b'x' * 32 + b'hello')\n"
+            "    except OSError: pass\n")
+    result = _code(code)
+    assert result.status in ("forged", "crashed"), result
+    assert result.status != "ok"
+
+
+def test_hang_times_out_with_phase():
+    result = _code("import time\nwhile True: time.sleep(0.1)")
+    assert result.status == "timeout" and result.phase == "import"
+
+
+def test_error_is_reported_with_traceback():
+    result = _code("raise ValueError('boom in init')")
+    assert result.status == "ok"
+    error = result.first("error")
+    assert error["type"] == "ValueError" and "boom in init" in error["traceback"]
+
+
+def test_memory_cap_stops_large_allocation():
+    result = _code("x = bytearray(4 * 1024 ** 3)\nresult = len(x)", memory_mb=1024)
+    assert result.first("result") is None
+    assert result.first("error")["type"] == "MemoryError"
+
+
+def test_writes_outside_private_dir_are_refused(tmp_path):
+    target = tmp_path / "escape.txt"
+    result = _code(f"open({str(target)!r}, 'w').write('x')")
+    assert not target.exists()
+    assert result.first("violation")["event"] == "write"
+    allowed = _code("open('inside.txt', 'w').write('x'); result = 'ok'")
+    assert allowed.first("result")["value"] == "ok"
+
+
+def test_isolation_is_detected_and_blocks_network_when_available():
+    isolation = detect()
+    assert isolation.name in ("bwrap-net", "unshare-net", "none")
+    result = _code("import socket\ns = socket.socket()\ns.settimeout(2)\n"
+                   "try:\n    s.connect(('1.1.1.1', 80)); result = 'connected'\n"
+                   "except OSError as e:\n    result = 'blocked'\n")
+    assert result.isolation == isolation.name
+    assert result.first("result")["value"] == "blocked"
