@@ -1,0 +1,87 @@
+"""Per problem (and per board: last stage, profile, version), the best passing submission
+and the rejects by category."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Iterable, Optional
+
+from pydantic import BaseModel, Field
+
+from gatekeeper.ingest.queries import Entry
+
+
+class Best(BaseModel):
+    source_id: str
+    speedup: Optional[float] = None
+    sol_fraction: Optional[float] = None
+    result_id: int
+
+    @property
+    def timed(self) -> bool:
+        return self.speedup is not None
+
+
+class Board(BaseModel):
+    problem: str
+    board: str
+    submissions: int = 0
+    passed: int = 0
+    rejected: int = 0
+    errors: int = 0
+    best: Optional[Best] = None
+    rejects_by_category: dict[str, int] = Field(default_factory=dict)
+
+
+def _better(entry: Entry, best: Optional[Best]) -> bool:
+    if best is None:
+        return True
+    # A timed pass beats an untimed one; among timed, the larger speedup; ties keep the first id.
+    if entry.speedup is None:
+        return False
+    return best.speedup is None or entry.speedup > best.speedup
+
+
+def build_boards(items: Iterable[Entry]) -> list[Board]:
+    boards: dict[tuple[str, str], Board] = {}
+    categories: dict[tuple[str, str], Counter] = {}
+    for entry in items:
+        key = (entry.problem, entry.board)
+        board = boards.setdefault(key, Board(problem=entry.problem, board=entry.board))
+        board.submissions += 1
+        if entry.verdict == "pass":
+            board.passed += 1
+            if _better(entry, board.best):
+                board.best = Best(source_id=entry.source_id, speedup=entry.speedup,
+                                  sol_fraction=entry.sol_fraction, result_id=entry.result_id)
+        elif entry.verdict == "reject":
+            board.rejected += 1
+            categories.setdefault(key, Counter()).update(entry.categories)
+        else:
+            board.errors += 1
+    for key, counter in categories.items():
+        boards[key].rejects_by_category = dict(sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
+    return [boards[k] for k in sorted(boards)]
+
+
+def format_speedup(value: Optional[float]) -> str:
+    return "not timed" if value is None else f"{value:.2f}x"
+
+
+def format_sol(value: Optional[float]) -> str:
+    return "not timed" if value is None else f"{value * 100:.1f}%"
+
+
+def print_boards(boards: list[Board], console) -> None:
+    from rich.table import Table
+
+    table = Table("problem", "board", "subs", "pass", "reject", "error", "best passing", "speedup", "SOL",
+                  "rejects by category", box=None)
+    for b in boards:
+        best = b.best
+        cats = ", ".join(f"{c} {n}" for c, n in b.rejects_by_category.items()) or "-"
+        table.add_row(b.problem, b.board, str(b.submissions), str(b.passed), str(b.rejected), str(b.errors),
+                      best.source_id if best else "(none passed)",
+                      format_speedup(best.speedup) if best else "-", format_sol(best.sol_fraction) if best else "-",
+                      cats)
+    console.print(table)
