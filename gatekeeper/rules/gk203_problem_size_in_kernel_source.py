@@ -97,7 +97,7 @@ class ProblemSizeInKernelSource(Rule):
             if const.kind not in ("macro", "const") or const.value is None or const.value in reported:
                 continue
             why = problem.explain(const.value)
-            if why is None or (reads_sizes and self._tile_only(facts, const)):
+            if why is None or (reads_sizes and (_is_tile_like(const.value) or self._tile_only(facts, const))):
                 continue
             reported.add(const.value)
             named_bodies.update(const.body)
