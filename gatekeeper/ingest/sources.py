@@ -61,6 +61,10 @@ def read_folder(root: Path, mapping_file: Optional[Path] = None) -> Iterator[Ite
     files = sorted(p for p in root.rglob("*.py") if p.is_file())
     if not files:
         raise UsageError(f"no submissions in {root}: looked for *.py files")
+    return _folder_items(root, files, mapping)
+
+
+def _folder_items(root: Path, files: list[Path], mapping: dict[str, str]) -> Iterator[Item]:
     for path in files:
         rel = path.relative_to(root).as_posix()
         problem = mapping.get(rel)
@@ -113,9 +117,13 @@ def _from_fields(ref: str, values: dict) -> Item:
 
 def read_jsonl(path: Path) -> Iterator[Item]:
     try:
-        handle = path.open("rb")
+        handle = path.open("rb")  # opened now, so an unreadable file fails before any work
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    return _jsonl_items(handle)
+
+
+def _jsonl_items(handle) -> Iterator[Item]:
     with handle:
         for number, raw in enumerate(handle, start=1):
             ref = f"line {number}"
@@ -153,6 +161,10 @@ def read_parquet(path: Path) -> Iterator[Item]:
     missing = [f for f in FIELDS if f not in names]
     if missing:
         raise UsageError(f"{path} lacks column(s) {', '.join(missing)}; it needs id, problem, code")
+    return _parquet_items(parquet)
+
+
+def _parquet_items(parquet) -> Iterator[Item]:
     row = 0
     batches = parquet.iter_batches(batch_size=256, columns=list(FIELDS))
     while True:

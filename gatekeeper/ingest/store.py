@@ -109,8 +109,8 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
         except sqlite3.DatabaseError as exc:
             raise UsageError(f"{path} is not a gatekeeper store: {exc}") from None
         return conn
-    conn = sqlite3.connect(str(path), timeout=30, isolation_level=None)
-    return conn
+    # A short wait while opening: a store another program holds is an error now, before any work.
+    return sqlite3.connect(str(path), timeout=2, isolation_level=None)
 
 
 class Store:
@@ -125,12 +125,12 @@ class Store:
             self.conn = connect(path)
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
-            self.conn.execute("PRAGMA busy_timeout=30000")
             self.conn.execute("BEGIN IMMEDIATE")  # proves the file is writable and not locked
             for statement in SCHEMA.split(";"):
                 if statement.strip():
                     self.conn.execute(statement)
             self.conn.execute("COMMIT")
+            self.conn.execute("PRAGMA busy_timeout=30000")  # readers (leaderboard) may hold it briefly
         except sqlite3.OperationalError as exc:
             self.close()
             raise UsageError(f"cannot write the store {path}: {exc}; check the file and its folder are "

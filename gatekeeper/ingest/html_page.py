@@ -1,0 +1,106 @@
+"""`gatekeeper leaderboard --html DIR`: one self-contained index.html.
+
+Inline CSS, inline SVG, one small inline script; no external resource, no network. A
+Content-Security-Policy allows only that script (by its hash), so even markup that slipped
+past escaping could not run code or load anything."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import sqlite3
+import time
+from pathlib import Path
+
+from gatekeeper.errors import UsageError
+from gatekeeper.ingest.html_sections import (leaderboard_table, reject_counts, scatter_points,
+                                             submission_details)
+from gatekeeper.ingest.leaderboard import Board
+from gatekeeper.ingest.queries import Entry
+from gatekeeper.ingest.svg_charts import bars, esc, scatter
+from gatekeeper.version import __version__
+
+CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1200px;padding:0 16px;color:#1d2330}
+h1{font-size:22px}h2{font-size:17px;margin-top:32px;border-bottom:1px solid #dde;padding-bottom:4px}
+table{border-collapse:collapse;width:100%;margin:8px 0}th,td{border-bottom:1px solid #e4e6ee;padding:4px 6px;
+text-align:left;vertical-align:top}th{background:#f3f4f8}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.chart{max-width:640px;width:100%;border:1px solid #e4e6ee;background:#fff}.grid{stroke:#eceef4}
+.parity{stroke:#c33;stroke-dasharray:4 3}.tick,.value,.label{font-size:11px;fill:#555}.axis{font-size:12px;fill:#333}
+.note{fill:#777;color:#777}.point{fill:#2a6fdb;fill-opacity:.75}.bar{fill:#d9822b}
+details.submission{border:1px solid #e4e6ee;border-radius:4px;margin:6px 0;padding:4px 8px}
+summary{cursor:pointer}.verdict{font-weight:600;padding:0 6px;border-radius:3px;color:#fff}
+.v-pass{background:#2e8540}.v-reject{background:#c0392b}.v-error{background:#7f8c8d}
+pre.code{background:#f7f7fa;padding:8px;overflow-x:auto;font-size:12px}pre.code span{display:block}
+pre.code .hit{background:#ffe9a8}pre.code b{color:#999;font-weight:400}.hint{color:#2e6b3a;margin-top:2px}
+.error{color:#8a1f11}.controls{margin:8px 0}.controls input{width:280px}.hidden{display:none}
+"""
+
+# Static: its hash goes in the CSP, so it must not be built from data.
+SCRIPT = """
+(function () {
+  var search = document.getElementById('filter');
+  var verdict = document.getElementById('verdict');
+  var items = Array.prototype.slice.call(document.querySelectorAll('details.submission'));
+  var counter = document.getElementById('shown');
+  function apply() {
+    var q = search.value.toLowerCase(), v = verdict.value, shown = 0;
+    items.forEach(function (el) {
+      var ok = (!v || el.getAttribute('data-verdict') === v) &&
+               (!q || el.getAttribute('data-search').indexOf(q) !== -1);
+      el.classList.toggle('hidden', !ok);
+      if (ok) { shown += 1; }
+    });
+    counter.textContent = String(shown);
+  }
+  search.addEventListener('input', apply);
+  verdict.addEventListener('change', apply);
+  apply();
+  document.documentElement.setAttribute('data-ready', 'yes');
+  console.log('gatekeeper leaderboard ready: ' + items.length + ' submissions');
+})();
+"""
+
+
+def _csp() -> str:
+    digest = base64.b64encode(hashlib.sha256(SCRIPT.encode("utf-8")).digest()).decode()
+    return (f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+            f"script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'")
+
+
+def render_page(conn: sqlite3.Connection, boards: list[Board], items: list[Entry]) -> str:
+    counts = {v: sum(1 for e in items if e.verdict == v) for v in ("pass", "reject", "error")}
+    generated = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{esc(_csp())}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>gatekeeper leaderboard</title><style>{CSS}</style></head>
+<body>
+<h1>gatekeeper leaderboard</h1>
+<p id="totals">{len(items)} submissions: {counts['pass']} passed, {counts['reject']} rejected,
+{counts['error']} could not be checked. Generated {esc(generated)} by gatekeeper {esc(__version__)}.</p>
+<h2>Best passing submission per problem</h2>
+{leaderboard_table(boards)}
+<h2>Speedup against fraction of speed of light</h2>
+{scatter(scatter_points(items), empty_note="no timed results yet: ingest with --stages timing on a GPU")}
+<h2>Rejects by category</h2>
+{bars(reject_counts(items), empty_note="no rejects")}
+<h2>Submissions and their findings</h2>
+<div class="controls"><input id="filter" type="search" placeholder="filter by id, problem or category">
+<select id="verdict"><option value="">every verdict</option><option>pass</option><option>reject</option>
+<option>error</option></select> <span id="shown">{len(items)}</span> shown</div>
+<div id="submissions">{submission_details(conn, items)}</div>
+<script>{SCRIPT}</script>
+</body></html>
+"""
+
+
+def write_page(conn: sqlite3.Connection, boards: list[Board], items: list[Entry], folder: Path) -> Path:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        page = folder / "index.html"
+        page.write_text(render_page(conn, boards, items), encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write the page into {folder}: {exc.strerror}") from None
+    return page

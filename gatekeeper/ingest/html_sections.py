@@ -1,0 +1,109 @@
+"""The page's sections as HTML fragments. Everything from the store is escaped: ids,
+messages, hints and code are written by the adversary."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from typing import Iterable, Optional
+
+from gatekeeper.ingest.leaderboard import Board, format_sol, format_speedup
+from gatekeeper.ingest.queries import Entry, checked_sha, code_for, report_json
+from gatekeeper.ingest.svg_charts import esc
+
+CONTEXT_LINES = 2
+MAX_DETAILED = 5000  # submissions with findings and code on the page; the rest are counted
+
+
+def leaderboard_table(boards: list[Board]) -> str:
+    rows = []
+    for b in boards:
+        best = b.best
+        cats = ", ".join(f"{esc(c)} {n}" for c, n in b.rejects_by_category.items()) or "-"
+        rows.append(
+            f"<tr><td>{esc(b.problem)}</td><td>{esc(b.board)}</td><td class=num>{b.submissions}</td>"
+            f"<td class=num>{b.passed}</td><td class=num>{b.rejected}</td><td class=num>{b.errors}</td>"
+            f"<td>{esc(best.source_id) if best else '<em>none passed</em>'}</td>"
+            f"<td class=num>{esc(format_speedup(best.speedup)) if best else '-'}</td>"
+            f"<td class=num>{esc(format_sol(best.sol_fraction)) if best else '-'}</td><td>{cats}</td></tr>")
+    if not rows:
+        rows.append('<tr><td colspan=10><em>no results in this store</em></td></tr>')
+    return ('<table id="leaderboard"><thead><tr><th>problem</th><th>board (stages · profile · version)</th>'
+            '<th>subs</th><th>pass</th><th>reject</th><th>error</th><th>best passing</th><th>speedup</th>'
+            '<th>SOL</th><th>rejects by category</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table>")
+
+
+def reject_counts(items: Iterable[Entry]) -> list[tuple[str, int]]:
+    counter: Counter = Counter()
+    for entry in items:
+        if entry.verdict == "reject":
+            counter.update(entry.categories)
+    return sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def scatter_points(items: Iterable[Entry]) -> list[tuple[float, float, str]]:
+    return [(e.sol_fraction, e.speedup, f"{e.problem} / {e.source_id}") for e in items
+            if e.verdict == "pass" and e.speedup is not None and e.sol_fraction is not None]
+
+
+def _excerpt(code: Optional[str], lines: set[int]) -> str:
+    if not code or not lines:
+        return ""
+    source = code.splitlines()
+    shown: set[int] = set()
+    for line in lines:
+        shown.update(range(max(1, line - CONTEXT_LINES), min(len(source), line + CONTEXT_LINES) + 1))
+    out, previous = [], 0
+    for number in sorted(shown):
+        if previous and number != previous + 1:
+            out.append('<span class="gap">⋯</span>')
+        mark = ' class="hit"' if number in lines else ""
+        out.append(f'<span{mark}><b>{number:>4}</b> {esc(source[number - 1])}</span>')
+        previous = number
+    return '<pre class="code">' + "\n".join(out) + "</pre>"
+
+
+def _findings_table(findings: list[dict]) -> str:
+    rows = []
+    for f in findings:
+        where = (f.get("location") or {}).get("line")
+        rows.append(f"<tr class=\"sev-{esc(f.get('severity', ''))}\"><td>{esc(f.get('rule', ''))}</td>"
+                    f"<td>{esc(f.get('severity', ''))}</td><td>{esc(f.get('category', ''))}</td>"
+                    f"<td>{esc(where if where else '-')}</td><td>{esc(f.get('message', ''))}"
+                    f"<div class=hint>{esc(f.get('hint', ''))}</div></td></tr>")
+    return ('<table class="findings"><thead><tr><th>rule</th><th>severity</th><th>category</th><th>line</th>'
+            '<th>message and hint</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table>")
+
+
+def submission_details(conn: sqlite3.Connection, items: list[Entry]) -> str:
+    reports: dict[int, dict] = {}
+    parts = []
+    for entry in items[:MAX_DETAILED]:
+        if entry.result_id not in reports:
+            try:
+                reports[entry.result_id] = json.loads(report_json(conn, entry.result_id))
+            except ValueError:
+                reports[entry.result_id] = {}
+        report = reports[entry.result_id]
+        findings = report.get("findings") or []
+        sha = checked_sha(conn, entry.result_id) or entry.submission_sha256
+        code = code_for(conn, sha)
+        lines = {((f.get("location") or {}).get("line")) for f in findings} - {None}
+        note = ""
+        if sha != entry.submission_sha256:
+            note = ('<p class="note">Same code as another submission after normalising comments, layout and '
+                    'docstrings; checked once. Lines refer to the copy that was checked.</p>')
+        error = f'<p class="error">{esc(report.get("error"))}</p>' if report.get("error") else ""
+        cats = ", ".join(entry.categories) or "-"
+        body = (_findings_table(findings) if findings else "<p>No findings.</p>") + _excerpt(code, lines)
+        parts.append(
+            f'<details class="submission" data-verdict="{esc(entry.verdict)}" '
+            f'data-search="{esc((entry.problem + " " + entry.source_id + " " + cats).lower())}">'
+            f'<summary><span class="verdict v-{esc(entry.verdict)}">{esc(entry.verdict)}</span> '
+            f'<code>{esc(entry.source_id)}</code> · {esc(entry.problem)} · {esc(entry.board)} · '
+            f'{len(findings)} finding(s) · {esc(cats)}</summary>{note}{error}{body}</details>')
+    if len(items) > MAX_DETAILED:
+        parts.append(f'<p class="note">{len(items) - MAX_DETAILED} more submissions are in the store; '
+                     'filter with --problem, or use `gatekeeper export`.</p>')
+    return "".join(parts)
