@@ -106,13 +106,19 @@ def test_static_check_rejects_seed_then_passes_honest_then_survives_garbage():
     _session_run(steps)
 
 
-def test_one_line_code_is_source_not_a_path():
-    """A one-line `code` naming an existing file must be checked as text, never read from disk."""
+def test_a_file_name_instead_of_source_is_a_clear_error_and_never_read():
+    """An agent that passes a path where the text belongs is told so; the server never reads
+    the file (tool arguments are always source) and never checks the name as if it were code."""
 
     async def steps(session: ClientSession) -> None:
-        report = _report(await session.call_tool("static_check", {"code": "fixtures/submissions/seed_cached_hardcoded.py"}))
-        assert report["submission"]["path"] == "<submission>"
-        assert not any(f["category"] == "cached-output" for f in report["findings"])
+        for args in ({"code": "fixtures/submissions/seed_cached_hardcoded.py"},
+                     {"code": HONEST, "problem": "fixtures/problems/seed_mean.py"}):
+            result = await session.call_tool("static_check", args)
+            assert result.is_error, _texts(result)
+            assert "a file name: pass the file's contents" in _texts(result)[0]
+        # One line of real code is still code.
+        one_line = _report(await session.call_tool("static_check", {"code": "import torch"}))
+        assert one_line["submission"]["path"] == "<submission>"
 
     _session_run(steps)
 

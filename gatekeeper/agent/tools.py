@@ -24,6 +24,9 @@ MAX_SOURCE_CHARS = 2_000_000  # far above any real kernel; stops a runaway paylo
 _TEMP_PROBLEM = re.compile(re.escape(tempfile.gettempdir()) + r"/gatekeeper-problem-[^/\s]+/problem\.py")
 
 
+_FILE_NAME = re.compile(r"[\w./\\~:-]+\.py")
+
+
 def _source(value: Optional[str], what: str, required: bool) -> Optional[str]:
     if value is None or not value.strip():
         if not required:
@@ -33,6 +36,10 @@ def _source(value: Optional[str], what: str, required: bool) -> Optional[str]:
             f"({'a Python module defining ModelNew' if what == 'code' else 'the reference module defining Model and get_inputs'}), "
             "not a file name."
         )
+    if _FILE_NAME.fullmatch(value.strip()):
+        # Likely an agent passing the name instead of the text: reading it would check the
+        # wrong thing silently (a file name parses as a Python expression), so say so.
+        raise UsageError(f"`{what}` is {value.strip()!r}, a file name: pass the file's contents, not its name.")
     if len(value) > MAX_SOURCE_CHARS:
         raise UsageError(f"`{what}` is {len(value):,} characters; the limit is {MAX_SOURCE_CHARS:,}.")
     # The API reads a one-line string without a newline as a file path; tool arguments
