@@ -1,0 +1,230 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from gatekeeper.report import Category, Severity
+from gatekeeper.rules.gk5_support import assigned_name, call_args, enclosing_call, function_at, statement_start
+from gatekeeper.static.cpp_functions import CppFunction, functions
+from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.cpp_tokens import Token
+from gatekeeper.static.rule import Rule
+
+_CREATE = frozenset({"cudaStreamCreate", "cudaStreamCreateWithFlags", "cudaStreamCreateWithPriority"})
+# Expressions that hand out a stream other than the current one.
+_ACQUIRE = frozenset({"getStreamFromPool", "getStreamFromExternal", "cudaStreamPerThread"})
+# Calls that make a stream current for what follows.
+_SWITCH = frozenset({"setCurrentCUDAStream", "CUDAStreamGuard", "OptionalCUDAStreamGuard", "CUDAMultiStreamGuard"})
+_CURRENT = frozenset({"getCurrentCUDAStream", "getDefaultCUDAStream"})
+_SYNC = frozenset({"cudaDeviceSynchronize", "device_synchronize", "cudaStreamSynchronize", "stream_synchronize",
+                   "cudaStreamWaitEvent", "cudaEventSynchronize", "synchronize", "block"})
+_NOT_USES = frozenset({"cudaStreamDestroy", "cudaStreamQuery", "cudaStreamGetPriority", "cudaStreamGetFlags"})
+_TESTS = frozenset({"if", "while", "for", "switch", "sizeof", "assert", "TORCH_CHECK"})
+
+
+@dataclass
+class _Site:
+    index: int
+    identity: Optional[str]  # the variable holding the stream, when there is one
+    what: str
+
+
+class SideStreamInCpp(Rule):
+    """C++/CUDA work is put on a stream other than PyTorch's current stream: a stream from
+    `cudaStreamCreate*` (typically with `cudaStreamNonBlocking`), from
+    `at::cuda::getStreamFromPool()` / `c10::cuda::getStreamFromPool()`, `cudaStreamPerThread`,
+    a `CUDAStreamGuard` / `setCurrentCUDAStream` that makes such a stream current, and kernel
+    launches (`<<<g, b, smem, s>>>`), `cublasSetStream`, async copies or `cudaLaunchKernel` on
+    it, without a join before the host function returns.
+
+    Why it games the benchmark: the harness records its timing events on, and synchronises,
+    the current stream. A non-blocking side stream does not order with it, so the timed region
+    contains only the launch and the output may be compared before the kernel has written it.
+
+    What counts as the current stream: `at::cuda::getCurrentCUDAStream()` /
+    `c10::cuda::getCurrentCUDAStream()` (also `.stream()` of it, or a variable assigned from
+    it), `getDefaultCUDAStream()`, and the legacy default stream (`0`, `nullptr`, or no fourth
+    launch argument). PyTorch's current stream is the default stream unless the caller changed
+    it, so `<<<g, b>>>` is not a finding here; the legacy default stream synchronises with
+    blocking streams but not with non-blocking ones, which is why the timing stage also
+    synchronises the whole device. A launch on a stream that arrives as a function parameter
+    is not flagged either: it is whatever the caller passed, and the caller's stream is judged
+    where it is created.
+
+    Joined back (at most a warning): after the last use in the same host function, one of
+    `cudaStreamSynchronize(side)`, `cudaEventRecord(ev, side)` + `cudaStreamWaitEvent(current,
+    ev)`, `cudaEventSynchronize`, `cudaDeviceSynchronize`, or c10's `stream.synchronize()` /
+    `event.block(current)`.
+    """
+
+    code = "GK501"
+    name = "SideStreamInCpp"
+    category = Category.STREAM_ESCAPE
+    severity = Severity.ERROR
+    summary = "C++/CUDA launches on a stream other than the current one without joining it back"
+    message = (
+        "{what} in the C++/CUDA source puts work on a stream other than PyTorch's current stream, and "
+        "it is not joined back before the host function returns: the harness's events on the current "
+        "stream do not wait for it, so the kernel is not timed and may still run when the output is read."
+    )
+    joined_message = (
+        "{what} in the C++/CUDA source uses a side stream; it is joined back before the host function "
+        "returns, so the work is timed, but a side stream in a single-kernel submission is unusual."
+    )
+    hint = (
+        "Launch on the current stream: `auto stream = at::cuda::getCurrentCUDAStream();` then "
+        "`kernel<<<grid, block, smem, stream>>>(...)`, and `cublasSetStream(handle, stream)`. Do not "
+        "create streams or take them from the pool; if you must, make the current stream wait for the "
+        "side stream (`cudaEventRecord` + `cudaStreamWaitEvent`) before returning."
+    )
+    VALID = [
+        # the current stream, inline and through a variable
+        "src = r'''\n#include <ATen/cuda/CUDAContext.h>\n__global__ void k(float* y) {}\n"
+        "torch::Tensor f(torch::Tensor y) {\n  auto stream = at::cuda::getCurrentCUDAStream();\n"
+        "  k<<<1, 32, 0, stream>>>(y.data_ptr<float>());\n"
+        "  k<<<1, 32, 0, c10::cuda::getCurrentCUDAStream().stream()>>>(y.data_ptr<float>());\n"
+        "  cublasSetStream(handle, stream);\n  return y;\n}\n'''\n",
+        # legacy default stream, no stream argument, and a stream passed in by the caller
+        "src = r'''\n__global__ void k(float* y) {}\nvoid launch(float* y, cudaStream_t s) { k<<<1, 32, 0, s>>>(y); }\n"
+        "torch::Tensor f(torch::Tensor y) {\n  k<<<1, 32>>>(y.data_ptr<float>());\n  k<<<1, 32, 0, 0>>>(y.data_ptr<float>());\n"
+        "  launch(y.data_ptr<float>(), at::cuda::getCurrentCUDAStream());\n  return y;\n}\n'''\n",
+    ]
+    INVALID = [
+        "src = r'''\n__global__ void k(float* y) {}\nstatic cudaStream_t side;\n"
+        "torch::Tensor f(torch::Tensor y) {\n  if (!side) cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);\n"
+        "  k<<<1, 32, 0, side>>>(y.data_ptr<float>());\n  return y;\n}\n'''\n",
+        "src = r'''\n#include <ATen/cuda/CUDAContext.h>\n__global__ void k(float* y) {}\n"
+        "torch::Tensor f(torch::Tensor y) {\n  at::cuda::CUDAStream s = at::cuda::getStreamFromPool(true);\n"
+        "  k<<<1, 32, 0, s.stream()>>>(y.data_ptr<float>());\n  return y;\n}\n'''\n",
+        # a guard makes a pool stream current: the getCurrentCUDAStream launch is then on it
+        "src = r'''\n__global__ void k(float* y) {}\ntorch::Tensor f(torch::Tensor y) {\n"
+        "  c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromPool());\n"
+        "  k<<<1, 32, 0, at::cuda::getCurrentCUDAStream()>>>(y.data_ptr<float>());\n  return y;\n}\n'''\n",
+        "src = r'''\ntorch::Tensor mm(torch::Tensor a, torch::Tensor b) {\n  cudaStream_t s;\n  cudaStreamCreate(&s);\n"
+        "  cublasSetStream(handle, s);\n  cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, a, 1, b, 1, &zero, c, 1);\n  return c;\n}\n'''\n",
+    ]
+
+    def check_cpp(self, source: CppSource) -> None:
+        tokens = source.tokens
+        names = {t.text for t in tokens if t.kind == "ident"}
+        if not names & (_CREATE | _ACQUIRE | _SWITCH | {"cudaStreamNonBlocking"}):
+            return  # cheap exit: nothing here can name a side stream
+        funcs = functions(tokens)
+        sites = self._acquisitions(tokens)
+        identities = {s.identity for s in sites if s.identity}
+        # uses: (token index, identity or None for inline acquisitions/switches)
+        uses: list[tuple[int, Optional[str], str]] = []
+        for site in sites:
+            if site.identity is None and function_at(funcs, site.index) is not None:
+                uses.append((site.index, None, site.what))
+        skip_until = -1
+        for i, tok in enumerate(tokens):
+            if i <= skip_until or tok.kind != "ident":
+                continue
+            if tok.text in _CREATE or tok.text in _NOT_USES or tok.text in _SYNC:
+                _, skip_until = call_args(tokens, i)  # its arguments are not uses
+                continue
+            if tok.text in identities and function_at(funcs, i) is not None and _is_use(tokens, i):
+                uses.append((i, tok.text, f"Using the stream `{tok.text}`"))
+        unjoined_ids: set[Optional[str]] = set()
+        used_ids: set[Optional[str]] = set()
+        reported: set[tuple[int, Optional[str]]] = set()
+        for index, identity, what in uses:
+            fn = function_at(funcs, index)
+            used_ids.add(identity)
+            if fn is None or self._joined_after(tokens, index, fn, identities):
+                continue
+            unjoined_ids.add(identity)
+            key = (fn.body_start, identity)
+            if key in reported:
+                continue
+            reported.add(key)
+            self.report_cpp(source, tokens[index].offset, self.message.format(what=what),
+                            evidence={"stream": identity, "host_function": fn.name, "joined": False})
+        for site in sites:
+            if site.identity is None:
+                continue
+            bad = site.identity in unjoined_ids or site.identity not in used_ids and not any(
+                t.text in ("cudaStreamSynchronize", "cudaDeviceSynchronize") for t in tokens)
+            self._emit(source, site, bad)
+
+    # pieces ----------------------------------------------------------------------------
+    def _acquisitions(self, tokens: Sequence[Token]) -> list[_Site]:
+        sites: list[_Site] = []
+        create_spans: list[tuple[int, int]] = []
+        for i, tok in enumerate(tokens):
+            if tok.kind != "ident":
+                continue
+            if tok.text in _CREATE:
+                args, close = call_args(tokens, i)
+                create_spans.append((i, close))
+                target = args[0] if args else []
+                ident = next((t.text for t in target if t.kind == "ident"), None)
+                sites.append(_Site(i, ident, f"`{tok.text}`"))
+            elif tok.text in _ACQUIRE:
+                ident = assigned_name(tokens, i)
+                if ident is not None and _statement_has(tokens, i, _SWITCH):
+                    ident = None  # `CUDAStreamGuard g(getStreamFromPool())`: a switch, not a variable
+                sites.append(_Site(i, ident, f"`{tok.text}`"))
+            elif tok.text in _SWITCH:
+                args, _ = call_args(tokens, i)
+                if not args and i + 2 < len(tokens) and tokens[i + 2].text == "(":
+                    args, _ = call_args(tokens, i + 1)  # `CUDAStreamGuard guard(stream)`
+                if args and not any(t.text in _CURRENT for t in args[0]) and not any(
+                        t.text in _ACQUIRE for t in args[0]):
+                    sites.append(_Site(i, None, f"`{tok.text}`"))
+            elif tok.text == "cudaStreamNonBlocking" and not any(a <= i <= b for a, b in create_spans):
+                sites.append(_Site(i, None, "`cudaStreamNonBlocking`"))
+        return sites
+
+    @staticmethod
+    def _joined_after(tokens: Sequence[Token], index: int, fn: CppFunction, identities: set[str]) -> bool:
+        for j in range(index + 1, fn.body_end):
+            text = tokens[j].text
+            if tokens[j].kind != "ident" or text not in _SYNC:
+                continue
+            args, _ = call_args(tokens, j)
+            first = {t.text for t in args[0]} if args else set()
+            if text in ("cudaDeviceSynchronize", "device_synchronize", "cudaEventSynchronize"):
+                return True
+            if text in ("cudaStreamSynchronize", "stream_synchronize") and first & identities:
+                return True
+            if text == "cudaStreamWaitEvent" and args and not first & identities:
+                return True  # the current stream waits for an event
+            if text in ("synchronize", "block") and j > 0 and tokens[j - 1].text in (".", "->"):
+                receiver = tokens[j - 2].text if j >= 2 else ""
+                if text == "synchronize" and receiver in identities:
+                    return True
+                if text == "block" and not first & identities:
+                    return True
+        return False
+
+    def _emit(self, source: CppSource, site: _Site, bad: bool) -> None:
+        tok_offset = source.tokens[site.index].offset
+        if bad:
+            self.report_cpp(source, tok_offset, self.message.format(what=site.what),
+                            evidence={"stream": site.identity, "joined": False})
+        else:
+            self.report_cpp(source, tok_offset, self.joined_message.format(what=site.what),
+                            evidence={"stream": site.identity, "joined": True},
+                            severity=Severity.WARNING if self.active_severity == Severity.ERROR else self.active_severity)
+
+
+def _is_use(tokens: Sequence[Token], i: int) -> bool:
+    """A stream variable handed to a launch or a call, or used as a receiver; not its
+    declaration (`cudaStream_t s;`) nor a test (`if (!s)`, `s == nullptr`)."""
+    prev = tokens[i - 1] if i > 0 else None
+    nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+    if prev is not None and prev.kind == "ident" and prev.text != "return" and (
+            nxt is None or nxt.text in (";", "=", ",", "[", "{")):
+        return False
+    if (prev is not None and prev.text == "!") or (nxt is not None and nxt.text in ("==", "!=", "=")):
+        return False
+    return enclosing_call(tokens, i) not in _TESTS
+
+
+def _statement_has(tokens: Sequence[Token], index: int, words: frozenset[str]) -> bool:
+    for j in range(statement_start(tokens, index), index):
+        if tokens[j].text in words:
+            return True
+    return False

@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.report import Category, Severity
+from gatekeeper.static.rule import Rule
+
+# Calling (or subclassing, or handing on) any of these starts a thread or a process.
+STARTERS = frozenset({
+    "threading.Thread", "threading.Timer", "_thread.start_new_thread", "_thread.start_new",
+    "thread.start_new_thread", "os.fork", "os.forkpty", "pty.fork", "asyncio.to_thread",
+    "concurrent.futures.ThreadPoolExecutor", "concurrent.futures.ProcessPoolExecutor",
+    "concurrent.futures.thread.ThreadPoolExecutor", "concurrent.futures.process.ProcessPoolExecutor",
+    "concurrent.futures.InterpreterPoolExecutor", "multiprocessing.pool.ThreadPool",
+    "torch.jit.fork", "torch.jit._fork", "torch._C._jit_fork", "joblib.Parallel",
+})
+# Everything under these packages starts workers, except the harmless queries listed.
+PACKAGES = ("multiprocessing.", "torch.multiprocessing.", "billiard.")
+HARMLESS = frozenset({"cpu_count", "current_process", "parent_process", "active_children",
+                      "get_start_method", "get_all_start_methods", "Lock", "RLock", "Value", "Array",
+                      "SharedMemory", "ShareableList"})
+
+
+class StartsPythonThread(Rule):
+    """The submission starts a thread or a process: `threading.Thread` / `Timer` (also
+    subclassed), `_thread.start_new_thread`, `multiprocessing` and `torch.multiprocessing`
+    (Process, Pool, spawn, get_context...), `concurrent.futures` executors, `os.fork`,
+    `asyncio.to_thread` and `loop.run_in_executor`, `torch.jit.fork`. Names are resolved
+    through imports and aliases, so `from threading import Thread as T` is seen.
+
+    Why it games the benchmark: a background worker can finish (or start) the computation
+    after `forward` has returned, outside the timed region and after the harness looked at
+    the output; or it can watch the harness and rewrite results behind its back. A kernel
+    submission has no honest use for one: torch launches are asynchronous already.
+
+    Not flagged: `threading.Lock` and other synchronisation objects, `multiprocessing.cpu_count()`,
+    `torch.set_num_threads`, and any name that merely looks like these (a local `Thread`
+    class, a method called `start`).
+    """
+
+    code = "GK510"
+    name = "StartsPythonThread"
+    category = Category.THREAD_INJECTION
+    severity = Severity.ERROR
+    summary = "starts a Python thread, process or executor"
+    message = (
+        "`{name}` starts a thread or a process: work done there can finish after `forward` returns, "
+        "outside the timed region and after the output was checked, or tamper with the harness while it runs."
+    )
+    hint = (
+        "Do the work synchronously inside `forward`: launch your kernels on the current stream and "
+        "return the output tensor. Remove threads, executors, `multiprocessing` and `os.fork`."
+    )
+    VALID = [
+        "import threading\nimport multiprocessing as mp\n_lock = threading.Lock()\n"
+        "_workers = mp.cpu_count()\nclass ModelNew:\n    def forward(self, x):\n"
+        "        with _lock:\n            return _ext.run(x)\n",
+        # a local class and method names that only look like threads
+        "class Thread:\n    def start(self):\n        return 1\ndef run():\n    t = Thread()\n    return t.start()\n",
+    ]
+    INVALID = [
+        "import threading\ndef forward(x, out):\n    threading.Thread(target=_ext.run, args=(x, out)).start()\n    return out\n",
+        "from concurrent.futures import ThreadPoolExecutor as Pool\n_pool = Pool(1)\n"
+        "def forward(x):\n    return _pool.submit(_ext.run, x)\n",
+        "import torch.multiprocessing as tmp\ndef forward(x):\n    p = tmp.Process(target=_ext.run, args=(x,))\n    p.start()\n",
+        "from threading import Thread\nclass Finisher(Thread):\n    def run(self):\n        _ext.finish()\n",
+        "import asyncio\nasync def forward(x):\n    loop = asyncio.get_running_loop()\n    return await loop.run_in_executor(None, _ext.run, x)\n",
+        "import os\ndef forward(x):\n    if os.fork() == 0:\n        _ext.run(x)\n        os._exit(0)\n    return x\n",
+    ]
+
+    def _starter(self, expr: cst.BaseExpression) -> Optional[str]:
+        qual = self.ctx.qualname(expr)
+        if qual is None:
+            return None
+        if qual in STARTERS:
+            return qual
+        for package in PACKAGES:
+            if qual.startswith(package) and qual.rsplit(".", 1)[-1] not in HARMLESS:
+                return qual
+        return None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "run_in_executor":
+            self.report(node, self.message.format(name="run_in_executor"), evidence={"starts": "run_in_executor"})
+            return
+        name = self._starter(func)
+        if name is not None:
+            self.report(node, self.message.format(name=name), evidence={"starts": name})
+            return
+        # handed on rather than called: functools.partial(threading.Thread, ...), pool.map(Process, ...)
+        for arg in node.args:
+            if isinstance(arg.value, (cst.Name, cst.Attribute)):
+                name = self._starter(arg.value)
+                if name is not None:
+                    self.report(arg, self.message.format(name=name), evidence={"starts": name})
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        for base in node.bases:
+            name = self._starter(base.value)
+            if name is not None:
+                self.report(base, self.message.format(name=name) + f" (`{node.name.value}` subclasses it)",
+                            evidence={"starts": name, "class": node.name.value})

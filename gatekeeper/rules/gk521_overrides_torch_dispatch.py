@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.report import Category, Severity
+from gatekeeper.static.rule import Rule
+
+HOOKS = frozenset({"__torch_function__", "__torch_dispatch__"})
+MODE_BASES = frozenset({
+    "torch.overrides.TorchFunctionMode", "torch.utils._python_dispatch.TorchDispatchMode",
+    "torch._python_dispatcher.PythonDispatcher",
+})
+# Qualified-name prefixes whose use reroutes torch calls through Python.
+PREFIXES = ("torch.utils._python_dispatch.", "torch._subclasses.", "torch._C._push_on_torch",
+            "torch._C._set_torch_function_mode", "torch._C._set_torch_dispatch_mode",
+            "torch._C._EnablePythonDispatcher", "torch._C._enable_python_dispatcher",
+            "torch._C._EnableTorchFunction", "torch._C._set_torch_function_state")
+OVERRIDES_OK = frozenset({"is_tensor_like", "is_tensor_method_or_property", "get_ignored_functions",
+                          "get_overridable_functions", "get_testing_overrides", "resolve_name"})
+
+
+class OverridesTorchDispatch(Rule):
+    """The submission hooks torch's dispatch from Python: it defines `__torch_function__` or
+    `__torch_dispatch__` (as a method or by assignment in a class body), subclasses or
+    enters a `TorchFunctionMode` / `TorchDispatchMode`, or uses the machinery under
+    `torch.overrides` (`handle_torch_function`, ...), `torch.utils._python_dispatch`,
+    `torch._subclasses` (fake and functional tensors) or the `torch._C` mode stacks.
+
+    Why it games the benchmark: these hooks let Python code intercept every torch call made
+    on the output, including the checker's `allclose`, `sub`, `abs` and `max`: the output can
+    compute lazily when compared, or answer the comparison with whatever passes.
+
+    Not flagged: the harmless queries of `torch.overrides` (`is_tensor_like`,
+    `get_ignored_functions`, ...), and ordinary torch calls.
+    """
+
+    code = "GK521"
+    name = "OverridesTorchDispatch"
+    category = Category.LAZY_OUTPUT
+    severity = Severity.ERROR
+    summary = "intercepts torch dispatch (__torch_function__, __torch_dispatch__, modes)"
+    message = (
+        "{what}: it lets Python intercept the torch calls made on the output, including the checker's "
+        "comparisons, so the result can be computed lazily or the comparison answered directly."
+    )
+    hint = (
+        "Return a plain tensor computed by your kernel; do not define `__torch_function__` / "
+        "`__torch_dispatch__` or use torch's dispatch modes."
+    )
+    VALID = [
+        "import torch\nfrom torch.overrides import is_tensor_like\n"
+        "def forward(x):\n    assert is_tensor_like(x)\n    return _ext.run(x)\n",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return _ext.run(x)\n",
+    ]
+    INVALID = [
+        "import torch\nclass Out:\n    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+        "        return True\n",
+        "from torch.utils._python_dispatch import TorchDispatchMode as M\nclass Spy(M):\n"
+        "    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n        return func(*args, **(kwargs or {}))\n",
+        "import torch\nclass Out:\n    __torch_function__ = staticmethod(lambda *a, **k: True)\n",
+        "import torch.overrides as ov\ndef forward(x):\n    with ov.TorchFunctionMode():\n        return _ext.run(x)\n",
+    ]
+
+    def _flagged(self, expr: cst.BaseExpression) -> Optional[str]:
+        qual = self.ctx.qualname(expr)
+        if qual is None or not qual.startswith("torch."):
+            return None
+        if qual in MODE_BASES or qual.startswith(PREFIXES):
+            return qual
+        if qual.startswith("torch.overrides.") and qual.rsplit(".", 1)[-1] not in OVERRIDES_OK:
+            return qual
+        return None
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if node.name.value in HOOKS:
+            self.report(node.name, self.message.format(what=f"`{node.name.value}` is defined"),
+                        evidence={"hook": node.name.value})
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        target = node.target
+        name = target.value if isinstance(target, cst.Name) else target.attr.value if isinstance(target, cst.Attribute) else None
+        if name in HOOKS:
+            self.report(node, self.message.format(what=f"`{name}` is assigned"), evidence={"hook": name})
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        for base in node.bases:
+            qual = self._flagged(base.value)
+            if qual is not None:
+                self.report(base, self.message.format(what=f"`{node.name.value}` subclasses `{qual}`"),
+                            evidence={"base": qual})
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qual = self._flagged(node.func)
+        if qual is not None:
+            self.report(node, self.message.format(what=f"`{qual}` is used"), evidence={"uses": qual})

@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from gatekeeper.report import Category, Severity
+from gatekeeper.static.rule import Rule
+
+# Dunders through which a checker compares or converts a result.
+DUNDERS = frozenset({
+    "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__float__", "__int__",
+    "__index__", "__complex__", "__array__", "__array_ufunc__", "__array_function__", "__array_interface__",
+    "__cuda_array_interface__", "__dlpack__", "__getattr__", "__getattribute__", "__class__",
+    "__instancecheck__", "__subclasscheck__", "__sub__", "__rsub__", "__abs__", "__len__", "__iter__",
+})
+# Classes that are never outputs: their own dunders are not about comparing results.
+NOT_OUTPUTS = ("torch.nn.Module", "torch.nn.modules.module.Module", "torch.autograd.Function",
+               "builtins.Exception", "enum.Enum", "enum.IntEnum", "typing.NamedTuple")
+
+
+class ReturnsDeferredObject(Rule):
+    """A class defined in the submission overrides how its instances compare or convert
+    (`__eq__`, `__lt__`..., `__bool__`, `__float__`, `__array__`, `__sub__`, `__abs__`,
+    `__getattr__`/`__getattribute__`, a `__class__` property, ...) and the submission creates
+    instances of it outside the class itself: the object that `forward` hands back is then
+    not a tensor, or not only one.
+
+    Why it games the benchmark: the checker compares the output with the reference through
+    exactly these hooks (`==`, `allclose` via `__array__`/`__sub__`/`__abs__`, `float()`,
+    `isinstance` via a faked `__class__`), so the object can compute when compared (after
+    the timed region) or simply report equality. A class that is never instantiated, and
+    `nn.Module` / `autograd.Function` / `Enum` / exception classes, are not flagged; a
+    `torch.Tensor` subclass is reported by GK520 instead.
+    """
+
+    code = "GK522"
+    name = "ReturnsDeferredObject"
+    category = Category.LAZY_OUTPUT
+    severity = Severity.ERROR
+    summary = "returns an object whose class overrides comparison or conversion"
+    message = (
+        "`{cls}` overrides {dunders} and is instantiated by the submission: an output built from it can "
+        "compute only when compared (outside the timed region) or decide the comparison itself."
+    )
+    hint = (
+        "Return a plain `torch.Tensor` written by your kernel; keep helper classes free of comparison and "
+        "conversion dunders (`__eq__`, `__array__`, `__float__`, `__getattr__`, `__class__`)."
+    )
+    VALID = [
+        # never instantiated, and a Module with a custom __getattr__
+        "class Spec:\n    def __eq__(self, other):\n        return True\n",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def __getattr__(self, name):\n"
+        "        return super().__getattr__(name)\n    def forward(self, x):\n        return _ext.run(x)\n",
+        "from dataclasses import dataclass\n@dataclass\nclass Cfg:\n    block: int = 256\ndef forward(x):\n"
+        "    return _ext.run(x, Cfg().block)\n",
+    ]
+    INVALID = [
+        "class Thunk:\n    def __init__(self, f, x):\n        self.f, self.x = f, x\n"
+        "    def __eq__(self, other):\n        return self.f(self.x) == other\n"
+        "def forward(x):\n    return Thunk(_ext.run, x)\n",
+        "class Fake:\n    @property\n    def __class__(self):\n        import torch\n        return torch.Tensor\n"
+        "    def __array__(self, dtype=None):\n        return compute()\nclass ModelNew:\n    def forward(self, x):\n"
+        "        out = Fake()\n        return out\n",
+        "class Proxy:\n    def __getattr__(self, name):\n        return getattr(_materialise(self), name)\n"
+        "make = Proxy\ndef forward(x):\n    return make()\n",
+    ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.suspicious: dict[str, tuple[cst.ClassDef, list[str]]] = {}
+        self.aliases: dict[str, str] = {}
+        self.calls: list[tuple[cst.Call, str, tuple[str, ...]]] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        for base in node.bases:
+            qual = self.ctx.qualname(base.value) or ""
+            if qual.startswith(NOT_OUTPUTS):
+                return
+        found: list[str] = []
+        body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+        for stmt in body:
+            if isinstance(stmt, cst.FunctionDef) and stmt.name.value in DUNDERS:
+                found.append(stmt.name.value)
+            elif isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Assign):
+                        found.extend(t.target.value for t in small.targets
+                                     if isinstance(t.target, cst.Name) and t.target.value in DUNDERS)
+        if found:
+            self.suspicious[node.name.value] = (node, found)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        # `make = Proxy`: an alias of a local class
+        if isinstance(node.value, cst.Name) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            self.aliases[node.targets[0].target.value] = node.value.value
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name):
+            inside = tuple(c.name.value for c in self.ctx.classes)
+            self.calls.append((node, node.func.value, inside))
+
+    def finish(self) -> None:
+        reported: set[str] = set()
+        for call, name, inside in self.calls:
+            cls = self.aliases.get(name, name)
+            if cls not in self.suspicious or cls in inside or cls in reported:
+                continue
+            reported.add(cls)
+            dunders = self.suspicious[cls][1]
+            self.report(call, self.message.format(cls=cls, dunders=", ".join(f"`{d}`" for d in dunders)),
+                        evidence={"class": cls, "dunders": dunders})

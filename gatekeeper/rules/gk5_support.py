@@ -1,0 +1,207 @@
+"""Shared helpers for the GK5xx rules (stream escape, thread injection, lazy outputs,
+precision downgrade). Not a rule file: it defines no rule with a `code`.
+
+- the problem's dtype, with the float32 assumption made explicit when no problem is given;
+- C++ token helpers: matching brackets, a call's arguments, the call a token sits in, the
+  function a token sits in, the start of the statement a token is part of;
+- the text of inline `asm(...)` statements, which the tokenizer drops with the other string
+  literals (PTX is not C++, so it is read from `source.text`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator, Optional, Sequence
+
+import libcst as cst
+
+from gatekeeper.static.context import FileContext
+from gatekeeper.static.cpp_functions import CppFunction
+from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.cpp_tokens import Token
+
+_CLOSERS = {"(": ")", "[": "]", "{": "}", "<<<": ">>>"}
+_OPENERS = {v: k for k, v in _CLOSERS.items()}
+ASSUMED_FLOAT32 = " (No problem file was given, so the problem is assumed to be float32.)"
+
+
+# problem dtype --------------------------------------------------------------------------
+def problem_dtype(ctx: FileContext) -> tuple[str, bool]:
+    """The problem's dtype and whether it was assumed (no problem file)."""
+    if ctx.problem is None:
+        return "float32", True
+    return ctx.problem.dtype, False
+
+
+def assumed_note(ctx: FileContext) -> str:
+    return ASSUMED_FLOAT32 if ctx.problem is None else ""
+
+
+# Python helpers ----------------------------------------------------------------------------
+def call_arg(call: cst.Call, position: int, keyword: str) -> Optional[cst.BaseExpression]:
+    """The argument given positionally at `position` or as `keyword=`."""
+    index = 0
+    for arg in call.args:
+        if arg.keyword is not None:
+            if arg.keyword.value == keyword:
+                return arg.value
+        elif not arg.star:
+            if index == position:
+                return arg.value
+            index += 1
+    return None
+
+
+def is_false(expr: Optional[cst.BaseExpression]) -> bool:
+    return isinstance(expr, cst.Name) and expr.value in ("False", "None") or (
+        isinstance(expr, cst.Integer) and expr.value == "0"
+    )
+
+
+def is_true(expr: Optional[cst.BaseExpression]) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "True" or (
+        isinstance(expr, cst.Integer) and expr.value != "0"
+    )
+
+
+# C++ token helpers -----------------------------------------------------------------------
+def match_close(tokens: Sequence[Token], start: int) -> int:
+    """Index of the bracket closing the one at `start` (or the last token)."""
+    open_ = tokens[start].text
+    close = _CLOSERS[open_]
+    depth = 0
+    for i in range(start, len(tokens)):
+        text = tokens[i].text
+        if text == open_:
+            depth += 1
+        elif text == close:
+            depth -= 1
+            if depth == 0:
+                return i
+    return len(tokens) - 1
+
+
+def split_args(tokens: Sequence[Token], open_index: int, close_index: int) -> list[list[Token]]:
+    """Top-level comma-separated arguments between two matching brackets."""
+    args: list[list[Token]] = [[]]
+    depth = 0
+    for tok in tokens[open_index + 1 : close_index]:
+        text = tok.text
+        if text in _CLOSERS:
+            depth += 1
+        elif text in _OPENERS:
+            depth -= 1
+        if text == "," and depth == 0:
+            args.append([])
+        else:
+            args[-1].append(tok)
+    return [a for a in args if a] if any(args) else []
+
+
+def call_args(tokens: Sequence[Token], name_index: int) -> tuple[list[list[Token]], int]:
+    """Arguments of `name(...)` at `name_index` and the index of its `)`; ([], index) when
+    the name is not called."""
+    if name_index + 1 >= len(tokens) or tokens[name_index + 1].text != "(":
+        return [], name_index
+    close = match_close(tokens, name_index + 1)
+    return split_args(tokens, name_index + 1, close), close
+
+
+def enclosing_call(tokens: Sequence[Token], index: int) -> Optional[str]:
+    """The identifier before the innermost `(` that encloses token `index`."""
+    depth = 0
+    for i in range(index - 1, -1, -1):
+        text = tokens[i].text
+        if text in (")", "]"):
+            depth += 1
+        elif text in ("(", "["):
+            if depth == 0:
+                if text == "(" and i > 0 and tokens[i - 1].kind == "ident":
+                    return tokens[i - 1].text
+                return None
+            depth -= 1
+        elif text in (";", "{", "}") and depth == 0:
+            return None
+    return None
+
+
+def statement_start(tokens: Sequence[Token], index: int) -> int:
+    """Index of the first token of the statement that token `index` is part of."""
+    depth = 0
+    for i in range(index - 1, -1, -1):
+        text = tokens[i].text
+        if text in (")", "]"):
+            depth += 1
+        elif text in ("(", "["):
+            if depth == 0:
+                continue  # inside a call's arguments: keep walking out
+            depth -= 1
+        elif text in (";", "{", "}") and depth == 0:
+            return i + 1
+    return 0
+
+
+_NOT_TYPES = frozenset({"return", "else", "do", "throw", "case", "co_return", "goto"})
+
+
+def assigned_name(tokens: Sequence[Token], index: int) -> Optional[str]:
+    """For `T name = ... tok ...;`, `T name(... tok ...);` or `name[i] = ... tok ...;`, the
+    variable that the statement containing token `index` declares or assigns."""
+    start = statement_start(tokens, index)
+    depth = 0
+    for i in range(start, index):
+        text = tokens[i].text
+        if text == "=" and depth == 0:
+            j = i - 1
+            if tokens[j].text == "]":
+                while j > start and tokens[j].text != "[":
+                    j -= 1
+                j -= 1
+            return tokens[j].text if j >= start and tokens[j].kind == "ident" else None
+        if text in ("(", "[", "{"):
+            if (text in ("(", "{") and depth == 0 and i - 2 >= start and tokens[i - 1].kind == "ident"
+                    and (tokens[i - 2].kind == "ident" or tokens[i - 2].text in (">", "&", "*"))
+                    and tokens[i - 2].text not in _NOT_TYPES):
+                return tokens[i - 1].text  # `T name(init)`: direct initialisation
+            depth += 1
+        elif text in (")", "]", "}"):
+            depth -= 1
+    return None
+
+
+def function_at(funcs: Sequence[CppFunction], index: int) -> Optional[CppFunction]:
+    for fn in funcs:
+        if fn.body_start <= index <= fn.body_end:
+            return fn
+    return None
+
+
+def dotted_tokens(tokens: Sequence[Token]) -> str:
+    return "".join(t.text for t in tokens)
+
+
+# inline assembly ---------------------------------------------------------------------------
+_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+
+
+def asm_strings(source: CppSource) -> Iterator[tuple[int, str]]:
+    """(offset, text) of each string literal inside an `asm(...)` / `__asm__(...)` statement."""
+    tokens = source.tokens
+    for i, tok in enumerate(tokens):
+        if tok.kind != "ident" or tok.text not in ("asm", "__asm__", "__asm"):
+            continue
+        j = i + 1
+        while j < len(tokens) and tokens[j].text in ("volatile", "__volatile__"):
+            j += 1
+        if j >= len(tokens) or tokens[j].text != "(":
+            continue
+        close = match_close(tokens, j)
+        end = tokens[close].offset if close < len(tokens) else len(source.text)
+        segment = source.text[tokens[j].offset : end]
+        for match in _STRING.finditer(segment):
+            yield tokens[j].offset + match.start(), match.group(1)
+
+
+def ptx_words(text: str) -> set[str]:
+    """The dot-separated words of PTX instructions (`mma.sync.aligned.f16` -> {mma, sync, ...})."""
+    return set(re.split(r"[^A-Za-z0-9_]+", text))
