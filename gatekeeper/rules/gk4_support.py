@@ -204,7 +204,17 @@ class UseRule(Rule):
     def visit_Name(self, node: cst.Name) -> None:
         if self._in_import:
             return
+        parent = self.ctx.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.attr is node:
+            return  # `model.eval`: an attribute name, not the builtin
+        if isinstance(parent, (cst.Arg, cst.Param, cst.FunctionDef, cst.ClassDef)) and not (
+                isinstance(parent, cst.Arg) and parent.value is node):
+            return
         self._check(node)
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if not self._in_import and subscript_key(self.ctx, node) is not None:
+            self._check(node)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if self._in_import:

@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from gatekeeper.report import Category, Severity
+from gatekeeper.rules.gk4_support import matches, resolve
+from gatekeeper.static.rule import Rule
+
+DECODERS = (
+    "base64", "binascii.a2b_base64", "binascii.unhexlify", "binascii.a2b_hex", "zlib.decompress",
+    "gzip.decompress", "bz2.decompress", "lzma.decompress", "codecs.decode", "builtins.bytes.fromhex",
+    "marshal.loads", "marshal.load", "pickle.loads", "_pickle.loads", "dill.loads", "cloudpickle.loads",
+)
+# Deserialisers that build code or run it while loading (pickle's __reduce__).
+ALWAYS = ("marshal", "pickle.loads", "_pickle.loads", "dill", "cloudpickle")
+SINKS = (
+    "builtins.exec", "builtins.eval", "builtins.compile", "builtins.__import__", "importlib",
+    "types.FunctionType", "types.CodeType", "types.LambdaType", "marshal.loads", "pickle.loads",
+    "torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load", "runpy",
+)
+
+
+@dataclass
+class _Decode:
+    node: cst.Call
+    name: str
+    targets: set[str] = field(default_factory=set)
+
+
+def _names(node: cst.CSTNode) -> set[str]:
+    out, stack = set(), [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            out.add(current.value)
+        stack.extend(current.children)
+    return out
+
+
+class DecodesCode(Rule):
+    """Decodes hidden code: `marshal.loads`, `pickle.loads` (always), and base64 / zlib /
+    gzip / bz2 / lzma / `codecs.decode` (rot13, hex) / `bytes.fromhex` whose result reaches
+    `exec`, `eval`, `compile`, `__import__`, `importlib`, `types.FunctionType` /
+    `CodeType`, or `load_inline`, directly or through variables.
+
+    Why it games the benchmark: the code that runs (a patch of the timer, a CUDA source
+    that hardcodes shapes) is stored encoded, so no rule can read it; pickle runs code
+    while loading.
+
+    A base64 or zlib decode whose result reaches none of those is a warning: it is still an
+    opaque blob (an embedded cubin hides the kernel from review), but it may be data.
+    """
+
+    code = "GK433"
+    name = "DecodesCode"
+    category = Category.DYNAMIC_CODE
+    severity = Severity.ERROR
+    summary = "decodes code from base64, zlib, marshal or pickle"
+    message = "`{name}` decodes {what}, so the code that runs is not readable in the submission."
+    hint = (
+        "Put the code in the submission as plain text: Python as Python, CUDA/C++ as a string "
+        "literal passed to `load_inline`. Nothing may be encoded, compressed or pickled."
+    )
+    VALID = [
+        "import torch\nx = b'abc'.decode('utf-8')\n",
+        "doc = 'we do not use base64.b64decode or marshal.loads'\n",
+    ]
+    INVALID = [
+        "import base64\nexec(base64.b64decode('cHJpbnQoMSk='))\n",
+        "import zlib, base64 as b\nblob = b.b64decode(DATA)\nsrc = zlib.decompress(blob).decode()\ncode = compile(src, 'x', 'exec')\n",
+        "import marshal, types\nfn = types.FunctionType(marshal.loads(BLOB), globals())\n",
+        "import pickle\nstate = pickle.loads(PAYLOAD)\n",
+        "import codecs\nfrom torch.utils.cpp_extension import load_inline\n"
+        "src = codecs.decode(ROT, 'rot13')\next = load_inline('k', cpp_sources=src)\n",
+    ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.decodes: list[_Decode] = []
+        self.sink_names: set[str] = set()
+        self.sink_nodes: set[int] = set()
+        self.flows: dict[str, set[str]] = {}
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = resolve(self.ctx, node.func)
+        if func is None:
+            return
+        decoder = matches(func, DECODERS)
+        if decoder is not None:
+            self.decodes.append(_Decode(node, func, self._assigned_to(node)))
+        if matches(func, SINKS):
+            for arg in node.args:
+                self.sink_names |= _names(arg.value)
+                stack: list[cst.CSTNode] = [arg.value]
+                while stack:
+                    current = stack.pop()
+                    self.sink_nodes.add(id(current))
+                    stack.extend(current.children)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        used = _names(node.value)
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                self.flows.setdefault(target.target.value, set()).update(used)
+
+    def _assigned_to(self, node: cst.Call) -> set[str]:
+        for parent in self.ctx.ancestors(node):
+            if isinstance(parent, cst.Assign):
+                return {t.target.value for t in parent.targets if isinstance(t.target, cst.Name)}
+            if isinstance(parent, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                break
+        return set()
+
+    def _reaches_sink(self, decode: _Decode) -> bool:
+        if id(decode.node) in self.sink_nodes:
+            return True
+        tainted = set(decode.targets)
+        changed = True
+        while changed:
+            changed = False
+            for name, used in self.flows.items():
+                if name not in tainted and used & tainted:
+                    tainted.add(name)
+                    changed = True
+        return bool(tainted & self.sink_names)
+
+    def finish(self) -> None:
+        for decode in self.decodes:
+            if matches(decode.name, ALWAYS):
+                self.report(decode.node, self.message.format(
+                    name=decode.name, what="a serialised object, which can carry and run code"))
+            elif self._reaches_sink(decode):
+                self.report(decode.node, self.message.format(
+                    name=decode.name, what="data that is then executed, imported or compiled"))
+            else:
+                self.report(decode.node, self.message.format(name=decode.name, what="an opaque blob")
+                            + " It does not reach exec/compile/load_inline here, so this is a warning.",
+                            severity=Severity.WARNING)
