@@ -1,0 +1,59 @@
+"""Turn a worker that did not finish normally into findings (or a needs-CUDA error)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from gatekeeper.behaviour.findings import finding
+from gatekeeper.report import Finding, Location, StageName
+from gatekeeper.sandbox import JobResult
+
+_NEEDS_CUDA = ("Torch not compiled with CUDA enabled", "Found no NVIDIA driver", "No CUDA GPUs are available",
+               "CUDA_HOME environment variable is not set", "no CUDA-capable device", "Cannot access accelerator")
+
+
+def needs_cuda_reason(text: str) -> Optional[str]:
+    for marker in _NEEDS_CUDA:
+        if marker in text:
+            return f"needs a CUDA device: the submission uses CUDA ({marker!r}) and this machine has none; run it on a GPU machine"
+    return None
+
+
+def model_location(path: str, text: str) -> Optional[Location]:
+    match = re.search(r"^class\s+ModelNew\b", text, re.MULTILINE)
+    if match is None or path == "<submission>":
+        return None
+    return Location(path=path, line=text.count("\n", 0, match.start()) + 1, column=1)
+
+
+def worker_failure(result: JobResult, stage: StageName, limits: dict[str, float],
+                   location: Optional[Location]) -> list[Finding]:
+    evidence: dict[str, Any] = {"phase": result.phase, "stderr_tail": result.stderr_tail[-2000:],
+                                "stdout_tail": result.stdout_tail[-500:], "exit_code": result.returncode}
+    if result.status == "timeout":
+        return [finding("GK661", stage, evidence, location, detail=result.detail)]
+    if result.status == "memory":
+        return [finding("GK663", stage, evidence, location, detail=result.detail)]
+    if result.status == "forged":
+        return [finding("GK664", stage, evidence, location, detail=result.detail)]
+    if result.status == "crashed":
+        return [finding("GK662", stage, evidence, location, detail=result.detail)]
+    return []
+
+
+def job_errors(result: JobResult, stage: StageName, location: Optional[Location]) -> list[Finding]:
+    out = []
+    for error in result.of_kind("error"):
+        evidence = {"phase": error.get("phase"), "traceback": str(error.get("traceback", ""))[-3000:]}
+        if error.get("type") == "MemoryError" or "can't allocate memory" in str(error.get("message", "")) \
+                or "DefaultCPUAllocator: not enough memory" in str(error.get("message", "")):
+            out.append(finding("GK663", stage, evidence, location,
+                               detail=f"{error.get('type')} during {error.get('phase')}: {str(error.get('message'))[:300]}"))
+        else:
+            out.append(finding("GK660", stage, evidence, location, type=error.get("type"),
+                               phase=error.get("phase"), message=str(error.get("message", ""))[:500]))
+    for violation in result.of_kind("violation"):
+        out.append(finding("GK665", stage, violation, location, event=violation.get("event"),
+                           target=violation.get("target"), phase=violation.get("phase")))
+    return out

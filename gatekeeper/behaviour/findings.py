@@ -1,0 +1,119 @@
+"""Catalogue of the run-time findings (build and behaviour stages): one entry per code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from gatekeeper.report import Category, Finding, Location, Severity, StageName
+
+
+@dataclass(frozen=True)
+class Check:
+    code: str
+    name: str
+    category: Category
+    severity: Severity
+    message: str  # may contain {placeholders} filled from the evidence
+    hint: str
+
+
+C = Category
+E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
+
+CATALOGUE: dict[str, Check] = {c.code: c for c in [
+    Check("GK601", "IncorrectOutput", C.INCORRECT, E,
+          "output differs from the reference on {trial} (shapes {shapes}): {detail}",
+          "compute the same function as the reference Model for every input; compare locally with "
+          "torch.testing.assert_close against Model on several random inputs"),
+    Check("GK602", "CorrectOnlyAtNominalShapes", C.HARDCODED_SHAPE, E,
+          "output is correct at the nominal shapes but wrong on jittered shapes {shapes}: {detail}",
+          "read every size from the input tensors (x.size(i), x.numel()) in Python and in the kernel; "
+          "size the grid from them and guard the tail with `if (i < n)`"),
+    Check("GK603", "ReferenceProvesLittle", C.INCORRECT, I,
+          "the reference output on {trial} is {what}: agreeing with it proves little",
+          "problem authors: draw inputs that give a varied output"),
+    Check("GK604", "WrongOutputShape", C.INCORRECT, E,
+          "output shape {got} differs from the reference shape {want} on {trial}",
+          "allocate the output from the input sizes, e.g. torch.empty_like or x.new_empty(...)"),
+    Check("GK605", "NaNInOutput", C.INCORRECT, E,
+          "output contains NaN or Inf where the reference has finite values on {trial}",
+          "check for reads outside the written range and for divisions by zero"),
+    Check("GK610", "ReturnsEarlierOutput", C.CACHED_OUTPUT, E,
+          "after a second call with different inputs, the first call's output {what}",
+          "allocate a fresh output tensor inside forward on every call; never keep outputs on self"),
+    Check("GK611", "IgnoresInputChange", C.CACHED_OUTPUT, E,
+          "after the input was overwritten in place (same data_ptr), the output did not follow the new "
+          "values: {detail}",
+          "do not memoise on tensor identity, data_ptr or shape: compute from the values on every call"),
+    Check("GK620", "OutputAliasesStorage", C.OUTPUT_ALIAS, E,
+          "output shares storage with {what} on {trial}, and the reference does not",
+          "return a newly allocated tensor; do not return a view of an input, a parameter or a buffer"),
+    Check("GK625", "MutatesInput", C.INPUT_MUTATION, E,
+          "input {index} changed during the call on {trial}, and the reference leaves it intact",
+          "treat inputs as read-only; write results into a fresh output tensor"),
+    Check("GK630", "UninitializedOutput", C.UNINITIALIZED_OUTPUT, E,
+          "output holds values the submission never wrote on {trial} (fresh memory was poisoned with "
+          "NaN and the poison came back): {detail}",
+          "write every element of the output; use torch.zeros only if zeros are part of the result"),
+    Check("GK635", "NotAPlainTensor", C.LAZY_OUTPUT, E,
+          "forward returned {what} on {trial}; the reference returns {want}",
+          "return a dense, materialised torch.Tensor on the input's device with the reference dtype"),
+    Check("GK640", "WorkOutlivesCall", C.STREAM_ESCAPE, E,
+          "the output changed between a sync of the caller's stream and a full device sync on {trial}",
+          "launch kernels on at::cuda::getCurrentCUDAStream(), or make the current stream wait for yours"),
+    Check("GK645", "ThreadLeftRunning", C.THREAD_INJECTION, E,
+          "{what} after the call returned on {trial}",
+          "do all the work inside forward and join any worker before returning; do not fork or start processes"),
+    Check("GK650", "PatchesHarness", C.HARNESS_TAMPERING, E,
+          "harness-critical functions were replaced {when}: {names}",
+          "do not assign to attributes of torch, time, builtins or the harness"),
+    Check("GK655", "Nondeterministic", C.INCORRECT, E,
+          "the same inputs gave different outputs on two calls: {detail}",
+          "remove races (atomics in a different order are fine within tolerance; reading unwritten memory is not)"),
+    Check("GK660", "RaisesAtRunTime", C.RUNTIME_FAILURE, E,
+          "the submission raised {type} during {phase}: {message}",
+          "run the module and ModelNew on the problem's inputs locally and fix the exception"),
+    Check("GK661", "RunsOutOfTime", C.TIMEOUT, E,
+          "the submission ran past the time limit: {detail}",
+          "remove blocking waits and infinite loops; heavy work at import time also counts"),
+    Check("GK662", "WorkerDied", C.RUNTIME_FAILURE, E,
+          "the worker running the submission died without reporting: {detail}",
+          "look for crashes (segfaults, aborts), os._exit or sys.exit in the module or in forward"),
+    Check("GK663", "ExceedsMemory", C.RUNTIME_FAILURE, E,
+          "the submission went over the memory limit: {detail}",
+          "allocate only what the inputs need"),
+    Check("GK664", "ForgesResults", C.HARNESS_TAMPERING, E,
+          "the result channel received a frame that failed authentication: {detail}",
+          "do not write to file descriptors you did not open"),
+    Check("GK665", "EscapesSandbox", C.SANDBOX_ESCAPE, E,
+          "the sandbox refused {event} {target} during {phase}",
+          "write only inside the working directory; no network access"),
+    Check("GK666", "NoModelNew", C.RUNTIME_FAILURE, E,
+          "the submission defines no callable ModelNew class",
+          "define `class ModelNew(torch.nn.Module)` with the reference Model's constructor signature"),
+    Check("GK670", "NotJitterable", C.HARDCODED_SHAPE, W,
+          "the problem could not be jittered ({detail}): shapes baked into the submission cannot be detected",
+          "problem authors: size get_inputs from module constants or popcorn_pri.jitter_int, or give "
+          "ranges in the sidecar <problem>.toml"),
+    Check("GK680", "BuildFails", C.BUILD_FAILURE, E,
+          "the extension does not compile: {detail}",
+          "fix the compiler error shown; build it locally with torch.utils.cpp_extension.load_inline(verbose=True)"),
+    Check("GK681", "BuildTimesOut", C.TIMEOUT, E,
+          "building or importing the submission ran past the {limit} s limit",
+          "keep the extension small; do not block at import time"),
+]}
+
+
+class _Blank(dict):
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+def finding(code: str, stage: StageName, evidence: Optional[dict[str, Any]] = None,
+            location: Optional[Location] = None, **fields: Any) -> Finding:
+    check = CATALOGUE[code]
+    values = _Blank({k: v for k, v in fields.items()})
+    return Finding(rule=check.code, name=check.name, category=check.category, severity=check.severity,
+                   stage=stage, message=check.message.format_map(values), hint=check.hint,
+                   location=location, evidence=evidence or {})

@@ -1,0 +1,154 @@
+"""Observations from the submission worker + reference results -> findings. Runs in the parent."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from gatekeeper.behaviour.compare import Comparison, compare
+from gatekeeper.behaviour.findings import finding
+from gatekeeper.report import Finding, Location, StageName
+
+STAGE = StageName.BEHAVIOUR
+# Which reference trial each submission call is compared with.
+REFERENCE_OF = {"repeat": "nominal"}
+
+
+class Judge:
+    def __init__(self, references: dict[str, dict[str, Any]], tolerances: Callable[[str], tuple[float, float]],
+                 location: Optional[Location]) -> None:
+        self.references = references
+        self.tolerances = tolerances
+        self.location = location
+        self.grouped: dict[str, tuple[dict[str, Any], dict[str, Any], list[str]]] = {}
+        self.outputs: dict[str, Any] = {}
+        self.correct: dict[str, bool] = {}
+
+    def add(self, code: str, trial: str, evidence: dict[str, Any], **fields: Any) -> None:
+        """One finding per code; later trials with the same problem are listed in its evidence."""
+        if code in self.grouped:
+            self.grouped[code][2].append(trial)
+            return
+        self.grouped[code] = (evidence, dict(fields, trial=trial), [trial])
+
+    def findings(self) -> list[Finding]:
+        out = []
+        for code, (evidence, fields, trials) in self.grouped.items():
+            out.append(finding(code, STAGE, dict(evidence, trials=trials), self.location, **fields))
+        return out
+
+    def _shapes(self, trial: str) -> list[Any]:
+        ref = self.references.get(REFERENCE_OF.get(trial, trial), {})
+        return ref.get("shapes", [])
+
+    def call(self, obs: dict[str, Any]) -> None:
+        trial = obs["trial"]
+        ref = self.references.get(REFERENCE_OF.get(trial, trial))
+        if ref is None:
+            return
+        base = {"shapes": self._shapes(trial), "jitter": ref.get("constants") or ref.get("jitter_calls")}
+        self._lazy(obs, ref, base)
+        self._housekeeping(obs, ref, base)
+        if "output" not in obs:
+            self.correct[trial] = False
+            return
+        self.outputs[trial] = obs["output"]
+        result = compare(ref["output"], obs["output"], self.tolerances)
+        self.correct[trial] = result.ok
+        if not result.ok:
+            self._incorrect(trial, result, base)
+
+    def _lazy(self, obs: dict[str, Any], ref: dict[str, Any], base: dict[str, Any]) -> None:
+        desc = obs["describe"]
+        want = ref["output"]
+        trial = obs["trial"]
+        if isinstance(want, dict) and want.get("__tensor__"):
+            want_text = f"a torch.Tensor ({want['dtype']}, on {want['device']})"
+            if not desc.get("exact"):
+                what = desc.get("type", "?")
+                if desc.get("subclass_of_tensor"):
+                    what = f"a tensor subclass {what}"
+                elif what in ("NoneType", "builtins.NoneType"):
+                    what = "None"
+                elif "numpy" in what:
+                    what = f"a numpy array ({what})"
+                elif "length" in desc:
+                    what = f"a {what} of {desc['length']} items"
+                self.add("GK635", trial, dict(base, describe=desc), what=what, want=want_text)
+            elif desc["dtype"] != want["dtype"] or desc["device"].split(":")[0] != want["device"].split(":")[0]:
+                self.add("GK635", trial, dict(base, describe=desc),
+                         what=f"a {desc['dtype']} tensor on {desc['device']}", want=want_text)
+            elif not desc.get("dense"):
+                self.add("GK635", trial, dict(base, describe=desc),
+                         what=f"a non-dense tensor (stride {desc['stride']})", want=want_text)
+
+    def _housekeeping(self, obs: dict[str, Any], ref: dict[str, Any], base: dict[str, Any]) -> None:
+        trial = obs["trial"]
+        aliases = [a for a in obs.get("aliases", [])
+                   if not (a.startswith("input ") and int(a.split()[1]) in ref.get("aliased_inputs", []))
+                   and not (a == "a parameter or buffer" and ref.get("aliases_parameter"))]
+        earlier = [a for a in aliases if a.startswith("the output of")]
+        aliases = [a for a in aliases if a not in earlier]
+        if aliases:
+            self.add("GK620", trial, dict(base, aliases=aliases), what=", ".join(aliases))
+        if earlier:
+            self.add("GK610", trial, dict(base, aliases=earlier), what="shares storage with " + ", ".join(earlier))
+        mutated = [i for i in obs.get("mutated", []) if i not in ref.get("mutated", [])]
+        if mutated:
+            self.add("GK625", trial, dict(base, inputs=mutated), index=", ".join(map(str, mutated)))
+        before, after = obs["counts_before"], obs["counts_after"]
+        grew = []
+        if after["python_threads"] > before["python_threads"]:
+            grew.append(f"{after['python_threads'] - before['python_threads']} Python thread(s) still running")
+        elif after["os_threads"] > before["os_threads"]:
+            grew.append(f"{after['os_threads'] - before['os_threads']} native thread(s) still running")
+        if after["children"] > before["children"]:
+            grew.append(f"{after['children'] - before['children']} child process(es) still running")
+        if grew:
+            self.add("GK645", trial, dict(base, before=before, after=after), what="; ".join(grew))
+        if obs.get("tampered"):
+            self.add("GK650", trial, {"names": obs["tampered"]}, when=f"during the call on {trial}",
+                     names=", ".join(obs["tampered"]))
+        if obs.get("stream_escape"):
+            self.add("GK640", trial, base)
+
+    def _incorrect(self, trial: str, result: Comparison, base: dict[str, Any]) -> None:
+        evidence = dict(base, **result.evidence, detail=result.detail)
+        shapes = base["shapes"]
+        if result.reason == "nan":
+            self.add("GK630", trial, evidence, detail=result.detail)
+        elif trial == "nominal-overwrite" and self.correct.get("nominal"):
+            self.add("GK611", trial, evidence, detail=result.detail)
+        elif trial.startswith("jitter") and self.correct.get("nominal"):
+            self.add("GK602", trial, evidence, shapes=shapes, detail=result.detail)
+        elif result.reason == "shape":
+            self.add("GK604", trial, evidence, got=result.evidence.get("got_shape"),
+                     want=result.evidence.get("want_shape"))
+        else:
+            self.add("GK601", trial, evidence, shapes=shapes, detail=result.detail)
+
+    def call_error(self, message: dict[str, Any]) -> None:
+        trial = message["trial"]
+        evidence = {"traceback": str(message.get("traceback", ""))[-3000:], "shapes": self._shapes(trial)}
+        if trial.startswith("jitter") and self.correct.get("nominal"):
+            self.add("GK602", trial, evidence, shapes=self._shapes(trial),
+                     detail=f"raised {message.get('type')}: {str(message.get('message'))[:300]}")
+        else:
+            self.add("GK660", trial, evidence, type=message.get("type"), phase=f"forward on {trial}",
+                     message=str(message.get("message"))[:500])
+
+    def first_after_second(self, message: dict[str, Any]) -> None:
+        problems = []
+        if not message.get("unchanged"):
+            problems.append("was overwritten")
+        if message.get("shares_storage"):
+            problems.append("shares storage with the second output")
+        if problems:
+            self.add("GK610", "nominal-second", dict(message), what=" and ".join(problems))
+
+    def determinism(self) -> None:
+        first, again = self.outputs.get("nominal"), self.outputs.get("repeat")
+        if first is None or again is None or not self.correct.get("nominal", False):
+            return
+        result = compare(first, again, self.tolerances)
+        if not result.ok:
+            self.add("GK655", "repeat", dict(result.evidence), detail=result.detail)

@@ -1,0 +1,113 @@
+"""Observation helpers used inside workers (reference and submission): storage ranges,
+digests, thread and process counts, and identities of harness-critical functions."""
+
+from __future__ import annotations
+
+import builtins
+import os
+import threading
+import time
+from typing import Any
+
+from gatekeeper.sandbox.tensors import digest
+
+CRITICAL = (
+    ("torch", "allclose"), ("torch", "equal"), ("torch", "isclose"), ("torch", "manual_seed"),
+    ("torch", "randn"), ("torch", "empty"), ("torch.testing", "assert_close"),
+    ("torch.cuda", "synchronize"), ("torch.cuda.Event", "elapsed_time"), ("torch.cuda.Event", "record"),
+    ("torch.cuda.Event", "synchronize"), ("torch.Tensor", "__eq__"), ("torch.Tensor", "clone"),
+    ("torch.Tensor", "data_ptr"), ("torch.Tensor", "cpu"), ("torch.Tensor", "contiguous"),
+    ("torch.nn.Module", "__call__"), ("time", "perf_counter"), ("time", "perf_counter_ns"),
+    ("time", "time"), ("time", "monotonic"), ("builtins", "isinstance"), ("builtins", "type"),
+    ("builtins", "len"), ("builtins", "open"), ("builtins", "__import__"), ("builtins", "print"),
+)
+
+
+def _resolve(module_path: str) -> Any:
+    import importlib
+
+    parts = module_path.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(module_path)
+
+
+def identities() -> dict[str, int]:
+    found: dict[str, int] = {}
+    for owner, attr in CRITICAL:
+        try:
+            target = builtins if owner == "builtins" else _resolve(owner)
+            found[f"{owner}.{attr}"] = id(getattr(target, attr))
+        except Exception:
+            found[f"{owner}.{attr}"] = -1
+    return found
+
+
+def changed(before: dict[str, int], after: dict[str, int]) -> list[str]:
+    return sorted(k for k, v in before.items() if after.get(k) != v)
+
+
+def os_threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
+
+
+def child_processes() -> list[int]:
+    children: list[int] = []
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children") as handle:
+                children.extend(int(c) for c in handle.read().split())
+    except OSError:
+        pass
+    return children
+
+
+def counts() -> dict[str, Any]:
+    return {"python_threads": threading.active_count(), "os_threads": os_threads(),
+            "children": len(child_processes())}
+
+
+def storage_range(tensor: Any) -> tuple[int, int]:
+    storage = tensor.untyped_storage()
+    start = storage.data_ptr()
+    return start, start + storage.nbytes()
+
+
+def overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1] and a[0] != a[1] and b[0] != b[1]
+
+
+def tensors_of(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in tensors_of(v)]
+    return []
+
+
+def input_digests(inputs: list[Any]) -> list[str | None]:
+    import torch
+
+    return [digest(t) if isinstance(t, torch.Tensor) else None for t in inputs]
+
+
+def settle(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def now() -> float:
+    return time.perf_counter()

@@ -1,0 +1,104 @@
+"""The reference worker: loads the problem (never the submission), draws each trial's
+inputs and computes the reference outputs. Runs as a sandbox job."""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+from gatekeeper.behaviour.observe import input_digests, overlaps, settle, storage_range, tensors_of
+from gatekeeper.problem.jitter import Jitter, JitterSpec
+from gatekeeper.problem.shims import install_shims
+from gatekeeper.sandbox.loading import load_module
+from gatekeeper.sandbox.tensors import pack_tree
+
+
+def _to(value: Any, device: str) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, list):
+        return [_to(v, device) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_to(v, device) for v in value)
+    return value
+
+
+def _describe_output(out: Any) -> dict[str, Any]:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        flat = out.detach().float().reshape(-1) if out.is_floating_point() else out.detach().reshape(-1)
+        constant = bool(flat.numel() > 1 and (flat == flat[0]).all().item())
+        zeros = bool(flat.numel() > 0 and (flat == 0).all().item())
+        return {"kind": "tensor", "constant": constant, "zeros": zeros}
+    if isinstance(out, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in out):
+        return {"kind": "sequence", "length": len(out), "constant": False, "zeros": False}
+    return {"kind": type(out).__name__, "constant": False, "zeros": False}
+
+
+def run_attempt(problem_path: str, attempt: dict[str, Any], trial: dict[str, Any], names: list[str],
+                device: str, index: int) -> dict[str, Any]:
+    import torch
+
+    spec = JitterSpec.from_json(attempt["spec"])
+    jitter = Jitter(spec)
+    module = load_module(problem_path, f"gk_problem_{index}", attempt["source"], {n: jitter for n in names})
+    torch.manual_seed(trial["init_seed"])
+    init = list(module.get_init_inputs())
+    model = module.Model(*init)
+    if isinstance(model, torch.nn.Module):
+        model = model.to(device).eval()
+    torch.manual_seed(trial["value_seed"])
+    inputs = _to(list(module.get_inputs()), device)
+    packed_inputs = pack_tree(inputs)
+    before = input_digests(inputs)
+    with torch.no_grad():
+        out = model(*inputs)
+    settle(device)
+    after = input_digests(inputs)
+    out_ranges = [storage_range(t) for t in tensors_of(out)]
+    aliased = [i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)
+               and any(overlaps(storage_range(t), r) for r in out_ranges)]
+    params = [p for p in (model.parameters() if isinstance(model, torch.nn.Module) else [])]
+    aliases_param = any(overlaps(storage_range(p), r) for p in params for r in out_ranges)
+    return {
+        "init": pack_tree(init),
+        "inputs": packed_inputs,
+        "output": pack_tree(out),
+        "output_info": _describe_output(out),
+        "shapes": [list(t.shape) if isinstance(t, torch.Tensor) else None for t in inputs],
+        "mutated": [i for i, (b, a) in enumerate(zip(before, after)) if b != a],
+        "aliased_inputs": aliased,
+        "aliases_parameter": aliases_param,
+        "jitter_calls": jitter.calls,
+        "constants": attempt["constants"],
+        "spec": attempt["spec"],
+    }
+
+
+def reference_job(params: dict[str, Any], channel: Any) -> None:
+    channel.phase("load")
+    install_shims()
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    channel.send("env", torch=torch.__version__, cuda=torch.cuda.is_available(), device=device,
+                 gpu=torch.cuda.get_device_name(0) if device == "cuda" else None)
+    names = params["jitter_names"]
+    for index, trial in enumerate(params["trials"]):
+        channel.phase("trial")
+        failures = []
+        for number, attempt in enumerate(trial["attempts"]):
+            try:
+                result = run_attempt(params["problem"], attempt, trial, names, device, index * 100 + number)
+            except Exception as exc:
+                failures.append({"spec": attempt["spec"], "constants": attempt["constants"],
+                                 "error": f"{type(exc).__name__}: {exc}"[:500],
+                                 "traceback": traceback.format_exc()[-3000:]})
+                continue
+            channel.send("trial", name=trial["name"], attempt=number, failures=failures, **result)
+            break
+        else:
+            channel.send("trial-failed", name=trial["name"], failures=failures)

@@ -1,0 +1,177 @@
+"""The behaviour stage: plan trials, run the reference and the submission in separate
+sandboxed workers, judge in the parent."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from gatekeeper.behaviour.failures import job_errors, model_location, needs_cuda_reason, worker_failure
+from gatekeeper.behaviour.findings import finding
+from gatekeeper.behaviour.judge import Judge
+from gatekeeper.build.cache import cuda_present, extensions_dir, is_built
+from gatekeeper.build.sources import extract
+from gatekeeper.build.stage import submission_file
+from gatekeeper.config import Config
+from gatekeeper.errors import InfrastructureError
+from gatekeeper.pipeline import RunOptions, StageOutcome, Submission
+from gatekeeper.problem.plan import Trial, draw_seed, plan_trials
+from gatekeeper.problem.sidecar import Sidecar, load_sidecar
+from gatekeeper.report import Finding, StageName, StageStatus
+from gatekeeper.sandbox import JobResult, run_job
+
+STAGE = StageName.BEHAVIOUR
+
+
+def _error(reason: str, environment: Optional[dict[str, Any]] = None) -> StageOutcome:
+    return StageOutcome(StageStatus.ERROR, reason=reason, environment=environment or {})
+
+
+def run_reference(problem_path: Path, trials: list[Trial], seed: int, config: Config) -> JobResult:
+    limits = config.limits
+    attempts = max(len(t.attempts) for t in trials)
+    params = {"problem": str(problem_path.resolve()), "jitter_names": list(config.jitter.names),
+              "trials": [t.to_json(init_seed=seed ^ 0x1234) for t in trials]}
+    return run_job("gatekeeper.behaviour.reference_job:reference_job", params,
+                   timeouts={"load": limits.import_timeout_s, "trial": limits.call_timeout_s * (attempts + 1)},
+                   default_timeout_s=limits.import_timeout_s, memory_mb=limits.memory_mb,
+                   cap_address_space=not cuda_present(), env={"OMP_NUM_THREADS": "1"})
+
+
+def run_subject(path: Path, references: dict[str, dict[str, Any]], device: str, config: Config,
+                ext_dir: Optional[Path], cold_build: bool, seed: int) -> JobResult:
+    limits = config.limits
+    trials = [{"name": name, "init": ref["init"], "inputs": ref["inputs"], "init_seed": seed ^ 0x1234}
+              for name, ref in references.items()]
+    first = limits.build_timeout_s if cold_build else limits.import_timeout_s
+    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    roots = []
+    if ext_dir is not None:
+        env["TORCH_EXTENSIONS_DIR"] = str(ext_dir)
+        roots.append(str(ext_dir))
+    return run_job("gatekeeper.behaviour.subject_job:subject_job",
+                   {"submission": str(path), "device": device, "trials": trials, "poison": True},
+                   timeouts={"start": limits.import_timeout_s, "import": first, "init": first,
+                             "call": limits.call_timeout_s},
+                   default_timeout_s=limits.call_timeout_s, memory_mb=limits.memory_mb,
+                   cap_address_space=device == "cpu", env=env, write_roots=roots)
+
+
+def run_behaviour(submission: Submission, problem_path: Optional[Path], config: Config, options: RunOptions,
+                  findings_so_far: list[Finding]) -> StageOutcome:
+    if problem_path is None:
+        return StageOutcome(StageStatus.SKIPPED, reason="no problem given (--problem): nothing to run against")
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    try:
+        sidecar = load_sidecar(problem_path)
+        source = problem_path.read_text("utf-8")
+    except (InfrastructureError, OSError, UnicodeDecodeError) as exc:
+        return _error(f"problem error: {exc}")
+    extracted = extract(submission.data, submission.path)
+    if extracted is not None and extracted.needs_cuda and not cuda_present():
+        return _error("needs a CUDA device: the submission compiles CUDA sources (load_inline cuda_sources) and "
+                      "this machine has no NVIDIA GPU; run it on a GPU machine")
+    seed = draw_seed(options.seed)
+    options.seed = seed  # the report records the seed actually used
+    try:
+        trials, constants = plan_trials(source, sidecar, seed, config.jitter.shapes, config.jitter.low,
+                                        config.jitter.high)
+    except Exception as exc:  # libcst parse error in the problem
+        return _error(f"problem error: {problem_path} cannot be parsed: {exc}")
+    timings["plan_s"] = time.perf_counter() - started
+
+    mark = time.perf_counter()
+    ref = run_reference(problem_path, trials, seed, config)
+    timings["reference_s"] = time.perf_counter() - mark
+    environment: dict[str, Any] = {"isolation": ref.isolation}
+    if ref.status != "ok" or ref.of_kind("error"):
+        detail = ref.detail or "; ".join(f"{e.get('type')}: {e.get('message')}" for e in ref.of_kind("error"))
+        return _error(f"problem error: the reference worker failed ({ref.status}): {detail}; "
+                      f"stderr: {ref.stderr_tail[-600:]}", environment)
+    env_info = ref.first("env") or {}
+    device = env_info.get("device", "cpu")
+    environment.update({"device": device, "gpu": env_info.get("gpu")})
+    references = {m["name"]: m for m in ref.of_kind("trial")}
+    failed = {m["name"]: m for m in ref.of_kind("trial-failed")}
+    for name in ("nominal", "nominal-second", "nominal-overwrite"):
+        if name not in references:
+            why = (failed.get(name, {}).get("failures") or [{}])[0].get("error", "no result")
+            return _error(f"problem error: the reference fails on its own nominal inputs: {why}", environment)
+
+    text = submission.data.decode("utf-8", errors="replace")
+    location = model_location(submission.path, text)
+    key = extracted.cache_key() if extracted is not None and extracted.compiles else None
+    ext_dir = extensions_dir(key) if key else None
+    with tempfile.TemporaryDirectory(prefix="gatekeeper-behaviour-") as scratch:
+        path = submission_file(submission, Path(scratch))
+        mark = time.perf_counter()
+        result = run_subject(path, references, device, config, ext_dir, bool(key) and not is_built(key), seed)
+        timings["submission_s"] = time.perf_counter() - mark
+
+    errors_text = " ".join(str(e.get("message", "")) for e in result.of_kind("error") + result.of_kind("call-error"))
+    cuda = needs_cuda_reason(errors_text) if device == "cpu" else None
+    if cuda:
+        return _error(cuda, environment)
+
+    mark = time.perf_counter()
+    judge = Judge(references, sidecar.tolerance, location)
+    for message in result.messages:
+        kind = message.get("kind")
+        if kind == "call":
+            judge.call(message)
+        elif kind == "call-error":
+            judge.call_error(message)
+        elif kind == "first-output-after-second":
+            judge.first_after_second(message)
+        elif kind == "tampering":
+            judge.add("GK650", "import", {"names": message["names"]}, when="when the module was imported",
+                      names=", ".join(message["names"]))
+        elif kind == "no-model":
+            judge.add("GK666", "import", {})
+    judge.determinism()
+    found = judge.findings() + job_errors(result, STAGE, location)
+    if result.status != "ok":
+        limits = {"call": config.limits.call_timeout_s, "import": config.limits.import_timeout_s}
+        found += worker_failure(result, STAGE, limits, location)
+    found += _problem_notes(references, failed, trials, constants, location)
+    timings["judge_s"] = time.perf_counter() - mark
+    shapes = {name: r.get("shapes") for name, r in references.items()}
+    for f in found:
+        f.evidence.setdefault("seed", seed)
+    from gatekeeper.report import Severity
+
+    status = StageStatus.FAILED if any(f.severity == Severity.ERROR for f in found) else StageStatus.PASSED
+    outcome = StageOutcome(status, found, environment={k: v for k, v in environment.items() if v is not None})
+    outcome.reason = None
+    _attach_run_facts(found, shapes, timings)
+    return outcome
+
+
+def _attach_run_facts(found: list[Finding], shapes: dict[str, Any], timings: dict[str, float]) -> None:
+    for f in found:
+        f.evidence.setdefault("trial_shapes", shapes)
+
+
+def _problem_notes(references: dict[str, dict[str, Any]], failed: dict[str, dict[str, Any]], trials: list[Trial],
+                   constants: dict[str, int], location: Any) -> list[Finding]:
+    notes: list[Finding] = []
+    nominal = references["nominal"]
+    info = nominal.get("output_info", {})
+    if info.get("zeros") or info.get("constant"):
+        notes.append(finding("GK603", STAGE, {"output_info": info}, None, trial="nominal",
+                             what="all zeros" if info.get("zeros") else "constant"))
+    jittered = [r for name, r in references.items() if not name.startswith("nominal")]
+    moved = [r for r in jittered if r.get("shapes") != nominal.get("shapes")]
+    if not moved:
+        if not jittered and failed:
+            detail = "the reference rejected every jittered shape: " + "; ".join(
+                f"{name}: {(m.get('failures') or [{}])[-1].get('error', '?')}" for name, m in failed.items())[:800]
+        elif not constants and not any(r.get("jitter_calls") for r in references.values()):
+            detail = "get_inputs uses no module size constant and no jitter_int call"
+        else:
+            detail = "jittering did not change any input shape"
+        notes.append(finding("GK670", STAGE, {"failed": list(failed)}, None, detail=detail))
+    return notes

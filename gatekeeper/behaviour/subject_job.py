@@ -1,0 +1,192 @@
+"""The submission worker: imports the submission and reports what it observes around each call.
+
+It decides nothing. The sequence (one fresh process; the reference never runs here, so the
+submission always runs before any reference result could exist in its memory):
+  nominal          call on inputs A
+  nominal-second   call on inputs B; then: is A's output unchanged, does it share storage?
+  repeat           call on a fresh copy of A: determinism
+  nominal-overwrite  overwrite B's tensors in place (same data_ptr) with new values, call again
+  jitter-*         one call each on the jittered inputs
+Fresh allocations are poisoned (deterministic mode with fill_uninitialized_memory).
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any, Optional
+
+from gatekeeper.behaviour.observe import (
+    changed, counts, identities, input_digests, overlaps, settle, storage_range, tensors_of,
+)
+from gatekeeper.problem.shims import install_shims
+from gatekeeper.sandbox.loading import load_module
+from gatekeeper.sandbox.tensors import digest, pack, pack_tree, unpack_tree
+
+
+def _poison() -> None:
+    import torch
+
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+
+
+def _describe(out: Any, device: str) -> dict[str, Any]:
+    import torch
+
+    if type(out) is torch.Tensor:
+        dense = out.is_contiguous() or out.is_non_overlapping_and_dense()
+        return {"type": "torch.Tensor", "exact": True, "dense": bool(dense), "device": str(out.device),
+                "dtype": str(out.dtype).replace("torch.", ""), "shape": list(out.shape),
+                "stride": list(out.stride())}
+    if isinstance(out, torch.Tensor):
+        return {"type": f"{type(out).__module__}.{type(out).__qualname__}", "exact": False,
+                "subclass_of_tensor": True}
+    if isinstance(out, (tuple, list)):
+        return {"type": type(out).__name__, "exact": False, "length": len(out),
+                "items": [_describe(o, device) for o in out]}
+    return {"type": f"{type(out).__module__}.{type(out).__qualname__}", "exact": False}
+
+
+class Subject:
+    def __init__(self, params: dict[str, Any], channel: Any) -> None:
+        self.params = params
+        self.channel = channel
+        self.device = params["device"]
+        self.baseline: dict[str, int] = {}
+        self.model: Any = None
+        self.init_key: Optional[str] = None
+        self.earlier_outputs: list[tuple[str, Any]] = []
+
+    def load(self) -> bool:
+        import torch
+
+        install_shims()
+        if self.params.get("poison", True):
+            _poison()
+        torch.set_grad_enabled(False)
+        warm = torch.randn(64, 64)
+        (warm @ warm).sum()  # start torch's own pools before counting threads
+        self.baseline = identities()
+        self.channel.phase("import")
+        module = load_module(self.params["submission"], "gk_submission")
+        after_import = identities()
+        if changed(self.baseline, after_import):
+            self.channel.send("tampering", when="after import", names=changed(self.baseline, after_import))
+            self.baseline = after_import
+        self.module = module
+        if not callable(getattr(module, "ModelNew", None)):
+            self.channel.send("no-model")
+            return False
+        return True
+
+    def ensure_model(self, trial: dict[str, Any]) -> None:
+        import torch
+
+        key = digest_tree(trial["init"])
+        if self.model is not None and key == self.init_key:
+            return
+        self.channel.phase("init")
+        torch.manual_seed(trial["init_seed"])
+        model = self.module.ModelNew(*unpack_tree(trial["init"], self.device))
+        if isinstance(model, torch.nn.Module):
+            model = model.to(self.device).eval()
+        self.model, self.init_key = model, key
+        self.earlier_outputs = []
+
+    def call(self, label: str, trial: dict[str, Any], inputs: list[Any]) -> Any:
+        import torch
+
+        self.channel.phase("call", trial=label)
+        params = list(self.model.parameters()) + list(self.model.buffers()) \
+            if isinstance(self.model, torch.nn.Module) else []
+        before_counts = counts()
+        before = input_digests(inputs)
+        try:
+            out = self.model(*inputs)
+            if self.device.startswith("cuda") and isinstance(out, torch.Tensor):
+                torch.cuda.current_stream().synchronize()
+                early = digest(out)
+            settle(self.device)
+        except Exception as exc:
+            self.channel.send("call-error", trial=label, type=type(exc).__name__, message=str(exc)[:2000],
+                              traceback=traceback.format_exc()[-4000:])
+            return None
+        after_counts = counts()
+        after = input_digests(inputs)
+        now = identities()
+        observation: dict[str, Any] = {
+            "trial": label, "describe": _describe(out, self.device),
+            "counts_before": before_counts, "counts_after": after_counts,
+            "mutated": [i for i, (b, a) in enumerate(zip(before, after)) if b != a],
+            "tampered": changed(self.baseline, now),
+        }
+        self.baseline = now
+        tensors = tensors_of(out)
+        if tensors:
+            ranges = [storage_range(t) for t in tensors]
+            observation["aliases"] = sorted(
+                {f"input {i}" for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)
+                 and any(overlaps(storage_range(t), r) for r in ranges)}
+                | {"a parameter or buffer" for p in params if any(overlaps(storage_range(p), r) for r in ranges)}
+                | {f"the output of {name}" for name, o in self.earlier_outputs
+                   if any(overlaps(storage_range(t), r) for t in tensors_of(o) for r in ranges)})
+            observation["output"] = pack_tree(out) if len(tensors) == 1 and isinstance(out, torch.Tensor) \
+                else [pack(t) for t in tensors]
+            if self.device.startswith("cuda") and isinstance(out, torch.Tensor):
+                observation["stream_escape"] = early != digest(out)
+        self.channel.send("call", **observation)
+        self.earlier_outputs.append((label, out))
+        return out
+
+    def run(self) -> None:
+        import torch
+
+        trials = {t["name"]: t for t in self.params["trials"]}
+        nominal = trials.get("nominal")
+        if nominal is not None:
+            self.ensure_model(nominal)
+            inputs_a = unpack_tree(nominal["inputs"], self.device)
+            out_a = self.call("nominal", nominal, inputs_a)
+            kept = digest(out_a) if isinstance(out_a, torch.Tensor) else None
+            second = trials.get("nominal-second")
+            if second is not None:
+                inputs_b = unpack_tree(second["inputs"], self.device)
+                out_b = self.call("nominal-second", second, inputs_b)
+                if kept is not None and isinstance(out_b, torch.Tensor):
+                    self.channel.send("first-output-after-second",
+                                      unchanged=digest(out_a) == kept,
+                                      shares_storage=overlaps(storage_range(out_a), storage_range(out_b)))
+                self.call("repeat", nominal, unpack_tree(nominal["inputs"], self.device))
+                overwrite = trials.get("nominal-overwrite")
+                if overwrite is not None:
+                    fresh = unpack_tree(overwrite["inputs"], self.device)
+                    for old, new in zip(inputs_b, fresh):
+                        if isinstance(old, torch.Tensor) and isinstance(new, torch.Tensor) and old.shape == new.shape:
+                            old.copy_(new)
+                    self.call("nominal-overwrite", overwrite, inputs_b)
+        for name, trial in trials.items():
+            if name.startswith("nominal"):
+                continue
+            self.ensure_model(trial)
+            self.call(name, trial, unpack_tree(trial["inputs"], self.device))
+
+
+def digest_tree(value: Any) -> str:
+    import hashlib
+    import json
+
+    def strip(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: (hashlib.sha256(x).hexdigest() if isinstance(x, bytes) else strip(x)) for k, x in v.items()}
+        if isinstance(v, list):
+            return [strip(x) for x in v]
+        return v
+
+    return hashlib.sha256(json.dumps(strip(value), sort_keys=True, default=str).encode()).hexdigest()
+
+
+def subject_job(params: dict[str, Any], channel: Any) -> None:
+    channel.phase("start")
+    subject = Subject(params, channel)
+    if subject.load():
+        subject.run()

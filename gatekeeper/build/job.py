@@ -1,0 +1,20 @@
+"""The build worker: imports the submission, which compiles its extensions (load_inline at
+module level) into TORCH_EXTENSIONS_DIR. Runs as a sandbox job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gatekeeper.problem.shims import install_shims
+from gatekeeper.sandbox.loading import load_module
+
+
+def build_job(params: dict[str, Any], channel: Any) -> None:
+    channel.phase("load")
+    install_shims()
+    import torch
+
+    channel.send("env", torch=torch.__version__, cuda=torch.cuda.is_available())
+    channel.phase("build")
+    load_module(params["submission"], "gk_submission")
+    channel.send("built")

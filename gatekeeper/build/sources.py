@@ -1,0 +1,91 @@
+"""What a submission compiles: its C++/CUDA sources (through the static engine's extraction)
+and the text of its loader calls (names and flags), for the build cache key and error mapping."""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.static.context import FileContext
+from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.engine import _collect_constants, _Traversal  # the engine's own extraction
+from gatekeeper.static.positions import positions_for
+
+_LOADERS = ("load_inline", "load")
+
+
+@dataclass
+class Extracted:
+    module: cst.Module
+    sources: list[CppSource] = field(default_factory=list)
+    loader_calls: list[str] = field(default_factory=list)
+
+    @property
+    def compiles(self) -> bool:
+        return bool(self.loader_calls)
+
+    @property
+    def needs_cuda(self) -> bool:
+        return any(s.kind == "cuda" and s.origin != "string literal" for s in self.sources) or any(
+            "cuda_sources" in call or ".cu'" in call or '.cu"' in call for call in self.loader_calls)
+
+    def cache_key(self) -> str:
+        digest = hashlib.sha256()
+        for part in [platform.python_version(), _torch_version()] + self.loader_calls + [s.text for s in self.sources]:
+            digest.update(part.encode("utf-8", errors="surrogatepass"))
+            digest.update(b"\0")
+        return digest.hexdigest()[:32]
+
+
+def _torch_version() -> str:
+    try:
+        from importlib import metadata
+
+        return metadata.version("torch")
+    except Exception:
+        return "?"
+
+
+class _Calls(cst.CSTVisitor):
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self.calls: list[str] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+        if name in _LOADERS:
+            self.calls.append(self.module.code_for_node(node))
+
+
+def extract(data: bytes, path: str) -> Optional[Extracted]:
+    """None when the file does not parse (the static stage has said so already)."""
+    try:
+        text = data.decode("utf-8")
+        module = cst.parse_module(text)
+    except (UnicodeDecodeError, cst.ParserSyntaxError):
+        return None
+    folder = Path(path).parent if path != "<submission>" else None
+    ctx = FileContext(path=path, text=text, module=module, profile="default", problem=None, folder=folder)
+    _collect_constants(ctx)
+    _Traversal(ctx, []).run(module)
+    calls = _Calls(module)
+    module.visit(calls)
+    return Extracted(module, list(ctx.cpp_sources), calls.calls)
+
+
+def python_line(extracted: Extracted, source: CppSource, offset: int) -> Optional[int]:
+    """The line in the Python file of character `offset` of `source`'s text."""
+    segment = source.segment_at(offset)
+    if segment.node is None:
+        return None
+    ranges = positions_for(extracted.module, [segment.node])
+    where = ranges.get(id(segment.node))
+    if where is None:
+        return None
+    return where.start.line + segment.text.count("\n", 0, max(0, offset - segment.start))

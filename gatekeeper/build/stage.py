@@ -1,0 +1,94 @@
+"""The build stage: compile the submission's extensions once per distinct source, sandboxed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from gatekeeper.behaviour.failures import job_errors, model_location, needs_cuda_reason, worker_failure
+from gatekeeper.behaviour.findings import finding
+from gatekeeper.build.cache import cuda_present, extensions_dir, is_built, mark_built
+from gatekeeper.build.errors import first_error
+from gatekeeper.build.sources import Extracted, extract
+from gatekeeper.config import Config
+from gatekeeper.pipeline import RunOptions, StageOutcome, Submission
+from gatekeeper.report import Finding, Location, StageName, StageStatus
+from gatekeeper.sandbox import run_job
+
+STAGE = StageName.BUILD
+
+
+def submission_file(submission: Submission, scratch: Path) -> Path:
+    """The file workers import: the original path, or the code written into scratch."""
+    if submission.path != "<submission>" and Path(submission.path).is_file():
+        return Path(submission.path).resolve()
+    target = scratch / "submission.py"
+    target.write_bytes(submission.data)
+    return target
+
+
+def run_build(submission: Submission, problem_path: Optional[Path], config: Config, options: RunOptions,
+              findings_so_far: list[Finding]) -> StageOutcome:
+    extracted = extract(submission.data, submission.path)
+    if extracted is None:
+        return StageOutcome(StageStatus.SKIPPED, reason="the submission does not parse (see the static findings)")
+    if not extracted.compiles:
+        return StageOutcome(StageStatus.SKIPPED, reason="no C++/CUDA extension to compile (plain Python)")
+    if extracted.needs_cuda and not cuda_present():
+        return StageOutcome(StageStatus.ERROR, reason="needs a CUDA device: the submission compiles CUDA sources "
+                            "(load_inline cuda_sources) and this machine has no NVIDIA GPU; run it on a GPU machine")
+    key = extracted.cache_key()
+    if is_built(key):
+        return StageOutcome(StageStatus.PASSED, environment={}, reason=None,
+                            report={}, findings=[])
+    return build(submission, extracted, key, config)
+
+
+def build(submission: Submission, extracted: Extracted, key: str, config: Config) -> StageOutcome:
+    import tempfile
+
+    text = submission.data.decode("utf-8", errors="replace")
+    location = model_location(submission.path, text)
+    folder = extensions_dir(key)
+    with tempfile.TemporaryDirectory(prefix="gatekeeper-build-") as scratch:
+        path = submission_file(submission, Path(scratch))
+        limits = {"load": config.limits.import_timeout_s, "build": config.limits.build_timeout_s}
+        result = run_job("gatekeeper.build.job:build_job", {"submission": str(path)}, timeouts=limits,
+                         default_timeout_s=config.limits.build_timeout_s, memory_mb=config.limits.memory_mb,
+                         cap_address_space=not cuda_present(),
+                         env={"TORCH_EXTENSIONS_DIR": str(folder), "MAX_JOBS": "2"},
+                         write_roots=[str(folder)])
+    environment = {"isolation": result.isolation}
+    if result.status == "timeout":
+        f = finding("GK681", STAGE, {"phase": result.phase, "stderr_tail": result.stderr_tail[-2000:]},
+                    location, limit=f"{config.limits.build_timeout_s:g}")
+        return StageOutcome(StageStatus.FAILED, [f], environment=environment)
+    if result.status != "ok":
+        return StageOutcome(StageStatus.FAILED, worker_failure(result, STAGE, limits, location), environment=environment)
+    errors = result.of_kind("error")
+    if not errors:
+        mark_built(key)
+        return StageOutcome(StageStatus.PASSED, [], environment=environment)
+    message = " ".join(str(e.get("message", "")) for e in errors)
+    cuda = needs_cuda_reason(message + result.stderr_tail)
+    if cuda:
+        return StageOutcome(StageStatus.ERROR, reason=cuda, environment=environment)
+    if "Error building extension" in message or "error:" in message:
+        return StageOutcome(StageStatus.FAILED, [_compile_finding(message, extracted, submission.path, location)],
+                            environment=environment)
+    return StageOutcome(StageStatus.FAILED, job_errors(result, STAGE, location), environment=environment)
+
+
+def _compile_finding(output: str, extracted: Extracted, path: str, fallback: Optional[Location]) -> Finding:
+    error = first_error(output, extracted)
+    if error is None:
+        tail = output.strip().splitlines()[-5:]
+        return finding("GK680", STAGE, {"compiler_output": output[-3000:]}, fallback, detail=" | ".join(tail)[:500])
+    location = Location(path=path, line=error.python_line, column=1) \
+        if error.python_line and path != "<submission>" else fallback
+    detail = f"{error.file}:{error.line}: {error.message}"
+    if error.source_line:
+        detail += f" (in `{error.source_line[:120]}`)"
+    return finding("GK680", STAGE, {"file": error.file, "line": error.line, "column": error.column,
+                                    "compiler_message": error.message, "source_line": error.source_line,
+                                    "compiler_output": output[-3000:]}, location, detail=detail)

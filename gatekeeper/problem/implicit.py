@@ -1,0 +1,137 @@
+"""Implicit jitter: rewrite the module int constants that size the problem's inputs.
+
+KernelBench problems say `batch_size = 16` at module level and use it in `get_inputs()` /
+`get_init_inputs()`. The sizing constants are the module-level integer assignments those
+two functions read (directly or through other constants, `N = M * 2`), except those only
+passed to the explicit jitter object (`popcorn_pri.jitter_int(R)` already jitters R) and
+small ones (below `min_size`: dims, kernel sizes, strides) unless the sidecar names them.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Iterable, Optional
+
+import libcst as cst
+
+from gatekeeper.problem.jitter import JitterSpec, jitter_value
+
+SIZING_FUNCTIONS = ("get_inputs", "get_init_inputs")
+JITTER_METHODS = ("jitter_int", "jitter")
+
+
+def _int_value(node: cst.BaseExpression) -> Optional[int]:
+    if isinstance(node, cst.Integer):
+        try:
+            return int(node.value.replace("_", ""), 0)
+        except ValueError:
+            return None
+    return None
+
+
+class _Names(cst.CSTVisitor):
+    """Names read in a subtree, skipping arguments of explicit jitter calls."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Call(self, node: cst.Call) -> Optional[bool]:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in JITTER_METHODS:
+            func.visit(self)
+            return False
+        return True
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+
+def _names_in(node: cst.CSTNode) -> set[str]:
+    visitor = _Names()
+    node.visit(visitor)
+    return visitor.names
+
+
+def _module_assignments(module: cst.Module) -> dict[str, cst.BaseExpression]:
+    found: dict[str, cst.BaseExpression] = {}
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                found[small.targets[0].target.value] = small.value
+            elif isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
+                found[small.target.value] = small.value
+    return found
+
+
+def sizing_constants(module: cst.Module) -> dict[str, int]:
+    """Module int constants that (transitively) size get_inputs / get_init_inputs."""
+    assigned = _module_assignments(module)
+    used: set[str] = set()
+    for statement in module.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value in SIZING_FUNCTIONS:
+            used |= _names_in(statement.body)
+    todo, seen = list(used), set()
+    result: dict[str, int] = {}
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in assigned:
+            continue
+        seen.add(name)
+        value = _int_value(assigned[name])
+        if value is not None:
+            result[name] = value
+        else:
+            todo.extend(_names_in(assigned[name]))
+    return result
+
+
+class _Rewrite(cst.CSTTransformer):
+    def __init__(self, values: dict[str, int]) -> None:
+        self.values = values
+        self.depth = 0
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.depth += 1
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        self.depth -= 1
+        return updated
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.depth += 1
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        self.depth -= 1
+        return updated
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        target = updated.targets[0].target if len(updated.targets) == 1 else None
+        if self.depth == 0 and isinstance(target, cst.Name) and target.value in self.values \
+                and _int_value(updated.value) is not None:
+            return updated.with_changes(value=cst.Integer(str(self.values[target.value])))
+        return updated
+
+    def leave_AnnAssign(self, original: cst.AnnAssign, updated: cst.AnnAssign) -> cst.AnnAssign:
+        if self.depth == 0 and isinstance(updated.target, cst.Name) and updated.target.value in self.values \
+                and updated.value is not None and _int_value(updated.value) is not None:
+            return updated.with_changes(value=cst.Integer(str(self.values[updated.target.value])))
+        return updated
+
+
+def choose_constants(constants: dict[str, int], min_size: int, named: Iterable[str]) -> dict[str, int]:
+    named = set(named)
+    return {k: v for k, v in constants.items() if v >= min_size or k in named}
+
+
+def jitter_source(module: cst.Module, chosen: dict[str, int], spec: JitterSpec,
+                  ranges: Optional[dict[str, tuple[int, int]]] = None,
+                  align: Optional[dict[str, int]] = None) -> tuple[str, dict[str, int]]:
+    """The problem's source with the chosen constants jittered, and the new values."""
+    if spec.nominal or not chosen:
+        return module.code, dict(chosen)
+    rng = random.Random(spec.seed ^ 0x5EED)
+    values = {name: jitter_value(n, spec, rng, (align or {}).get(name, 1), (ranges or {}).get(name))
+              for name, n in sorted(chosen.items())}
+    return module.visit(_Rewrite(values)).code, values

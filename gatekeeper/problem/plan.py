@@ -1,0 +1,87 @@
+"""The trials of one behaviour run, all derived from one seed.
+
+Three nominal trials (two different random inputs for the caching checks, one set of
+values to overwrite the inputs in place), then `shapes` jittered trials: at least one
+smaller and one larger than nominal, and odd sizes where alignment allows. Each jittered
+trial carries a few alternative attempts, so that a jitter the reference rejects is
+retried with another.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import libcst as cst
+
+from gatekeeper.problem.implicit import choose_constants, jitter_source, sizing_constants
+from gatekeeper.problem.jitter import JitterSpec
+from gatekeeper.problem.sidecar import Sidecar
+
+NOMINAL = ("nominal", "nominal-second", "nominal-overwrite")
+MIN_IMPLICIT_SIZE = 8
+
+
+@dataclass
+class Attempt:
+    spec: JitterSpec
+    source: str
+    constants: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"spec": self.spec.to_json(), "source": self.source, "constants": self.constants}
+
+
+@dataclass
+class Trial:
+    name: str
+    value_seed: int
+    attempts: list[Attempt] = field(default_factory=list)
+
+    @property
+    def jittered(self) -> bool:
+        return self.name not in NOMINAL
+
+    def to_json(self, init_seed: int) -> dict[str, Any]:
+        return {"name": self.name, "value_seed": self.value_seed, "init_seed": init_seed,
+                "attempts": [a.to_json() for a in self.attempts]}
+
+
+def _scales(count: int, low: float, high: float) -> list[tuple[float, bool]]:
+    """(scale, odd) per jittered trial: smaller, larger, then odd ones in between."""
+    base = [(low, False), (high, False), ((1 + low) / 2, True), ((1 + high) / 2, True)]
+    while len(base) < count:
+        base.append((low + (high - low) * len(base) / (count + 1), len(base) % 2 == 0))
+    return base[:count]
+
+
+def plan_trials(source: str, sidecar: Sidecar, seed: int, shapes: int, low: float, high: float,
+                attempts: int = 4) -> tuple[list[Trial], dict[str, int]]:
+    """The trials, and the implicit sizing constants that will be jittered (name: nominal)."""
+    rng = random.Random(seed)
+    module = cst.parse_module(source)
+    chosen: dict[str, int] = {}
+    if sidecar.jitter.enabled:
+        chosen = choose_constants(sizing_constants(module), MIN_IMPLICIT_SIZE, sidecar.jitter.ranges)
+    nominal = Attempt(JitterSpec(), source, dict(chosen))
+    trials = [Trial(name, rng.getrandbits(31), [nominal]) for name in NOMINAL]
+    if not sidecar.jitter.enabled:
+        return trials, chosen
+    for index, (scale, odd) in enumerate(_scales(shapes, low, high)):
+        trial = Trial(f"jitter-{index + 1}", rng.getrandbits(31))
+        for attempt in range(attempts):
+            # Later attempts move towards nominal and drop the odd requirement last.
+            step = attempt / attempts
+            this_scale = scale + (1.0 - scale) * step * 0.6
+            spec = JitterSpec(scale=round(this_scale, 4), seed=rng.getrandbits(31), odd=odd and attempt < attempts - 1)
+            text, values = jitter_source(module, chosen, spec, sidecar.jitter.ranges, sidecar.jitter.align)
+            trial.attempts.append(Attempt(spec, text, values))
+        trials.append(trial)
+    return trials, chosen
+
+
+def draw_seed(given: Optional[int]) -> int:
+    import os
+
+    return given if given is not None else int.from_bytes(os.urandom(4), "big") & 0x7FFFFFFF

@@ -1,0 +1,92 @@
+"""The optional sidecar `<problem>.toml`: jitter ranges, tolerances per dtype, allowed ops, dtype.
+
+    dtype = "float32"
+    allowed_ops = ["torch.matmul"]
+    [jitter]
+    enabled = true
+    ranges = { batch_size = [3, 64] }     # implicit jitter: inclusive range per constant
+    align = { dim = 8 }
+    [tolerances.float32]
+    atol = 1e-4
+    rtol = 1e-4
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from gatekeeper.errors import InfrastructureError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
+    # dtype: (atol, rtol). Loose enough for another summation order, tight enough for a wrong answer.
+    "float64": (1e-7, 1e-7),
+    "float32": (1e-3, 1e-3),
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (2e-2, 2e-2),
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Tolerance(_Strict):
+    atol: float = Field(ge=0)
+    rtol: float = Field(ge=0)
+
+
+class SidecarJitter(_Strict):
+    enabled: bool = True
+    ranges: dict[str, tuple[int, int]] = Field(default_factory=dict)
+    align: dict[str, int] = Field(default_factory=dict)
+
+    @field_validator("ranges")
+    @classmethod
+    def _ordered(cls, value: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+        for name, (low, high) in value.items():
+            if not 1 <= low <= high:
+                raise ValueError(f"range for {name} must satisfy 1 <= low <= high")
+        return value
+
+
+class Sidecar(_Strict):
+    dtype: Optional[str] = None
+    allowed_ops: list[str] = Field(default_factory=list)
+    jitter: SidecarJitter = Field(default_factory=SidecarJitter)
+    tolerances: dict[str, Tolerance] = Field(default_factory=dict)
+
+    def tolerance(self, dtype: str) -> tuple[float, float]:
+        if dtype in self.tolerances:
+            return self.tolerances[dtype].atol, self.tolerances[dtype].rtol
+        return DEFAULT_TOLERANCES.get(dtype, (0.0, 0.0))
+
+
+def sidecar_path(problem: Path) -> Path:
+    return problem.with_suffix(".toml")
+
+
+def load_sidecar(problem: Path) -> Sidecar:
+    """The sidecar beside `problem`, or the defaults when there is none. Invalid: exit 3."""
+    path = sidecar_path(problem)
+    if not path.is_file():
+        return Sidecar()
+    try:
+        data = tomllib.loads(path.read_text("utf-8"))
+        return Sidecar.model_validate(data)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InfrastructureError(f"problem sidecar {path} cannot be read: {exc}") from None
+    except ValidationError as exc:
+        parts = []
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            parts.append(f"unknown key '{key}'" if err["type"] == "extra_forbidden" else f"'{key}': {err['msg']}")
+        raise InfrastructureError(f"problem sidecar {path} is invalid: " + "; ".join(parts)) from None
