@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+import libcst as cst
+
 from gatekeeper.report import Category, Severity
 from gatekeeper.rules.gk2xx_cpp_constants import CppConstant, CppFacts
 from gatekeeper.static.cpp_sources import CppSource
@@ -22,7 +24,9 @@ class ProblemSizeInKernelSource(Rule):
     of them, an offset built from them (768, 1536, 2304 for a (4, 16, 48) input), or such a
     product divided by a vector width (192 threads of float4 for 768 floats). Named
     constants are evaluated: `#define N 768`, `#define N (16 * 48)`, `constexpr int kCols =
-    48;` and `const int` locals are reported with their name.
+    48;` and `const int` locals are reported with their name. The bodies of Triton kernels
+    (`@triton.jit` functions) are kernel source too: their integer literals are checked the
+    same way.
 
     Why it games the benchmark: the kernel is only right for the nominal shapes, which the
     benchmark happens to use; any other input gives wrong values or reads out of bounds.
@@ -58,6 +62,9 @@ class ProblemSizeInKernelSource(Rule):
     )
     EXAMPLE_PROBLEM = _P
     VALID = [
+        "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x, y, n, BLOCK: tl.constexpr):\n"
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    m = offs < n\n    tl.store(y + offs, tl.load(x + offs, mask=m) * 2, mask=m)\n"
+        "def launch(x, y):\n    k[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)\n    return 768\n",
         "src = '''\n__global__ void k(const float* x, float* y, int n, int rows) {\n"
         "  int i = blockIdx.x * 256 + threadIdx.x;\n  if (i < n) { float s = 0; for (int r = 0; r < rows; ++r) s += x[r * n + i]; y[i] = s / rows; }\n}\n"
         "torch::Tensor f(torch::Tensor x) { auto n = x.size(1) * x.size(2); auto y = torch::empty({x.size(1), x.size(2)}, x.options());\n"
@@ -71,6 +78,8 @@ class ProblemSizeInKernelSource(Rule):
         "  k<<<(n + TILE - 1) / TILE, TILE>>>(x.data_ptr<float>(), y.data_ptr<float>(), n); return y; }\n'''\n",
     ]
     INVALID = [
+        "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x, y, BLOCK: tl.constexpr):\n"
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    tl.store(y + offs, tl.load(x + offs) + tl.load(x + 768 + offs))\n",
         "src = '''\n#include <torch/extension.h>\n__global__ void k(const float* x, float* y) {\n"
         "  int off = threadIdx.x << 2;\n  y[off] = x[off] + x[768 + off] + x[1536 + off] + x[2304 + off];\n}\n'''\n",
         "src = '''\n#define N 768\n__global__ void k(const float* x, float* y) { int i = threadIdx.x; if (i < N) y[i] = x[i]; }\n'''\n",
@@ -81,6 +90,44 @@ class ProblemSizeInKernelSource(Rule):
         "torch::Tensor f(torch::Tensor x) { int n = x.numel(); auto y = torch::empty_like(x);\n"
         "  k<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n); return y; }\n'''\n",
     ]
+
+    triton_message = (
+        "The Triton kernel `{kernel}` uses the literal {value}, which is {why}: the kernel only works for "
+        "the benchmark's nominal shape."
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.kernels: list[cst.FunctionDef] = []
+        self.triton_reported: set[tuple[str, int]] = set()
+
+    # Triton kernels: the Python functions decorated with triton.jit / autotune / heuristics
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if self.ctx.problem is None or not node.decorators:
+            return
+        for deco in node.decorators:
+            expr = deco.decorator.func if isinstance(deco.decorator, cst.Call) else deco.decorator
+            if (self.ctx.qualname(expr) or "").startswith("triton."):
+                self.kernels.append(node)
+                return
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if self.kernels and self.kernels[-1] is node:
+            self.kernels.pop()
+
+    def visit_Integer(self, node: cst.Integer) -> None:
+        if not self.kernels or self.ctx.problem is None:
+            return
+        value = int(node.evaluated_value)
+        kernel = self.kernels[-1].name.value
+        if value < 17 or _is_tile_like(value) or (kernel, value) in self.triton_reported:
+            return  # small numbers and power-of-two tile widths are what Triton code is made of
+        why = self.ctx.problem.explain(value)
+        if why is None:
+            return
+        self.triton_reported.add((kernel, value))
+        self.report(node, self.triton_message.format(kernel=kernel, value=value, why=why),
+                    evidence={"value": value, "meaning": why, "kernel": kernel})
 
     def check_cpp(self, source: CppSource) -> None:
         problem = self.ctx.problem

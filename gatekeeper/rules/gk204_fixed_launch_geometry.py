@@ -19,6 +19,13 @@ def _is_tile_like(value: int) -> bool:
     return 0 < value <= 1024 and value & (value - 1) == 0
 
 
+def _is_block_width(keyword: str) -> bool:
+    """BLOCK_SIZE, BLOCK_M, BLOCK_N: the widths the grid is tiled by; not BLOCK_K, the
+    reduction tile, which no program count multiplies."""
+    upper = keyword.upper()
+    return "BLOCK" in upper and not upper.endswith("K")
+
+
 class FixedLaunchGeometry(Rule):
     """A launch whose grid and block are both compile-time constants and together cover
     exactly one of the problem's sizes: `<<<1, 192>>>` for 768 floats read as float4,
@@ -109,7 +116,7 @@ class FixedLaunchGeometry(Rule):
         grid = self._grid(index.value)
         if grid is None or grid <= 0:
             return
-        blocks = [v for a in node.args if a.keyword is not None and "BLOCK" in a.keyword.value.upper()
+        blocks = [v for a in node.args if a.keyword is not None and _is_block_width(a.keyword.value)
                   and (v := py_int(self.ctx, a.value)) is not None and v > 0]
         reads_sizes = any(a.keyword is None and size_read_kind(self.ctx, a.value) == "size" for a in node.args)
         why = self._why(grid, blocks, (1,), reads_sizes)
@@ -117,8 +124,9 @@ class FixedLaunchGeometry(Rule):
             return
         launch = self.ctx.module.code_for_node(func)
         launch = launch if len(launch) <= 60 else launch[:57] + "..."
-        block_text = "".join(f", {a.keyword.value}={self.ctx.module.code_for_node(a.value)}" for a in node.args
-                             if a.keyword is not None and "BLOCK" in a.keyword.value.upper())
+        block_text = "".join(f", {a.keyword.value}={v}" for a in node.args
+                             if a.keyword is not None and _is_block_width(a.keyword.value)
+                             and (v := py_int(self.ctx, a.value)) is not None)
         self.report(node, self.message.format(launch=f"`{launch}`", geometry=f"{grid} program(s){block_text}", why=why),
                     evidence={"grid": grid, "blocks": blocks, "meaning": why})
 

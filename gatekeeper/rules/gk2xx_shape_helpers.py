@@ -180,6 +180,6 @@ def size_read_kind(ctx: "FileContext", expr: cst.BaseExpression, unpacked: froze
             return "size"
         binding = ctx.resolver.lookup(expr.value)
         if binding is not None and binding.kind == "local" and binding.value is not None and binding.value is not expr:
-            if isinstance(binding.value, (cst.Attribute, cst.Call, cst.Subscript)):
+            if isinstance(binding.value, (cst.Attribute, cst.Call, cst.Subscript, cst.Tuple, cst.BinaryOperation)):
                 return size_read_kind(ctx, binding.value, unpacked)
     return None
