@@ -32,6 +32,7 @@ class ProblemSizes:
 
     names: dict[int, str] = field(default_factory=dict)
     meaning: dict[int, str] = field(default_factory=dict)
+    exprs: dict[int, str] = field(default_factory=dict)  # 768 -> "B*D"
 
     def shape_size(self, value: int) -> Optional[str]:
         return self.meaning.get(value) if value > 1 else None
@@ -43,9 +44,9 @@ class ProblemSizes:
         """Why `count` programs of `block` elements cover exactly one of the problem's sizes."""
         if block <= 0 or count <= 1:
             return None
-        for size, why in self.meaning.items():
+        for size, expr in self.exprs.items():
             if -(-size // block) == count:
-                return f"ceil({why.split(' = ')[0]} / {block}) = {count}"
+                return f"ceil({expr} / {block}) = {count}, with {expr} = {size}"
         return None
 
 
@@ -58,12 +59,15 @@ def sizes_for(problem: ProblemFacts) -> ProblemSizes:
     out = ProblemSizes(names={d: label.get(d, str(d)) for d in dims})
     for d in dims:
         out.meaning[d] = f"the problem dimension {out.names[d]} = {d}"
+        out.exprs[d] = out.names[d]
     for size in range(2, len(dims) + 1):
         for combo in combinations(dims, size):
             product = 1
             for d in combo:
                 product *= d
-            out.meaning.setdefault(product, f"{'*'.join(out.names[d] for d in combo)} = {product}")
+            expr = "*".join(out.names[d] for d in combo)
+            out.exprs.setdefault(product, expr)
+            out.meaning.setdefault(product, f"{expr} = {product}")
     if len(_CACHE) > 64:
         _CACHE.clear()
     _CACHE[id(problem)] = out

@@ -1,0 +1,130 @@
+"""Hardcoded-shape family (GK201-GK205) beyond the automatic example tests: the seed's exact
+lines, behaviour without a problem file, and the near misses that must stay quiet."""
+
+from pathlib import Path
+
+import pytest
+
+import gatekeeper
+from gatekeeper.report import Severity
+from gatekeeper.static.testing import static_findings
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+SEED = FIXTURES / "submissions" / "seed_cached_hardcoded.py"
+SEED_PROBLEM = FIXTURES / "problems" / "seed_mean.py"
+SEED_PROBLEM_SRC = SEED_PROBLEM.read_text("utf-8")
+FORWARD = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+
+
+def _shape(findings):
+    return [f for f in findings if f.category.value == "hardcoded-shape"]
+
+
+def test_seed_findings_are_on_the_right_lines():
+    report = gatekeeper.check_static(SEED, SEED_PROBLEM)
+    found = {(f.rule, f.location.line) for f in _shape(report.findings)}
+    values = {f.evidence.get("value"): f.location.line for f in report.findings if f.rule == "GK203"}
+    assert values[768] == 14 and values[1536] == 15 and values[2304] == 16
+    assert 192 in values and values[192] in (11, 26)
+    assert ("GK201", 43) in found  # torch.empty((16, 48))
+    assert ("GK204", 26) in found  # <<<1, 192>>>: 192 threads of float4 = 768 = B*D
+    assert all(f.severity == Severity.ERROR for f in _shape(report.findings))
+    alloc = next(f for f in report.findings if f.rule == "GK201")
+    assert "(16, 48)" in alloc.message and "B = 16" in alloc.message and "D = 48" in alloc.message
+
+
+def test_seed_honest_generic_has_no_hardcoded_shape_finding_at_all():
+    report = gatekeeper.check_static(FIXTURES / "submissions" / "seed_honest_generic.py", SEED_PROBLEM)
+    assert _shape(report.findings) == []
+
+
+def test_without_problem_file_allocation_is_a_warning_naming_the_problem_flag():
+    report = gatekeeper.check_static(SEED, None)
+    shape = _shape(report.findings)
+    assert [(f.rule, f.location.line) for f in shape] == [("GK201", 43)]
+    assert shape[0].severity == Severity.WARNING
+    assert "--problem" in shape[0].message
+    # the seed is still rejected, by its cached output
+    assert report.verdict.value == "reject"
+    assert {f.category.value for f in report.errors()} == {"cached-output"}
+
+
+@pytest.mark.parametrize("name,rule", [
+    ("shape_hacked_alias_alloc", "GK201"),
+    ("shape_hacked_dispatch", "GK205"),
+])
+def test_hacked_fixtures_warn_without_problem(name, rule):
+    report = gatekeeper.check_static(FIXTURES / "submissions" / f"{name}.py", None)
+    shape = _shape(report.findings)
+    assert [f.rule for f in shape] == [rule]
+    assert shape[0].severity == Severity.WARNING
+
+
+def test_tile_constant_near_miss_is_meaningful():
+    """The honest fixture's THREADS = 192 (= R*D) is quiet only because every use is a
+    tile width's use: used as a bound, the same macro is reported by name."""
+    honest = (FIXTURES / "submissions" / "shape_honest_tile_seed.py").read_text("utf-8")
+    assert not _shape(static_findings(honest, SEED_PROBLEM_SRC))
+    hacked = honest.replace("if (i >= n) return;", "if (i >= THREADS) return;")
+    assert hacked != honest
+    findings = [f for f in static_findings(hacked, SEED_PROBLEM_SRC) if f.rule == "GK203"]
+    assert len(findings) == 1 and "`#define THREADS 192`" in findings[0].message
+    assert findings[0].location.line == hacked.splitlines().index("#define THREADS 192") + 1
+
+
+def test_constant_block_with_constant_grid_is_not_a_tile():
+    src = ("src = '''\n#define THREADS 192\n__global__ void k(const float* x, float* y, int n) {\n"
+           "  int i = blockIdx.x * THREADS + threadIdx.x; if (i < n) y[i] = x[i]; }\n"
+           "torch::Tensor f(torch::Tensor x) { auto y = torch::empty_like(x);\n"
+           "  k<<<1, THREADS>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel()); return y; }\n'''\n")
+    rules = {f.rule for f in static_findings(src, SEED_PROBLEM_SRC)}
+    assert {"GK203", "GK204"} <= rules
+
+
+def test_python_grid_that_is_a_block_count_of_a_problem_size():
+    problem = "n = 3000\ndef get_inputs():\n    return [torch.randn(n)]\n"
+    hacked = FORWARD + "        y = torch.empty_like(x)\n        grid = (12,)\n        k[grid](x, y, BLOCK_SIZE=256)\n        return y\n"
+    found = [f for f in static_findings(hacked, problem) if f.rule == "GK204"]
+    assert len(found) == 1 and "ceil(n / 256) = 12" in found[0].message
+    honest = hacked.replace("grid = (12,)", "grid = (triton.cdiv(x.numel(), 256),)")
+    assert not [f for f in static_findings(honest, problem) if f.rule == "GK204"]
+
+
+def test_assert_on_the_nominal_shape_is_an_error_that_says_assert():
+    src = FORWARD + "        assert x.shape == (4, 16, 48)\n        return k(x)\n"
+    found = [f for f in static_findings(src, SEED_PROBLEM_SRC) if f.rule == "GK205"]
+    assert len(found) == 1 and found[0].severity == Severity.ERROR and "asserts" in found[0].message
+
+
+@pytest.mark.parametrize("test", [
+    "x.dim() == 3", "x.ndim != 2", "len(x.shape) == 3", "x.shape[-1] % 4 == 0", "x.size(0) == 1",
+    "x.numel() == 0", "x.size(-1) <= 1024", "x.shape == y.shape", "x.stride(-1) == 1",
+])
+def test_shape_tests_that_are_not_dispatch(test):
+    src = ("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x, y):\n"
+           f"        if {test}:\n            return k(x, y)\n        return k2(x, y)\n")
+    assert not _shape(static_findings(src, SEED_PROBLEM_SRC))
+    assert not _shape(static_findings(src))
+
+
+def test_shape_dispatch_on_other_literals_is_a_warning_with_the_problem():
+    src = FORWARD + "        if x.size(2) == 100:\n            return fast(x)\n        return k(x)\n"
+    found = [f for f in static_findings(src, SEED_PROBLEM_SRC) if f.rule == "GK205"]
+    assert len(found) == 1 and found[0].severity == Severity.WARNING
+
+
+def test_allocation_in_init_is_a_warning_and_a_shadowed_constant_is_not_a_literal():
+    init = ("import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.w = torch.nn.Parameter(torch.randn(48, 16))\n    def forward(self, x):\n        return k(x, self.w)\n")
+    found = [f for f in static_findings(init, SEED_PROBLEM_SRC) if f.rule == "GK201"]
+    assert len(found) == 1 and found[0].severity == Severity.WARNING
+    shadowed = ("import torch\nSHAPE = (16, 48)\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+                "        SHAPE = x.shape[1:]\n        y = torch.empty(SHAPE, device=x.device)\n        k(x, y)\n        return y\n")
+    assert not _shape(static_findings(shadowed, SEED_PROBLEM_SRC))
+
+
+def test_problem_without_sizes_produces_no_shape_findings_and_no_crash():
+    problem = "import torch\ndef get_inputs():\n    return [torch.randn(n_from_elsewhere)]\n"
+    src = SEED.read_text("utf-8")
+    shape = _shape(static_findings(src, problem))
+    assert [f.rule for f in shape] == []
