@@ -79,6 +79,8 @@ def _findings_table(findings: list[dict]) -> str:
 def submission_details(conn: sqlite3.Connection, items: list[Entry]) -> str:
     reports: dict[int, dict] = {}
     parts = []
+    # On a small board, rejects and errors open, so their findings are read without a click.
+    open_bad = len(items) <= 200
     for entry in items[:MAX_DETAILED]:
         if entry.result_id not in reports:
             try:
@@ -97,8 +99,9 @@ def submission_details(conn: sqlite3.Connection, items: list[Entry]) -> str:
         error = f'<p class="error">{esc(report.get("error"))}</p>' if report.get("error") else ""
         cats = ", ".join(entry.categories) or "-"
         body = (_findings_table(findings) if findings else "<p>No findings.</p>") + _excerpt(code, lines)
+        opened = " open" if open_bad and entry.verdict != "pass" else ""
         parts.append(
-            f'<details class="submission" data-verdict="{esc(entry.verdict)}" '
+            f'<details{opened} class="submission" data-verdict="{esc(entry.verdict)}" '
             f'data-search="{esc((entry.problem + " " + entry.source_id + " " + cats).lower())}">'
             f'<summary><span class="verdict v-{esc(entry.verdict)}">{esc(entry.verdict)}</span> '
             f'<code>{esc(entry.source_id)}</code> · {esc(entry.problem)} · {esc(entry.board)} · '

@@ -1,0 +1,61 @@
+"""The worker pool: a worker killed mid-task, or one that hangs, costs one submission only."""
+
+import os
+import signal
+from pathlib import Path
+
+from gatekeeper.config import Config
+from gatekeeper.ingest.pool import Task, WorkerPool
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBLEM = str(ROOT / "fixtures" / "problems" / "seed_mean.py")
+HONEST = (ROOT / "fixtures" / "submissions" / "seed_honest_generic.py").read_text()
+SETUP = {"config": Config().model_dump(mode="json"), "stages": "static", "memory_mb": None}
+
+
+def _tasks(count):
+    return [Task(i=i, code=HONEST + f"\n_V = {i}\n", problem=PROBLEM) for i in range(count)]
+
+
+def _interfering(pool, tasks, at, sig):
+    """Yield the tasks; just before handing out task `at`, send `sig` to the live worker,
+    which is the one that will receive it (there is one worker)."""
+    for task in tasks:
+        if task.i == at:
+            os.kill(pool.pids[-1], sig)
+        yield task
+
+
+def test_a_worker_killed_mid_batch_costs_one_submission(tmp_path):
+    pool = WorkerPool(SETUP, [{}], timeout_s=120)
+    outcomes = {o.i: o for o in pool.run(_interfering(pool, _tasks(4), at=1, sig=signal.SIGKILL))}
+    assert sorted(outcomes) == [0, 1, 2, 3]
+    assert outcomes[1].report is None and "was killed by SIGKILL" in outcomes[1].error
+    for i in (0, 2, 3):
+        assert outcomes[i].error is None and outcomes[i].report["submission"]["sha256"]
+    assert len(pool.pids) == 2  # one replacement worker, started once
+
+
+def test_a_hung_worker_is_killed_at_the_deadline_and_replaced(tmp_path):
+    pool = WorkerPool(SETUP, [{}], timeout_s=3)
+    outcomes = {o.i: o for o in pool.run(_interfering(pool, _tasks(3), at=1, sig=signal.SIGSTOP))}
+    assert "did not finish within 3 s" in outcomes[1].error
+    assert outcomes[0].report is not None and outcomes[2].report is not None
+    stopped = pool.pids[0]
+    try:
+        os.kill(stopped, 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    assert not alive, "the hung worker must be killed, not left behind"
+
+
+def test_workers_that_cannot_start_are_an_infrastructure_error(tmp_path):
+    import pytest
+
+    from gatekeeper.errors import InfrastructureError
+
+    bad = {**SETUP, "config": {"profile": "no-such-profile"}}  # the worker fails validating its set-up
+    pool = WorkerPool(bad, [{}], timeout_s=30)
+    with pytest.raises(InfrastructureError, match="die as they start"):
+        list(pool.run(_tasks(2)))
