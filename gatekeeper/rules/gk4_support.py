@@ -304,6 +304,12 @@ def cpp_call_strings(source: CppSource, name_index: int) -> tuple[list[str], lis
     return [m.group(1) for m in _CPP_STRING.finditer(text)], tokens[start + 1: end]
 
 
+def cpp_statement_strings(source: CppSource, offset: int) -> list[str]:
+    """String literals from `offset` to the end of its statement (`std::ofstream f("x");`)."""
+    end = source.text.find(";", offset)
+    return _CPP_STRING.findall(source.text[offset: end if end >= 0 else None])
+
+
 def strings_in(ctx: FileContext, expr: Optional[cst.BaseExpression], depth: int = 0) -> list[str]:
     """String literals in an argument: a literal, a list/tuple of them, f-string text,
     concatenations, module constants."""
