@@ -110,8 +110,14 @@ class SideStreamInCpp(Rule):
         if not names & (_CREATE | _ACQUIRE | _SWITCH | {"cudaStreamNonBlocking"}):
             return  # cheap exit: nothing here can name a side stream
         funcs = functions(tokens)
-        sites = self._acquisitions(tokens)
+        sites = self._acquisitions(tokens, _ACQUIRE)
         identities = {s.identity for s in sites if s.identity}
+        # `static cudaStream_t fast() { ...create...; return g; }`: calling the helper hands out g
+        helpers = frozenset(fn.name for fn in funcs if _returns_any(tokens, fn, identities))
+        if helpers:
+            more = [site for site in self._acquisitions(tokens, helpers) if site.identity]
+            sites += more
+            identities |= {site.identity for site in more if site.identity}
         # uses: (token index, identity or None for inline acquisitions/switches)
         uses: list[tuple[int, Optional[str], str]] = []
         for site in sites:
@@ -149,13 +155,16 @@ class SideStreamInCpp(Rule):
             self._emit(source, site, bad)
 
     # pieces ----------------------------------------------------------------------------
-    def _acquisitions(self, tokens: Sequence[Token]) -> list[_Site]:
+    def _acquisitions(self, tokens: Sequence[Token], acquire: frozenset[str]) -> list[_Site]:
         sites: list[_Site] = []
         create_spans: list[tuple[int, int]] = []
         for i, tok in enumerate(tokens):
             if tok.kind != "ident":
                 continue
-            if tok.text in _CREATE:
+            if acquire is not _ACQUIRE:
+                if tok.text in acquire and i > 0 and tokens[i - 1].text != "cudaStream_t" and _called(tokens, i):
+                    sites.append(_Site(i, assigned_name(tokens, i), f"`{tok.text}()`"))
+            elif tok.text in _CREATE:
                 args, close = call_args(tokens, i)
                 create_spans.append((i, close))
                 target = args[0] if args else []
@@ -210,12 +219,23 @@ class SideStreamInCpp(Rule):
                             severity=Severity.WARNING if self.active_severity == Severity.ERROR else self.active_severity)
 
 
+def _called(tokens: Sequence[Token], i: int) -> bool:
+    return i + 1 < len(tokens) and tokens[i + 1].text == "("
+
+
+def _returns_any(tokens: Sequence[Token], fn: CppFunction, names: set[str]) -> bool:
+    return any(tokens[k].text == "return" and tokens[k + 1].text in names and tokens[k + 2].text == ";"
+               for k in range(fn.body_start, fn.body_end - 2))
+
+
 def _is_use(tokens: Sequence[Token], i: int) -> bool:
     """A stream variable handed to a launch or a call, or used as a receiver; not its
     declaration (`cudaStream_t s;`) nor a test (`if (!s)`, `s == nullptr`)."""
     prev = tokens[i - 1] if i > 0 else None
     nxt = tokens[i + 1] if i + 1 < len(tokens) else None
-    if prev is not None and prev.kind == "ident" and prev.text != "return" and (
+    if prev is not None and prev.text == "return":
+        return False  # handing the stream to a caller; the caller's use is what counts
+    if prev is not None and prev.kind == "ident" and (
             nxt is None or nxt.text in (";", "=", ",", "[", "{")):
         return False
     if (prev is not None and prev.text == "!") or (nxt is not None and nxt.text in ("==", "!=", "=")):

@@ -107,7 +107,7 @@ class CastsToLowerPrecision(Rule):
         qual_func = self.ctx.qualname(func)
         if qual_func in DESCRIBE:
             return
-        name = func.attr.value if isinstance(func, cst.Attribute) else qual_func or "a call"
+        name = f".{func.attr.value}" if isinstance(func, cst.Attribute) else qual_func or "a call"
         self._report(node, f"`{name}(..., {found.rsplit('.', 1)[-1]})`", found.rsplit(".", 1)[-1], dtype)
 
     def _report(self, node: cst.CSTNode, what: str, low: str, dtype: str) -> None:
