@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from gatekeeper.report import Category, Severity
+from gatekeeper.rules.gk4_reference import reference_model
+from gatekeeper.rules.gk4_support import in_main_guard, positional, resolve
+from gatekeeper.static.rule import Rule
+
+
+class SubclassesReferenceModel(Rule):
+    """`ModelNew` (or any class) derives from the reference `Model`: `class
+    ModelNew(Model)`, a base imported from the reference module (`from reference import
+    Model as Base`), `ModelNew = Model`, or `type("ModelNew", (Model,), {})`. With the
+    problem file, every class the problem defines counts as a reference class.
+
+    Why it games the benchmark: the reference's `__init__` and `forward` (PyTorch doing the
+    work) are inherited, so the "submission" is the reference with a different name.
+
+    Not flagged: a pasted copy of `Model` used only inside `if __name__ == "__main__":`
+    (a self-test that never runs under the harness), and bases from torch (`nn.Module`).
+    """
+
+    code = "GK400"
+    name = "SubclassesReferenceModel"
+    category = Category.REFERENCE_REUSE
+    severity = Severity.ERROR
+    summary = "ModelNew subclasses or aliases the reference Model"
+    message = "`{cls}` derives from the reference model `{base}`, so it inherits the reference's computation."
+    hint = (
+        "Derive `ModelNew` from `torch.nn.Module` only, and implement `forward` with your own "
+        "kernel; copy parameter shapes from the reference's `__init__` if you need them."
+    )
+    VALID = [
+        "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n",
+        "import torch.nn as nn\nclass _Base(nn.Module):\n    pass\nclass ModelNew(_Base):\n    pass\n",
+    ]
+    INVALID = [
+        "class ModelNew(Model):\n    pass\n",
+        "from reference import Model as Base\nclass ModelNew(Base):\n    def forward(self, x):\n        return super().forward(x)\n",
+        "import torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n        return x.mean(0)\nModelNew = Model\n",
+        "import problem\nModelNew = type('ModelNew', (problem.Model,), {})\n",
+    ]
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        for base in node.bases:
+            if base.keyword is None:
+                self._check(base.value, node.name.value, base)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        names = [t.target.value for t in node.targets if isinstance(t.target, cst.Name)]
+        if "ModelNew" not in names:
+            return
+        value = node.value
+        if isinstance(value, cst.Call) and resolve(self.ctx, value.func) == "builtins.type":
+            bases = positional(value, 1)
+            if isinstance(bases, (cst.Tuple, cst.List)):
+                for element in bases.elements:
+                    self._check(element.value, "ModelNew", node)
+            return
+        self._check(value, "ModelNew", node)
+
+    def _check(self, expr: cst.BaseExpression, cls: str, node: cst.CSTNode) -> None:
+        base = reference_model(self.ctx, expr)
+        if base is None or base == cls or in_main_guard(self.ctx, node):
+            return
+        self.report(node, self.message.format(cls=cls, base=base), evidence={"base": base})

@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.report import Category, Severity
+from gatekeeper.rules.gk4_normalise import fingerprint, import_map
+from gatekeeper.rules.gk4_reference import model_names
+from gatekeeper.static.problem_facts import ProblemFacts
+from gatekeeper.static.rule import Rule
+
+# Reference fingerprints by problem hash: the problem is the same for many submissions.
+_REFERENCE_CACHE: dict[str, list[tuple[str, tuple[int, str]]]] = {}
+
+_PROBLEM = (
+    "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self):\n"
+    "        super().__init__()\n\n    def forward(self, a, b):\n        c = torch.matmul(a, b)\n"
+    "        return torch.relu(c) * 2.0\n\ndef get_inputs():\n    return [torch.randn(64, 64), torch.randn(64, 64)]\n"
+)
+
+
+def reference_fingerprints(problem: ProblemFacts) -> list[tuple[str, tuple[int, str]]]:
+    cached = _REFERENCE_CACHE.get(problem.sha256)
+    if cached is not None:
+        return cached
+    imports = import_map(problem.module)
+    out: list[tuple[str, tuple[int, str]]] = []
+    for stmt in problem.module.body:
+        if isinstance(stmt, cst.ClassDef) and stmt.name.value != "ModelNew":
+            for item in stmt.body.body:
+                if isinstance(item, cst.FunctionDef) and item.name.value == "forward":
+                    fp = fingerprint(item, imports)
+                    if fp is not None:
+                        out.append((f"{stmt.name.value}.forward", fp))
+    _REFERENCE_CACHE[problem.sha256] = out
+    return out
+
+
+class CopiesReferenceForward(Rule):
+    """A function in the submission has the same body as the reference's `forward` once
+    names are normalised: parameters and locals renamed positionally, `self.` attributes
+    renamed, imports spelled out (`F.relu` = `torch.nn.functional.relu`), formatting,
+    comments and docstrings ignored. Needs the problem file.
+
+    Why it games the benchmark: the pasted body is the reference's PyTorch computation;
+    renaming variables does not make it the submission's own kernel.
+
+    Not flagged: a pasted `class Model` itself (kept for a self-test; GK400/GK401 report it
+    if it is used), and bodies that differ in any operation, argument or constant.
+    """
+
+    code = "GK403"
+    name = "CopiesReferenceForward"
+    category = Category.REFERENCE_REUSE
+    severity = Severity.ERROR
+    needs_problem = True
+    summary = "a function's body is the reference forward with names changed"
+    message = "`{func}` has the same body as the reference's `{ref}` after renaming: it runs the reference computation."
+    hint = (
+        "Replace the copied PyTorch body with a call to your own kernel (for example an "
+        "extension built with `load_inline`) that computes the same result."
+    )
+    EXAMPLE_PROBLEM = _PROBLEM
+    VALID = [
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n"
+        "        return _ext.matmul_relu_scale(a, b, 2.0)\n",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n"
+        "        c = torch.matmul(a, b)\n        return torch.relu(c) * 3.0\n",
+        "import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, a, b):\n"
+        "        c = torch.matmul(a, b)\n        return torch.relu(c) * 2.0\n",
+    ]
+    INVALID = [
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x, w):\n"
+        "        \"\"\"Fused matmul + relu.\"\"\"\n        y = torch.matmul(x, w)  # fast path\n        return torch.relu(y) * 2.0\n",
+        "from torch import matmul as mm, relu\nclass ModelNew:\n    def forward(self, p, q):\n"
+        "        t = mm(p, q)\n        return relu(t) * 2.0\n",
+        "import torch as T\ndef _fallback(a, b):\n    r = T.matmul(a, b)\n    return T.relu(r) * 2.0\n",
+    ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._reference: Optional[list[tuple[str, tuple[int, str]]]] = None
+        self._imports: Optional[dict[str, str]] = None
+        self._skip = model_names(self.ctx) - {"ModelNew"}
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if self.ctx.problem is None or (self.ctx.class_name in self._skip and self.ctx.class_name is not None):
+            return
+        if self._reference is None:
+            self._reference = reference_fingerprints(self.ctx.problem)
+        if not self._reference:
+            return
+        statements = len(node.body.body) if isinstance(node.body, cst.IndentedBlock) else 1
+        if not any(abs(statements - fp[0]) <= 1 for _, fp in self._reference):
+            return  # a docstring is the only statement the fingerprint drops
+        if self._imports is None:
+            self._imports = import_map(self.ctx.module)
+        mine = fingerprint(node, self._imports)
+        if mine is None:
+            return
+        for ref, fp in self._reference:
+            if fp == mine:
+                func = f"{self.ctx.class_name}.{node.name.value}" if self.ctx.class_name else node.name.value
+                self.report(node, self.message.format(func=func, ref=ref), evidence={"reference": ref})
+                return

@@ -1,0 +1,112 @@
+"""A name-independent fingerprint of a function body, for GK403. Not a rule file.
+
+The body is parsed with Python's `ast` (formatting, comments and the docstring vanish),
+then names are made positional: parameters (not `self`) and local variables become
+`_v0, _v1, ...` in order of first appearance, attributes of `self` become `_s0, ...`,
+and names imported at module level become their dotted module path (`F.relu` and
+`torch.nn.functional.relu` are the same).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.static.names import dotted
+
+
+def import_map(module: cst.Module) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.Import):
+                for alias in small.names:
+                    full = dotted(alias.name) or ""
+                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                        out[alias.asname.name.value] = full
+                    else:
+                        out[full.split(".")[0]] = full.split(".")[0]
+            elif isinstance(small, cst.ImportFrom) and small.module is not None and not isinstance(small.names, cst.ImportStar):
+                base = dotted(small.module) or ""
+                for alias in small.names:
+                    name = dotted(alias.name) or ""
+                    local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+                    out[local] = f"{base}.{name}"
+    return out
+
+
+class _Renamer(ast.NodeTransformer):
+    def __init__(self, local: set[str], imports: dict[str, str]) -> None:
+        self.local = local
+        self.imports = imports
+        self.names: dict[str, str] = {}
+        self.attrs: dict[str, str] = {}
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        if isinstance(node.value, ast.Name) and node.value.id == "self":
+            node.attr = self.attrs.setdefault(node.attr, f"_s{len(self.attrs)}")
+            return node
+        path = _dotted(node)
+        if path is not None:
+            root, _, rest = path.partition(".")
+            if root in self.imports and root not in self.local:
+                return ast.Name(id=f"{self.imports[root]}.{rest}", ctx=node.ctx)
+        self.generic_visit(node)
+        return node
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in self.local:
+            node.id = self.names.setdefault(node.id, f"_v{len(self.names)}")
+        elif node.id in self.imports:
+            node.id = self.imports[node.id]
+        return node
+
+    def visit_arg(self, node: ast.arg) -> ast.AST:
+        node.arg = self.names.setdefault(node.arg, f"_v{len(self.names)}")
+        node.annotation = None
+        return node
+
+
+def _dotted(node: ast.AST) -> Optional[str]:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def fingerprint(function: cst.FunctionDef, imports: dict[str, str]) -> Optional[tuple[int, str]]:
+    """(statement count, normalised dump) of the body, or None if it cannot be parsed."""
+    try:
+        tree = ast.parse(cst.Module(body=[function.with_changes(decorators=[], leading_lines=[])]).code)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    fn = tree.body[0]
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    body = list(fn.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+        body = body[1:]
+    if not body:
+        return None
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
+    if fn.args.vararg:
+        params.append(fn.args.vararg.arg)
+    if fn.args.kwarg:
+        params.append(fn.args.kwarg.arg)
+    if params and params[0] == "self":
+        params = params[1:]
+    local = set(params)
+    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            local.add(node.id)
+    renamer = _Renamer(local, imports)
+    for name in params:
+        renamer.names.setdefault(name, f"_v{len(renamer.names)}")
+    body = [renamer.visit(stmt) for stmt in body]
+    return len(body), ast.dump(ast.Module(body=body, type_ignores=[]), annotate_fields=False)
