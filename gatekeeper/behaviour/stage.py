@@ -4,6 +4,7 @@ sandboxed workers, judge in the parent."""
 from __future__ import annotations
 
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -21,6 +22,7 @@ from gatekeeper.problem.plan import Trial, draw_seed, plan_trials
 from gatekeeper.problem.sidecar import Sidecar, load_sidecar
 from gatekeeper.report import Finding, StageName, StageStatus
 from gatekeeper.sandbox import JobResult, run_job
+from gatekeeper.sandbox.runner import Job
 
 STAGE = StageName.BEHAVIOUR
 
@@ -40,23 +42,52 @@ def run_reference(problem_path: Path, trials: list[Trial], seed: int, config: Co
                    cap_address_space=not cuda_present(), env={"OMP_NUM_THREADS": "1"})
 
 
-def run_subject(path: Path, references: dict[str, dict[str, Any]], device: str, config: Config,
-                ext_dir: Optional[Path], cold_build: bool, seed: int) -> JobResult:
+def start_subject(path: Path, device_hint: str, config: Config, ext_dir: Optional[Path], cold_build: bool,
+                  wait_s: float) -> Job:
+    """Started before the reference finishes: it imports torch and the submission meanwhile."""
     limits = config.limits
-    trials = [{"name": name, "init": ref["init"], "inputs": ref["inputs"], "init_seed": seed ^ 0x1234}
-              for name, ref in references.items()]
     first = limits.build_timeout_s if cold_build else limits.import_timeout_s
     env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     roots = []
     if ext_dir is not None:
         env["TORCH_EXTENSIONS_DIR"] = str(ext_dir)
         roots.append(str(ext_dir))
-    return run_job("gatekeeper.behaviour.subject_job:subject_job",
-                   {"submission": str(path), "device": device, "trials": trials, "poison": True},
-                   timeouts={"start": limits.import_timeout_s, "import": first, "init": first,
-                             "call": limits.call_timeout_s},
-                   default_timeout_s=limits.call_timeout_s, memory_mb=limits.memory_mb,
-                   cap_address_space=device == "cpu", env=env, write_roots=roots)
+    return Job("gatekeeper.behaviour.subject_job:subject_job",
+               {"submission": str(path), "device": device_hint, "poison": True},
+               timeouts={"start": limits.import_timeout_s, "import": first, "init": first,
+                         "wait-trials": wait_s, "call": limits.call_timeout_s},
+               default_timeout_s=limits.call_timeout_s, memory_mb=limits.memory_mb,
+               cap_address_space=device_hint == "cpu", env=env, write_roots=roots, keep_stdin=True)
+
+
+def feed_trials(job: Job, references: dict[str, dict[str, Any]], seed: int, device: str) -> None:
+    job.feed({"device": device, "trials": [{"name": name, "init": ref["init"], "inputs": ref["inputs"], "init_seed": seed ^ 0x1234}
+                         for name, ref in references.items()]})
+    job.close_stdin()
+
+
+def _import_torch() -> None:
+    try:
+        import torch  # noqa: F401
+    except Exception:
+        pass
+
+
+def _reference_failure(ref: JobResult, environment: dict[str, Any]) -> Optional[StageOutcome]:
+    """A problem error (exit 3) when the reference worker failed or rejects nominal inputs."""
+    if ref.status != "ok" or ref.of_kind("error"):
+        detail = ref.detail or "; ".join(f"{e.get('type')}: {e.get('message')}" for e in ref.of_kind("error"))
+        return _error(f"problem error: the reference worker failed ({ref.status}): {detail}; "
+                      f"stderr: {ref.stderr_tail[-600:]}", environment)
+    env_info = ref.first("env") or {}
+    environment.update({"device": env_info.get("device", "cpu"), "gpu": env_info.get("gpu")})
+    names = {m["name"] for m in ref.of_kind("trial")}
+    failed = {m["name"]: m for m in ref.of_kind("trial-failed")}
+    for name in ("nominal", "nominal-second", "nominal-overwrite"):
+        if name not in names:
+            why = (failed.get(name, {}).get("failures") or [{}])[0].get("error", "no result")
+            return _error(f"problem error: the reference fails on its own nominal inputs: {why}", environment)
+    return None
 
 
 def run_behaviour(submission: Submission, problem_path: Optional[Path], config: Config, options: RunOptions,
@@ -83,33 +114,32 @@ def run_behaviour(submission: Submission, problem_path: Optional[Path], config: 
         return _error(f"problem error: {problem_path} cannot be parsed: {exc}")
     timings["plan_s"] = time.perf_counter() - started
 
-    mark = time.perf_counter()
-    ref = run_reference(problem_path, trials, seed, config)
-    timings["reference_s"] = time.perf_counter() - mark
-    environment: dict[str, Any] = {"isolation": ref.isolation}
-    if ref.status != "ok" or ref.of_kind("error"):
-        detail = ref.detail or "; ".join(f"{e.get('type')}: {e.get('message')}" for e in ref.of_kind("error"))
-        return _error(f"problem error: the reference worker failed ({ref.status}): {detail}; "
-                      f"stderr: {ref.stderr_tail[-600:]}", environment)
-    env_info = ref.first("env") or {}
-    device = env_info.get("device", "cpu")
-    environment.update({"device": device, "gpu": env_info.get("gpu")})
-    references = {m["name"]: m for m in ref.of_kind("trial")}
-    failed = {m["name"]: m for m in ref.of_kind("trial-failed")}
-    for name in ("nominal", "nominal-second", "nominal-overwrite"):
-        if name not in references:
-            why = (failed.get(name, {}).get("failures") or [{}])[0].get("error", "no result")
-            return _error(f"problem error: the reference fails on its own nominal inputs: {why}", environment)
-
     text = submission.data.decode("utf-8", errors="replace")
     location = model_location(submission.path, text)
     key = extracted.cache_key() if extracted is not None and extracted.compiles else None
     ext_dir = extensions_dir(key) if key else None
+    device_hint = "cuda" if cuda_present() else "cpu"
+    warm = threading.Thread(target=_import_torch, daemon=True)  # the parent compares with torch
+    warm.start()
     with tempfile.TemporaryDirectory(prefix="gatekeeper-behaviour-") as scratch:
         path = submission_file(submission, Path(scratch))
         mark = time.perf_counter()
-        result = run_subject(path, references, device, config, ext_dir, bool(key) and not is_built(key), seed)
+        budget = config.limits.import_timeout_s + config.limits.call_timeout_s * 5 * len(trials)
+        subject = start_subject(path, device_hint, config, ext_dir, bool(key) and not is_built(key), budget)
+        ref = run_reference(problem_path, trials, seed, config)
+        timings["reference_s"] = time.perf_counter() - mark
+        environment: dict[str, Any] = {"isolation": ref.isolation}
+        failure = _reference_failure(ref, environment)
+        if failure is not None:
+            subject.kill()
+            return failure
+        references = {m["name"]: m for m in ref.of_kind("trial")}
+        failed = {m["name"]: m for m in ref.of_kind("trial-failed")}
+        feed_trials(subject, references, seed, environment["device"])
+        result = subject.wait()
         timings["submission_s"] = time.perf_counter() - mark
+    device = environment["device"]
+    warm.join()
 
     errors_text = " ".join(str(e.get("message", "")) for e in result.of_kind("error") + result.of_kind("call-error"))
     cuda = needs_cuda_reason(errors_text) if device == "cpu" else None

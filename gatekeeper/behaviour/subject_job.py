@@ -138,10 +138,10 @@ class Subject:
         self.earlier_outputs.append((label, out))
         return out
 
-    def run(self) -> None:
+    def run(self, trial_list: list[dict[str, Any]]) -> None:
         import torch
 
-        trials = {t["name"]: t for t in self.params["trials"]}
+        trials = {t["name"]: t for t in trial_list}
         nominal = trials.get("nominal")
         if nominal is not None:
             self.ensure_model(nominal)
@@ -188,5 +188,12 @@ def digest_tree(value: Any) -> str:
 def subject_job(params: dict[str, Any], channel: Any) -> None:
     channel.phase("start")
     subject = Subject(params, channel)
-    if subject.load():
-        subject.run()
+    if not subject.load():
+        return
+    # The trials come from the reference worker, which ran while this one imported.
+    channel.phase("wait-trials")
+    fed = channel.receive()
+    subject.device = fed.get("device", subject.device)
+    trials = fed.get("trials")
+    if trials:
+        subject.run(trials)

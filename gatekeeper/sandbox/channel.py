@@ -92,7 +92,14 @@ class FrameReader:
 
     def __init__(self, secret: bytes) -> None:
         self._mac = hmac.new(secret, digestmod=hashlib.sha256)
+        self._secret: Optional[bytes] = secret  # handed to the worker once, then dropped
         self._buffer = bytearray()
+
+    def secret_prefix(self) -> bytes:
+        secret, self._secret = self._secret, None
+        if secret is None:
+            raise ChannelError("the secret was already handed out")
+        return secret
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
         self._buffer.extend(data)

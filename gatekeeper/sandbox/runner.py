@@ -116,64 +116,108 @@ def _kill(proc: subprocess.Popen) -> None:
         pass
 
 
-def run_job(
-    job: str,
-    params: dict[str, Any],
-    *,
-    timeouts: dict[str, float],
-    default_timeout_s: float = 60.0,
-    memory_mb: Optional[int] = None,
-    cap_address_space: bool = True,
-    env: Optional[dict[str, str]] = None,
-    write_roots: Optional[list[str]] = None,
-    isolate: bool = True,
-    workdir: Optional[Path] = None,
-) -> JobResult:
-    """Run `job` ("gatekeeper.module:function") in a fresh sandboxed worker.
+def run_job(job: str, params: dict[str, Any], **kwargs: Any) -> JobResult:
+    """Run `job` ("gatekeeper.module:function") in a fresh sandboxed worker and wait for it.
 
     `params` is JSON plus bytes (tensors travel as bytes). `timeouts` maps a phase name the
     job announces (`channel.phase("import")`) to its wall-clock limit; phases not listed get
-    `default_timeout_s`. The private working directory is created and removed here unless
-    `workdir` is given.
+    `default_timeout_s`. Keyword arguments are those of `Job`.
     """
-    isolation: Isolation = detect() if isolate else Isolation("none", (), "isolation not requested")
-    own_dir = workdir is None
-    work = Path(tempfile.mkdtemp(prefix="gatekeeper-sandbox-")) if own_dir else Path(workdir)
-    secret = os.urandom(32)
-    spec = {"job": job, "params": params, "memory_mb": memory_mb, "cap_address_space": cap_address_space,
-            "write_roots": [str(work)] + list(write_roots or [])}
-    payload = pack_message(spec)
-    read_fd, write_fd = os.pipe()
-    started = time.monotonic()
-    result = JobResult(status="crashed", isolation=isolation.name)
-    out_path, err_path = work / ".stdout", work / ".stderr"
-    try:
-        with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            argv = [*isolation.prefix, sys.executable, "-I", "-B", "-m", "gatekeeper.sandbox.worker", str(write_fd)]
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=work,
-                                    env=scrubbed_env(env, work), pass_fds=(write_fd,), start_new_session=True)
-        os.close(write_fd)
-        write_fd = -1
+    return Job(job, params, **kwargs).wait()
+
+
+class Job:
+    """A started worker. `feed(data)` sends one more message the job reads with
+    `channel.receive()` (e.g. inputs computed while the worker was importing); `wait()`
+    collects until the done frame, a limit, or the end of the process."""
+
+    def __init__(
+        self,
+        job: str,
+        params: dict[str, Any],
+        *,
+        timeouts: dict[str, float],
+        default_timeout_s: float = 60.0,
+        memory_mb: Optional[int] = None,
+        cap_address_space: bool = True,
+        env: Optional[dict[str, str]] = None,
+        write_roots: Optional[list[str]] = None,
+        isolate: bool = True,
+        workdir: Optional[Path] = None,
+        keep_stdin: bool = False,
+    ) -> None:
+        self.isolation: Isolation = detect() if isolate else Isolation("none", (), "isolation not requested")
+        self.own_dir = workdir is None
+        self.work = Path(tempfile.mkdtemp(prefix="gatekeeper-sandbox-")) if self.own_dir else Path(workdir)
+        self.timeouts, self.default_timeout_s = timeouts, default_timeout_s
+        self.rss_cap_mb = memory_mb if not cap_address_space else None
+        secret = os.urandom(32)
+        self.reader = FrameReader(secret)
+        spec = {"job": job, "params": params, "memory_mb": memory_mb, "cap_address_space": cap_address_space,
+                "write_roots": [str(self.work)] + list(write_roots or [])}
+        payload = pack_message(spec)
+        self.read_fd, write_fd = os.pipe()
+        self.started = time.monotonic()
+        self.result = JobResult(status="crashed", isolation=self.isolation.name)
+        self.out_path, self.err_path = self.work / ".stdout", self.work / ".stderr"
         try:
-            assert proc.stdin is not None
-            proc.stdin.write(secret + struct.pack(">Q", len(payload)) + payload)
-            proc.stdin.close()
+            with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
+                argv = [*self.isolation.prefix, sys.executable, "-I", "-B", "-m", "gatekeeper.sandbox.worker",
+                        str(write_fd)]
+                self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=self.work,
+                                             env=scrubbed_env(env, self.work), pass_fds=(write_fd,),
+                                             start_new_session=True)
+        finally:
+            os.close(write_fd)
+        del secret  # the FrameReader keeps only its HMAC state
+        self._write(self.reader.secret_prefix() + struct.pack(">Q", len(payload)) + payload)
+        if not keep_stdin:
+            self.close_stdin()
+
+    def _write(self, data: bytes) -> None:
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            pass
+
+    def feed(self, message: dict[str, Any]) -> None:
+        payload = pack_message(message)
+        self._write(struct.pack(">Q", len(payload)) + payload)
+
+    def close_stdin(self) -> None:
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass
-        _collect(proc, read_fd, FrameReader(secret), result, timeouts, default_timeout_s,
-                 memory_mb if not cap_address_space else None)
-        del secret
-        result.returncode = proc.returncode
-        result.stdout_tail = _tail(out_path)
-        result.stderr_tail = _tail(err_path)
-    finally:
-        if write_fd >= 0:
-            os.close(write_fd)
-        os.close(read_fd)
-        if own_dir:
-            shutil.rmtree(work, ignore_errors=True)
-    result.elapsed_s = time.monotonic() - started
-    return result
+
+    def kill(self) -> JobResult:
+        """Stop the worker now (its result says so) and clean up."""
+        _kill(self.proc)
+        self.result.status, self.result.detail = "killed", "stopped by the parent"
+        self.close_stdin()
+        os.close(self.read_fd)
+        if self.own_dir:
+            shutil.rmtree(self.work, ignore_errors=True)
+        return self.result
+
+    def wait(self) -> JobResult:
+        result = self.result
+        try:
+            _collect(self.proc, self.read_fd, self.reader, result, self.timeouts, self.default_timeout_s,
+                     self.rss_cap_mb)
+            self.close_stdin()
+            result.returncode = self.proc.returncode
+            result.stdout_tail = _tail(self.out_path)
+            result.stderr_tail = _tail(self.err_path)
+        finally:
+            os.close(self.read_fd)
+            if self.own_dir:
+                shutil.rmtree(self.work, ignore_errors=True)
+        result.elapsed_s = time.monotonic() - self.started
+        return result
 
 
 def _collect(proc: subprocess.Popen, fd: int, reader: FrameReader, result: JobResult,

@@ -2,7 +2,8 @@
 
 Started fresh by `gatekeeper.sandbox.runner.run_job`, never forked. Before any untrusted
 code runs it:
-1. reads the per-run secret and the job from stdin (then stdin is /dev/null);
+1. reads the per-run secret and the job from stdin (then fd 0 is /dev/null; the rest of
+   stdin stays on a private fd for `Channel.receive`);
 2. moves the result pipe to a private, non-inheritable fd and keeps only an HMAC object
    keyed by the secret (the secret bytes themselves are dropped);
 3. applies the resource limits and installs the audit guard;
@@ -25,8 +26,9 @@ import traceback
 class Channel:
     """What a job gets: `send(kind, **data)` and `phase(name)` (starts that phase's timeout)."""
 
-    def __init__(self, fd: int, mac: "hmac.HMAC") -> None:
+    def __init__(self, fd: int, mac: "hmac.HMAC", stdin: int) -> None:
         self._fd = fd
+        self._stdin = stdin
         self._mac = mac
         self.current_phase = "start"
 
@@ -39,47 +41,59 @@ class Channel:
             written = os.write(self._fd, buf)
             buf = buf[written:]
 
+    def receive(self) -> dict:
+        """The next message the parent feeds (`Job.feed`); {} when the parent closed stdin."""
+        from gatekeeper.sandbox.channel import decode
+
+        head = _read_exact(self._stdin, 8)
+        if len(head) < 8:
+            return {}
+        (size,) = struct.unpack(">Q", head)
+        return decode(_read_exact(self._stdin, size))
+
     def phase(self, name: str, **data) -> None:
         self.current_phase = name
         self.send("phase", phase=name, **data)
 
 
-def _read_stdin() -> bytes:
-    chunks = []
-    while True:
-        chunk = os.read(0, 1 << 20)
+def _read_exact(fd: int, size: int) -> bytes:
+    chunks, got = [], 0
+    while got < size:
+        chunk = os.read(fd, min(1 << 20, size - got))
         if not chunk:
             break
         chunks.append(chunk)
+        got += len(chunk)
     return b"".join(chunks)
 
 
 def _private_fd(fd: int) -> int:
     # A high, non-inheritable duplicate, so that code closing "its" fds or a child process
     # does not get the original number.
-    private = os.dup(fd)
+    import fcntl
+
+    private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
     os.close(fd)
-    os.set_inheritable(private, False)
     return private
 
 
 def main() -> None:
     fd = int(sys.argv[1])
-    raw = _read_stdin()
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    secret, rest = raw[:32], raw[32:]
+    secret = _read_exact(0, 32)
     mac = hmac.new(secret, digestmod=hashlib.sha256)
-    del secret, raw
-    channel = Channel(_private_fd(fd), mac)
-    del mac
-
+    del secret
+    (size,) = struct.unpack(">Q", _read_exact(0, 8))
     from gatekeeper.sandbox.channel import decode
 
-    (size,) = struct.unpack(">Q", rest[:8])
-    spec = decode(rest[8 : 8 + size])
-    del rest
+    spec = decode(_read_exact(0, size))
+    # Later messages from the parent arrive on a private copy of stdin; fd 0 becomes /dev/null.
+    stdin = _private_fd(0)
+    devnull = os.open(os.devnull, os.O_RDONLY)  # lands on fd 0, now free
+    if devnull != 0:
+        os.dup2(devnull, 0)
+        os.close(devnull)
+    channel = Channel(_private_fd(fd), mac, stdin)
+    del mac
     from gatekeeper.sandbox.guard import apply_limits, install_guard
 
     apply_limits(spec.get("memory_mb"), spec.get("cap_address_space", True))
