@@ -50,6 +50,22 @@ def string_value(expr: cst.BaseExpression) -> Optional[str]:
     return None
 
 
+# torch.nn classes whose instances are tensors, not layers: `self.w = nn.Parameter(...)`
+# must stay storage (the cached-output rules follow it), not resolve to a class name.
+_TENSOR_CLASSES = frozenset({"Parameter", "UninitializedParameter", "Buffer", "UninitializedBuffer"})
+
+
+def _torch_nn_class(qual: Optional[str]) -> Optional[str]:
+    """`torch.nn.Linear` when `qual` names a torch.nn module class, else None: so that
+    `self.fc = nn.Linear(...)` makes `self.fc` resolve to `torch.nn.Linear`."""
+    if not qual or not qual.startswith("torch.nn."):
+        return None
+    last = qual.rsplit(".", 1)[-1]
+    if not last[:1].isupper() or last in _TENSOR_CLASSES:
+        return None
+    return qual
+
+
 class NameResolver:
     def __init__(self) -> None:
         self.stack: list[Scope] = [Scope("module")]
@@ -133,6 +149,8 @@ class NameResolver:
             and value is not None
         ):
             qual = self.qualname(value)
+            if qual is None and isinstance(value, cst.Call):
+                qual = _torch_nn_class(self.qualname(value.func))
             if qual is not None:
                 self.self_attrs[target.attr.value] = qual
 

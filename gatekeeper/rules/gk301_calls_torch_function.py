@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+from gatekeeper.rules.gk3xx_policy import TorchFallbackRule
+
+
+class CallsTorchFunction(TorchFallbackRule):
+    """The forward path calls a torch function that computes: `torch.mean`,
+    `torch.nn.functional.conv2d`, `torch.einsum`, `torch.linalg.*`, `torch.fft.*`,
+    `torch.special.*`, `torch._C._nn.linear`, reached through any alias
+    (`import torch as T; T.mean`, `from torch import mean as m`, `mm = torch.matmul`,
+    `getattr(torch, "mean")`), in `forward` or in any helper it calls.
+
+    Why it games the benchmark: the submission is timed as a custom kernel, but torch does
+    the work, so the speedup measures torch against torch (or a kernel that does only the
+    easy part).
+
+    Any `torch.*` function is compute unless rules/torch_ops.toml lists it as allocation,
+    a view, metadata, a move or a utility (`torch.empty`, `torch.empty_like`,
+    `torch.reshape`, `torch.cuda.*`, `torch.utils.cpp_extension.*`, `torch.no_grad`...).
+    Not flagged: module-level and `__init__`-only code (weight set-up), `get_inputs`,
+    `backward`, comments, docstrings and strings, a local variable named `torch`.
+    Severity follows the torch-fallback policy: an error when the forward launches no
+    kernel of its own, for heavy ops (reductions, matmul, conv, norms, softmax) and for ops
+    the reference computes; a warning for light glue around an own kernel under the
+    default profile; always an error under strict. Allow ops per problem with
+    `[rules.GK301.options] allow = ["torch.relu", "mean"]` (names or fnmatch patterns).
+    """
+
+    code = "GK301"
+    name = "CallsTorchFunction"
+    summary = "forward computes with a torch function instead of the submission's kernel"
+    kinds = ("function",)
+    message = "forward path calls `{what}`, so torch computes `{op}`, not the submission's kernel: {why}."
+    hint = (
+        "Compute `{op}` in your own kernel (CUDA through load_inline, or Triton) and keep torch "
+        "for allocation, views and metadata only (`torch.empty_like(x)`, `x.view(...)`, `x.size(0)`). "
+        "If the problem allows this op, list it in `[rules.{code}.options] allow`."
+    )
+    VALID = [
+        # allocation, metadata and the extension call
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        out = torch.empty((x.size(1), x.size(2)), device=x.device, dtype=x.dtype)\n"
+        "        _ext.run(x.contiguous(), out)\n        return out\n",
+        # a docstring and a comment that mention torch.mean; a local named torch
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        '''Faster than torch.mean(x, 0).'''\n        # torch.mean(x, dim=0) was slower\n"
+        "        return _ext.mean0(x)\n\ndef helper(torch):\n    return torch.mean(1)\n",
+        # compute only at construction time (weight set-up)
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.w = torch.nn.Parameter(torch.randn(4, 4).softmax(-1))\n        self.s = torch.sqrt(torch.tensor(4.0))\n"
+        "    def forward(self, x):\n        return _ext.mm(x, self.w)\n",
+    ]
+    INVALID = [
+        "import torch as T\nclass ModelNew(T.nn.Module):\n    def forward(self, x):\n        return T.mean(x, dim=0)\n",
+        "from torch import mean as m\nclass ModelNew:\n    def forward(self, x):\n        return m(x, 0)\n",
+        "import torch.nn.functional as F\nclass ModelNew:\n    def forward(self, x, w):\n        return F.conv2d(x, w)\n",
+        # in a helper called from forward, through an assignment alias
+        "import torch\nmm = torch.einsum\ndef _helper(a, b):\n    return mm('ij,jk->ik', a, b)\n"
+        "class ModelNew:\n    def forward(self, a, b):\n        return _helper(a, b)\n",
+    ]

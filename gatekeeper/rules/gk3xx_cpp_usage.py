@@ -1,0 +1,83 @@
+"""ATen / libtorch compute calls and vendor-library calls in a C++/CUDA token stream.
+
+Not a rule file: it defines no rule with a `code`. Works on `source.tokens` (comments and
+string literals already dropped), so `// at::matmul` or `"torch::mean"` never match.
+
+- `at::matmul(`, `torch::mean(`, `at::native::...(`, `torch::nn::functional::linear(`:
+  a lower-case function reached through an ATen namespace that is not allocation,
+  metadata or a CUDA utility (torch_ops.toml, [cpp]);
+- `x.matmul(y)`, `x.sum()` in host code: a tensor compute method;
+- `cublasSgemm(`, `cublasLtMatmul(`, `cudnnConvolutionForward(`: a vendor library doing the
+  work (handle, descriptor and setup calls are fine).
+
+Device code (`__global__` / `__device__` bodies) is skipped for method calls: cooperative
+groups' `tile.any(...)` is not a tensor method.
+"""
+
+from __future__ import annotations
+
+from gatekeeper.rules.gk3xx_torch_ops import TorchOps
+from gatekeeper.static.cpp_functions import functions
+from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.cpp_tokens import Token
+
+Found = tuple[str, str, int]  # (kind: cpp | vendor, what was called, offset)
+
+
+def _device_ranges(tokens: list[Token]) -> list[tuple[int, int]]:
+    index = {t.offset: i for i, t in enumerate(tokens)}
+    ranges = []
+    for fn in functions(tokens):
+        at = index.get(fn.offset)
+        if at is None:
+            continue
+        before = {t.text for t in tokens[max(0, at - 8) : at]}
+        if "__global__" in before or "__device__" in before:
+            ranges.append((fn.body_start, fn.body_end))
+    return ranges
+
+
+def _chain(tokens: list[Token], i: int) -> tuple[list[str], int]:
+    """`a :: b :: c` starting at token i: the names and the index after the last."""
+    names = [tokens[i].text]
+    j = i + 1
+    while j + 1 < len(tokens) and tokens[j].text == "::" and tokens[j + 1].kind == "ident":
+        names.append(tokens[j + 1].text)
+        j += 2
+    return names, j
+
+
+def scan_cpp(source: CppSource, ops: TorchOps) -> tuple[bool, list[Found]]:
+    tokens = source.tokens
+    n = len(tokens)
+    has_kernel = any(t.kind == "ident" and t.text == "__global__" for t in tokens)
+    device = _device_ranges(tokens) if has_kernel or any(t.text == "__device__" for t in tokens) else []
+
+    def in_device(i: int) -> bool:
+        return any(start <= i <= end for start, end in device)
+
+    found: list[Found] = []
+    i = 0
+    while i < n:
+        tok = tokens[i]
+        if tok.kind != "ident":
+            i += 1
+            continue
+        prev = tokens[i - 1].text if i else ""
+        # qualified call: at::matmul(  torch::nn::functional::linear(  at::_ops::mm::call(
+        if prev != "::" and i + 1 < n and tokens[i + 1].text == "::":
+            chain, j = _chain(tokens, i)
+            if j < n and tokens[j].text == "(" and ops.cpp_is_compute(chain):
+                what = "::".join(chain)
+                if len(chain) > 2 and chain[1] == "_ops":
+                    what = "::".join(chain[:3])
+                found.append(("cpp", what, tok.offset))
+            i = j
+            continue
+        nxt = tokens[i + 1].text if i + 1 < n else ""
+        if nxt == "(" and prev != "::" and ops.vendor_call(tok.text):
+            found.append(("vendor", tok.text, tok.offset))
+        elif nxt == "(" and prev in (".", "->") and ops.method_is_compute(tok.text) and not in_device(i):
+            found.append(("cpp", f"Tensor::{tok.text}", tok.offset))
+        i += 1
+    return has_kernel, found

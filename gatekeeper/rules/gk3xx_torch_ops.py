@@ -1,0 +1,153 @@
+"""The table of what counts as torch compute (torch_ops.toml), read once and cached.
+
+Not a rule file: it defines no rule with a `code`. Shared by the GK3xx torch-fallback rules.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+TABLE = Path(__file__).resolve().with_name("torch_ops.toml")
+
+# Allowed torch functions whose result is not a tensor (so arithmetic on it is not compute).
+_NOT_TENSORS = frozenset({
+    "numel", "finfo", "iinfo", "result_type", "promote_types", "can_cast", "typename",
+    "broadcast_shapes", "manual_seed", "seed", "initial_seed", "no_grad", "enable_grad",
+    "inference_mode", "set_grad_enabled", "autocast", "device", "dtype", "Size", "Generator",
+    "Stream", "Event", "layout", "memory_format", "use_deterministic_algorithms",
+})
+
+
+def short_op(name: str) -> str:
+    """`relu_` -> `relu`, `LayerNorm` -> `layernorm`: the form ops are compared in."""
+    return name.lower().rstrip("_")
+
+
+def squashed(name: str) -> str:
+    """`layer_norm` and `LayerNorm` both become `layernorm`."""
+    return short_op(name).replace("_", "")
+
+
+_MEMO: dict[tuple[str, int], bool] = {}
+
+
+def _any(name: str, patterns: tuple[str, ...]) -> bool:
+    """fnmatch against a pattern list, memoised (the same names recur in every file)."""
+    key = (name, id(patterns))
+    hit = _MEMO.get(key)
+    if hit is None:
+        if len(_MEMO) > 50_000:
+            _MEMO.clear()
+        hit = _MEMO[key] = any(fnmatchcase(name, p) for p in patterns)
+    return hit
+
+
+@dataclass(frozen=True)
+class TorchOps:
+    allowed: tuple[str, ...]
+    denied: tuple[str, ...]
+    op_namespaces: frozenset[str]
+    decorator_roots: frozenset[str]
+    decorator_names: frozenset[str]
+    exempt_functions: frozenset[str]
+    compute_methods: frozenset[str]
+    allowed_methods: frozenset[str]
+    metadata_methods: frozenset[str]
+    heavy_ops: tuple[str, ...]
+    heavy_namespaces: tuple[str, ...]
+    cpp_roots: frozenset[str]
+    cpp_allowed: tuple[str, ...]
+    cpp_denied: tuple[str, ...]
+    vendor_prefixes: tuple[str, ...]
+    vendor_setup: tuple[str, ...]
+
+    # python ---------------------------------------------------------------------
+    def function_is_compute(self, qual: str) -> bool:
+        """`qual` is a torch function (no class in its path). Deny by default."""
+        if _any(qual, self.denied):
+            return True
+        return not _any(qual, self.allowed)
+
+    def returns_tensor(self, qual: str) -> bool:
+        """A torch function whose result is a tensor (compute, creation, or a view)."""
+        last = qual.rsplit(".", 1)[-1]
+        if last in _NOT_TENSORS or last.startswith(("is_", "get_", "set_")):
+            return False
+        if self.function_is_compute(qual):
+            return True
+        return qual.count(".") == 1  # torch.empty, torch.reshape...; not torch.cuda.*
+
+    def method_is_compute(self, name: str) -> bool:
+        return short_op(name) in self.compute_methods
+
+    def method_returns_tensor(self, name: str) -> bool:
+        op = short_op(name)
+        return op not in self.metadata_methods and (op in self.compute_methods or name in self.allowed_methods)
+
+    def is_heavy(self, op: str, qual: str = "") -> bool:
+        if qual and _any(qual, self.heavy_namespaces):
+            return True
+        low = short_op(op)
+        return _any(low, self.heavy_ops) or _any(squashed(op), self.heavy_ops)
+
+    def torch_op_namespace(self, qual: str) -> Optional[tuple[str, str]]:
+        """For `torch.ops.<ns>.<op>[.overload]`: (ns, op)."""
+        parts = qual.split(".")
+        if len(parts) < 4 or parts[:2] != ["torch", "ops"]:
+            return None
+        return parts[2], parts[3]
+
+    def is_kernel_decorator(self, qual: str) -> bool:
+        parts = qual.split(".")
+        if parts[0] == "torch":
+            return False
+        return parts[0] in self.decorator_roots or parts[-1] in self.decorator_names
+
+    # C++ ------------------------------------------------------------------------
+    def cpp_is_compute(self, chain: list[str]) -> bool:
+        if chain[0] not in self.cpp_roots:
+            return False
+        full = "::".join(chain)
+        if _any(full, self.cpp_denied):
+            return True
+        last = chain[-1]
+        if not last or last[0].isupper() or (len(last) > 1 and last[0] == "k" and last[1].isupper()):
+            return False  # types and constants: at::Tensor, at::kFloat
+        return not _any(full, self.cpp_allowed)
+
+    def vendor_call(self, ident: str) -> bool:
+        return ident.startswith(self.vendor_prefixes) and not _any(ident, self.vendor_setup)
+
+
+@lru_cache(maxsize=1)
+def torch_ops() -> TorchOps:
+    data = tomllib.loads(TABLE.read_text("utf-8"))
+    py, methods, heavy, cpp = data["python"], data["methods"], data["heavy"], data["cpp"]
+    return TorchOps(
+        allowed=tuple(py["allowed"]),
+        denied=tuple(py["denied"]),
+        op_namespaces=frozenset(py["torch_op_namespaces"]),
+        decorator_roots=frozenset(py["kernel_decorator_roots"]),
+        decorator_names=frozenset(py["kernel_decorator_names"]),
+        exempt_functions=frozenset(py["exempt_functions"]),
+        compute_methods=frozenset(short_op(m) for m in methods["compute"]),
+        allowed_methods=frozenset(methods["allowed"]),
+        metadata_methods=frozenset(methods["metadata"]),
+        heavy_ops=tuple(heavy["ops"]),
+        heavy_namespaces=tuple(heavy["namespaces"]),
+        cpp_roots=frozenset(cpp["compute_roots"]),
+        cpp_allowed=tuple(cpp["allowed"]),
+        cpp_denied=tuple(cpp["denied"]),
+        vendor_prefixes=tuple(cpp["vendor_prefixes"]),
+        vendor_setup=tuple(cpp["vendor_setup"]),
+    )
