@@ -59,3 +59,22 @@ def test_workers_that_cannot_start_are_an_infrastructure_error(tmp_path):
     pool = WorkerPool(bad, [{}], timeout_s=30)
     with pytest.raises(InfrastructureError, match="die as they start"):
         list(pool.run(_tasks(2)))
+
+
+def test_each_worker_gets_its_own_gpu_pin(monkeypatch):
+    from gatekeeper.ingest.devices import gpu_count, worker_envs
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert worker_envs(3, 0) == [{}, {}, {}]
+    assert worker_envs(1, 2) == [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")
+    assert worker_envs(4, 2) == [{"CUDA_VISIBLE_DEVICES": "5"}, {"CUDA_VISIBLE_DEVICES": "7"}]
+    assert gpu_count("static") == 0  # static work never looks for (or imports) torch
+    # The pin reaches the real worker processes' environments.
+    pool = WorkerPool(SETUP, [{"CUDA_VISIBLE_DEVICES": "5"}, {"CUDA_VISIBLE_DEVICES": "7"}], timeout_s=120)
+    seen = {}
+    for outcome in pool.run(_tasks(2)):
+        for pid in pool.pids:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            seen[pid] = [e for e in environ if e.startswith(b"CUDA_VISIBLE_DEVICES=")]
+    assert sorted(v[0] for v in seen.values()) == [b"CUDA_VISIBLE_DEVICES=5", b"CUDA_VISIBLE_DEVICES=7"]

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "fixtures" / "ingest"))
 from make_batch import write_jsonl  # noqa: E402
 
-COUNT = 400
+COUNT = 200
 
 
 def _count(db: Path) -> int:

@@ -33,7 +33,7 @@ class ExportFormat(str, Enum):
 def _fail(exc) -> None:
     from rich.console import Console
 
-    Console(stderr=True, highlight=False).print(f"[bold red]gatekeeper:[/] {exc}")
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]gatekeeper:[/] {exc}")
     raise typer.Exit(exc.exit_code)
 
 
@@ -60,7 +60,7 @@ def ingest(
     options = IngestOptions(source=source, problems=problems, store=store, jobs=jobs, stages=stages.value,
                             profile=profile.value if profile else None, config_file=config, mapping=mapping,
                             timeout_s=timeout, retry_errors=retry_errors)
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     try:
         summary = run_ingest(options, err)
     except GatekeeperError as exc:

@@ -13,8 +13,12 @@ def gpu_count(stages: str) -> int:
     imported only here, only when the stages run code on a device."""
     if stages not in EXECUTING_STAGES or importlib.util.find_spec("torch") is None:
         return 0
+    import warnings
+
     try:
-        import torch
+        with warnings.catch_warnings():  # torch warns at import about optional extras (numpy)
+            warnings.simplefilter("ignore")
+            import torch
 
         return int(torch.cuda.device_count())
     except Exception:  # a broken driver means no GPU to pin, not a failed batch

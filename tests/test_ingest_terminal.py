@@ -1,0 +1,75 @@
+"""What a person at a terminal sees: the progress bar on a TTY, none in a pipe, and a clean
+stop on Ctrl-C that keeps what finished."""
+
+import os
+import pty
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "fixtures" / "ingest"))
+from make_batch import write_jsonl  # noqa: E402
+
+
+def _command(source, db, jobs=1):
+    return [sys.executable, "-m", "gatekeeper", "ingest", str(source), "--problems", str(ROOT / "fixtures" / "problems"),
+            "--store", str(db), "--stages", "static", "--jobs", str(jobs)]
+
+
+def test_progress_bar_on_a_terminal_only(tmp_path):
+    source = write_jsonl(tmp_path / "b.jsonl", 12)
+    primary, secondary = pty.openpty()
+    env = {**os.environ, "COLUMNS": "160", "TERM": "xterm"}
+    process = subprocess.Popen(_command(source, tmp_path / "tty.db"), cwd=ROOT, stdin=secondary, stdout=secondary,
+                               stderr=secondary, env=env)
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            data = os.read(primary, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    process.wait(timeout=120)
+    os.close(primary)
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode("utf-8", "replace"))
+    assert process.returncode == 0, screen
+    assert re.search(r"checking .*12/12 failed 0 rejected 3 .*/s", screen), screen
+    piped = subprocess.run(_command(source, tmp_path / "pipe.db"), cwd=ROOT, capture_output=True, text=True)
+    assert piped.returncode == 0 and "checking" not in piped.stderr and "━" not in piped.stderr
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_finished_results(tmp_path):
+    source = write_jsonl(tmp_path / "b.jsonl", 150)
+    db = tmp_path / "r.db"
+    process = subprocess.Popen(_command(source, db, jobs=2), cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    stored = 0
+    while stored == 0 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        try:
+            stored = sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute("SELECT count(*) FROM results").fetchone()[0]
+        except sqlite3.OperationalError:
+            pass
+    children = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
+    assert len(children) == 2, "two workers"
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, out + err
+    assert "Run the same command again to resume" in err and "Traceback" not in err
+    kept = sqlite3.connect(db).execute("SELECT count(*) FROM results").fetchone()[0]
+    assert stored <= kept < 150
+    # Its workers (in their own session, so the terminal's SIGINT never reached them) were ended.
+    for pid in children:
+        assert not Path(f"/proc/{pid}").exists() or "(Z)" in Path(f"/proc/{pid}/stat").read_text(), pid
+    rerun = subprocess.run(_command(source, db), cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert sqlite3.connect(db).execute("SELECT count(*) FROM results").fetchone()[0] == 150
