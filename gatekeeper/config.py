@@ -50,6 +50,37 @@ class LimitSettings(_Strict):
     memory_mb: int = 16384
 
 
+class TimingSettings(_Strict):
+    """`[timing]`: how the GPU timing stage measures and what it flags (docs/timing.md)."""
+
+    mode: Literal["events", "graph"] = Field(
+        default="events", description="events: one launch per timed call; graph: CUDA-graph replays (labelled)")
+    warmup_calls: int = Field(default=10, ge=1, description="calls per side before timing, excluded")
+    min_reps: int = Field(default=50, ge=10, description="timed pairs before the stopping rule may stop")
+    max_reps: int = Field(default=5000, ge=10)
+    batch: int = Field(default=25, ge=1, description="pairs timed between checks of the stopping rule")
+    ci_rel_halfwidth: float = Field(
+        default=0.01, gt=0, lt=1, description="stop once both medians' CI half-widths are within this fraction")
+    confidence: float = Field(default=0.95, gt=0.5, lt=1)
+    budget_s: float = Field(default=20.0, gt=0, description="wall-clock budget for the timed pairs")
+    input_sets: int = Field(default=4, ge=2, description="pre-generated input sets rotated across calls")
+    input_sets_max_mb: int = Field(default=8192, ge=1, description="cap on the memory the input sets take")
+    l2_flush_factor: float = Field(default=2.0, ge=2.0, description="flush buffer size over the L2 size")
+    output_checks: int = Field(default=4, ge=1, description="timed calls whose outputs are checked")
+    floor_tolerance: float = Field(
+        default=0.05, ge=0, lt=1, description="a median below floor x (1 - this) is timing-implausible")
+    speedup_review: float = Field(default=10.0, gt=1, description="a speedup above this asks for review")
+    reference_drift: float = Field(
+        default=0.25, gt=0, description="reference slower in the submission's worker than alone by more "
+        "than this fraction is flagged")
+    stream_escape_min_us: float = Field(
+        default=5.0, ge=0, description="work left on other streams beyond this (and a quarter of the "
+        "call's time) is a stream escape")
+    fp32_matmul_rate: Literal["tf32", "fp32"] = Field(
+        default="tf32", description="peak rate for float32 matrix FLOPs in the floor (tf32 is the lower floor)")
+    cache_dir: Optional[str] = Field(default=None, description="calibration cache; default ~/.cache/gatekeeper")
+
+
 class Config(_Strict):
     profile: Profile = "default"
     rule_dirs: list[str] = Field(default_factory=list)
@@ -63,6 +94,7 @@ class Config(_Strict):
     rules: dict[str, RuleSettings] = Field(default_factory=dict)
     jitter: JitterSettings = Field(default_factory=JitterSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    timing: TimingSettings = Field(default_factory=TimingSettings)
     # Where the config came from, for `config show`; not a user key.
     source: Optional[str] = Field(default=None, exclude=True)
 
