@@ -48,3 +48,31 @@ def test_static_fixture(case):
         assert not errors, f"honest fixture has error findings:\n{detail}"
     for category in case["categories"]:
         assert category in errors, f"{case['submission']}: {category} not reported\n{detail}"
+
+
+def _run_config(case):
+    from gatekeeper.config import load_config
+
+    config = load_config(search_from=FIXTURES / case["submission"], overrides={"profile": case.get("profile")})
+    if case.get("limits"):
+        config = config.model_copy(update={"limits": config.limits.model_copy(update=case["limits"])})
+    return config
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.values[0].get("mode", "static") == "run"])
+def test_run_fixture(case):
+    """Built and run through the whole pipeline; the categories must come from the run-time stages."""
+    problem = FIXTURES / case["problem"] if case.get("problem") else None
+    report = gatekeeper.check(FIXTURES / case["submission"], problem, stages="behaviour",
+                              config=_run_config(case), keep_going=case.get("keep_going", False))
+    runtime = {f.category.value for f in report.errors() if f.stage.value in ("build", "behaviour")}
+    detail = "\n".join(f"  {f.rule} {f.stage.value} {f.category.value}: {f.message}" for f in report.findings)
+    stages = ", ".join(f"{s.name.value}={s.status.value}" for s in report.stages)
+    assert report.verdict.value == case["verdict"], \
+        f"{case['submission']}: got {report.verdict.value} ({stages}; {report.error})\n{detail}"
+    assert report.seed is not None
+    if case["verdict"] == "pass":
+        assert not report.errors(), f"honest fixture has error findings:\n{detail}"
+        assert all(s.status.value in ("passed", "skipped") for s in report.stages if s.name.value != "timing"), stages
+    for category in case["categories"]:
+        assert category in runtime, f"{case['submission']}: {category} not reported at run time\n{detail}"

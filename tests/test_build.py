@@ -1,0 +1,58 @@
+"""Build stage pieces: cache key, compiler error mapping, and the needs-CUDA error."""
+
+from pathlib import Path
+
+import gatekeeper
+from gatekeeper.build.errors import first_error
+from gatekeeper.build.sources import extract
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+SUB = '''import torch
+from torch.utils.cpp_extension import load_inline
+
+HEADER = "#include <vector>\\n"
+BODY = r"""
+torch::Tensor f(torch::Tensor x) {
+    int y = 1;
+    return x.bogus();
+}
+"""
+
+ext = load_inline(name="m", cpp_sources=HEADER + BODY, functions=["f"], extra_cflags=["-O2"])
+'''
+
+
+def test_cache_key_depends_on_sources_and_flags_only():
+    base = extract(SUB.encode(), "sub.py")
+    assert base is not None and base.compiles and not base.needs_cuda
+    same = extract((SUB + "\n# a comment elsewhere\nX = 1\n").encode(), "sub.py")
+    flags = extract(SUB.replace("-O2", "-O3").encode(), "sub.py")
+    body = extract(SUB.replace("int y = 1;", "int y = 2;").encode(), "sub.py")
+    assert base.cache_key() == same.cache_key()
+    assert base.cache_key() != flags.cache_key() and base.cache_key() != body.cache_key()
+
+
+def test_compiler_error_maps_to_python_line():
+    extracted = extract(SUB.encode(), "sub.py")
+    # main.cpp = 1 include line + HEADER (1 line) + BODY; `x.bogus()` is main.cpp line 6.
+    output = ("In file included from x.h:1,\n/tmp/ext/m/main.cpp:6:14: error: 'class at::Tensor' has no member "
+              "named 'bogus'\n    6 |     return x.bogus();\n/tmp/ext/m/main.cpp:9:1: error: later\n")
+    error = first_error(output, extracted)
+    assert error is not None and error.file == "main.cpp" and error.line == 6
+    assert "bogus" in error.message and "x.bogus()" in error.source_line
+    assert SUB.splitlines()[error.python_line - 1].strip() == "return x.bogus();"
+
+
+def test_plain_python_has_nothing_to_compile():
+    extracted = extract(b"import torch\nclass ModelNew(torch.nn.Module):\n    pass\n", "s.py")
+    assert extracted is not None and not extracted.compiles
+
+
+def test_cuda_submission_on_a_machine_without_gpu_is_an_error_not_a_reject(monkeypatch):
+    monkeypatch.setenv("GATEKEEPER_ASSUME_CUDA", "0")
+    report = gatekeeper.check(FIXTURES / "submissions" / "seed_honest_generic.py",
+                              FIXTURES / "problems" / "seed_mean.py", stages="behaviour")
+    assert report.verdict.value == "error" and report.exit_code == 3
+    build = next(s for s in report.stages if s.name.value == "build")
+    assert build.status.value == "error" and "needs a CUDA device" in build.reason
