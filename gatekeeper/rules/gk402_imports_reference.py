@@ -5,6 +5,7 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
+from gatekeeper.rules.gk4_paths import classify
 from gatekeeper.rules.gk4_reference import is_reference_module, is_reference_path, model_names
 from gatekeeper.rules.gk4_support import in_main_guard, literal, positional, resolve
 from gatekeeper.static.names import dotted
@@ -84,7 +85,10 @@ class ImportsReference(Rule):
         if spec is None:
             return
         index, keyword, kind = spec
-        text: Optional[str] = literal(self.ctx, positional(node, index, keyword))
+        argument = positional(node, index, keyword)
+        text: Optional[str] = literal(self.ctx, argument)
+        if text is None and kind == "path":
+            text = classify(self.ctx, argument).text  # os.path.join(here, "..", "reference.py")
         if text is None:
             return
         hit = is_reference_path(self.ctx, text) if kind == "path" else is_reference_module(self.ctx, text)

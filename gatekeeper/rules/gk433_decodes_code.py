@@ -19,6 +19,7 @@ SINKS = (
     "builtins.exec", "builtins.eval", "builtins.compile", "builtins.__import__", "importlib",
     "types.FunctionType", "types.CodeType", "types.LambdaType", "marshal.loads", "pickle.loads",
     "torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load", "runpy",
+    "builtins.getattr", "builtins.setattr", "operator.attrgetter",
 )
 
 
@@ -42,7 +43,7 @@ def _names(node: cst.CSTNode) -> set[str]:
 class DecodesCode(Rule):
     """Decodes hidden code: `marshal.loads`, `pickle.loads` (always), and base64 / zlib /
     gzip / bz2 / lzma / `codecs.decode` (rot13, hex) / `bytes.fromhex` whose result reaches
-    `exec`, `eval`, `compile`, `__import__`, `importlib`, `types.FunctionType` /
+    `exec`, `eval`, `compile`, `__import__`, `importlib`, `getattr` / `setattr`, `types.FunctionType` /
     `CodeType`, or `load_inline`, directly or through variables.
 
     Why it games the benchmark: the code that runs (a patch of the timer, a CUDA source

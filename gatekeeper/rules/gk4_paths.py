@@ -127,10 +127,10 @@ def _join(ctx: FileContext, parts: list[cst.BaseExpression], depth: int) -> Path
     last: Optional[str] = None
     for index, part in enumerate(parts):
         info = classify(ctx, part, depth + 1)
-        if info.where == OUTSIDE and (index == 0 or (info.text or "").startswith(("/", "~", "\\"))
-                                      or ".." in (info.text or "").split("/")):
-            return PathInfo(OUTSIDE, info.text)
-        if index == 0:
+        text = info.text or ""
+        if info.where == OUTSIDE and (index == 0 or text.startswith(("/", "~", "\\")) or ".." in text.split("/")):
+            where = OUTSIDE
+        elif index == 0:
             where = info.where
         elif info.where == UNKNOWN and where == INSIDE:
             where = UNKNOWN

@@ -66,8 +66,12 @@ def reference_model(ctx: FileContext, expr: cst.BaseExpression) -> Optional[str]
     """How `expr` names the reference model class, or None."""
     text = dotted(expr)
     if text is None:
-        if isinstance(expr, cst.Call):  # importlib.import_module("reference").Model is an Attribute
-            return None
+        # `load_module().Model`, `mods["ref"].Model`: a model class fetched from a module
+        # object the resolver cannot name.
+        if isinstance(expr, cst.Attribute) and expr.attr.value in model_names(ctx):
+            qual = resolve(ctx, expr)
+            if qual is None or qual.split(".")[0] not in _LIBRARIES:
+                return qual or f"<module>.{expr.attr.value}"
         return None
     qual = resolve(ctx, expr)
     if qual is not None and "." in qual and is_reference_module(ctx, qual.rsplit(".", 1)[0]):

@@ -153,6 +153,9 @@ def in_main_guard(ctx: FileContext, node: cst.CSTNode) -> bool:
     return False
 
 
+_BINDING_PARENTS = (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr)
+
+
 class UseRule(Rule):
     """Reports references to `NAMES` (qualified names, see `matches`). An import of one of
     them is reported only when nothing in the file used it, so each hack gets one finding
@@ -209,6 +212,10 @@ class UseRule(Rule):
             return  # `model.eval`: an attribute name, not the builtin
         if isinstance(parent, (cst.Arg, cst.Param, cst.FunctionDef, cst.ClassDef)) and not (
                 isinstance(parent, cst.Arg) and parent.value is node):
+            return
+        if isinstance(parent, _BINDING_PARENTS) and getattr(parent, "target", None) is node:
+            return  # `run = eval`: the binding is not a use; its value and later calls are
+        if isinstance(parent, (cst.AsName, cst.NameItem)):
             return
         self._check(node)
 
