@@ -118,7 +118,12 @@ class SideStreamInPython(Rule):
         self.frames: list[_Frame] = [_Frame("<module>")]
         self.done: list[_Frame] = []
         self.stream_attrs: set[str] = set()
-        self.module_streams: Optional[set[str]] = None
+        self.module_streams: set[str] = {
+            name for name, values in self.ctx.constants.items()
+            for v in values if isinstance(v, cst.Call) and self.ctx.qualname(v.func) in STREAM_CTORS
+        }
+        # every name that may hold a stream somewhere: visit_Name leaves at once for the rest
+        self.watch: set[str] = set(self.module_streams)
         self.with_uses: dict[int, list[_Use]] = {}
         self.join_depth = 0
         self.join_calls: set[int] = set()
@@ -128,20 +133,12 @@ class SideStreamInPython(Rule):
         self.seq += 1
         return self.seq
 
-    def _module_streams(self) -> set[str]:
-        if self.module_streams is None:
-            self.module_streams = {
-                name for name, values in self.ctx.constants.items()
-                for v in values if isinstance(v, cst.Call) and self.ctx.qualname(v.func) in STREAM_CTORS
-            }
-        return self.module_streams
-
     def _stream_identity(self, expr: cst.BaseExpression) -> Optional[str]:
         """The name of a stream variable or attribute this expression refers to."""
         if isinstance(expr, cst.Name):
             if expr.value in self.frames[-1].local_streams:
                 return expr.value
-            if expr.value in self._module_streams() and len(self.frames) > 0:
+            if expr.value in self.module_streams and len(self.frames) > 0:
                 binding = self.ctx.resolver.lookup(expr.value)
                 if binding is None or binding is self.ctx.resolver.module_scope.names.get(expr.value):
                     return expr.value
@@ -195,6 +192,7 @@ class SideStreamInPython(Rule):
                     self.stream_attrs.add(identity[5:])
                 else:
                     self.frames[-1].local_streams.add(identity)
+                    self.watch.add(identity)
         elif qual in STREAM_SWITCHES:
             target = call_arg(node, 0, "stream")
             if not self._is_current(target):
@@ -226,7 +224,9 @@ class SideStreamInPython(Rule):
             self.frames[-1].uses.append(use)
 
     def visit_Name(self, node: cst.Name) -> None:
-        if self.join_depth == 0 and (node.value in self.frames[-1].local_streams or node.value in self._module_streams()):
+        if node.value not in self.watch:
+            return
+        if self.join_depth == 0 and (node.value in self.frames[-1].local_streams or node.value in self.module_streams):
             if self._is_reference(node):
                 identity = self._stream_identity(node)
                 if identity is not None:

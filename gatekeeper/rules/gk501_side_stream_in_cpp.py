@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.rules.gk5_support import assigned_name, call_args, enclosing_call, function_at, statement_start
+from gatekeeper.rules.gk5_support import assigned_name, call_args, enclosing_call, function_at, idents, statement_start
 from gatekeeper.static.cpp_functions import CppFunction, functions
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.cpp_tokens import Token
@@ -106,8 +106,7 @@ class SideStreamInCpp(Rule):
 
     def check_cpp(self, source: CppSource) -> None:
         tokens = source.tokens
-        names = {t.text for t in tokens if t.kind == "ident"}
-        if not names & (_CREATE | _ACQUIRE | _SWITCH | {"cudaStreamNonBlocking"}):
+        if not idents(source) & (_CREATE | _ACQUIRE | _SWITCH | {"cudaStreamNonBlocking"}):
             return  # cheap exit: nothing here can name a side stream
         funcs = functions(tokens)
         sites = self._acquisitions(tokens, _ACQUIRE)

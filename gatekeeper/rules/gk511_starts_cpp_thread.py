@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.rules.gk5_support import function_at
+from gatekeeper.rules.gk5_support import function_at, idents
 from gatekeeper.static.cpp_functions import functions
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.cpp_tokens import Token
@@ -21,6 +21,7 @@ _JOINS = {
 }
 # `std::thread::hardware_concurrency()`, `std::thread::id`: queries, not starts.
 _STD_MEMBERS = frozenset({"hardware_concurrency", "id", "native_handle_type"})
+_TRIGGERS = _STD_STARTERS | _C_STARTERS | _DETACH
 
 
 class StartsCppThread(Rule):
@@ -74,6 +75,8 @@ class StartsCppThread(Rule):
     ]
 
     def check_cpp(self, source: CppSource) -> None:
+        if not idents(source) & _TRIGGERS:
+            return
         tokens = source.tokens
         funcs = None
         for i, tok in enumerate(tokens):

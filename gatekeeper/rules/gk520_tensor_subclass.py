@@ -5,6 +5,7 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
+from gatekeeper.rules.gk5_support import idents
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 
@@ -108,6 +109,8 @@ class TensorSubclass(Rule):
                             evidence={"class": new_class})
 
     def check_cpp(self, source: CppSource) -> None:
+        if not idents(source) & {"TensorImpl", "make_tensor"}:
+            return
         tokens = source.tokens
         for i, tok in enumerate(tokens):
             if tok.kind != "ident":

@@ -6,7 +6,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.rules.gk5_support import (
-    asm_strings, assumed_note, call_arg, call_args, is_false, is_true, problem_dtype, ptx_words,
+    asm_strings, assumed_note, call_arg, call_args, idents, is_false, is_true, problem_dtype, ptx_words,
 )
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.names import string_value
@@ -25,6 +25,7 @@ _CPP_SETTERS = frozenset({"setAllowTF32CuBLAS", "setAllowTF32CuDNN", "setAllowFP
 _CPP_MODES = frozenset({"CUBLAS_TF32_TENSOR_OP_MATH", "CUBLAS_COMPUTE_32F_FAST_TF32", "CUBLAS_COMPUTE_32F_FAST_16F",
                         "CUBLAS_COMPUTE_32F_FAST_16BF", "CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION",
                         "__float_to_tf32", "CUBLASLT_COMPUTE_32F_FAST_TF32"})
+_CPP_TRIGGERS = _CPP_SETTERS | _CPP_MODES | {"tf32"}
 
 
 class EnablesTF32(Rule):
@@ -179,6 +180,9 @@ class EnablesTF32(Rule):
         if dtype is None:
             return
         tokens = source.tokens
+        names = idents(source)
+        if not names & _CPP_TRIGGERS:
+            tokens = []  # nothing to find in the C++ itself; inline PTX is still read below
         for i, tok in enumerate(tokens):
             if tok.kind != "ident":
                 continue

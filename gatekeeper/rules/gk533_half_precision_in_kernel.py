@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.rules.gk5_support import asm_strings, assumed_note, enclosing_call, problem_dtype, ptx_words
+from gatekeeper.rules.gk5_support import asm_strings, assumed_note, enclosing_call, idents, problem_dtype, ptx_words
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.cpp_tokens import Token
 from gatekeeper.static.rule import Rule
@@ -31,6 +31,7 @@ _ENUM_SCOPES = frozenset({"ScalarType"})
 _CHECKS = ("AT_DISPATCH", "TORCH_CHECK", "AT_ASSERT", "TORCH_INTERNAL_ASSERT", "C10_", "static_assert", "assert")
 _INT_TYPES = frozenset({"int", "unsigned", "long", "short", "auto", "size_t", "int64_t", "int32_t", "uint32_t",
                         "uint64_t", "char", "bool", "double", "float", "const", "constexpr"})
+_TRIGGERS = HALF_TYPES | HALF_MATH | FP8 | HALF_ENUMS | {"half", "Half", "BFloat16"}
 PTX_HALF = frozenset({"f16", "bf16", "f16x2", "bf16x2"})
 PTX_FP8 = frozenset({"e4m3", "e5m2", "e4m3x2", "e5m2x2"})
 
@@ -97,7 +98,10 @@ class HalfPrecisionInKernel(Rule):
             half_is_low = False
         else:
             return
-        tokens = source.tokens
+        names = idents(source)
+        if not (names & _TRIGGERS or any(n.startswith(HALF_PREFIXES) for n in names)):
+            names = frozenset()
+        tokens = source.tokens if names else []
         half_is_variable = _declares_half_variable(tokens)
         seen: set[str] = set()
         for i, tok in enumerate(tokens):

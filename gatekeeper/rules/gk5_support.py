@@ -180,12 +180,24 @@ def dotted_tokens(tokens: Sequence[Token]) -> str:
     return "".join(t.text for t in tokens)
 
 
+def idents(source: CppSource) -> frozenset[str]:
+    """The identifiers of a source, computed once and shared by the GK5xx rules, so a rule
+    can leave a source that cannot concern it without walking its tokens."""
+    cached = source.__dict__.get("_gk5_idents")
+    if cached is None:
+        cached = frozenset(t.text for t in source.tokens if t.kind == "ident")
+        source.__dict__["_gk5_idents"] = cached
+    return cached
+
+
 # inline assembly ---------------------------------------------------------------------------
 _STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 
 
 def asm_strings(source: CppSource) -> Iterator[tuple[int, str]]:
     """(offset, text) of each string literal inside an `asm(...)` / `__asm__(...)` statement."""
+    if "asm" not in source.text:
+        return
     tokens = source.tokens
     for i, tok in enumerate(tokens):
         if tok.kind != "ident" or tok.text not in ("asm", "__asm__", "__asm"):
