@@ -66,6 +66,22 @@ def _driver() -> str:
     return "unknown"
 
 
+def _extensions_dir(submission: Any, fallback: Path) -> Path:
+    """The build stage's cache folder for this submission's extensions, so the timing worker
+    loads what the build stage compiled instead of compiling again."""
+    try:
+        from gatekeeper.build.cache import extensions_dir
+        from gatekeeper.build.sources import extract
+
+        extracted = extract(submission.data, submission.path)
+        if extracted is not None and extracted.compiles:
+            return extensions_dir(extracted.cache_key())
+    except Exception:  # an installation without the build stage: a folder of our own
+        pass
+    fallback.mkdir(parents=True, exist_ok=True)
+    return fallback
+
+
 def _failure(result: Any, who: str, config: Any) -> Optional[Finding]:
     """A finding when the submission's worker failed on the submission's account."""
     if result.status == "timeout":
@@ -114,9 +130,9 @@ def run_timing(submission: Any, problem_path: Optional[Path], config: Any, optio
     limits = config.limits
     time_limit = settings.budget_s * 3 + 120
     with tempfile.TemporaryDirectory(prefix="gatekeeper-timing-") as scratch:
-        ext_dir = folder.parent / "torch_extensions"
+        ext_dir = _extensions_dir(submission, folder.parent / "timing_extensions")
         common = dict(memory_mb=limits.memory_mb, cap_address_space=False, default_timeout_s=limits.call_timeout_s,
-                      env={"TORCH_EXTENSIONS_DIR": str(ext_dir)}, write_roots=[str(ext_dir), str(folder)])
+                      env={"TORCH_EXTENSIONS_DIR": str(ext_dir)}, write_roots=[str(ext_dir)])  # never the calibration cache
         ref = run_job("gatekeeper.timing.jobs:reference_job", {**params, "calibrate": ceilings is None},
                       timeouts={"import": limits.import_timeout_s, "calibrate": 300, "count": limits.call_timeout_s,
                                 "outputs": limits.call_timeout_s, "time": time_limit}, **common)
