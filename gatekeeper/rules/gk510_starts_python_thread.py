@@ -56,7 +56,7 @@ class StartsPythonThread(Rule):
     VALID = [
         "import threading\nimport multiprocessing as mp\n_lock = threading.Lock()\n"
         "_workers = mp.cpu_count()\nclass ModelNew:\n    def forward(self, x):\n"
-        "        with _lock:\n            return _ext.run(x)\n",
+        "        assert not isinstance(x, threading.Thread)\n        with _lock:\n            return _ext.run(x)\n",
         # a local class and method names that only look like threads
         "class Thread:\n    def start(self):\n        return 1\ndef run():\n    t = Thread()\n    return t.start()\n",
     ]
@@ -91,6 +91,8 @@ class StartsPythonThread(Rule):
             self.report(node, self.message.format(name=name), evidence={"starts": name})
             return
         # handed on rather than called: functools.partial(threading.Thread, ...), pool.map(Process, ...)
+        if isinstance(func, cst.Name) and func.value in ("isinstance", "issubclass", "type", "hasattr", "print"):
+            return
         for arg in node.args:
             if isinstance(arg.value, (cst.Name, cst.Attribute)):
                 name = self._starter(arg.value)

@@ -10,25 +10,26 @@ DUNDERS = frozenset({
     "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__float__", "__int__",
     "__index__", "__complex__", "__array__", "__array_ufunc__", "__array_function__", "__array_interface__",
     "__cuda_array_interface__", "__dlpack__", "__getattr__", "__getattribute__", "__class__",
-    "__instancecheck__", "__subclasscheck__", "__sub__", "__rsub__", "__abs__", "__len__", "__iter__",
+    "__instancecheck__", "__subclasscheck__", "__sub__", "__rsub__", "__abs__",
 })
 # Classes that are never outputs: their own dunders are not about comparing results.
 NOT_OUTPUTS = ("torch.nn.Module", "torch.nn.modules.module.Module", "torch.autograd.Function",
-               "builtins.Exception", "enum.Enum", "enum.IntEnum", "typing.NamedTuple")
+               "builtins.Exception", "builtins.dict", "enum.Enum", "enum.IntEnum", "typing.NamedTuple")
 
 
 class ReturnsDeferredObject(Rule):
     """A class defined in the submission overrides how its instances compare or convert
     (`__eq__`, `__lt__`..., `__bool__`, `__float__`, `__array__`, `__sub__`, `__abs__`,
     `__getattr__`/`__getattribute__`, a `__class__` property, ...) and the submission creates
-    instances of it outside the class itself: the object that `forward` hands back is then
-    not a tensor, or not only one.
+    instances of it on the per-call path (in `forward` or a function it calls), outside the
+    class itself: the object that `forward` hands back is then not a tensor, or not only one.
 
     Why it games the benchmark: the checker compares the output with the reference through
     exactly these hooks (`==`, `allclose` via `__array__`/`__sub__`/`__abs__`, `float()`,
     `isinstance` via a faked `__class__`), so the object can compute when compared (after
-    the timed region) or simply report equality. A class that is never instantiated, and
-    `nn.Module` / `autograd.Function` / `Enum` / exception classes, are not flagged; a
+    the timed region) or simply report equality. A class that is never instantiated, or only
+    at import or construction time (`__init__`, module level), and `nn.Module` /
+    `autograd.Function` / `Enum` / `dict` / exception classes, are not flagged; a
     `torch.Tensor` subclass is reported by GK520 instead.
     """
 
@@ -50,6 +51,9 @@ class ReturnsDeferredObject(Rule):
         "class Spec:\n    def __eq__(self, other):\n        return True\n",
         "import torch\nclass ModelNew(torch.nn.Module):\n    def __getattr__(self, name):\n"
         "        return super().__getattr__(name)\n    def forward(self, x):\n        return _ext.run(x)\n",
+        # a key object built once at construction time
+        "class Key:\n    def __eq__(self, other):\n        return isinstance(other, Key)\n    def __hash__(self):\n        return 1\n"
+        "class ModelNew:\n    def __init__(self):\n        self.key = Key()\n    def forward(self, x):\n        return _ext.run(x)\n",
         "from dataclasses import dataclass\n@dataclass\nclass Cfg:\n    block: int = 256\ndef forward(x):\n"
         "    return _ext.run(x, Cfg().block)\n",
     ]
@@ -68,7 +72,7 @@ class ReturnsDeferredObject(Rule):
         super().__init__(*args, **kwargs)
         self.suspicious: dict[str, tuple[cst.ClassDef, list[str]]] = {}
         self.aliases: dict[str, str] = {}
-        self.calls: list[tuple[cst.Call, str, tuple[str, ...]]] = []
+        self.calls: list[tuple[cst.Call, str, tuple[str, ...], str]] = []
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         for base in node.bases:
@@ -96,14 +100,16 @@ class ReturnsDeferredObject(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Name):
             inside = tuple(c.name.value for c in self.ctx.classes)
-            self.calls.append((node, node.func.value, inside))
+            self.calls.append((node, node.func.value, inside, self.ctx.function_key))
 
     def finish(self) -> None:
         reported: set[str] = set()
-        for call, name, inside in self.calls:
+        for call, name, inside, key in self.calls:
             cls = self.aliases.get(name, name)
             if cls not in self.suspicious or cls in inside or cls in reported:
                 continue
+            if self.ctx.is_init_only(key):
+                continue  # built once at import or construction: not a per-call output
             reported.add(cls)
             dunders = self.suspicious[cls][1]
             self.report(call, self.message.format(cls=cls, dunders=", ".join(f"`{d}`" for d in dunders)),
