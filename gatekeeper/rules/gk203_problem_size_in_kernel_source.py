@@ -10,9 +10,6 @@ from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 
 _P = "R = 4\nB = 16\nD = 48\ndef get_inputs():\n    return [torch.randn(R, B, D)]\n"
-# Signs that the kernel reads its sizes at run time, which makes power-of-two literals
-# (tile widths, block sizes) what they look like.
-_RUNTIME_SIZE_READS = ("size", "sizes", "numel", "stride", "strides", "dim", "shape")
 
 
 def _is_tile_like(value: int) -> bool:
@@ -135,7 +132,7 @@ class ProblemSizeInKernelSource(Rule):
             return
         facts = CppFacts.of(source)
         tokens = facts.tokens
-        reads_sizes = any(t.kind == "ident" and t.text in _RUNTIME_SIZE_READS for t in tokens)
+        reads_sizes = facts.reads_sizes
         reported: set[int] = set()
         in_bodies: set[int] = set()
         named_bodies: set[int] = set()
@@ -149,7 +146,8 @@ class ProblemSizeInKernelSource(Rule):
             reported.add(const.value)
             named_bodies.update(const.body)
             self._report_named(source, facts, const, why)
-        for index, tok in enumerate(tokens):
+        for index in [k for k, t in enumerate(tokens) if t.kind == "number"]:
+            tok = tokens[index]
             value = tok.int_value
             if value is None or value in reported or index in named_bodies:
                 continue

@@ -11,7 +11,6 @@ from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 
 _P = "R = 4\nB = 16\nD = 48\ndef get_inputs():\n    return [torch.randn(R, B, D)]\n"
-_RUNTIME_SIZE_READS = frozenset({"size", "sizes", "numel", "stride", "strides", "dim", "shape"})
 _TRITON = "import torch, triton\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x[0])\n"
 
 
@@ -85,7 +84,7 @@ class FixedLaunchGeometry(Rule):
         if self.ctx.problem is None:
             return
         facts = CppFacts.of(source)
-        reads_sizes = any(t.kind == "ident" and t.text in _RUNTIME_SIZE_READS for t in facts.tokens)
+        reads_sizes = facts.reads_sizes
         for launch in facts.launches:
             grid, block = launch.grid_value, launch.block_value
             if grid is None or block is None or grid <= 0 or block <= 0:

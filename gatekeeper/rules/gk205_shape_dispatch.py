@@ -244,8 +244,9 @@ class ShapeDispatch(Rule):
     # C++: x.size(1) == 4096, TORCH_CHECK(x.sizes()[0] == 16) ---------------------------------
     def check_cpp(self, source: CppSource) -> None:
         toks = CppFacts.of(source).tokens
-        for i, tok in enumerate(toks):
-            if tok.text not in ("==", "!=") or i == 0 or i + 1 >= len(toks):
+        for i in [k for k, t in enumerate(toks) if t.text == "==" or t.text == "!="]:
+            tok = toks[i]
+            if i == 0 or i + 1 >= len(toks):
                 continue
             for num, other in ((i + 1, i - 1), (i - 1, i + 1)):
                 value = toks[num].int_value

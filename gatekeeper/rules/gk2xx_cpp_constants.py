@@ -27,6 +27,11 @@ _VECTOR_TYPES = frozenset({
     "__nv_bfloat162", "longlong2",
 })
 _MAX_DEPTH = 12
+_ASSIGN_OPS = frozenset({"=", "+=", "-=", "*=", "/=", "++", "--"})
+_DECL_PREV = _INT_TYPES | _QUALIFIERS
+_CONST = frozenset({"const", "constexpr"})
+_RUNTIME_SIZE_READS = frozenset({"size", "sizes", "numel", "stride", "strides", "dim", "shape"})
+_INTERESTING = _ASSIGN_OPS | _RUNTIME_SIZE_READS | _VECTOR_TYPES | {"define", "<<<", "dim3"}
 
 
 @dataclass
@@ -52,8 +57,10 @@ class CppFacts:
     tokens: list[Token]
     constants: dict[str, CppConstant] = field(default_factory=dict)
     launches: list[Launch] = field(default_factory=list)
-    uses: dict[str, list[int]] = field(default_factory=dict)
     vector_types: bool = False
+    reads_sizes: bool = False  # size(), numel(), ...: the kernel reads its sizes at run time
+    launch_starts: list[int] = field(default_factory=list)
+    _uses: Optional[dict[str, list[int]]] = None
 
     @classmethod
     def of(cls, source: CppSource) -> "CppFacts":
@@ -67,46 +74,79 @@ class CppFacts:
 
     # collection ------------------------------------------------------------------
     def _collect(self, source: CppSource) -> None:
+        """Visits only the tokens that matter (a comprehension finds them); values of locals
+        and the uses of names are computed only when a rule asks."""
         toks = self.tokens
-        index_of = {t.offset: i for i, t in enumerate(toks)}
-        define_names = {toks[i + 1].text: i + 1 for i, t in enumerate(toks[:-1])
-                        if t.kind == "directive" and t.text == "define"}
-        for name, body in source.macros.items():
-            indices = [index_of[t.offset] for t in body if t.offset in index_of]
-            self.constants[name] = CppConstant(name, "macro", indices, name_index=define_names.get(name, -1))
-        assigned: dict[str, int] = {}
+        texts = [t.text for t in toks]
         n = len(toks)
-        for i, tok in enumerate(toks):
-            if tok.kind != "ident":
+        assigned: dict[str, int] = {}
+        skip_until = -1
+        for i in [k for k, w in enumerate(texts) if w in _INTERESTING]:
+            if i < skip_until:
                 continue
-            if tok.text in _VECTOR_TYPES:
+            word = texts[i]
+            if word in _ASSIGN_OPS:
+                if word in ("++", "--"):
+                    target = i - 1 if i > 0 and toks[i - 1].kind == "ident" else i + 1
+                else:
+                    target = i - 1
+                if 0 <= target < n and toks[target].kind == "ident":
+                    assigned[texts[target]] = assigned.get(texts[target], 0) + 1
+                if word == "=" and i >= 2 and texts[i - 2] in _DECL_PREV and toks[i - 1].kind == "ident":
+                    end = i + 1
+                    while end < n and texts[end] not in (";", ",", "{", "}"):
+                        end += 1
+                    kind = "const" if set(texts[max(0, i - 5) : i - 1]) & _CONST else "local"
+                    self._define(texts[i - 1], kind, list(range(i + 1, end)), i - 1)
+            elif word == "define":
+                if toks[i].kind == "directive" and i + 1 < n and toks[i + 1].kind == "ident":
+                    skip_until = self._macro(source.text, toks, i + 1)
+            elif word == "<<<":
+                self.launch_starts.append(i)
+            elif word == "dim3":
+                if i + 2 < n and toks[i + 1].kind == "ident" and texts[i + 2] in ("(", "{"):
+                    close = _match(toks, i + 2)
+                    self._define(texts[i + 1], "dim3", list(range(i + 3, close)), i + 1)
+                    assigned[texts[i + 1]] = assigned.get(texts[i + 1], 0) + 1
+            elif word in _RUNTIME_SIZE_READS:
+                self.reads_sizes = True
+            else:
                 self.vector_types = True
-            nxt = toks[i + 1].text if i + 1 < n else ""
-            if nxt in ("=", "+=", "-=", "*=", "/=", "++", "--") or (i > 0 and toks[i - 1].text in ("++", "--")):
-                assigned[tok.text] = assigned.get(tok.text, 0) + 1
-            if tok.text == "dim3" and i + 2 < n and toks[i + 1].kind == "ident" and toks[i + 2].text in ("(", "{"):
-                close = _match(toks, i + 2)
-                self._define(toks[i + 1].text, "dim3", list(range(i + 3, close)), i + 1)
-                assigned[toks[i + 1].text] = assigned.get(toks[i + 1].text, 0) + 1
-            elif nxt == "=" and i > 0 and toks[i - 1].kind == "ident" and toks[i - 1].text in _INT_TYPES | _QUALIFIERS:
-                qualifiers = {t.text for t in toks[max(0, i - 4) : i]}
-                end = i + 2
-                while end < n and toks[end].text not in (";", ",", "{", "}"):
-                    end += 1
-                kind = "const" if qualifiers & {"const", "constexpr"} else "local"
-                self._define(tok.text, kind, list(range(i + 2, end)), i)
         for name, count in assigned.items():
             const = self.constants.get(name)
-            if const is not None and const.kind in ("local", "dim3", "const") and count > 1:
+            if const is not None and const.kind != "macro" and count > 1:
                 const.body = []  # reassigned: not a constant
-        for i, tok in enumerate(toks):
-            if tok.kind == "ident" and tok.text in self.constants and i != self.constants[tok.text].name_index:
-                if i > 0 and toks[i - 1].kind == "directive":
-                    continue  # #ifndef N / #undef N
-                self.uses.setdefault(tok.text, []).append(i)
         for const in self.constants.values():
-            const.value = self.dim3_value(const) if const.kind == "dim3" else self.evaluate(const.body)
+            if const.kind in ("macro", "const"):
+                const.value = self.evaluate(const.body)
         self._launches()
+
+    def _macro(self, text: str, toks: list[Token], name_index: int) -> int:
+        """`#define NAME body` (object-like): record it; return the index after the body."""
+        name = toks[name_index]
+        line_end = _line_end(text, name.offset)
+        j = name_index + 1
+        while j < len(toks) and toks[j].offset < line_end and toks[j].kind != "directive":
+            j += 1
+        body = list(range(name_index + 1, j))
+        function_like = bool(body) and toks[body[0]].text == "(" and toks[body[0]].offset == name.offset + len(name.text)
+        if not function_like:
+            if name.text in self.constants:
+                self.constants[name.text].body = []  # redefined: ambiguous
+            else:
+                self.constants[name.text] = CppConstant(name.text, "macro", body, name_index=name_index)
+        return j
+
+    @property
+    def uses(self) -> dict[str, list[int]]:
+        if self._uses is None:
+            self._uses = {}
+            toks = self.tokens
+            for i, tok in enumerate(toks):
+                const = self.constants.get(tok.text) if tok.kind == "ident" else None
+                if const is not None and i != const.name_index and not (i > 0 and toks[i - 1].kind == "directive"):
+                    self._uses.setdefault(tok.text, []).append(i)  # not `#ifndef N` / `#undef N`
+        return self._uses
 
     def _define(self, name: str, kind: str, body: list[int], name_index: int) -> None:
         if name in self.constants:
@@ -116,9 +156,7 @@ class CppFacts:
 
     def _launches(self) -> None:
         toks = self.tokens
-        for i, tok in enumerate(toks):
-            if tok.text != "<<<":
-                continue
+        for i in self.launch_starts:
             end = i + 1
             while end < len(toks) and toks[end].text not in (">>>", ";"):
                 end += 1
@@ -137,7 +175,7 @@ class CppFacts:
         if len(indices) == 1 and toks[indices[0]].kind == "ident":
             const = self.constants.get(toks[indices[0]].text)
             if const is not None and const.kind == "dim3":
-                return const.value
+                return self.dim3_value(const)
         if len(indices) >= 3 and toks[indices[0]].text == "dim3" and toks[indices[1]].text in ("(", "{"):
             return self._product(_split_commas(toks, indices[1] + 1, indices[-1]))
         return self.evaluate(indices)
@@ -167,6 +205,9 @@ class CppFacts:
             return None
         if const.value is not None:
             return const.value
+        if const.kind == "local" and (const.body and self.tokens[const.body[0]].kind == "ident"
+                                      and self.tokens[const.body[0]].text not in self.constants):
+            return None  # `int n = x.size(0)` and the like: cheap early exit
         return self.evaluate(const.body, depth + 1)
 
     # how a token is used -----------------------------------------------------------
@@ -347,3 +388,16 @@ def _in_shared_extent(toks: list[Token], i: int) -> bool:
         elif text == "__shared__":
             return inside
     return False
+
+
+def _line_end(src: str, offset: int) -> int:
+    """End of the preprocessor line that contains offset, following backslash continuations."""
+    i = offset
+    while True:
+        end = src.find("\n", i)
+        if end < 0:
+            return len(src)
+        if src[end - 1] == "\\":
+            i = end + 1
+            continue
+        return end
