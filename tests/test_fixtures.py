@@ -74,5 +74,7 @@ def test_run_fixture(case):
     if case["verdict"] == "pass":
         assert not report.errors(), f"honest fixture has error findings:\n{detail}"
         assert all(s.status.value in ("passed", "skipped") for s in report.stages if s.name.value != "timing"), stages
+    if case.get("runtime_clean"):
+        assert not runtime, f"{case['submission']}: run-time error findings on an honest-at-run-time fixture\n{detail}"
     for category in case["categories"]:
         assert category in runtime, f"{case['submission']}: {category} not reported at run time\n{detail}"

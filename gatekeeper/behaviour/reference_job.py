@@ -83,7 +83,7 @@ def reference_job(params: dict[str, Any], channel: Any) -> None:
     install_shims()
     import torch
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = params.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
     channel.send("env", torch=torch.__version__, cuda=torch.cuda.is_available(), device=device,
                  gpu=torch.cuda.get_device_name(0) if device == "cuda" else None)
     names = params["jitter_names"]

@@ -25,16 +25,19 @@ from gatekeeper.sandbox import JobResult, run_job
 from gatekeeper.sandbox.runner import Job
 
 STAGE = StageName.BEHAVIOUR
+# Phase durations of the last run in this process (for bench/bench_behaviour.py).
+LAST_TIMINGS: dict[str, float] = {}
 
 
 def _error(reason: str, environment: Optional[dict[str, Any]] = None) -> StageOutcome:
     return StageOutcome(StageStatus.ERROR, reason=reason, environment=environment or {})
 
 
-def run_reference(problem_path: Path, trials: list[Trial], seed: int, config: Config) -> JobResult:
+def run_reference(problem_path: Path, trials: list[Trial], seed: int, config: Config,
+                  device: Optional[str] = None) -> JobResult:
     limits = config.limits
     attempts = max(len(t.attempts) for t in trials)
-    params = {"problem": str(problem_path.resolve()), "jitter_names": list(config.jitter.names),
+    params = {"problem": str(problem_path.resolve()), "jitter_names": list(config.jitter.names), "device": device,
               "trials": [t.to_json(init_seed=seed ^ 0x1234) for t in trials]}
     return run_job("gatekeeper.behaviour.reference_job:reference_job", params,
                    timeouts={"load": limits.import_timeout_s, "trial": limits.call_timeout_s * (attempts + 1)},
@@ -118,7 +121,7 @@ def run_behaviour(submission: Submission, problem_path: Optional[Path], config: 
     location = model_location(submission.path, text)
     key = extracted.cache_key() if extracted is not None and extracted.compiles else None
     ext_dir = extensions_dir(key) if key else None
-    device_hint = "cuda" if cuda_present() else "cpu"
+    device_hint = sidecar.device or ("cuda" if cuda_present() else "cpu")
     warm = threading.Thread(target=_import_torch, daemon=True)  # the parent compares with torch
     warm.start()
     with tempfile.TemporaryDirectory(prefix="gatekeeper-behaviour-") as scratch:
@@ -126,7 +129,7 @@ def run_behaviour(submission: Submission, problem_path: Optional[Path], config: 
         mark = time.perf_counter()
         budget = config.limits.import_timeout_s + config.limits.call_timeout_s * 5 * len(trials)
         subject = start_subject(path, device_hint, config, ext_dir, bool(key) and not is_built(key), budget)
-        ref = run_reference(problem_path, trials, seed, config)
+        ref = run_reference(problem_path, trials, seed, config, sidecar.device)
         timings["reference_s"] = time.perf_counter() - mark
         environment: dict[str, Any] = {"isolation": ref.isolation}
         failure = _reference_failure(ref, environment)
@@ -137,7 +140,7 @@ def run_behaviour(submission: Submission, problem_path: Optional[Path], config: 
         failed = {m["name"]: m for m in ref.of_kind("trial-failed")}
         feed_trials(subject, references, seed, environment["device"])
         result = subject.wait()
-        timings["submission_s"] = time.perf_counter() - mark
+        timings["both_workers_s"] = time.perf_counter() - mark
     device = environment["device"]
     warm.join()
 
@@ -177,6 +180,10 @@ def run_behaviour(submission: Submission, problem_path: Optional[Path], config: 
     outcome = StageOutcome(status, found, environment={k: v for k, v in environment.items() if v is not None})
     outcome.reason = None
     _attach_run_facts(found, shapes, timings)
+    LAST_TIMINGS.clear()
+    LAST_TIMINGS.update(timings, reference_worker_s=ref.elapsed_s, submission_worker_s=result.elapsed_s)
+    for message in result.of_kind("timing"):  # self-reported by the worker: for the benchmark only
+        LAST_TIMINGS.update({f"worker_{k}": float(v) for k, v in message.items() if k.endswith("_s")})
     return outcome
 
 

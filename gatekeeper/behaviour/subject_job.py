@@ -58,6 +58,9 @@ class Subject:
         self.earlier_outputs: list[tuple[str, Any]] = []
 
     def load(self) -> bool:
+        import time
+
+        began = time.perf_counter()
         import torch
 
         install_shims()
@@ -67,8 +70,11 @@ class Subject:
         warm = torch.randn(64, 64)
         (warm @ warm).sum()  # start torch's own pools before counting threads
         self.baseline = identities()
+        torch_ready = time.perf_counter()
         self.channel.phase("import")
         module = load_module(self.params["submission"], "gk_submission")
+        self.channel.send("timing", torch_import_s=torch_ready - began,
+                          submission_import_s=time.perf_counter() - torch_ready)
         after_import = identities()
         if changed(self.baseline, after_import):
             self.channel.send("tampering", when="after import", names=changed(self.baseline, after_import))
@@ -192,8 +198,13 @@ def subject_job(params: dict[str, Any], channel: Any) -> None:
         return
     # The trials come from the reference worker, which ran while this one imported.
     channel.phase("wait-trials")
+    import time
+
+    waiting = time.perf_counter()
     fed = channel.receive()
+    checks = time.perf_counter()
     subject.device = fed.get("device", subject.device)
     trials = fed.get("trials")
     if trials:
         subject.run(trials)
+        channel.send("timing", waited_for_reference_s=checks - waiting, calls_s=time.perf_counter() - checks)

@@ -1,6 +1,7 @@
 """The optional sidecar `<problem>.toml`: jitter ranges, tolerances per dtype, allowed ops, dtype.
 
     dtype = "float32"
+    device = "cpu"
     allowed_ops = ["torch.matmul"]
     [jitter]
     enabled = true
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -60,6 +61,9 @@ class SidecarJitter(_Strict):
 
 class Sidecar(_Strict):
     dtype: Optional[str] = None
+    # Where inputs and models live: "cpu" pins a CPU problem even on a GPU machine; by default
+    # "cuda" when available (KernelBench moves inputs to the GPU), else "cpu".
+    device: Optional[Literal["cpu", "cuda"]] = None
     allowed_ops: list[str] = Field(default_factory=list)
     jitter: SidecarJitter = Field(default_factory=SidecarJitter)
     tolerances: dict[str, Tolerance] = Field(default_factory=dict)

@@ -1,0 +1,82 @@
+"""The behaviour stage end to end on small CPU problems written here: problem errors, jitter
+that the reference rejects, seeds that reproduce a run. Real workers, real torch."""
+
+from pathlib import Path
+
+import pytest
+
+import gatekeeper
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+HONEST = FIXTURES / "submissions" / "cpu_honest_python.py"
+
+FIXED_SHAPE = '''
+import torch
+import torch.nn as nn
+rows = 16
+cols = 48
+class Model(nn.Module):
+    def forward(self, x):
+        assert tuple(x.shape) == (4, 16, 48), "this reference only accepts 4 x 16 x 48"
+        return x.mean(dim=0)
+def get_inputs():
+    return [torch.randn(4, rows, cols)]
+def get_init_inputs():
+    return []
+'''
+
+
+def _check(problem, **kwargs):
+    return gatekeeper.check(HONEST, problem, stages="behaviour", keep_going=True, **kwargs)
+
+
+def _behaviour(report):
+    return next(s for s in report.stages if s.name.value == "behaviour")
+
+
+def test_problem_that_fails_to_load_is_an_error_not_a_reject(tmp_path):
+    problem = tmp_path / "broken.py"
+    problem.write_text("import torch\nraise ImportError('missing dependency of the problem')\n")
+    report = _check(problem)
+    assert report.verdict.value == "error" and report.exit_code == 3
+    assert "problem error" in _behaviour(report).reason and "missing dependency" in _behaviour(report).reason
+
+
+def test_reference_failing_on_nominal_inputs_is_an_error(tmp_path):
+    problem = tmp_path / "bad_ref.py"
+    problem.write_text(FIXED_SHAPE.replace("(4, 16, 48)", "(1, 2, 3)"))
+    report = _check(problem)
+    assert report.verdict.value == "error" and report.exit_code == 3
+    assert "nominal" in _behaviour(report).reason
+
+
+def test_jitter_the_reference_rejects_is_reported_not_skipped(tmp_path):
+    problem = tmp_path / "fixed.py"
+    problem.write_text(FIXED_SHAPE)
+    report = _check(problem)
+    notes = [f for f in report.findings if f.rule == "GK670"]
+    assert len(notes) == 1 and notes[0].severity.value == "warning"
+    assert "rejected every jittered shape" in notes[0].message
+    assert _behaviour(report).status.value == "passed"
+    assert report.environment.isolation in ("bwrap-net", "unshare-net", "none")
+
+
+def test_seed_reproduces_the_shapes_and_is_recorded(tmp_path):
+    hacked = FIXTURES / "submissions" / "cpu_hardcoded_cpp.py"
+    problem = FIXTURES / "problems" / "cpu_seed_mean.py"
+    first = gatekeeper.check(hacked, problem, stages="behaviour", keep_going=True, seed=1234)
+    again = gatekeeper.check(hacked, problem, stages="behaviour", keep_going=True, seed=1234)
+    assert first.seed == again.seed == 1234
+    shapes = [f.evidence.get("trial_shapes") for f in first.findings if f.rule == "GK602"]
+    assert shapes and shapes == [f.evidence.get("trial_shapes") for f in again.findings if f.rule == "GK602"]
+    jittered = [s for name, s in shapes[0].items() if name.startswith("jitter")]
+    nominal = shapes[0]["nominal"]
+    assert len(jittered) >= 3 and all(s != nominal for s in jittered)
+    sizes = [s[0][1] * s[0][2] for s in jittered]
+    assert min(sizes) < 16 * 48 < max(sizes)
+
+
+def test_unseeded_runs_draw_a_fresh_seed():
+    problem = FIXTURES / "problems" / "cpu_mean.py"
+    seeds = {_check(problem).seed for _ in range(2)}
+    assert None not in seeds and len(seeds) == 2
