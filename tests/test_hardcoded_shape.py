@@ -128,3 +128,23 @@ def test_problem_without_sizes_produces_no_shape_findings_and_no_crash():
     src = SEED.read_text("utf-8")
     shape = _shape(static_findings(src, problem))
     assert [f.rule for f in shape] == []
+
+
+def test_main_guard_self_test_is_not_checked_and_an_uncalled_helper_is_a_warning():
+    main = (FORWARD + "        return k(x)\n\nif __name__ == '__main__':\n    x = torch.randn(4, 16, 48)\n"
+            "    y = x.view(16, 4, 48)\n    if x.shape == (4, 16, 48):\n        print(ModelNew()(x))\n")
+    assert not _shape(static_findings(main, SEED_PROBLEM_SRC))
+    dead = FORWARD + "        return k(x)\n\ndef _selftest():\n    return torch.randn(4, 16, 48)\n"
+    found = [f for f in static_findings(dead, SEED_PROBLEM_SRC) if f.rule == "GK201"]
+    assert len(found) == 1 and found[0].severity == Severity.WARNING
+    called = dead.replace("return k(x)", "return k(x, _selftest())")
+    found = [f for f in static_findings(called, SEED_PROBLEM_SRC) if f.rule == "GK201"]
+    assert len(found) == 1 and found[0].severity == Severity.ERROR
+
+
+def test_literal_size_passed_to_the_extension():
+    seed = SEED.read_text("utf-8")
+    hacked = seed.replace("_ext.mean_rank4_out(x, y)", "_ext.mean_rank4_out(x, y, 768)")
+    found = [f for f in static_findings(hacked, SEED_PROBLEM_SRC) if f.rule == "GK206"]
+    assert len(found) == 1 and found[0].location.line == 45 and "B*D = 768" in found[0].message
+    assert not [f for f in static_findings(seed, SEED_PROBLEM_SRC) if f.rule == "GK206"]

@@ -7,7 +7,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.rules.gk2xx_shape_helpers import (
-    py_int, py_shape, shape_text, significant_match, size_read_kind, sizes_for,
+    in_main_guard, py_int, reach, py_shape, shape_text, significant_match, size_read_kind, sizes_for,
 )
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.walk import subtree
@@ -44,7 +44,9 @@ class LiteralAllocationShape(Rule):
     gets a wrong-shaped result or out-of-bounds writes.
 
     With the problem file, literals equal to the problem's dimensions or their products are
-    an error (a warning in code that only runs at construction, such as `__init__`). Without
+    an error (a warning in code that only runs at construction, such as `__init__`, and in
+    functions nothing calls by name). Code under `if __name__ == "__main__":` is a self-test
+    the benchmark never runs, and is not checked. Without
     it, all-literal shapes of two or more sizes above 1 allocated for outputs on the forward
     path are a warning: the problem file would make it certain. Not flagged: sizes read from
     the inputs (`x.size(1)`, `x.shape[2]`), sizes of 0 or 1, and a one-dimensional scratch
@@ -85,6 +87,8 @@ class LiteralAllocationShape(Rule):
         "        y = torch.empty(SHAPE, device=x.device)\n        k(x, y)\n        return y\n",
         "import torch\nB = 16\nD = 48\ndef _out(x):\n    return x.new_empty([B, D])\n"
         "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = _out(x)\n        k(x, y)\n        return y\n",
+        "import torch\nSHAPE = (16, 48)\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return k(x, torch.zeros(*SHAPE, device=x.device))\n",
         _HEADER + "        shape = (x.size(1), 48)\n        y = torch.empty(shape, device=x.device)\n        k(x, y)\n        return y\n",
     ]
 
@@ -137,34 +141,44 @@ class LiteralAllocationShape(Rule):
 
     def finish(self) -> None:
         for p in self.pending:
-            init_only = self.ctx.is_init_only(p.key)
+            if in_main_guard(self.ctx, p.node):
+                continue  # a self-test under __main__ never runs in the benchmark
+            where = reach(self.ctx, p.key)
             call = self.ctx.module.code_for_node(p.node)
             call = call if len(call) <= 80 else call[:77] + "..."
             evidence = {"shape": shape_text(p.values), "function": p.key}
             if self.ctx.problem is not None:
                 why = ", ".join(w.replace("the problem dimension ", "") for _, w in p.matched)
                 evidence["meaning"] = why
-                severity = Severity.WARNING if init_only else None
+                severity = None if where == "forward" else Severity.WARNING
                 self.report(p.node, self.message.format(call=call, shape=shape_text(p.values), why=why),
                             evidence=evidence, severity=severity)
-            elif not init_only and self._is_output(p):
+            elif where == "forward" and self._is_output(p):
                 self.report(p.node, self.message_no_problem.format(call=call, shape=shape_text(p.values)),
                             evidence=evidence, severity=Severity.WARNING)
 
     # helpers ---------------------------------------------------------------------------
     def _shape(self, node: cst.Call, last: str) -> Optional[list[Optional[int]]]:
-        positional = [a.value for a in node.args if a.keyword is None and not a.star]
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value == "size":
                 return self._shape_of(arg.value)
-        if not positional:
+        args = [a for a in node.args if a.keyword is None and a.star != "**"]
+        if not args:
             return None
-        first = self._shape_of(positional[0])
-        if first is not None:
-            return first
-        if last in _SHAPE_FIRST_ONLY:
-            return None
-        return [py_int(self.ctx, a) for a in positional]
+        if not args[0].star:
+            first = self._shape_of(args[0].value)
+            if first is not None:
+                return first
+            if last in _SHAPE_FIRST_ONLY:
+                return None
+        values: list[Optional[int]] = []
+        for arg in args:  # torch.empty(16, 48) or torch.empty(*SHAPE)
+            if arg.star == "*":
+                spread = self._shape_of(arg.value)
+                values.extend(spread if spread is not None else [None])
+            else:
+                values.append(py_int(self.ctx, arg.value))
+        return values
 
     def _shape_of(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[list[Optional[int]]]:
         """A shape expression's entries, through module constants, a local assigned a tuple,

@@ -5,7 +5,7 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.rules.gk2xx_shape_helpers import py_int, py_shape, shape_text, significant_match, sizes_for
+from gatekeeper.rules.gk2xx_shape_helpers import in_main_guard, py_int, reach, py_shape, shape_text, significant_match, sizes_for
 from gatekeeper.static.rule import Rule
 
 _P = "R = 4\nB = 16\nD = 48\ndef get_inputs():\n    return [torch.randn(R, B, D)]\n"
@@ -29,8 +29,9 @@ class LiteralViewShape(Rule):
     nominal sizes; a jittered input fails to reshape or, worse, is silently reinterpreted.
 
     Not flagged: `-1` together with sizes read from the input (`x.view(-1, x.size(-1))`),
-    sizes of 0 or 1, and small literals that are not the problem's sizes. Needs the problem
-    file, which says what the dimensions are.
+    sizes of 0 or 1, small literals that are not the problem's sizes, and self-tests under
+    `if __name__ == "__main__":`. Code that only runs at construction gets a warning. Needs
+    the problem file, which says what the dimensions are.
     """
 
     code = "GK202"
@@ -94,8 +95,10 @@ class LiteralViewShape(Rule):
     def finish(self) -> None:
         # Code that only runs at construction (weights reshaped in __init__) is a warning.
         for node, key, message, evidence in self.pending:
+            if in_main_guard(self.ctx, node):
+                continue  # a self-test under __main__ never runs in the benchmark
             self.report(node, message, evidence=evidence,
-                        severity=Severity.WARNING if self.ctx.is_init_only(key) else None)
+                        severity=None if reach(self.ctx, key) == "forward" else Severity.WARNING)
 
     def _sizes(self, method: str, positional: list[cst.BaseExpression], node: cst.Call) -> list[Optional[int]]:
         keyword = {a.keyword.value: a.value for a in node.args if a.keyword is not None}

@@ -6,7 +6,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.rules.gk2xx_cpp_constants import CppFacts, Launch
-from gatekeeper.rules.gk2xx_shape_helpers import module_constant, py_int, py_shape, size_read_kind, sizes_for
+from gatekeeper.rules.gk2xx_shape_helpers import in_main_guard, module_constant, py_int, py_shape, size_read_kind, sizes_for
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 
@@ -119,7 +119,7 @@ class FixedLaunchGeometry(Rule):
                   and (v := py_int(self.ctx, a.value)) is not None and v > 0]
         reads_sizes = any(a.keyword is None and size_read_kind(self.ctx, a.value) == "size" for a in node.args)
         why = self._why(grid, blocks, (1,), reads_sizes)
-        if why is None:
+        if why is None or in_main_guard(self.ctx, node):
             return
         launch = self.ctx.module.code_for_node(func)
         launch = launch if len(launch) <= 60 else launch[:57] + "..."

@@ -187,3 +187,28 @@ def size_read_kind(ctx: "FileContext", expr: cst.BaseExpression, unpacked: froze
             if isinstance(binding.value, (cst.Attribute, cst.Call, cst.Subscript, cst.Tuple, cst.BinaryOperation)):
                 return size_read_kind(ctx, binding.value, unpacked)
     return None
+
+
+# Where code runs -------------------------------------------------------------------------
+def in_main_guard(ctx: "FileContext", node: cst.CSTNode) -> bool:
+    """Inside `if __name__ == "__main__":`, a self-test the benchmark never runs. Walks the
+    parents, so call it only for a node about to be reported."""
+    for parent in ctx.ancestors(node):
+        if isinstance(parent, cst.If) and isinstance(parent.test, cst.Comparison):
+            test = parent.test
+            if (isinstance(test.left, cst.Name) and test.left.value == "__name__"
+                    and len(test.comparisons) == 1
+                    and isinstance(test.comparisons[0].comparator, cst.SimpleString)
+                    and "__main__" in test.comparisons[0].comparator.value):
+                return True
+    return False
+
+
+def reach(ctx: "FileContext", key: str) -> str:
+    """"init" for code that only runs at construction or import, "dead" for a plain
+    function nothing calls by name, else "forward". Decide in finish()."""
+    if ctx.is_init_only(key):
+        return "init"
+    if "." not in key and key != "<module>" and not ctx.calls.get(key):
+        return "dead"
+    return "forward"

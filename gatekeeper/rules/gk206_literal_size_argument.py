@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.report import Category, Severity
+from gatekeeper.rules.gk2xx_shape_helpers import in_main_guard, module_constant, py_int, size_read_kind
+from gatekeeper.static.rule import Rule
+
+_P = "R = 4\nB = 16\nD = 48\ndef get_inputs():\n    return [torch.randn(R, B, D)]\n"
+_EXT = ("import torch\nfrom torch.utils.cpp_extension import load_inline\n"
+        "_ext = load_inline(name='e', cpp_sources='', cuda_sources='', functions=['run'])\n"
+        "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x[0])\n")
+# Launch options of a Triton call, not kernel arguments.
+_LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "stream", "waves_per_eu", "maxnreg", "grid"})
+
+
+def _is_tile_like(value: int) -> bool:
+    return value <= 1024 and value & (value - 1) == 0
+
+
+def _is_width_keyword(name: str) -> bool:
+    upper = name.upper()
+    return "BLOCK" in upper or "TILE" in upper or upper.startswith("GROUP")
+
+
+class LiteralSizeArgument(Rule):
+    """A kernel is handed the problem's size as a literal: `_ext.run(x, y, 768)` on a
+    `load_inline` module, `torch.ops.myext.run(x, 16, 48)`, or a Triton launch
+    `k[grid](x, y, 16384)`, directly, through a module constant or through a local
+    `n = 16 * 48`.
+
+    Why it games the benchmark: the kernel may be written generically, but it is told the
+    nominal size instead of the input's, so any other input is computed wrongly or accessed
+    out of bounds.
+
+    Not flagged: numbers below 17, block and tile widths passed by keyword (`BLOCK_SIZE=`,
+    `TILE_M=`, `num_warps=`), and powers of two up to 1024 when the same call also passes a
+    size read from the inputs (then the literal is a tile width). Needs the problem file.
+    """
+
+    code = "GK206"
+    name = "LiteralSizeArgument"
+    category = Category.HARDCODED_SHAPE
+    severity = Severity.ERROR
+    needs_problem = True
+    summary = "passes the problem's nominal size to a kernel as a literal"
+    message = (
+        "`{call}` passes the literal {value} to the {kind} `{fn}`, and {value} is {why}: the kernel is told "
+        "the benchmark's nominal size instead of the input's, so any other input is computed wrongly or "
+        "accessed out of bounds."
+    )
+    hint = (
+        "Pass sizes read from the inputs on every call: `x.numel()`, `x.size(1)`, `x.stride(0)`; keep "
+        "literals only for tile widths (`BLOCK_SIZE=256`)."
+    )
+    EXAMPLE_PROBLEM = _P
+    VALID = [
+        _EXT + "        _ext.run(x, y, x.size(0), x.size(1) * x.size(2))\n        return y\n",
+        # a tile width next to a size read from the input
+        _EXT + "        _ext.run(x, y, x.numel(), 256)\n        return y\n",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x)\n"
+        "        n = x.numel()\n        k[(triton.cdiv(n, 1024),)](x, y, n, BLOCK_SIZE=1024, num_warps=4)\n        return y\n",
+    ]
+    INVALID = [
+        _EXT + "        _ext.run(x, y, 768)\n        return y\n",
+        "import torch\nN = 768\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x[0])\n"
+        "        k[(3,)](x, y, N, BLOCK_SIZE=256)\n        return y\n",
+        _EXT + "        rows, cols = 4, 16 * 48\n        n = 16 * 48\n        _ext.run(x, y, n)\n        return y\n",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return torch.ops.meanext.mean_rows(x, 4, 768)\n",
+    ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.extensions: dict[str, bool] = {}
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Subscript):
+            kind, fn = "Triton kernel", self.ctx.module.code_for_node(func.value)
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and self._is_extension(func.value.value):
+            kind, fn = "extension function", func.attr.value
+        elif isinstance(func, cst.Attribute) and (self.ctx.qualname(func) or "").startswith("torch.ops.") \
+                and not (self.ctx.qualname(func) or "").startswith(("torch.ops.aten.", "torch.ops.prims.")):
+            kind, fn = "custom op", self.ctx.qualname(func) or func.attr.value
+        else:
+            return
+        problem = self.ctx.problem
+        if problem is None:
+            return
+        reads = any(size_read_kind(self.ctx, a.value) is not None for a in node.args)
+        for arg in node.args:
+            if arg.keyword is not None and (arg.keyword.value in _LAUNCH_OPTIONS or _is_width_keyword(arg.keyword.value)):
+                continue
+            value = self._constant(arg.value)
+            if value is None or (reads and _is_tile_like(value)):
+                continue
+            why = problem.explain(value)
+            if why is None or in_main_guard(self.ctx, node):
+                continue
+            call = self.ctx.module.code_for_node(node)
+            call = call if len(call) <= 80 else call[:77] + "..."
+            self.report(arg, self.message.format(call=call, value=value, kind=kind, fn=fn, why=why),
+                        evidence={"value": value, "meaning": why, "callee": fn})
+            return
+
+    def _constant(self, expr: cst.BaseExpression) -> Optional[int]:
+        value = py_int(self.ctx, expr)
+        if value is None and isinstance(expr, cst.Name):
+            binding = self.ctx.resolver.lookup(expr.value)
+            if binding is not None and binding.kind == "local" and binding.value is not None \
+                    and self.ctx.resolver.module_scope.names.get(expr.value) is not binding:
+                value = py_int(self.ctx, binding.value)
+        return value
+
+    def _is_extension(self, name: str) -> bool:
+        known = self.extensions.get(name)
+        if known is None:
+            value = module_constant(self.ctx, name)
+            known = False
+            if isinstance(value, cst.Call):
+                qual = self.ctx.qualname(value.func) or ""
+                last = value.func.attr.value if isinstance(value.func, cst.Attribute) else (
+                    value.func.value if isinstance(value.func, cst.Name) else "")
+                known = qual.endswith(("load_inline", "cpp_extension.load")) or last == "load_inline"
+            self.extensions[name] = known
+        return known
