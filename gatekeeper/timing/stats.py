@@ -28,37 +28,29 @@ def median(values: Sequence[float]) -> float:
     return quantile(sorted(values), 0.5)
 
 
-def _binom_half_cdf(k: int, n: int) -> float:
-    """P(B <= k) for B ~ Binomial(n, 1/2)."""
-    if k < 0:
-        return 0.0
-    if k >= n:
-        return 1.0
-    log_half_n = -n * math.log(2.0)
-    log_fact_n = math.lgamma(n + 1)
-    total = 0.0
-    for i in range(k + 1):
-        total += math.exp(log_fact_n - math.lgamma(i + 1) - math.lgamma(n - i + 1) + log_half_n)
-    return min(total, 1.0)
-
-
 def median_ci_ranks(n: int, confidence: float) -> Optional[tuple[int, int]]:
     """1-based ranks (l, u) with P(x_(l) <= true median <= x_(u)) >= confidence, or None
-    when n is too small for any such pair (n = 5 cannot give 95%)."""
+    when n is too small for any such pair (n = 5 cannot give 95%).
+
+    l is the largest rank with P(B <= l - 1) <= (1 - confidence) / 2, B ~ Binomial(n, 1/2);
+    the interval is symmetric, u = n - l + 1. One pass over the lower tail, each term from
+    the last (pmf(i + 1) = pmf(i) (n - i) / (i + 1)), in log space so large n cannot underflow.
+    """
     if not 0 < confidence < 1:
         raise ValueError("confidence must be in (0, 1)")
+    if n < 1:
+        return None
     alpha_half = (1 - confidence) / 2
-    best = None
-    # Largest l with P(B <= l - 1) <= alpha/2; the interval is symmetric: u = n - l + 1.
-    lo, hi = 1, (n + 1) // 2
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        if _binom_half_cdf(mid - 1, n) <= alpha_half:
-            best = mid
-            lo = mid + 1
-        else:
-            hi = mid - 1
-    if best is None:
+    log_pmf = -n * math.log(2.0)
+    cdf = 0.0
+    best = 0
+    for i in range((n + 1) // 2):  # ranks beyond the middle never qualify
+        cdf += math.exp(log_pmf)  # now P(B <= i)
+        if cdf > alpha_half:
+            break
+        best = i + 1  # P(B <= best - 1) <= alpha/2
+        log_pmf += math.log(n - i) - math.log(i + 1)
+    if best == 0:
         return None
     return best, n - best + 1
 
