@@ -147,4 +147,7 @@ def test_literal_size_passed_to_the_extension():
     hacked = seed.replace("_ext.mean_rank4_out(x, y)", "_ext.mean_rank4_out(x, y, 768)")
     found = [f for f in static_findings(hacked, SEED_PROBLEM_SRC) if f.rule == "GK206"]
     assert len(found) == 1 and found[0].location.line == 45 and "B*D = 768" in found[0].message
+    fixture = gatekeeper.check_static(FIXTURES / "submissions" / "shape_hacked_literal_args.py", SEED_PROBLEM)
+    found = [f for f in fixture.findings if f.category.value == "hardcoded-shape"]
+    assert [f.rule for f in found] == ["GK206"] and "`_ELEMS` = 768" in found[0].message
     assert not [f for f in static_findings(seed, SEED_PROBLEM_SRC) if f.rule == "GK206"]

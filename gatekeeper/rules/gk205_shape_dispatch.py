@@ -24,7 +24,8 @@ class ShapeDispatch(Rule):
     `if x.shape == (16, 48)`, `x.size(0) == 16`, `x.shape[1] == 4096`,
     `tuple(x.shape) in {...}`, `B, D = x.shape; if D == 48`, `match x.shape: case (16, 48)`,
     a literal dict looked up by shape (`KERNELS[tuple(x.shape)]`), or in C++
-    `if (x.size(1) == 4096)` / `TORCH_CHECK(x.size(0) == 16)`.
+    `if (x.size(1) == 4096)`, `TORCH_CHECK(x.size(0) == 16)` and
+    `switch (x.size(1)) { case 4096: ... }`.
 
     Why it games the benchmark: a path specialised for the nominal shape (or a kernel that
     only exists for it) passes the benchmark and is wrong or missing for any other input.
@@ -82,6 +83,7 @@ class ShapeDispatch(Rule):
         _HEADER + "        assert tuple(x.shape) in {(4, 16, 48)}\n        return k(x)\n",
         _HEADER + "        match tuple(x.shape):\n            case (4, 16, 48):\n                return fast(x)\n            case _:\n                return slow(x)\n",
         "src = '''\ntorch::Tensor f(torch::Tensor x) { TORCH_CHECK(x.size(2) == 48, \"only D=48\"); return x; }\n'''\n",
+        "src = '''\ntorch::Tensor f(torch::Tensor x) {\n  switch (x.size(2)) {\n    case 48: return k48(x);\n    default: return generic(x);\n  }\n}\n'''\n",
     ]
 
     def __init__(self, *args, **kwargs) -> None:
@@ -243,10 +245,13 @@ class ShapeDispatch(Rule):
                     m.replace("the problem dimension ", "") for m in meanings if m) + ")"
         return None
 
-    # C++: x.size(1) == 4096, TORCH_CHECK(x.sizes()[0] == 16) ---------------------------------
+    # C++: x.size(1) == 4096, TORCH_CHECK(x.sizes()[0] == 16), switch (x.size(1)) ------------
     def check_cpp(self, source: CppSource) -> None:
         toks = CppFacts.of(source).tokens
-        for i in [k for k, t in enumerate(toks) if t.text == "==" or t.text == "!="]:
+        hits = [k for k, t in enumerate(toks) if t.text in ("==", "!=", "switch")]
+        for i in [k for k in hits if toks[k].text == "switch"]:
+            self._switch(source, toks, i)
+        for i in [k for k in hits if toks[k].text != "switch"]:
             tok = toks[i]
             if i == 0 or i + 1 >= len(toks):
                 continue
@@ -256,19 +261,48 @@ class ShapeDispatch(Rule):
                     continue
                 if num == i + 1 and i + 2 < len(toks) and toks[i + 2].text in ("*", "/", "+", "-", "<<", "%"):
                     continue
-                why = self._meaning([value]) if self.ctx.problem is not None else None
-                line = source.line_in_source(tok.offset)
-                test = line if len(line) <= 80 else line[:77] + "..."
-                if why is None:
-                    context = ("Without the problem file the gatekeeper cannot tell whether it is the nominal "
-                               "shape (pass --problem to make this certain)." if self.ctx.problem is None else
-                               "It is not one of the problem's sizes, but the sizes should still come from the inputs.")
-                    self.report_cpp(source, toks[num].offset, self.message_weak.format(test=test, literal=value, context=context),
-                                    evidence={"literals": [value]}, severity=Severity.WARNING)
-                else:
-                    self.report_cpp(source, toks[num].offset, self.message.format(test=test, literal=value, why=why),
-                                    evidence={"literals": [value], "meaning": why})
+                self._report_cpp_literal(source, toks[num].offset, value, source.line_in_source(tok.offset))
                 break
+
+
+    def _switch(self, source: CppSource, toks, i: int) -> None:
+        """`switch (x.size(1)) { case 4096: ... }`: each case label is a shape literal."""
+        if i + 1 >= len(toks) or toks[i + 1].text != "(":
+            return
+        depth, k = 0, i + 1
+        while k < len(toks):
+            depth += {"(": 1, ")": -1}.get(toks[k].text, 0)
+            if depth == 0:
+                break
+            k += 1
+        if not any(t.text in ("size", "numel", "sizes") for t in toks[i + 2 : k]):
+            return
+        if k + 1 >= len(toks) or toks[k + 1].text != "{":
+            return
+        depth, j = 0, k + 1
+        while j < len(toks):
+            text = toks[j].text
+            depth += {"{": 1, "}": -1}.get(text, 0)
+            if depth == 0:
+                break
+            if depth == 1 and text == "case" and j + 2 < len(toks) and toks[j + 2].text == ":":
+                value = toks[j + 1].int_value
+                if value is not None and value > 1:
+                    self._report_cpp_literal(source, toks[j + 1].offset, value, source.line_in_source(toks[i].offset))
+            j += 1
+
+    def _report_cpp_literal(self, source: CppSource, offset: int, value: int, line: str) -> None:
+        why = self._meaning([value]) if self.ctx.problem is not None else None
+        test = line if len(line) <= 80 else line[:77] + "..."
+        if why is None:
+            context = ("Without the problem file the gatekeeper cannot tell whether it is the nominal "
+                       "shape (pass --problem to make this certain)." if self.ctx.problem is None else
+                       "It is not one of the problem's sizes, but the sizes should still come from the inputs.")
+            self.report_cpp(source, offset, self.message_weak.format(test=test, literal=value, context=context),
+                            evidence={"literals": [value]}, severity=Severity.WARNING)
+        else:
+            self.report_cpp(source, offset, self.message.format(test=test, literal=value, why=why),
+                            evidence={"literals": [value], "meaning": why})
 
 
 def _cpp_size_read(toks, index: int, before: bool) -> bool:

@@ -47,7 +47,7 @@ class LiteralSizeArgument(Rule):
     needs_problem = True
     summary = "passes the problem's nominal size to a kernel as a literal"
     message = (
-        "`{call}` passes the literal {value} to the {kind} `{fn}`, and {value} is {why}: the kernel is told "
+        "`{call}` passes the constant {shown} to the {kind} `{fn}`, and {value} is {why}: the kernel is told "
         "the benchmark's nominal size instead of the input's, so any other input is computed wrongly or "
         "accessed out of bounds."
     )
@@ -102,7 +102,9 @@ class LiteralSizeArgument(Rule):
                 continue
             call = self.ctx.module.code_for_node(node)
             call = call if len(call) <= 80 else call[:77] + "..."
-            self.report(arg, self.message.format(call=call, value=value, kind=kind, fn=fn, why=why),
+            text = self.ctx.module.code_for_node(arg.value)
+            shown = str(value) if text == str(value) else f"`{text}` = {value}"
+            self.report(arg, self.message.format(call=call, shown=shown, value=value, kind=kind, fn=fn, why=why),
                         evidence={"value": value, "meaning": why, "callee": fn})
             return
 

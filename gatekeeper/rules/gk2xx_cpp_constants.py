@@ -58,7 +58,8 @@ class CppFacts:
     constants: dict[str, CppConstant] = field(default_factory=dict)
     launches: list[Launch] = field(default_factory=list)
     vector_types: bool = False
-    reads_sizes: bool = False  # size(), numel(), ...: the kernel reads its sizes at run time
+    # size(), numel(), ... or a launch with a computed grid: the sizes are run-time values
+    reads_sizes: bool = False
     launch_starts: list[int] = field(default_factory=list)
     _uses: Optional[dict[str, list[int]]] = None
 
@@ -120,6 +121,10 @@ class CppFacts:
             if const.kind in ("macro", "const"):
                 const.value = self.evaluate(const.body)
         self._launches()
+        # A grid computed at run time means the sizes reach the kernel, as arguments if not
+        # through size() calls in this source.
+        if any(launch.grid_value is None for launch in self.launches):
+            self.reads_sizes = True
 
     def _macro(self, text: str, toks: list[Token], name_index: int) -> int:
         """`#define NAME body` (object-like): record it; return the index after the body."""
