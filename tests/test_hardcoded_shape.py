@@ -134,6 +134,8 @@ def test_main_guard_self_test_is_not_checked_and_an_uncalled_helper_is_a_warning
     main = (FORWARD + "        return k(x)\n\nif __name__ == '__main__':\n    x = torch.randn(4, 16, 48)\n"
             "    y = x.view(16, 4, 48)\n    if x.shape == (4, 16, 48):\n        print(ModelNew()(x))\n")
     assert not _shape(static_findings(main, SEED_PROBLEM_SRC))
+    pasted = FORWARD + "        return k(x)\n\ndef get_inputs():\n    return [torch.randn(4, 16, 48)]\n"
+    assert not _shape(static_findings(pasted, SEED_PROBLEM_SRC))
     dead = FORWARD + "        return k(x)\n\ndef _selftest():\n    return torch.randn(4, 16, 48)\n"
     found = [f for f in static_findings(dead, SEED_PROBLEM_SRC) if f.rule == "GK201"]
     assert len(found) == 1 and found[0].severity == Severity.WARNING
