@@ -174,6 +174,15 @@ def test_cpp_finding_points_at_the_python_line_of_the_launch():
     assert lines == [4, 5]  # the getStreamFromPool line and the launch line, in the .py file
 
 
+def test_cpp_launch_on_a_stream_of_unknown_origin_is_a_warning():
+    stored = _cpp("static cudaStream_t g_stream;\nvoid set_stream(int64_t p) { g_stream = reinterpret_cast<cudaStream_t>(p); }\n"
+                  "void f(float* y) { k<<<1, 32, 0, g_stream>>>(y); }")
+    assert [f.severity for f in mine(stored, "GK501")] == [Severity.WARNING]
+    from_param = _cpp("void f(float* y, int64_t stream_ptr) {\n  cudaStream_t s = reinterpret_cast<cudaStream_t>(stream_ptr);\n"
+                      "  k<<<1, 32, 0, s>>>(y);\n  k<<<1, 32, 0, (cudaStream_t)0>>>(y);\n}")
+    assert not mine(from_param, "GK501")
+
+
 # threads -----------------------------------------------------------------------------------
 def test_cpp_thread_joined_is_a_warning_detached_is_an_error():
     joined = _cpp("#include <thread>\nvoid f() {\n  std::vector<std::thread> ts;\n  for (int i = 0; i < 4; ++i) ts.emplace_back(work, i);\n"

@@ -4,7 +4,9 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.rules.gk5_support import assigned_name, call_args, enclosing_call, function_at, idents, statement_start
+from gatekeeper.rules.gk5_support import (
+    assigned_name, call_args, enclosing_call, function_at, idents, match_close, split_args, statement_start,
+)
 from gatekeeper.static.cpp_functions import CppFunction, functions
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.cpp_tokens import Token
@@ -18,6 +20,9 @@ _SWITCH = frozenset({"setCurrentCUDAStream", "CUDAStreamGuard", "OptionalCUDAStr
 _CURRENT = frozenset({"getCurrentCUDAStream", "getDefaultCUDAStream"})
 _SYNC = frozenset({"cudaDeviceSynchronize", "device_synchronize", "cudaStreamSynchronize", "stream_synchronize",
                    "cudaStreamWaitEvent", "cudaEventSynchronize", "synchronize", "block"})
+# The legacy default stream and the casts that spell it.
+_DEFAULT_STREAMS = frozenset({"0", "nullptr", "NULL", "cudaStreamLegacy", "cudaStream_t", "static_cast",
+                              "reinterpret_cast"})
 _NOT_USES = frozenset({"cudaStreamDestroy", "cudaStreamQuery", "cudaStreamGetPriority", "cudaStreamGetFlags"})
 _TESTS = frozenset({"if", "while", "for", "switch", "sizeof", "assert", "TORCH_CHECK"})
 
@@ -71,6 +76,11 @@ class SideStreamInCpp(Rule):
         "{what} in the C++/CUDA source uses a side stream; it is joined back before the host function "
         "returns, so the work is timed, but a side stream in a single-kernel submission is unusual."
     )
+    unknown_message = (
+        "A kernel launch in the C++/CUDA source uses a stream that is neither PyTorch's current stream "
+        "nor a stream handed in by the caller; if it is not the current stream, the harness's events do "
+        "not time this kernel."
+    )
     hint = (
         "Launch on the current stream: `auto stream = at::cuda::getCurrentCUDAStream();` then "
         "`kernel<<<grid, block, smem, stream>>>(...)`, and `cublasSetStream(handle, stream)`. Do not "
@@ -107,7 +117,10 @@ class SideStreamInCpp(Rule):
     def check_cpp(self, source: CppSource) -> None:
         tokens = source.tokens
         if not idents(source) & (_CREATE | _ACQUIRE | _SWITCH | {"cudaStreamNonBlocking"}):
-            return  # cheap exit: nothing here can name a side stream
+            # nothing here can name a side stream; only launches on streams of unknown origin remain
+            if "<<<" in source.text:
+                self._unknown_launch_streams(source, functions(tokens), set())
+            return
         funcs = functions(tokens)
         sites = self._acquisitions(tokens, _ACQUIRE)
         identities = {s.identity for s in sites if s.identity}
@@ -152,6 +165,29 @@ class SideStreamInCpp(Rule):
             bad = site.identity in unjoined_ids or site.identity not in used_ids and not any(
                 t.text in ("cudaStreamSynchronize", "cudaDeviceSynchronize") for t in tokens)
             self._emit(source, site, bad)
+        self._unknown_launch_streams(source, funcs, identities)
+
+    def _unknown_launch_streams(self, source: CppSource, funcs: list[CppFunction], identities: set[str]) -> None:
+        """`<<<g, b, smem, s>>>` where `s` is neither the current stream, the default stream, a
+        parameter, a value derived from one of those, nor a side stream reported above: its
+        origin is unknown here, so it is a warning (a stream handle kept from an earlier call,
+        or set through another entry point, is how a side stream reaches C++ unseen)."""
+        tokens = source.tokens
+        for i, tok in enumerate(tokens):
+            if tok.text != "<<<":
+                continue
+            close = match_close(tokens, i)
+            args = split_args(tokens, i, close)
+            if len(args) < 4:
+                continue
+            texts = {t.text for t in args[3] if t.kind in ("ident", "number")}
+            fn = function_at(funcs, i)
+            if fn is None or not texts or texts <= _DEFAULT_STREAMS or texts & (_CURRENT | _ACQUIRE | identities):
+                continue
+            if texts & set(fn.params) or _derived_from(tokens, fn, texts, set(fn.params) | _CURRENT):
+                continue
+            self.report_cpp(source, tok.offset, self.unknown_message, severity=Severity.WARNING,
+                            evidence={"stream": " ".join(t.text for t in args[3]), "host_function": fn.name})
 
     # pieces ----------------------------------------------------------------------------
     def _acquisitions(self, tokens: Sequence[Token], acquire: frozenset[str]) -> list[_Site]:
@@ -216,6 +252,23 @@ class SideStreamInCpp(Rule):
             self.report_cpp(source, tok_offset, self.joined_message.format(what=site.what),
                             evidence={"stream": site.identity, "joined": True},
                             severity=Severity.WARNING if self.active_severity == Severity.ERROR else self.active_severity)
+
+
+def _derived_from(tokens: Sequence[Token], fn: CppFunction, names: set[str], sources: set[str]) -> bool:
+    """Some `name = ...;` / `T name(...)` in the source reads one of `sources` (the launching
+    function's parameters, or the current stream)."""
+    for k, tok in enumerate(tokens):
+        if tok.text not in names or k + 1 >= len(tokens):
+            continue
+        nxt = tokens[k + 1].text
+        if nxt not in ("=", "(", "{"):
+            continue
+        end = k + 2
+        while end < len(tokens) and tokens[end].text != ";":
+            end += 1
+        if any(t.text in sources for t in tokens[k + 2 : end]):
+            return True
+    return False
 
 
 def _called(tokens: Sequence[Token], i: int) -> bool:
