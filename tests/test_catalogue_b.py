@@ -47,6 +47,8 @@ HACKED = [
     ("GK510", "import asyncio\nasync def f(x):\n    return await asyncio.to_thread(_ext.run, x)\n"),
     ("GK510", "import torch\ndef f(x):\n    fut = torch.jit.fork(_ext.run, x)\n    return fut\n"),
     ("GK510", "import functools, threading\nstart = functools.partial(threading.Thread, daemon=True)\n"),
+    ("GK510", "import signal\ndef f(x, y):\n    signal.signal(signal.SIGALRM, lambda *a: _ext.run(x, y))\n"
+              "    signal.setitimer(signal.ITIMER_REAL, 0.001)\n    return y\n"),
     ("GK511", _cpp("#include <thread>\nusing namespace std;\nvoid f() { thread t(work); t.detach(); }")),
     ("GK511", _cpp("#include <future>\nvoid f() { auto fut = std::async(std::launch::async, work); }")),
     # lazy outputs
@@ -72,6 +74,8 @@ HACKED = [
     ("GK532", "def launch(a, b, c):\n    _mm[(1,)](a, b, c, ALLOW_TF32=True)\n"),
     ("GK532", _cpp("void f() { cublasSetMathMode(handle, CUBLAS_TF32_TENSOR_OP_MATH); }")),
     ("GK532", _cpp("void f() { cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &a, A, CUDA_R_32F, 1, B, CUDA_R_32F, 1, &b, C, CUDA_R_32F, 1, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT); }")),
+    ("GK532", "import torch\ntorch._C._set_cublas_allow_tf32(True)\n"),
+    ("GK533", _cpp("using Element = cutlass::half_t;\nvoid f() { run<Element>(); }")),
     ("GK533", _cpp("__global__ void k(const float* x, __nv_bfloat16* y) { y[0] = __float2bfloat16(x[0]); }")),
     ("GK533", _cpp("torch::Tensor f(torch::Tensor x) { return run(x.to(at::kBFloat16)); }")),
     ("GK533", _cpp("torch::Tensor f(torch::Tensor x) { auto y = torch::empty({4}, x.options().dtype(torch::kHalf)); return y; }")),

@@ -55,6 +55,7 @@ class OverridesTorchDispatch(Rule):
         "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return _ext.run(x)\n",
     ]
     INVALID = [
+        "import torch\nclass Out:\n    pass\nsetattr(Out, '__torch_function__', classmethod(lambda *a, **k: True))\n",
         "import torch\nclass Out:\n    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
         "        return True\n",
         "from torch.utils._python_dispatch import TorchDispatchMode as M\nclass Spy(M):\n"
@@ -92,6 +93,12 @@ class OverridesTorchDispatch(Rule):
                             evidence={"base": qual})
 
     def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value == "setattr" and len(node.args) >= 2:
+            name = node.args[1].value
+            if isinstance(name, cst.SimpleString) and name.evaluated_value in HOOKS:
+                self.report(node, self.message.format(what=f"`{name.evaluated_value}` is set with setattr"),
+                            evidence={"hook": name.evaluated_value})
+                return
         qual = self._flagged(node.func)
         if qual is not None:
             self.report(node, self.message.format(what=f"`{qual}` is used"), evidence={"uses": qual})

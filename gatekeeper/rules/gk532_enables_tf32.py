@@ -18,13 +18,19 @@ FLAGS = frozenset({
     "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
     "torch.backends.cuda.matmul.allow_fp16_accumulation",
 })
+# Private setters behind the public switches: enabling when the argument is not False.
+PRIVATE_SETTERS = frozenset({
+    "torch._C._set_cublas_allow_tf32", "torch._C._set_cudnn_allow_tf32",
+    "torch._C._set_cublas_allow_fp16_reduced_precision_reduction",
+    "torch._C._set_cublas_allow_bf16_reduced_precision_reduction", "torch._C._set_float32_matmul_precision",
+})
 LOW_PRECISION_NAMES = frozenset({"tf32", "bf16", "fp16", "high", "medium"})
 ENV_SWITCHES = frozenset({"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "NVIDIA_TF32_OVERRIDE", "TRITON_F32_DEFAULT"})
 _CPP_SETTERS = frozenset({"setAllowTF32CuBLAS", "setAllowTF32CuDNN", "setAllowFP16ReductionCuBLAS",
                           "setAllowBF16ReductionCuBLAS", "setFloat32MatmulPrecision", "setFloat32Precision"})
 _CPP_MODES = frozenset({"CUBLAS_TF32_TENSOR_OP_MATH", "CUBLAS_COMPUTE_32F_FAST_TF32", "CUBLAS_COMPUTE_32F_FAST_16F",
                         "CUBLAS_COMPUTE_32F_FAST_16BF", "CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION",
-                        "__float_to_tf32", "CUBLASLT_COMPUTE_32F_FAST_TF32"})
+                        "__float_to_tf32", "CUBLASLT_COMPUTE_32F_FAST_TF32", "tfloat32_t"})
 _CPP_TRIGGERS = _CPP_SETTERS | _CPP_MODES | {"tf32"}
 
 
@@ -134,6 +140,11 @@ class EnablesTF32(Rule):
             text = string_value(call_arg(node, 0, "precision") or cst.Name("None"))
             if text is None or text.lower() != "highest":
                 self._flag(node, "`torch.set_float32_matmul_precision(...)`", dtype)
+        elif qual in PRIVATE_SETTERS and node.args:
+            value = node.args[0].value
+            text = string_value(value)
+            if not is_false(value) and (text is None or text.lower() != "highest"):
+                self._flag(node, f"`{qual}(...)`", dtype)
         elif qual == "builtins.setattr" and len(node.args) >= 3:
             base = self.ctx.qualname(node.args[0].value)
             attr = string_value(node.args[1].value)

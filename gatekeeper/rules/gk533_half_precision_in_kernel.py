@@ -10,7 +10,8 @@ from gatekeeper.static.rule import Rule
 
 # Half and bfloat16 storage types, conversions and arithmetic (cuda_fp16.h / cuda_bf16.h),
 # tensor-core and library switches to 16-bit math.
-HALF_TYPES = frozenset({"__half", "__half2", "half2", "__nv_bfloat16", "__nv_bfloat162", "nv_bfloat16", "nv_bfloat162"})
+HALF_TYPES = frozenset({"__half", "__half2", "half2", "__nv_bfloat16", "__nv_bfloat162", "nv_bfloat16", "nv_bfloat162",
+                        "half_t", "bfloat16_t"})  # the last two: CUTLASS / CuTe
 HALF_PREFIXES = ("__float2half", "__floats2half", "__float22half", "__half2", "__half22", "__float2bfloat16",
                  "__floats2bfloat16", "__float22bfloat16", "__bfloat162", "__bfloat1622", "__int2half",
                  "__uint2half", "__double2half", "__double2bfloat16")
@@ -24,7 +25,8 @@ HALF_MATH = frozenset({
 })
 FP8 = frozenset({"__nv_fp8_e4m3", "__nv_fp8_e5m2", "__nv_fp8x2_e4m3", "__nv_fp8x2_e5m2", "__nv_fp8x4_e4m3",
                  "__nv_fp8x4_e5m2", "__nv_cvt_float_to_fp8", "__nv_cvt_float2_to_fp8x2", "CUDA_R_8F_E4M3",
-                 "CUDA_R_8F_E5M2", "kFloat8_e4m3fn", "kFloat8_e5m2", "Float8_e4m3fn", "Float8_e5m2"})
+                 "CUDA_R_8F_E5M2", "kFloat8_e4m3fn", "kFloat8_e5m2", "Float8_e4m3fn", "Float8_e5m2",
+                 "float_e4m3_t", "float_e5m2_t"})
 # Scalar-type enums: a downgrade when a tensor is converted or allocated with them, not when compared.
 HALF_ENUMS = frozenset({"kHalf", "kFloat16", "kBFloat16"})
 _ENUM_SCOPES = frozenset({"ScalarType"})
