@@ -352,6 +352,8 @@ class TorchUsage:
                 receiver = func.value
                 if isinstance(receiver, cst.Name) and self.frames and receiver.value in self.frames[-1].containers:
                     return False
+                if _receiver_key(receiver) in self.holders:
+                    return True  # the extension's result: a tensor
                 return self.ops.method_returns_tensor(func.attr.value)
         return False
 

@@ -1,0 +1,180 @@
+"""Torch-fallback rules (GK301-GK310): severity by profile, glue vs no kernel, heavy ops,
+ops the reference computes, the `allow` option, severity overrides, fallback conditions,
+the op table, and the resolver's `self.fc = nn.Linear(...)` mapping. Real engine, real
+libcst; no mocks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from gatekeeper.config import Config, RuleSettings
+from gatekeeper.errors import UsageError
+from gatekeeper.report import Severity
+from gatekeeper.rules.gk3xx_torch_ops import torch_ops
+from gatekeeper.static.names import NameResolver
+from gatekeeper.static.testing import static_findings
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+SEED_PROBLEM = (FIXTURES / "problems/seed_mean.py").read_text("utf-8")
+LINEAR_PROBLEM = (FIXTURES / "problems/fallback_linear_relu.py").read_text("utf-8")
+
+# An own CUDA kernel, then one line of torch in forward (formatted in).
+WITH_KERNEL = '''import torch
+import torch.nn.functional as F
+from torch.utils.cpp_extension import load_inline
+_src = r"""
+#include <torch/extension.h>
+__global__ void k(const float* x, float* y, long n) {{ long i = threadIdx.x; if (i < n) y[i] = x[i]; }}
+torch::Tensor run(torch::Tensor x) {{ auto y = torch::empty_like(x); k<<<1, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel()); return y; }}
+"""
+_ext = load_inline(name="t", cpp_sources="torch::Tensor run(torch::Tensor x);", cuda_sources=_src, functions=["run"])
+class ModelNew(torch.nn.Module):
+    def forward(self, x, n: int = 4):
+        y = _ext.run(x)
+        return {expr}
+'''
+NO_KERNEL = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return {expr}\n"
+
+
+def _mine(findings, prefix="GK3"):
+    return [(f.rule, f.severity) for f in findings if f.rule.startswith(prefix)]
+
+
+def _config(profile="default", **rules):
+    return Config(profile=profile, rules={code: RuleSettings(**s) for code, s in rules.items()})
+
+
+@pytest.mark.parametrize("profile,expected", [("default", Severity.WARNING), ("lenient", Severity.WARNING),
+                                              ("strict", Severity.ERROR)])
+def test_light_glue_around_own_kernel_is_a_warning_except_strict(profile, expected):
+    findings = static_findings(WITH_KERNEL.format(expr="torch.relu(y)"), profile=profile)
+    assert _mine(findings) == [("GK301", expected)]
+
+
+@pytest.mark.parametrize("profile", ["default", "lenient", "strict"])
+def test_torch_compute_without_own_kernel_is_an_error_under_every_profile(profile):
+    findings = static_findings(NO_KERNEL.format(expr="torch.relu(x)"), profile=profile)
+    assert _mine(findings) == [("GK301", Severity.ERROR)]
+
+
+@pytest.mark.parametrize("profile,expected", [("default", Severity.ERROR), ("lenient", Severity.WARNING)])
+def test_heavy_glue_is_an_error_under_default(profile, expected):
+    findings = static_findings(WITH_KERNEL.format(expr="y.sum(dim=-1)"), profile=profile)
+    assert _mine(findings) == [("GK303", expected)]
+
+
+def test_op_the_reference_computes_is_an_error_even_as_light_glue():
+    source = WITH_KERNEL.format(expr="F.relu(y)")
+    assert _mine(static_findings(source)) == [("GK301", Severity.WARNING)]
+    # the linear+relu problem computes relu: doing it in torch is part of the work
+    assert _mine(static_findings(source, LINEAR_PROBLEM)) == [("GK301", Severity.ERROR)]
+    # the seed problem does not
+    assert _mine(static_findings(source, SEED_PROBLEM)) == [("GK301", Severity.WARNING)]
+
+
+def test_elementwise_operators_on_tensors_follow_the_glue_policy():
+    source = WITH_KERNEL.format(expr="x * 0.25 + n")
+    assert _mine(static_findings(WITH_KERNEL.format(expr="_ext.run(y) / 2"))) == [("GK304", Severity.WARNING)]
+    assert _mine(static_findings(source)) == [("GK304", Severity.WARNING)]
+    assert _mine(static_findings(source, profile="strict")) == [("GK304", Severity.ERROR)]
+    # size arithmetic and int parameters are not tensors
+    sizes = WITH_KERNEL.format(expr="(y, x.size(0) * x.shape[1] + n * 2, (x.numel() + 255) // 256)")
+    assert _mine(static_findings(sizes, profile="strict")) == []
+
+
+def test_matmul_operator_is_heavy():
+    assert _mine(static_findings(WITH_KERNEL.format(expr="y @ x"))) == [("GK304", Severity.ERROR)]
+
+
+def test_allow_option_accepts_names_and_patterns():
+    strict_relu = WITH_KERNEL.format(expr="torch.relu(y) + F.gelu(y).mean(0)")
+    before = {r for r, _ in _mine(static_findings(strict_relu, profile="strict"))}
+    assert before == {"GK301", "GK303", "GK304"}
+    config = _config("strict", GK301={"options": {"allow": ["torch.relu", "torch.nn.functional.*"]}},
+                     GK303={"options": {"allow": ["mean"]}}, GK304={"options": {"allow": ["+"]}})
+    assert _mine(static_findings(strict_relu, config=config)) == []
+
+
+def test_allow_option_must_be_a_list_of_strings():
+    config = _config(GK301={"options": {"allow": "torch.relu"}})
+    with pytest.raises(UsageError, match=r"rules\.GK301\.options\] allow"):
+        static_findings(NO_KERNEL.format(expr="torch.relu(x)"), config=config)
+
+
+def test_severity_set_in_configuration_replaces_the_policy():
+    config = _config(GK303={"severity": "warning"})
+    assert _mine(static_findings(NO_KERNEL.format(expr="x.mean(0)"), config=config)) == [("GK303", Severity.WARNING)]
+
+
+FALLBACK = '''import torch
+from torch.utils.cpp_extension import load_inline
+_ext = load_inline("m", "", "", functions=["f"])
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        if {cond}:
+            return _ext.f(x)
+        return x.mean(0)
+'''
+
+
+@pytest.mark.parametrize("cond,default", [("x.is_cuda", Severity.WARNING), ("x.shape[-1] % 8 == 0", Severity.ERROR),
+                                          ("USE_KERNEL", Severity.WARNING)])
+def test_fallback_branch_severity_depends_on_the_condition(cond, default):
+    source = FALLBACK.format(cond=cond)
+    assert _mine(static_findings(source)) == [("GK310", default)]
+    assert _mine(static_findings(source, profile="strict")) == [("GK310", Severity.ERROR)]
+    assert _mine(static_findings(source, profile="lenient")) == [("GK310", Severity.WARNING)]
+
+
+def test_try_import_triton_is_not_a_fallback():
+    source = ("import torch\ntry:\n    import triton\nexcept ImportError:\n    triton = None\n"
+              "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x)\n"
+              "        k[(1,)](x, y)\n        return y\n")
+    assert _mine(static_findings(source, profile="strict")) == []
+
+
+def test_honest_fixtures_have_no_torch_fallback_finding_even_under_strict():
+    for name in ["fallback_honest_mentions", "fallback_honest_triton", "fallback_honest_alloc_glue",
+                 "fallback_honest_linear", "seed_honest_generic"]:
+        source = (FIXTURES / f"submissions/{name}.py").read_text("utf-8")
+        assert _mine(static_findings(source, SEED_PROBLEM, profile="strict")) == [], name
+
+
+def test_op_table_classification():
+    ops = torch_ops()
+    for qual in ["torch.einsum", "torch.baddbmm", "torch.cumsum", "torch._C._nn.linear", "torch.cuda.comm.reduce_add",
+                 "torch.nn.functional.pad", "torch.special.erf"]:
+        assert ops.function_is_compute(qual), qual
+    for qual in ["torch.empty_like", "torch.cuda.synchronize", "torch.utils.cpp_extension.load_inline",
+                 "torch.no_grad", "torch.manual_seed", "torch.nn.init.zeros_", "torch.is_tensor"]:
+        assert not ops.function_is_compute(qual), qual
+    assert ops.is_heavy("baddbmm") and ops.is_heavy("LayerNorm") and ops.is_heavy("x", "torch.linalg.solve")
+    assert not ops.is_heavy("relu") and not ops.is_heavy("add")
+    assert ops.cpp_is_compute(["at", "matmul"]) and ops.cpp_is_compute(["at", "native", "empty_like"])
+    assert not ops.cpp_is_compute(["torch", "empty"]) and not ops.cpp_is_compute(["at", "cuda", "getCurrentCUDAStream"])
+    assert ops.vendor_call("cublasLtMatmul") and not ops.vendor_call("cublasCreate_v2")
+
+
+def test_resolver_maps_self_attribute_to_torch_nn_class_but_not_parameters():
+    module = cst.parse_module("import torch.nn as nn\n")
+    resolver = NameResolver()
+    resolver.bind_import(module.body[0].body[0])  # type: ignore[attr-defined]
+    resolver.push("function")
+    resolver.bind_params(cst.parse_module("def f(self): pass\n").body[0].params)  # type: ignore[attr-defined]
+    for text in ["self.fc = nn.Linear(4, 4)", "self.w = nn.Parameter(x)", "self.act = nn.functional.relu(x)"]:
+        assign = cst.parse_statement(text).body[0]  # type: ignore[attr-defined]
+        resolver.bind_target(assign.targets[0].target, assign.value)
+    attr = lambda name: cst.parse_expression(f"self.{name}")  # noqa: E731
+    assert resolver.qualname(attr("fc")) == "torch.nn.Linear"
+    assert resolver.qualname(attr("w")) is None  # a parameter is storage, not a layer
+    assert resolver.qualname(attr("act")) is None  # a call result, not a class
+
+
+def test_cpp_finding_points_at_the_python_line_of_the_call():
+    source = (FIXTURES / "submissions/fallback_cpp_at_matmul.py").read_text("utf-8")
+    findings = [f for f in static_findings(source) if f.rule == "GK306"]
+    assert len(findings) == 1 and findings[0].evidence["call"] == "at::matmul"
+    assert "at::matmul(x, w.t())" in source.splitlines()[findings[0].location.line - 1]
