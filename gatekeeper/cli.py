@@ -106,9 +106,14 @@ def rules(config: Optional[Path] = typer.Option(None, "--config")) -> None:
         found = discover_rules(resolved.rule_dirs)
     except GatekeeperError as exc:
         _fail(exc)
+    rows = [(r.code, r.name, r.category.value, r.severity_for(resolved.profile).value, r.summary) for r in found]
+    if not out.is_terminal:  # pipes and scripts get one tab-separated line per rule
+        for row in rows:
+            sys.stdout.write("\t".join(row) + "\n")
+        return
     table = Table("code", "name", "category", "severity", "summary", box=None)
-    for rule in found:
-        table.add_row(rule.code, rule.name, rule.category.value, rule.severity_for(resolved.profile).value, rule.summary)
+    for row in rows:
+        table.add_row(*row)
     out.print(table)
 
 

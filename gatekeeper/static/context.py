@@ -151,7 +151,9 @@ class FileContext:
         rng = ranges.get(id(segment.node)) if segment.node is not None else None
         if rng is None:
             return None
-        newlines = source.text.count("\n", segment.start, offset)
+        # Pieces of one literal (an f-string's parts) count lines from the literal's start.
+        first = next(s for s in source.segments if s.node is segment.node)
+        newlines = source.text.count("\n", first.start, offset)
         span = max(rng.end.line - rng.start.line, 0)
         line = rng.start.line + min(newlines, span)
         if newlines and line <= rng.end.line:

@@ -169,7 +169,7 @@ class SourceExtractor:
     def _fstring(self, expr: cst.FormattedString, out: list[Segment], depth: int) -> None:
         for part in expr.parts:
             if isinstance(part, cst.FormattedStringText):
-                _add(out, part.value, expr)
+                _add(out, part.value.replace("{{", "{").replace("}}", "}"), expr)
             elif isinstance(part, cst.FormattedStringExpression):
                 value = self._constant(part.expression, depth)
                 _add(out, value if value is not None else " __gk_unresolved__ ", expr)

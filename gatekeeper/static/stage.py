@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 from typing import Optional, Sequence
@@ -46,6 +47,36 @@ def severities(rules: Sequence[type[Rule]], config: Config) -> dict[str, Severit
     return out
 
 
+# libcst's native parser is quadratic in expression depth and crashes (SIGSEGV) past a few
+# thousand levels. A file with few operator characters cannot nest that deep; one with many
+# is parsed by CPython first, whose parser fails cleanly, and its depth is bounded.
+_OPERATOR_BYTES = b"-+~*/%@&|^<>.([{"
+_NOT_OPERATORS = bytes(b for b in range(256) if b not in _OPERATOR_BYTES)
+_OPERATOR_WORDS = (b"if ", b"lambda", b"not ", b"and ", b"or ", b"await ", b"yield")
+_SCREEN_ABOVE = 800
+MAX_DEPTH = 200
+
+
+def nesting_problem(data: bytes, text: str) -> Optional[str]:
+    """Why the file is too deeply nested to analyse safely, or None."""
+    count = len(data.translate(None, _NOT_OPERATORS)) + sum(data.count(w) for w in _OPERATOR_WORDS)
+    if count < _SCREEN_ABOVE:
+        return None
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        return f"Python rejects it: {exc.msg} (line {exc.lineno})."
+    except (RecursionError, MemoryError):
+        return "Its expressions nest too deeply for Python's own parser."
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return f"Its expressions nest more than {MAX_DEPTH} levels deep."
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return None
+
+
 def run_static(data: bytes, path: str, config: Config, problem: Optional[ProblemFacts]) -> list[Finding]:
     if len(data) > config.max_file_bytes:
         return [_load_finding(SubmissionTooLarge, path,
@@ -58,6 +89,9 @@ def run_static(data: bytes, path: str, config: Config, problem: Optional[Problem
         return [_load_finding(SubmissionNotText, path, "It contains NUL bytes.")]
     if not text.strip():
         return [_load_finding(SubmissionEmpty, path)]
+    too_deep = nesting_problem(data, text)
+    if too_deep is not None:
+        return [_load_finding(SubmissionSyntaxError, path, too_deep)]
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
