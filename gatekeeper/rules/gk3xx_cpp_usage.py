@@ -16,21 +16,23 @@ groups' `tile.any(...)` is not a tensor method.
 
 from __future__ import annotations
 
+from typing import Callable, Optional
+
 from gatekeeper.rules.gk3xx_torch_ops import TorchOps
-from gatekeeper.static.cpp_functions import functions
+from gatekeeper.static.cpp_functions import CppFunction
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.cpp_tokens import Token
 
 Found = tuple[str, str, int]  # (kind: cpp | vendor, what was called, offset)
 
 
-def _device_ranges(tokens: list[Token]) -> list[tuple[int, int]]:
-    index = {t.offset: i for i, t in enumerate(tokens)}
+def _device_ranges(tokens: list[Token], fns: list[CppFunction]) -> list[tuple[int, int]]:
     ranges = []
-    for fn in functions(tokens):
-        at = index.get(fn.offset)
-        if at is None:
-            continue
+    for fn in fns:
+        # the name token sits just before the parameter list, which ends before the body
+        at = fn.body_start
+        while at > 0 and tokens[at].offset != fn.offset:
+            at -= 1
         before = {t.text for t in tokens[max(0, at - 8) : at]}
         if "__global__" in before or "__device__" in before:
             ranges.append((fn.body_start, fn.body_end))
@@ -47,13 +49,39 @@ def _chain(tokens: list[Token], i: int) -> tuple[list[str], int]:
     return names, j
 
 
-def scan_cpp(source: CppSource, ops: TorchOps) -> tuple[bool, list[Found]]:
+def _skip_template(tokens: list[Token], j: int) -> int:
+    """Index after `<...>` at j (template arguments), or j when there are none."""
+    if j >= len(tokens) or tokens[j].text != "<":
+        return j
+    depth = 0
+    for k in range(j, min(len(tokens), j + 64)):
+        text = tokens[k].text
+        if text == "<":
+            depth += 1
+        elif text == ">":
+            depth -= 1
+        elif text == ">>":
+            depth -= 2
+        elif text in (";", "{", "}"):
+            return j
+        if depth == 0:
+            return k + 1
+        if depth < 0:
+            return j  # `>>` closed an outer template too: static_cast<at::acc_type<...>>(v)
+    return j
+
+
+def scan_cpp(source: CppSource, ops: TorchOps,
+             functions_of: Callable[[CppSource], list[CppFunction]]) -> tuple[bool, list[Found]]:
     tokens = source.tokens
     n = len(tokens)
     has_kernel = any(t.kind == "ident" and t.text == "__global__" for t in tokens)
-    device = _device_ranges(tokens) if has_kernel or any(t.text == "__device__" for t in tokens) else []
+    device: Optional[list[tuple[int, int]]] = None
 
     def in_device(i: int) -> bool:
+        nonlocal device
+        if device is None:  # computed only when a method call needs it
+            device = _device_ranges(tokens, functions_of(source))
         return any(start <= i <= end for start, end in device)
 
     found: list[Found] = []
@@ -67,7 +95,8 @@ def scan_cpp(source: CppSource, ops: TorchOps) -> tuple[bool, list[Found]]:
         # qualified call: at::matmul(  torch::nn::functional::linear(  at::_ops::mm::call(
         if prev != "::" and i + 1 < n and tokens[i + 1].text == "::":
             chain, j = _chain(tokens, i)
-            if j < n and tokens[j].text == "(" and ops.cpp_is_compute(chain):
+            after = _skip_template(tokens, j)  # at::cuda::blas::gemm<float>(...)
+            if after < n and tokens[after].text == "(" and ops.cpp_is_compute(chain):
                 what = "::".join(chain)
                 if len(chain) > 2 and chain[1] == "_ops":
                     what = "::".join(chain[:3])

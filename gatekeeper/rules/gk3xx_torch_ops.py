@@ -33,6 +33,23 @@ def short_op(name: str) -> str:
     return name.lower().rstrip("_")
 
 
+_DUNDER = {"truediv": "div", "floordiv": "floor_divide", "mod": "remainder", "and": "logical_and",
+           "or": "logical_or", "xor": "logical_xor", "invert": "bitwise_not"}
+
+
+def _undunder(name: str) -> str:
+    """`x.__matmul__(w)`, `x.__rmul__(2)`, `x.__iadd__(y)` are the operators by another name."""
+    if len(name) > 4 and name.startswith("__") and name.endswith("__"):
+        core = name[2:-2]
+        if core[:1] in ("r", "i") and core[1:] in _DUNDER_CORES:
+            core = core[1:]
+        return _DUNDER.get(core, core)
+    return short_op(name)
+
+
+_DUNDER_CORES = frozenset({"add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor"})
+
+
 def squashed(name: str) -> str:
     """`layer_norm` and `LayerNorm` both become `layernorm`."""
     return short_op(name).replace("_", "")
@@ -88,11 +105,15 @@ class TorchOps:
         return qual.count(".") == 1  # torch.empty, torch.reshape...; not torch.cuda.*
 
     def method_is_compute(self, name: str) -> bool:
-        return short_op(name) in self.compute_methods
+        return _undunder(name) in self.compute_methods
 
     def method_returns_tensor(self, name: str) -> bool:
-        op = short_op(name)
+        op = _undunder(name)
         return op not in self.metadata_methods and (op in self.compute_methods or name in self.allowed_methods)
+
+    def known_tensor_method(self, name: str) -> bool:
+        """A torch.Tensor method name (so `obj.name(...)` is not an extension call)."""
+        return name in self.allowed_methods or name in self.metadata_methods or self.method_is_compute(name)
 
     def is_heavy(self, op: str, qual: str = "") -> bool:
         if qual and _any(qual, self.heavy_namespaces):

@@ -26,7 +26,7 @@ from gatekeeper.static.names import dotted, string_value
 from gatekeeper.rules.gk3xx_cpp_usage import scan_cpp
 from gatekeeper.rules.gk3xx_fallbacks import Fallback, find_fallbacks
 from gatekeeper.rules.gk3xx_torch_ops import TorchOps, short_op, torch_ops
-from gatekeeper.static.cpp_functions import functions
+from gatekeeper.static.cpp_functions import CppFunction, functions
 
 _ELEMENTWISE = {
     cst.Add: "add", cst.Subtract: "sub", cst.Multiply: "mul", cst.Divide: "div",
@@ -41,6 +41,14 @@ _CONTAINER_CALLS = frozenset({"list", "dict", "set", "tuple", "sorted", "str", "
 _SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "complex", "bytes"})
 _CONTAINER_CLASSES = frozenset({"Sequential", "ModuleList", "ModuleDict"})
 _ATTR = "_gk3_torch_usage"
+_PY_BUILTINS = frozenset(dir(__import__("builtins")))
+_PY_COMPUTE = {
+    "builtins.sum": "sum", "builtins.abs": "abs", "builtins.pow": "pow", "builtins.max": "max",
+    "builtins.min": "min", "builtins.round": "round", "builtins.divmod": "remainder",
+    "operator.matmul": "matmul", "operator.mul": "mul", "operator.add": "add", "operator.sub": "sub",
+    "operator.truediv": "div", "operator.pow": "pow", "operator.neg": "neg", "operator.imul": "mul",
+    "operator.iadd": "add", "operator.itruediv": "div", "operator.imatmul": "matmul",
+}
 # Imported packages whose functions are not the submission's kernels.
 _NOT_EXTENSIONS = frozenset({
     "torch", "numpy", "np", "scipy", "einops", "triton", "tilelang", "cupy", "numba",
@@ -96,8 +104,11 @@ class TorchUsage:
         self.ext_functions: set[str] = set()  # functions=[...] and C++ function names
         self.self_layers: dict[str, list[str]] = {}  # self attr -> torch.nn classes in it
         self.self_tensors: set[str] = set()
+        self.self_foreign: set[str] = set()  # self attrs holding containers or non-torch objects
+        self.class_attrs: dict[str, str] = {}  # class-body `op = torch.mean`
         self.self_calls: list[tuple[str, cst.Call, str, tuple[cst.CSTNode, ...]]] = []
         self.has_cuda_kernel = False
+        self._function_cache: dict[int, list[CppFunction]] = {}
         self.cpp_seen = False
         self._resolved = False
 
@@ -145,6 +156,8 @@ class TorchUsage:
                 if loader:
                     self.holders.add(f"self.{attr}")
                 layers = self._nn_classes_in(value, 0)
+                if _is_container(value) or self._foreign_object(value):
+                    self.self_foreign.add(attr)
                 if layers:
                     self.self_layers[attr] = layers
                 elif isinstance(value, cst.Call) and (self.ctx.qualname(value.func) or "").startswith("torch."):
@@ -153,6 +166,10 @@ class TorchUsage:
                     self.holder_calls[f"self.{attr}"] = value.func.value
             elif isinstance(target, cst.Name):
                 name = target.value
+                if self.ctx.classes and not self.frames:
+                    qual = self.ctx.qualname(value)
+                    if qual is not None:
+                        self.class_attrs[name] = qual
                 if loader:
                     self.holders.add(name)
                 elif isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
@@ -191,16 +208,25 @@ class TorchUsage:
             base = func.value
             base_qual = ctx.qualname(base)
             if _is_self_attr(base):  # self.layers[i](x): a call of what the container holds
-                self.self_calls.append((base.attr.value, node, ctx.function_key, self._path(node)))  # type: ignore[union-attr]
+                self.self_calls.append((base.attr.value, node, ctx.function_key, ()))  # type: ignore[union-attr]
             elif isinstance(base, cst.Name) and base_qual is None:  # kernel[grid](...)
-                unbound = ctx.resolver.lookup(base.value) is None
-                self._kernel(node, f"{base.value}[grid]", needs_def=None if unbound else base.value)
+                binding = ctx.resolver.lookup(base.value)
+                table = self._torch_table(binding.value if binding is not None else None)
+                if table is not None:  # OPS["mean"](x): a dict or list of torch functions
+                    self._torch_call(node, table)
+                else:
+                    self._kernel(node, f"{base.value}[grid]", needs_def=None if binding is None else base.value)
             elif base_qual and not base_qual.startswith(("torch.", "builtins.")):
                 self._kernel(node, f"{base_qual}[grid]")
             return
         if isinstance(func, cst.Name) and qual is None:
-            self._kernel(node, func.value, needs_def=func.value)
-            self._maybe_layer_name(node, func.value)
+            qual = self._star_import(func.value)
+            if qual is None:
+                self._kernel(node, func.value, needs_def=func.value)
+                self._maybe_layer_name(node, func.value)
+                return
+        if qual is not None and qual.startswith(("builtins.", "operator.", "einops.", "opt_einsum.")):
+            self._python_compute(node, qual)
             return
         if qual is not None and qual.startswith("torch."):
             self._torch_call(node, qual)
@@ -215,6 +241,43 @@ class TorchUsage:
             return
         if qual is None and isinstance(func, cst.Attribute):
             self._method_call(node, func)
+
+    def _star_import(self, name: str) -> Optional[str]:
+        """`from torch.nn.functional import *` then `linear(x, w)`."""
+        if self.ctx.resolver.lookup(name) is not None or name in _PY_BUILTINS:
+            return None
+        for key, binding in self.ctx.resolver.module_scope.names.items():
+            if key.startswith("*torch") and binding.qualname:
+                return f"{binding.qualname}.{name}"
+        return None
+
+    def _torch_table(self, value: Optional[cst.BaseExpression]) -> Optional[str]:
+        """The first torch compute function held in a dict / list / tuple literal."""
+        if isinstance(value, cst.Dict):
+            items = [e.value for e in value.elements if isinstance(e, cst.DictElement)]
+        elif isinstance(value, (cst.List, cst.Tuple)):
+            items = [e.value for e in value.elements]
+        else:
+            return None
+        for item in items:
+            qual = self.ctx.qualname(item)
+            if qual and qual.startswith("torch.") and self.ops.function_is_compute(qual):
+                return qual
+        return None
+
+    def _python_compute(self, node: cst.Call, qual: str) -> None:
+        """`sum(x)`, `abs(x)`, `max(a, b)`, `operator.matmul(a, b)`, `einops.reduce(...)`:
+        Python functions that make torch compute when handed tensors."""
+        root, _, last = qual.partition(".")
+        if root in ("einops", "opt_einsum"):
+            if last in ("reduce", "einsum", "contract", "repeat"):
+                self._use("function", qual, node, op="einsum" if "einsum" in last or last == "contract" else last)
+            return
+        op = _PY_COMPUTE.get(qual)
+        if op is None:
+            return
+        if op == "matmul" or any(self.tensorish(a.value) for a in node.args):
+            self._use("function", qual, node, op=op)
 
     def _torch_call(self, node: cst.Call, qual: str) -> None:
         ops = self.ops
@@ -265,13 +328,17 @@ class TorchUsage:
     def _maybe_layer_name(self, node: cst.Call, name: str) -> None:
         frame = self.frames[-1] if self.frames else None
         if frame is not None and name in frame.layer_aliases:
-            self.self_calls.append((frame.layer_aliases[name], node, self.ctx.function_key, self._path(node)))
+            self.self_calls.append((frame.layer_aliases[name], node, self.ctx.function_key, ()))
             return
         binding = self.ctx.resolver.lookup(name)
         if binding is not None and binding.kind == "local" and binding.value is not None:
-            classes = self._nn_classes_in(binding.value, 0) if isinstance(binding.value, cst.Call) else []
+            value = binding.value
+            classes = self._nn_classes_in(value, 0) if isinstance(value, cst.Call) else []
             if classes:
                 self._layer_use(node, classes)
+            elif isinstance(value, cst.Attribute) and self.ops.method_is_compute(value.attr.value) \
+                    and self._may_be_tensor(value.value):  # m = x.mean; m(0)
+                self._use("method", f"Tensor.{value.attr.value}", node, op=value.attr.value)
 
     def _method_call(self, node: cst.Call, func: cst.Attribute) -> None:
         ctx = self.ctx
@@ -279,25 +346,40 @@ class TorchUsage:
         name = func.attr.value
         if _is_self_attr(func):
             # self.fc(x) assigned after forward in the file: decided in resolve()
-            self.self_calls.append((name, node, ctx.function_key, self._path(node)))
+            self.self_calls.append((name, node, ctx.function_key, ()))
             return
         key = _receiver_key(receiver)
-        if key is not None:
+        if key is not None and (key in self.holders or not self.ops.known_tensor_method(name)):
             self._kernel(node, f"{key}.{name}", needs_ext=(key, name))
         if not self.ops.method_is_compute(name):
             return
-        if isinstance(receiver, cst.Name):
-            if receiver.value in ("self", "cls"):
-                return
-            frame = self.frames[-1] if self.frames else None
-            if frame is not None and receiver.value in frame.containers:
-                return
-            binding = ctx.resolver.lookup(receiver.value)
-            if binding is not None and binding.kind == "local" and _is_container(binding.value):
-                return
-        elif isinstance(receiver, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString, cst.List, cst.Dict, cst.Set, cst.Tuple)):
+        if not self._may_be_tensor(receiver):
             return
         self._use("method", f"Tensor.{name}", node, op=name, receiver=key)
+
+    def _may_be_tensor(self, receiver: cst.BaseExpression) -> bool:
+        """False for receivers that are surely not tensors: self, containers, literals,
+        objects made by a non-torch call (`logger = logging.getLogger()`; `logger.log`)."""
+        if isinstance(receiver, cst.Name):
+            if receiver.value in ("self", "cls"):
+                return False
+            frame = self.frames[-1] if self.frames else None
+            if frame is not None and receiver.value in frame.containers:
+                return False
+            binding = self.ctx.resolver.lookup(receiver.value)
+            if binding is not None and binding.kind == "local":
+                return not (_is_container(binding.value) or self._foreign_object(binding.value))
+            return True
+        if _is_self_attr(receiver):
+            return receiver.attr.value not in self.self_foreign  # type: ignore[union-attr]
+        return not isinstance(receiver, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString,
+                                         cst.List, cst.Dict, cst.Set, cst.Tuple, cst.Integer, cst.Float))
+
+    def _foreign_object(self, value: Optional[cst.BaseExpression]) -> bool:
+        if not isinstance(value, cst.Call):
+            return False
+        qual = self.ctx.qualname(value.func)
+        return qual is not None and not qual.startswith("torch.")
 
     def operator(self, node: cst.CSTNode) -> None:
         if self._in_kernel or not self.frames:
@@ -368,18 +450,20 @@ class TorchUsage:
 
     def _use(self, kind: str, qual: str, node: cst.CSTNode, *, op: str, heavy: Optional[bool] = None,
              receiver: Optional[str] = None) -> None:
-        if self._in_kernel or not self.frames:
-            return  # kernel code, or module level (import-time setup)
+        if self._in_kernel:
+            return  # the submission's own kernel code
+        path = self._path(node)
+        if not self.frames and not any(isinstance(p, cst.Lambda) for p in path):
+            return  # module level: import-time set-up (a module-level lambda runs later)
         if heavy is None:
             heavy = self.ops.is_heavy(op, qual)
-        self.uses.append(Use(kind, short_op(op), qual, heavy, self.ctx.function_key, node,
-                             self._path(node), receiver=receiver))
+        self.uses.append(Use(kind, short_op(op), qual, heavy, self.ctx.function_key, node, path, receiver=receiver))
 
     def _kernel(self, node: cst.CSTNode, what: str, *, needs_def: Optional[str] = None,
                 needs_ext: Optional[tuple[str, str]] = None) -> None:
         if not self.frames:
             return
-        self.kernels.append(Kernel(what, self.ctx.function_key, self._path(node), node, needs_def, needs_ext))
+        self.kernels.append(Kernel(what, self.ctx.function_key, (), node, needs_def, needs_ext))
 
     def _is_loader_call(self, value: cst.BaseExpression) -> bool:
         if not isinstance(value, cst.Call):
@@ -433,7 +517,7 @@ class TorchUsage:
         if not source.text.strip() or (source.origin == "string literal" and not _looks_like_code(self.ctx, source)):
             return
         self.cpp_seen = True
-        has_kernel, found = scan_cpp(source, self.ops)
+        has_kernel, found = scan_cpp(source, self.ops, self._functions)
         self.has_cuda_kernel |= has_kernel
         for kind, chain, offset in found:
             op = chain.split("::")[-1]
@@ -444,7 +528,16 @@ class TorchUsage:
         if self._resolved:
             return
         self._resolved = True
-        for attr, node, key, path in self.self_calls:
+        for attr, node, key, _ in self.self_calls:
+            if attr not in self.class_attrs and attr not in self.self_layers:
+                continue
+            path = self._path(node)
+            alias = self.class_attrs.get(attr, "")
+            plain = not any(part[:1].isupper() for part in alias.split("."))
+            if alias.startswith("torch.") and plain and self.ops.function_is_compute(alias):
+                self.uses.append(Use("function", short_op(alias.rsplit(".", 1)[-1]), alias,
+                                     self.ops.is_heavy(alias.rsplit(".", 1)[-1], alias), key, node, path))
+                continue
             classes = self.self_layers.get(attr)
             if classes:
                 compute = [c for c in classes if self._nn_compute_class(c)]
@@ -456,8 +549,9 @@ class TorchUsage:
         if any(u.node is not None and u.kind == "layer" for u in self.uses):
             self._dedupe_layers()
         holders = set(self.holders) | {n for n, f in self.holder_calls.items() if f in self.loader_functions}
-        for source in self.ctx.cpp_sources:
-            self.ext_functions.update(fn.name for fn in functions(source.tokens) if not fn.is_kernel)
+        if any(k.needs_ext is not None and k.needs_ext[0] not in holders for k in self.kernels):
+            for source in self.ctx.cpp_sources:
+                self.ext_functions.update(fn.name for fn in self._functions(source) if not fn.is_kernel)
         ext_ok = self.has_cuda_kernel or not self.cpp_seen
         kept: list[Kernel] = []
         for k in self.kernels:
@@ -471,11 +565,21 @@ class TorchUsage:
             else:
                 kept.append(k)
         self.kernels = [k for k in kept if self.in_forward(k.function)]
+        for k in self.kernels:  # parents are complete now; only the kept ones need a path
+            k.path = self._path(k.node)
         # a method named like an extension function, on a receiver that is the extension
         self.uses = [u for u in self.uses if not (u.kind == "method" and u.receiver is not None
                                                    and (u.receiver in holders or u.receiver.removeprefix("call:") in self.loader_functions))]
-        self.uses = [u for u in self.uses if u.cpp is not None or self.in_forward(u.function)]
+        self.uses = [u for u in self.uses if u.cpp is not None or self.in_forward(u.function)
+                     or (any(isinstance(p, cst.Lambda) for p in u.path) and self._deferred(u.function))]
         find_fallbacks(self)
+
+    def _functions(self, source: CppSource) -> list[CppFunction]:
+        """C++ function definitions of a source, computed once per file."""
+        found = self._function_cache.get(id(source))
+        if found is None:
+            found = self._function_cache[id(source)] = functions(source.tokens)
+        return found
 
     def _dedupe_layers(self) -> None:
         seen: set[int] = set()
@@ -487,6 +591,11 @@ class TorchUsage:
                 seen.add(id(use.node))
             out.append(use)
         self.uses = out
+
+    def _deferred(self, key: str) -> bool:
+        """A lambda written in __init__ or at module level runs later (stored, compiled,
+        called from forward); only harness glue such as get_inputs is exempt."""
+        return key.rsplit(".", 1)[-1] not in self.ops.exempt_functions
 
     def in_forward(self, key: str) -> bool:
         """Runs when the model is called: not construction or import time, not harness
