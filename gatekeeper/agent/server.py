@@ -3,12 +3,15 @@
 Each tool returns the summary for the agent as its first text block and the Report JSON
 as its second (also as structured content, for clients that read it). A usage error comes
 back as a tool error result with the message; an internal error likewise, saying it is
-not a verdict. Neither stops the server.
+not a verdict. Neither stops the server: submissions are parsed and run only in worker
+processes (gatekeeper.agent.worker), never in the server itself.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Callable, Literal, Optional
+import threading
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, AsyncIterator, Literal, Optional
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -16,7 +19,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
-from gatekeeper.agent import tools
+from gatekeeper.agent.worker import Worker, WorkerCrashed
 from gatekeeper.agent.summary import summarise
 from gatekeeper.errors import GatekeeperError
 from gatekeeper.report import Report
@@ -37,11 +40,21 @@ INSTRUCTIONS = (
 )
 
 
-class _Limits:
-    """Static checks run concurrently with anything; compile/run/submit one at a time, since
-    they share the compiler, the CPU and the GPU. Created on first use (needs the event loop)."""
+STATIC_TIMEOUT_S = 60.0  # static rules take milliseconds; a minute means something is wrong
+HEAVY_TIMEOUT_S = 3600.0  # the stages keep their own, shorter, timeouts; this is a backstop
 
-    heavy: Optional[anyio.CapacityLimiter] = None
+
+class _Workers:
+    """Static checks in one worker process, compile/run/submit in another (one at a time:
+    they share the compiler, the CPU and the GPU), so a static check never waits for them."""
+
+    def __init__(self) -> None:
+        self.static = Worker("static", STATIC_TIMEOUT_S)
+        self.heavy = Worker("stages", HEAVY_TIMEOUT_S)
+
+    def close(self) -> None:
+        self.static.close()
+        self.heavy.close()
 
 
 def _result(report: Report) -> CallToolResult:
@@ -53,12 +66,11 @@ def _result(report: Report) -> CallToolResult:
     )
 
 
-async def _call(fn: Callable[..., Report], heavy: bool, **kwargs: Any) -> CallToolResult:
-    limiter = None
-    if heavy:
-        limiter = _Limits.heavy = _Limits.heavy or anyio.CapacityLimiter(1)
+async def _call(worker: Worker, function: str, **kwargs: Any) -> CallToolResult:
     try:
-        report = await anyio.to_thread.run_sync(lambda: fn(**kwargs), limiter=limiter)
+        text = await anyio.to_thread.run_sync(lambda: worker.call(function, **kwargs))
+    except WorkerCrashed as exc:
+        raise ToolError(f"checker crashed: {exc}") from None
     except GatekeeperError as exc:
         kind = "usage error" if exc.exit_code == 2 else "gatekeeper error (not a verdict on your code)"
         raise ToolError(f"{kind}: {exc}") from None
@@ -67,31 +79,43 @@ async def _call(fn: Callable[..., Report], heavy: bool, **kwargs: Any) -> CallTo
             f"internal error in gatekeeper {__version__} ({type(exc).__name__}: {exc}); "
             "this is not a verdict on your code; please report it"
         ) from exc
-    return _result(report)
+    return _result(Report.model_validate_json(text))
 
 
 def build_server() -> MCPServer:
-    server = MCPServer(name="gatekeeper", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    workers = _Workers()
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer) -> AsyncIterator[None]:
+        # Runs once stdio is set up; the worker's imports overlap the client's first steps.
+        threading.Thread(target=workers.static.warm, daemon=True).start()
+        try:
+            yield
+        finally:
+            workers.close()
+
+    server = MCPServer(name="gatekeeper", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING",
+                       lifespan=lifespan)
 
     async def static_check(code: Code, problem: OptProblem = None, profile: Profile = None) -> CallToolResult:
         """Static rules only, no code executed (milliseconds). Catches cached outputs, sizes baked
         into kernels, torch fallbacks, harness tampering. Returns a summary and the Report JSON."""
-        return await _call(tools.static_check, False, code=code, problem=problem, profile=profile)
+        return await _call(workers.static, "static_check", code=code, problem=problem, profile=profile)
 
     async def compile_(code: Code, problem: Problem, profile: Profile = None) -> CallToolResult:
         """Static rules, then compile the submission's extensions (trimmed compiler errors).
         Returns a summary and the Report JSON."""
-        return await _call(tools.compile_submission, True, code=code, problem=problem, profile=profile)
+        return await _call(workers.heavy, "compile_submission", code=code, problem=problem, profile=profile)
 
     async def run_correctness(code: Code, problem: Problem, profile: Profile = None, seed: Seed = None) -> CallToolResult:
         """Static, build, then run against the reference on the nominal and jittered shapes and
         seeds, watching for cached or aliased outputs and mutated inputs. Returns the Report JSON."""
-        return await _call(tools.run_correctness, True, code=code, problem=problem, profile=profile, seed=seed)
+        return await _call(workers.heavy, "run_correctness", code=code, problem=problem, profile=profile, seed=seed)
 
     async def submit(code: Code, problem: Problem, profile: Profile = None, seed: Seed = None) -> CallToolResult:
         """The full gate: static, build, behaviour, and timing with a score when a GPU is present.
         Returns a summary and the Report JSON with the verdict."""
-        return await _call(tools.submit, True, code=code, problem=problem, profile=profile, seed=seed)
+        return await _call(workers.heavy, "submit", code=code, problem=problem, profile=profile, seed=seed)
 
     server.add_tool(static_check, name="static_check")
     server.add_tool(compile_, name="compile")

@@ -129,7 +129,10 @@ class Judge:
     def call_error(self, message: dict[str, Any]) -> None:
         trial = message["trial"]
         evidence = {"traceback": str(message.get("traceback", ""))[-3000:], "shapes": self._shapes(trial)}
-        if trial.startswith("jitter") and self.correct.get("nominal"):
+        text = str(message.get("message"))
+        if message.get("type") == "MemoryError" or "can't allocate memory" in text or "out of memory" in text:
+            self.add("GK663", trial, evidence, detail=f"{message.get('type')} in forward on {trial}: {text[:300]}")
+        elif trial.startswith("jitter") and self.correct.get("nominal"):
             self.add("GK602", trial, evidence, shapes=self._shapes(trial),
                      detail=f"raised {message.get('type')}: {str(message.get('message'))[:300]}")
         else:

@@ -25,6 +25,9 @@ from gatekeeper.sandbox import JobResult, run_job
 from gatekeeper.sandbox.runner import Job
 
 STAGE = StageName.BEHAVIOUR
+# Trusted start-up (python + torch import, before any submission code) gets at least this
+# long, so that a short import limit meant for the submission does not fail a busy machine.
+TRUSTED_START_S = 120.0
 # Phase durations of the last run in this process (for bench/bench_behaviour.py).
 LAST_TIMINGS: dict[str, float] = {}
 
@@ -40,8 +43,9 @@ def run_reference(problem_path: Path, trials: list[Trial], seed: int, config: Co
     params = {"problem": str(problem_path.resolve()), "jitter_names": list(config.jitter.names), "device": device,
               "trials": [t.to_json(init_seed=seed ^ 0x1234) for t in trials]}
     return run_job("gatekeeper.behaviour.reference_job:reference_job", params,
-                   timeouts={"load": limits.import_timeout_s, "trial": limits.call_timeout_s * (attempts + 1)},
-                   default_timeout_s=limits.import_timeout_s, memory_mb=limits.memory_mb,
+                   timeouts={"load": max(limits.import_timeout_s, TRUSTED_START_S),
+                             "trial": limits.call_timeout_s * (attempts + 1)},
+                   default_timeout_s=max(limits.import_timeout_s, TRUSTED_START_S), memory_mb=limits.memory_mb,
                    cap_address_space=not cuda_present(), env={"OMP_NUM_THREADS": "1"})
 
 
@@ -57,7 +61,7 @@ def start_subject(path: Path, device_hint: str, config: Config, ext_dir: Optiona
         roots.append(str(ext_dir))
     return Job("gatekeeper.behaviour.subject_job:subject_job",
                {"submission": str(path), "device": device_hint, "poison": True},
-               timeouts={"start": limits.import_timeout_s, "import": first, "init": first,
+               timeouts={"start": max(limits.import_timeout_s, TRUSTED_START_S), "import": first, "init": first,
                          "wait-trials": wait_s, "call": limits.call_timeout_s},
                default_timeout_s=limits.call_timeout_s, memory_mb=limits.memory_mb,
                cap_address_space=device_hint == "cpu", env=env, write_roots=roots, keep_stdin=True)
@@ -66,7 +70,6 @@ def start_subject(path: Path, device_hint: str, config: Config, ext_dir: Optiona
 def feed_trials(job: Job, references: dict[str, dict[str, Any]], seed: int, device: str) -> None:
     job.feed({"device": device, "trials": [{"name": name, "init": ref["init"], "inputs": ref["inputs"], "init_seed": seed ^ 0x1234}
                          for name, ref in references.items()]})
-    job.close_stdin()
 
 
 def _import_torch() -> None:

@@ -52,7 +52,8 @@ def build(submission: Submission, extracted: Extracted, key: str, config: Config
     folder = extensions_dir(key)
     with tempfile.TemporaryDirectory(prefix="gatekeeper-build-") as scratch:
         path = submission_file(submission, Path(scratch))
-        limits = {"load": config.limits.import_timeout_s, "build": config.limits.build_timeout_s}
+        limits = {"start": 120.0, "load": max(config.limits.import_timeout_s, 120.0),
+                  "build": config.limits.build_timeout_s}
         result = run_job("gatekeeper.build.job:build_job", {"submission": str(path)}, timeouts=limits,
                          default_timeout_s=config.limits.build_timeout_s, memory_mb=config.limits.memory_mb,
                          cap_address_space=not cuda_present(),

@@ -53,6 +53,4 @@ class ImportsDynamically(UseRule):
         if any(qual == a or qual.startswith(a + ".") for a in _AVAILABILITY):
             return (f"`{qual}` is used; it only checks whether a package exists, but a plain "
                     "`import` in `try/except ImportError` says the same without importlib.", Severity.WARNING)
-        if isinstance(node, cst.Call) and qual not in ("importlib", "builtins.__import__"):
-            return None  # `importlib.import_module("x")` as a value: the callee was reported
         return self.message.format(name=qual.replace("builtins.", "")), None

@@ -7,6 +7,7 @@ import libcst as cst
 from gatekeeper.report import Category, Severity
 from gatekeeper.rules.gk4_support import matches, resolve
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.walk import children
 
 DECODERS = (
     "base64", "binascii.a2b_base64", "binascii.unhexlify", "binascii.a2b_hex", "zlib.decompress",
@@ -30,14 +31,16 @@ class _Decode:
     targets: set[str] = field(default_factory=set)
 
 
-def _names(node: cst.CSTNode) -> set[str]:
-    out, stack = set(), [node]
+def _walk(node: cst.CSTNode):
+    stack = [node]
     while stack:
         current = stack.pop()
-        if isinstance(current, cst.Name):
-            out.add(current.value)
-        stack.extend(current.children)
-    return out
+        yield current
+        stack.extend(children(current))
+
+
+def _names(node: cst.CSTNode) -> set[str]:
+    return {n.value for n in _walk(node) if type(n) is cst.Name}
 
 
 class DecodesCode(Rule):
@@ -80,9 +83,8 @@ class DecodesCode(Rule):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.decodes: list[_Decode] = []
-        self.sink_names: set[str] = set()
-        self.sink_nodes: set[int] = set()
-        self.flows: dict[str, set[str]] = {}
+        self.sinks: list[cst.Call] = []
+        self.assigns: list[cst.Assign] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         func = resolve(self.ctx, node.func)
@@ -92,19 +94,10 @@ class DecodesCode(Rule):
         if decoder is not None:
             self.decodes.append(_Decode(node, func, self._assigned_to(node)))
         if matches(func, SINKS):
-            for arg in node.args:
-                self.sink_names |= _names(arg.value)
-                stack: list[cst.CSTNode] = [arg.value]
-                while stack:
-                    current = stack.pop()
-                    self.sink_nodes.add(id(current))
-                    stack.extend(current.children)
+            self.sinks.append(node)
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        used = _names(node.value)
-        for target in node.targets:
-            if isinstance(target.target, cst.Name):
-                self.flows.setdefault(target.target.value, set()).update(used)
+        self.assigns.append(node)  # data flow is worked out in finish(), only if something decodes
 
     def _assigned_to(self, node: cst.Call) -> set[str]:
         for parent in self.ctx.ancestors(node):
@@ -113,6 +106,22 @@ class DecodesCode(Rule):
             if isinstance(parent, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
                 break
         return set()
+
+    def _flow(self) -> None:
+        self.sink_names: set[str] = set()
+        self.sink_nodes: set[int] = set()
+        for sink in self.sinks:
+            for arg in sink.args:
+                for node in _walk(arg.value):
+                    self.sink_nodes.add(id(node))
+                    if type(node) is cst.Name:
+                        self.sink_names.add(node.value)
+        self.flows: dict[str, set[str]] = {}
+        for assign in self.assigns:
+            used = _names(assign.value)
+            for target in assign.targets:
+                if isinstance(target.target, cst.Name):
+                    self.flows.setdefault(target.target.value, set()).update(used)
 
     def _reaches_sink(self, decode: _Decode) -> bool:
         if id(decode.node) in self.sink_nodes:
@@ -128,6 +137,8 @@ class DecodesCode(Rule):
         return bool(tainted & self.sink_names)
 
     def finish(self) -> None:
+        if self.decodes:
+            self._flow()
         for decode in self.decodes:
             if matches(decode.name, ALWAYS):
                 self.report(decode.node, self.message.format(

@@ -6,7 +6,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.rules.gk440_runs_subprocess import PROCESS
-from gatekeeper.rules.gk4_support import cpp_call_strings, cpp_calls, matches, resolve, strings_in
+from gatekeeper.rules.gk4_support import cpp_call_strings, cpp_calls, cpp_ident_names, cpp_idents, matches, resolve, strings_in
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 
@@ -82,8 +82,8 @@ class ChangesGpuClocks(Rule):
         self.report(node, self.message.format(name=f"`{name}`" if quote else name), evidence={"name": name})
 
     def check_cpp(self, source: CppSource) -> None:
-        for tok in source.tokens:
-            if tok.kind == "ident" and tok.text.startswith("nvml") and NVML_SETTER.match(tok.text):
+        setters = frozenset(n for n in cpp_ident_names(source) if n.startswith("nvml") and NVML_SETTER.match(n))
+        for _, tok in cpp_idents(source, setters):
                 self.report_cpp(source, tok.offset, self.message.format(name=f"`{tok.text}`")
                                 + " (in the C++/CUDA source)", evidence={"name": tok.text})
         for index, tok in cpp_calls(source, _CPP_SHELL):

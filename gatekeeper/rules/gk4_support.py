@@ -14,7 +14,7 @@ code, sandbox escapes). Not a rule file: it defines no rule with a `code`.
 from __future__ import annotations
 
 import re
-from typing import Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 import libcst as cst
 
@@ -153,7 +153,8 @@ def in_main_guard(ctx: FileContext, node: cst.CSTNode) -> bool:
     return False
 
 
-_BINDING_PARENTS = (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr)
+_BINDING_PARENTS = frozenset({cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr})
+_NOT_USES = frozenset({cst.Arg, cst.Param, cst.FunctionDef, cst.ClassDef, cst.AsName, cst.NameItem})
 
 
 class UseRule(Rule):
@@ -168,6 +169,7 @@ class UseRule(Rule):
         self._imports: list[tuple[cst.CSTNode, str]] = []
         self._used = False
         self._in_import = 0
+        self._roots = frozenset(n.split(".", 1)[0].rstrip("*") for n in self.NAMES)
 
     # hooks ---------------------------------------------------------------------------
     def describe(self, qual: str, entry: str, node: cst.CSTNode) -> Optional[tuple[str, Optional[Severity]]]:
@@ -207,39 +209,40 @@ class UseRule(Rule):
     def visit_Name(self, node: cst.Name) -> None:
         if self._in_import:
             return
+        qual = resolve(self.ctx, node)
+        if qual is None or qual.split(".", 1)[0] not in self._roots:
+            return
         parent = self.ctx.parent(node)
-        if isinstance(parent, cst.Attribute) and parent.attr is node:
+        kind = type(parent)
+        if kind is cst.Attribute and parent.attr is node:  # type: ignore[union-attr]
             return  # `model.eval`: an attribute name, not the builtin
-        if isinstance(parent, (cst.Arg, cst.Param, cst.FunctionDef, cst.ClassDef)) and not (
-                isinstance(parent, cst.Arg) and parent.value is node):
-            return
-        if isinstance(parent, _BINDING_PARENTS) and getattr(parent, "target", None) is node:
+        if kind in _NOT_USES and not (kind is cst.Arg and parent.value is node):  # type: ignore[union-attr]
+            return  # keyword names, parameters, definitions, `as` names
+        if kind in _BINDING_PARENTS and getattr(parent, "target", None) is node:
             return  # `run = eval`: the binding is not a use; its value and later calls are
-        if isinstance(parent, (cst.AsName, cst.NameItem)):
-            return
-        self._check(node)
+        self._check(node, qual)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if not self._in_import and subscript_key(self.ctx, node) is not None:
-            self._check(node)
+            self._check(node, resolve(self.ctx, node))
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if self._in_import:
-            return
-        self._check(node)
+        if not self._in_import:
+            self._check(node, resolve(self.ctx, node))
 
     def visit_Call(self, node: cst.Call) -> None:
         # importlib.import_module("subprocess").run / __import__("os").system
         if not self._in_import and _is_dynamic_import(node):
-            self._check(node)
+            self._check(node, resolve(self.ctx, node))
 
-    def _check(self, node: cst.BaseExpression) -> None:
-        qual = resolve(self.ctx, node)
+    def _check(self, node: cst.BaseExpression, qual: Optional[str]) -> None:
+        if qual is None or qual.split(".", 1)[0] not in self._roots:
+            return
         entry = matches(qual, self.NAMES)
-        if entry is None or qual is None:
+        if entry is None:
             return
         parent = self.ctx.parent(node)
-        if isinstance(parent, cst.Attribute) and parent.value is node and matches(resolve(self.ctx, parent), self.NAMES):
+        if type(parent) is cst.Attribute and parent.value is node and matches(resolve(self.ctx, parent), self.NAMES):  # type: ignore[union-attr]
             return  # the enclosing attribute reports it
         self._emit(node, qual, entry)
 
@@ -261,32 +264,55 @@ class UseRule(Rule):
 
 
 def _is_dynamic_import(call: cst.Call) -> bool:
+    """`importlib.import_module("x")`, `__import__("x")`, `getattr(mod, "x")`: calls that
+    `resolve` can name."""
     func = call.func
     last = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
-    return last in ("import_module", "__import__")
+    return last in ("import_module", "__import__", "getattr")
 
 
 # C++ ------------------------------------------------------------------------------------
+_BEFORE_CALL = frozenset({"return", "else", "do", "throw", "case", "co_return", "co_await", "sizeof"})
 _CPP_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+
+
+def _ident_index(source: CppSource) -> dict[str, list[int]]:
+    """Token indices of every identifier, built once per source and shared by the rules."""
+    index = source.__dict__.get("_gk4_idents")
+    if index is None:
+        index = {}
+        for i, tok in enumerate(source.tokens):
+            if tok.kind == "ident":
+                index.setdefault(tok.text, []).append(i)
+        source.__dict__["_gk4_idents"] = index
+    return index
+
+
+def cpp_idents(source: CppSource, names: frozenset[str]) -> Iterator[tuple[int, Token]]:
+    index = _ident_index(source)
+    hits = sorted(i for name in names for i in index.get(name, ()))
+    tokens = source.tokens
+    for i in hits:
+        yield i, tokens[i]
 
 
 def cpp_calls(source: CppSource, names: frozenset[str]) -> Iterator[tuple[int, Token]]:
     """Free-function calls `name(` (also `std::name(`, `::name(`), not member calls."""
     tokens = source.tokens
-    for i, tok in enumerate(tokens):
-        if tok.kind != "ident" or tok.text not in names:
-            continue
+    for i, tok in cpp_idents(source, names):
         if i + 1 >= len(tokens) or tokens[i + 1].text != "(":
             continue
-        if i > 0 and tokens[i - 1].text in (".", "->"):
-            continue
+        if i > 0:
+            before = tokens[i - 1]
+            if before.text in (".", "->"):
+                continue  # a member call
+            if before.kind == "ident" and before.text not in _BEFORE_CALL:
+                continue  # `int system(int);`: a declaration, not a call
         yield i, tok
 
 
-def cpp_idents(source: CppSource, names: frozenset[str]) -> Iterator[tuple[int, Token]]:
-    for i, tok in enumerate(source.tokens):
-        if tok.kind == "ident" and tok.text in names:
-            yield i, tok
+def cpp_ident_names(source: CppSource) -> Iterable[str]:
+    return _ident_index(source).keys()
 
 
 def cpp_call_span(source: CppSource, open_index: int) -> tuple[int, int]:

@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,9 +183,18 @@ class Job:
         except (BrokenPipeError, OSError, ValueError):
             pass
 
-    def feed(self, message: dict[str, Any]) -> None:
+    def feed(self, message: dict[str, Any], close: bool = True) -> None:
+        """Send one message to the job's `channel.receive()`. Written from a thread, so a
+        worker that never reads (it hangs at import) cannot block the parent on a full pipe."""
         payload = pack_message(message)
-        self._write(struct.pack(">Q", len(payload)) + payload)
+
+        def write() -> None:
+            self._write(struct.pack(">Q", len(payload)) + payload)
+            if close:
+                self.close_stdin()
+
+        self._feeder = threading.Thread(target=write, daemon=True)
+        self._feeder.start()
 
     def close_stdin(self) -> None:
         try:
