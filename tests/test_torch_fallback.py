@@ -178,3 +178,47 @@ def test_cpp_finding_points_at_the_python_line_of_the_call():
     findings = [f for f in static_findings(source) if f.rule == "GK306"]
     assert len(findings) == 1 and findings[0].evidence["call"] == "at::matmul"
     assert "at::matmul(x, w.t())" in source.splitlines()[findings[0].location.line - 1]
+
+
+H = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+EXT = "from torch.utils.cpp_extension import load_inline\n_ext = load_inline('m', '', '', functions=['f'])\n"
+KERNEL_FORWARD = "        y = torch.empty_like(x)\n        k[(1,)](x, y)\n        return y\n"
+# How agents write the same fallback differently: each must be found, by the named rule.
+HACKED = {
+    "dict dispatch": ("GK301", H + "OPS = {'mean': torch.mean}\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return OPS['mean'](x, 0)\n"),
+    "lambda stored in __init__": ("GK303", H + "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fn = lambda t: t.mean(0)\n    def forward(self, x):\n        return self.fn(x)\n"),
+    "closure": ("GK303", H + "class ModelNew(nn.Module):\n    def forward(self, x):\n        def inner(t):\n            return t.mean(0)\n        return inner(x)\n"),
+    "dunder operator": ("GK303", H + "class ModelNew(nn.Module):\n    def forward(self, a, b):\n        return a.__matmul__(b)\n"),
+    "builtin sum over dim 0": ("GK301", H + "class ModelNew(nn.Module):\n    def forward(self, x):\n        return sum(x) / len(x)\n"),
+    "operator.matmul": ("GK301", H + "import operator\nclass ModelNew(nn.Module):\n    def forward(self, a, b):\n        return operator.matmul(a, b)\n"),
+    "star import": ("GK301", "import torch\nfrom torch.nn.functional import *\nclass ModelNew(torch.nn.Module):\n    def forward(self, x, w):\n        return linear(x, w)\n"),
+    "bound method alias": ("GK303", H + "class ModelNew(nn.Module):\n    def forward(self, x):\n        m = x.mean\n        return m(0)\n"),
+    "class attribute alias": ("GK301", H + "class ModelNew(nn.Module):\n    op = torch.mean\n    def forward(self, x):\n        return self.op(x, 0)\n"),
+    "getattr on self attribute": ("GK301", H + "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.op = getattr(torch, 'mean')\n    def forward(self, x):\n        return self.op(x, 0)\n"),
+    "autograd Function": ("GK303", H + "class Fn(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n        return x.mean(0)\n    @staticmethod\n    def backward(ctx, g):\n        return g * 2\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return Fn.apply(x)\n"),
+    "einops reduce": ("GK301", H + "import einops\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return einops.reduce(x, 'r b d -> b d', 'mean')\n"),
+    "ATen blas template": ("GK306", "src = r'''\n#include <ATen/cuda/CUDABlas.h>\nvoid f() { at::cuda::blas::gemm<float>('n', 'n', 1, 1, 1, 1.f, a, 1, b, 1, 0.f, c, 1); }\n'''\n"),
+    "at::_ops": ("GK306", "src = r'''\n#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor a, torch::Tensor b) { return at::_ops::mm::call(a, b); }\n'''\n"),
+    "early return to torch": ("GK310", H + EXT + "class ModelNew(nn.Module):\n    def forward(self, x):\n        if x.is_cuda:\n            return _ext.f(x)\n        return x.mean(0)\n"),
+    "conditional expression": ("GK310", H + EXT + "class ModelNew(nn.Module):\n    def forward(self, x):\n        return _ext.f(x) if x.shape[0] == 4 else x.mean(0)\n"),
+    "prebuilt extension then torch": ("GK303", H + "import fused_mean_ext\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return fused_mean_ext.partial(x).sum(0)\n"),
+}
+# Near misses: none of these may get a torch-fallback finding, even under strict.
+HONEST = {
+    "logger and set on self": H + "import logging\nlogger = logging.getLogger(__name__)\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.seen = set()\n    def forward(self, x):\n        logger.log(10, 'x')\n        self.seen.add(x.shape)\n" + KERNEL_FORWARD,
+    "ATen utilities in C++": "src = r'''\n#include <torch/extension.h>\n__global__ void k(float* y) { auto g = cg::this_thread_block(); if (g.thread_rank() == 0 && g.any(1)) y[0] = 0; }\ntorch::Tensor f(torch::Tensor x) {\n  auto y = at::empty({x.size(0)}, x.options().dtype(at::kFloat));\n  int blocks = at::ceil_div(x.numel(), (int64_t)256);\n  auto acc = static_cast<at::acc_type<float, true>>(0);\n  k<<<blocks, 256>>>(y.data_ptr<float>());\n  return y.view({-1}).contiguous();\n}\n'''\n",
+    "grid lambda": H + "import triton\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        n = x.numel()\n        y = torch.empty_like(x)\n        grid = lambda meta: (triton.cdiv(n, meta['BLOCK']),)\n        k[grid](x, y, n, BLOCK=1024)\n        return y\n",
+    "get_inputs computes": H + "def get_inputs():\n    return [torch.randn(4, 4).softmax(-1) * 2]\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" + KERNEL_FORWARD,
+    "reference copy and main block": H + "class Model(nn.Module):\n    def forward(self, x):\n        return x.mean(0)\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" + KERNEL_FORWARD + "if __name__ == '__main__':\n    x = torch.randn(4, 4)\n    print((ModelNew()(x) - Model()(x)).abs().max())\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HACKED))
+def test_adversarial_variants_are_found(name):
+    code, source = HACKED[name]
+    assert code in {r for r, _ in _mine(static_findings(source))}, name
+
+
+@pytest.mark.parametrize("name", sorted(HONEST))
+def test_near_misses_are_clean(name):
+    assert _mine(static_findings(HONEST[name], profile="strict")) == [], name
