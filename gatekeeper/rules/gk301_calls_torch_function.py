@@ -19,10 +19,19 @@ class CallsTorchFunction(TorchFallbackRule):
     `torch.reshape`, `torch.cuda.*`, `torch.utils.cpp_extension.*`, `torch.no_grad`...).
     Not flagged: module-level and `__init__`-only code (weight set-up), `get_inputs`,
     `backward`, comments, docstrings and strings, a local variable named `torch`.
-    Severity follows the torch-fallback policy: an error when the forward launches no
-    kernel of its own, for heavy ops (reductions, matmul, conv, norms, softmax) and for ops
-    the reference computes; a warning for light glue around an own kernel under the
-    default profile; always an error under strict. Allow ops per problem with
+    Severity (the torch-fallback policy, shared by GK301-GK307):
+
+        situation                                             strict  default  lenient
+        the forward launches no kernel of its own             error   error    error
+        an op the reference computes (with --problem)         error   error    error
+        a heavy op: reduction, matmul, conv, norm, softmax    error   error    warning
+        other torch glue around the submission's own kernel   error   warning  warning
+
+    An own kernel is a Triton (or other JIT) kernel launch, a function of an extension
+    built with load_inline/load whose source defines a kernel (or loops, for CPU
+    extensions), a prebuilt extension module, or torch.ops.<own namespace>. A severity set
+    for the rule in the configuration, when it differs from the profile's default,
+    replaces the table. Allow ops per problem with
     `[rules.GK301.options] allow = ["torch.relu", "mean"]` (names or fnmatch patterns).
     """
 

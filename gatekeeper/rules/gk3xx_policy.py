@@ -11,7 +11,8 @@ Severity of one torch use in the forward path (after the rule's `allow` option):
 | other torch glue around the submission's own kernel              | error  | warning | warning |
 
 A severity set for the rule in the configuration (`[rules.GK301] severity = ...`) replaces
-this table. Module-level and `__init__`-only code is never flagged (weight set-up).
+this table when it differs from the profile's default for the rule (the rule cannot tell an
+explicit `error` from the default `error`). Module-level and `__init__`-only code is never flagged (weight set-up).
 """
 
 from __future__ import annotations

@@ -108,6 +108,7 @@ class TorchUsage:
         self.class_attrs: dict[str, str] = {}  # class-body `op = torch.mean`
         self.self_calls: list[tuple[str, cst.Call, str, tuple[cst.CSTNode, ...]]] = []
         self.has_cuda_kernel = False
+        self.has_own_loops = False
         self._function_cache: dict[int, list[CppFunction]] = {}
         self.cpp_seen = False
         self._resolved = False
@@ -519,6 +520,8 @@ class TorchUsage:
         self.cpp_seen = True
         has_kernel, found = scan_cpp(source, self.ops, self._functions)
         self.has_cuda_kernel |= has_kernel
+        # A CPU extension's own loops are its kernel (the CPU fixtures in CI are such).
+        self.has_own_loops |= any(t.kind == "ident" and t.text in ("for", "while") for t in source.tokens)
         for kind, chain, offset in found:
             op = chain.split("::")[-1]
             self.uses.append(Use(kind, short_op(op), chain, kind == "vendor" or self.ops.is_heavy(op), cpp=(source, offset)))
@@ -552,7 +555,7 @@ class TorchUsage:
         if any(k.needs_ext is not None and k.needs_ext[0] not in holders for k in self.kernels):
             for source in self.ctx.cpp_sources:
                 self.ext_functions.update(fn.name for fn in self._functions(source) if not fn.is_kernel)
-        ext_ok = self.has_cuda_kernel or not self.cpp_seen
+        ext_ok = self.has_cuda_kernel or self.has_own_loops or not self.cpp_seen
         kept: list[Kernel] = []
         for k in self.kernels:
             if k.needs_def is not None:
