@@ -101,3 +101,16 @@ def test_calibration_cache_round_trip(tmp_path):
     assert cache.load(tmp_path, key) is None
     (tmp_path / f"{key}.json").write_text(json.dumps({"key": "other"}))
     assert cache.load(tmp_path, key) is None
+
+
+def test_gpu_specs_command_lists_and_matches():
+    from typer.testing import CliRunner
+
+    from gatekeeper.cli import app
+
+    runner = CliRunner()
+    listed = runner.invoke(app, ["gpu-specs"])
+    assert listed.exit_code == 0 and "H100 PCIe" in listed.output and "GB/s" in listed.output
+    one = runner.invoke(app, ["gpu-specs", "NVIDIA A100-SXM4-80GB", "--json"])
+    assert one.exit_code == 0 and json.loads(one.output)[0]["bandwidth_gbps"] == 2039
+    assert runner.invoke(app, ["gpu-specs", "No Such GPU"]).exit_code == 2
