@@ -222,3 +222,18 @@ def test_adversarial_variants_are_found(name):
 @pytest.mark.parametrize("name", sorted(HONEST))
 def test_near_misses_are_clean(name):
     assert _mine(static_findings(HONEST[name], profile="strict")) == [], name
+
+
+def test_gatekeeper_toml_allows_an_op_for_a_problem(tmp_path):
+    import gatekeeper
+
+    submission = FIXTURES / "submissions/fallback_method_mean.py"
+    problem = FIXTURES / "problems/seed_mean.py"
+    assert gatekeeper.check_static(submission, problem).verdict.value == "reject"
+    config = tmp_path / "gatekeeper.toml"
+    config.write_text('[rules.GK303.options]\nallow = ["mean"]\n', "utf-8")
+    report = gatekeeper.check_static(submission, problem, config_file=config)
+    assert report.verdict.value == "pass" and not [f for f in report.findings if f.rule.startswith("GK3")]
+    config.write_text('[rules.GK303.options]\nallow = "mean"\n', "utf-8")
+    with pytest.raises(UsageError):
+        gatekeeper.check_static(submission, problem, config_file=config)

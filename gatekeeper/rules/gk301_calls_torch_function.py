@@ -41,9 +41,9 @@ class CallsTorchFunction(TorchFallbackRule):
     kinds = ("function",)
     message = "forward path calls `{what}`, so torch computes `{op}`, not the submission's kernel: {why}."
     hint = (
-        "Compute `{op}` in your own kernel (CUDA through load_inline, or Triton) and keep torch "
+        "Compute this op in your own kernel (CUDA through load_inline, or Triton) and keep torch "
         "for allocation, views and metadata only (`torch.empty_like(x)`, `x.view(...)`, `x.size(0)`). "
-        "If the problem allows this op, list it in `[rules.{code}.options] allow`."
+        "If the problem allows this op, add it to the `allow` option of GK301 in gatekeeper.toml (rules.GK301.options)."
     )
     VALID = [
         # allocation, metadata and the extension call

@@ -27,7 +27,7 @@ class CallsTorchLayer(TorchFallbackRule):
     hint = (
         "Keep the layer only as a holder of weights and compute with your own kernel, e.g. "
         "`_ext.linear(x, self.fc.weight, self.fc.bias)`, or store the weights as `nn.Parameter`s. "
-        "If the problem allows this layer, list it in `[rules.{code}.options] allow`."
+        "If the problem allows this layer, add it to the `allow` option of GK302 in gatekeeper.toml (rules.GK302.options)."
     )
     VALID = [
         # the layer only holds the weights; the kernel computes

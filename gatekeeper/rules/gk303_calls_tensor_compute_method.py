@@ -27,9 +27,9 @@ class CallsTensorComputeMethod(TorchFallbackRule):
     kinds = ("method",)
     message = "forward path calls the tensor method `.{op}()`, so torch computes it, not the submission's kernel: {why}."
     hint = (
-        "Do `{op}` inside your own kernel; on the Python side use only views, moves and metadata "
+        "Do this op inside your own kernel; on the Python side use only views, moves and metadata "
         "(`x.contiguous()`, `x.view(...)`, `x.size(0)`, `x.data_ptr()`). "
-        "If the problem allows this op, list it in `[rules.{code}.options] allow`."
+        "If the problem allows this op, add it to the `allow` option of GK303 in gatekeeper.toml (rules.GK303.options)."
     )
     VALID = [
         "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"

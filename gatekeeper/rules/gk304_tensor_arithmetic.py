@@ -28,9 +28,9 @@ class TensorArithmetic(TorchFallbackRule):
     kinds = ("operator",)
     message = "forward path computes `{what}` on tensors with a Python operator, so torch does `{op}`, not the submission's kernel: {why}."
     hint = (
-        "Fold the `{op}` into your kernel (pass scalars such as a scale factor as kernel arguments). "
+        "Fold the arithmetic into your kernel (pass scalars such as a scale factor as kernel arguments). "
         "Python arithmetic is fine on sizes (`x.size(0) * x.size(1)`) but not on tensors. "
-        "If the problem allows this op, list it in `[rules.{code}.options] allow`."
+        "If the problem allows this op, add it to the `allow` option of GK304 in gatekeeper.toml (rules.GK304.options)."
     )
     VALID = [
         "import torch\nimport triton\nimport triton.language as tl\n@triton.jit\ndef k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n"

@@ -24,8 +24,8 @@ class CallsAtenOp(TorchFallbackRule):
     message = "forward path calls `{what}`, torch's own `{op}` kernel through the dispatcher, not the submission's kernel: {why}."
     hint = (
         "Register and call your own op instead (`torch.library` with your namespace, then "
-        "`torch.ops.mylib.{op}(...)`), or call your extension function directly. "
-        "If the problem allows this op, list it in `[rules.{code}.options] allow`."
+        "`torch.ops.mylib.my_op(...)`), or call your extension function directly. "
+        "If the problem allows this op, add it to the `allow` option of GK305 in gatekeeper.toml (rules.GK305.options)."
     )
     VALID = [
         "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.ops.mylib.fast_mean(x)\n",

@@ -28,9 +28,9 @@ class CppCallsAtenCompute(TorchFallbackRule):
     kinds = ("cpp",)
     message = "the C++ source calls `{what}`, so ATen computes `{op}`, not the submission's kernel: {why}."
     hint = (
-        "Write `{op}` as a `__global__` kernel and launch it; use ATen only to allocate and inspect "
-        "tensors (`torch::empty({{x.size(1)}}, x.options())`, `x.data_ptr<float>()`). "
-        "If the problem allows this op, list it in `[rules.{code}.options] allow`."
+        "Write the op as a `__global__` kernel and launch it; use ATen only to allocate and inspect "
+        "tensors (`torch::empty({x.size(1)}, x.options())`, `x.data_ptr<float>()`). "
+        "If the problem allows this op, add it to the `allow` option of GK306 in gatekeeper.toml (rules.GK306.options)."
     )
     VALID = [
         "src = r'''\n#include <torch/extension.h>\n// torch::mean(x, 0) was the baseline; at::matmul too\n"

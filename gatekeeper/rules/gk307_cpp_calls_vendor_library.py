@@ -26,7 +26,7 @@ class CppCallsVendorLibrary(TorchFallbackRule):
     hint = (
         "Write the computation as your own `__global__` kernel (tiling with shared memory, or "
         "CUTLASS/CuTe templates compiled into it). "
-        "If the problem allows this library call, list it in `[rules.{code}.options] allow`."
+        "If the problem allows this library call, add it to the `allow` option of GK307 in gatekeeper.toml (rules.GK307.options)."
     )
     VALID = [
         "src = r'''\n#include <cublas_v2.h>\n// cublasSgemm would be faster\n"

@@ -163,7 +163,7 @@ class TorchFallbackRule(Rule):
                 continue
             severity, why = decision
             message = self.message.format(what=use.qual, op=use.op, why=why)
-            hint = self.hint.format(what=use.qual, op=use.op, code=self.code)
+            hint = self.hint
             evidence = {"op": use.op, "call": use.qual, "heavy": use.heavy, "function": use.function}
             if use.cpp is not None:
                 self.report_cpp(use.cpp[0], use.cpp[1], message, hint, evidence=evidence, severity=severity)
