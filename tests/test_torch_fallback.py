@@ -100,7 +100,7 @@ def test_allow_option_accepts_names_and_patterns():
 
 def test_allow_option_must_be_a_list_of_strings():
     config = _config(GK301={"options": {"allow": "torch.relu"}})
-    with pytest.raises(UsageError, match=r"rules\.GK301\.options\] allow"):
+    with pytest.raises(UsageError, match=r"rules\.GK301\.options\.allow"):
         static_findings(NO_KERNEL.format(expr="torch.relu(x)"), config=config)
 
 

@@ -79,8 +79,8 @@ class TorchFallbackRule(Rule):
         self.usage, self.feeds = TorchUsage.of(self.ctx)
         allow = self.settings.get("allow", [])
         if not isinstance(allow, list) or not all(isinstance(a, str) for a in allow):
-            raise UsageError(f"[rules.{self.code}.options] allow must be a list of op names or patterns, "
-                             f"such as [\"torch.relu\", \"mean\"]; got {allow!r}")
+            raise UsageError(f"the `allow` option of {self.code} (rules.{self.code}.options.allow) must be a list "
+                             f"of op names or patterns, such as allow = [\"torch.relu\", \"mean\"]; got {allow!r}")
         self.allow: list[str] = allow
 
     # feeding the shared usage (only the first GK3xx rule does) ---------------------
