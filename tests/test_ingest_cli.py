@@ -16,8 +16,7 @@ PROBLEMS = ROOT / "fixtures" / "problems"
 FOLDER = ROOT / "fixtures" / "ingest" / "folder"
 HONEST = (ROOT / "fixtures" / "submissions" / "seed_honest_generic.py").read_text()
 HACKED = (ROOT / "fixtures" / "submissions" / "seed_cached_hardcoded.py").read_text()
-# libcst's native parser overflows its stack on this and the process dies (SIGSEGV): a real
-# pathological input. Ingest must record it and carry on.
+# libcst's native parser overflows its stack on this (SIGSEGV); the engine now refuses it first.
 DEEP = "x = " + "(" * 5000 + "1" + ")" * 5000 + "\n"
 
 
@@ -74,16 +73,12 @@ def test_jsonl_bad_records_and_a_crashing_submission_do_not_stop_the_batch(tmp_p
     run = gk("ingest", source, "--problems", PROBLEMS, "--store", db, "--stages", "static", "--jobs", "2")
     results = dict(_rows(db, "SELECT source_id, verdict FROM results"))
     assert results["honest"] == "pass" and results["hacked"] == "reject"
-    crashed = subprocess.run([sys.executable, "-c", f"import libcst; libcst.parse_module({DEEP!r})"],
-                             capture_output=True).returncode < 0
-    if crashed:
-        assert results["deep"] == "error"
-        error = _rows(db, "SELECT error FROM results WHERE source_id='deep'")[0][0]
-        assert "worker process checking this submission was killed by SIG" in error
-        assert run.returncode == 3, run.stdout + run.stderr
-        assert "could not be checked" in run.stdout
-    else:  # the engine learned to refuse it: then it is a plain verdict
-        assert results["deep"] in ("pass", "reject")
+    # Whatever the engine makes of it (a finding today; a segfault in libcst before the engine
+    # guarded against it), it is stored and the batch carried on.
+    assert results["deep"] in ("reject", "error")
+    if results["deep"] == "error":
+        assert "worker process checking this submission" in _rows(db, "SELECT error FROM results WHERE source_id='deep'")[0][0]
+    assert run.returncode == (3 if results["deep"] == "error" else 0), run.stdout + run.stderr
     errors = {sid or ref: msg for ref, sid, msg in _rows(db, "SELECT ref, source_id, message FROM input_errors")}
     assert "unknown problem 'no_such_problem'" in errors["unknown"]
     assert "over the 2,000,000-byte limit" in errors["huge"]
@@ -138,3 +133,37 @@ def test_usage_errors_exit_2_with_a_message(tmp_path):
     (tmp_path / "dir.db").mkdir()
     run = gk("ingest", FOLDER, "--problems", PROBLEMS, "--store", tmp_path / "dir.db", "--stages", "static")
     assert run.returncode == 2 and "cannot write the store" in run.stderr
+
+
+def test_a_worker_killed_during_a_real_ingest_costs_at_most_one_submission(tmp_path):
+    import signal
+    import time
+
+    sys.path.insert(0, str(ROOT / "fixtures" / "ingest"))
+    from make_batch import write_jsonl
+
+    source = write_jsonl(tmp_path / "b.jsonl", 120)
+    db = tmp_path / "r.db"
+    process = subprocess.Popen([sys.executable, "-m", "gatekeeper", "ingest", str(source), "--problems", str(PROBLEMS),
+                                "--store", str(db), "--stages", "static", "--jobs", "2"], cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (db.exists() and _count_results(db)) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
+    assert workers, "the ingest should be running its workers"
+    os.kill(int(workers[0]), signal.SIGKILL)
+    out, err = process.communicate(timeout=300)
+    assert _rows(db, "SELECT count(*) FROM results")[0][0] == 120, out + err
+    errors = _rows(db, "SELECT error FROM results WHERE verdict = 'error'")
+    assert len(errors) <= 1  # the worker may have been between two submissions
+    if errors:
+        assert "was killed by SIGKILL" in errors[0][0]
+    assert process.returncode == (3 if errors else 0), out + err
+
+
+def _count_results(db):
+    try:
+        return _rows(db, "SELECT count(*) FROM results")[0][0]
+    except sqlite3.OperationalError:
+        return 0

@@ -90,6 +90,9 @@ def test_bad_store_paths_are_usage_errors(tmp_path):
         Store(tmp_path / "notes.txt")
     with pytest.raises(UsageError, match="lock file"):
         Store(tmp_path / "missing-folder" / "r.db")
+    # A read-only place (even for root): refused before anything is written.
+    with pytest.raises(UsageError, match="must be writable"):
+        Store(Path("/proc/gatekeeper-ingest-test.db"))
     with pytest.raises(UsageError, match="no store"):
         connect(tmp_path / "absent.db", readonly=True)
 
