@@ -1,7 +1,8 @@
 """An agent-style loop against the gatekeeper: submit, read the findings, fix, resubmit.
 
-The "agent" here is scripted: it knows one fix per rule category, the fix the finding's
-hint asks for, and applies one category per round, as a model reading the report would.
+The "agent" here is scripted: it knows a fix per rule code (the fix the finding's hint asks
+for) and applies one per round, to the first finding it can fix, as a model reading the
+report would.
 It starts from the seed hack (a cached output buffer and a kernel with the nominal sizes
 baked in) and stops when the gatekeeper passes the code, or gives up after --rounds.
 
@@ -81,10 +82,39 @@ def fix_cached_output(code: str) -> str:
     return code[: match.start(2)] + body + code[match.end(2):]
 
 
-FIXES: dict[str, Callable[[str], str]] = {
+def fix_literal_allocation(code: str) -> str:
+    """Take the output's sizes from the input instead of the nominal literals."""
+    return re.sub(r"torch\.empty\(\(\s*\d+\s*,\s*\d+\s*\)", "torch.empty((x.size(1), x.size(2))", code)
+
+
+# What the scripted agent knows: a fix per rule code, and per category as a fallback
+# (a new rule in a known family still gets a sensible attempt).
+FIXES_BY_RULE: dict[str, Callable[[str], str]] = {
+    "GK101": fix_cached_output,
+    "GK201": fix_literal_allocation,
+    "GK203": fix_hardcoded_shape,
+    "GK204": fix_hardcoded_shape,
+}
+FIXES_BY_CATEGORY: dict[str, Callable[[str], str]] = {
     "cached-output": fix_cached_output,
     "hardcoded-shape": fix_hardcoded_shape,
 }
+
+
+def apply_one_fix(code: str, errors: list[dict]) -> tuple[str, Optional[dict]]:
+    """Fix the first finding a known fix changes the code for; (code, None) if none does."""
+    for finding in errors:
+        fix = FIXES_BY_RULE.get(finding["rule"]) or FIXES_BY_CATEGORY.get(finding["category"])
+        if fix is None:
+            continue
+        try:
+            fixed = fix(code)
+        except ValueError:  # the pattern this fix rewrites is not there (any more)
+            continue
+        if fixed != code:
+            return fixed, finding
+    return code, None
+
 
 # --- two ways to reach the gatekeeper: the Python API, or the MCP server --------------------
 
@@ -151,13 +181,12 @@ async def agent_loop(code: str, problem: str, check: Check, stages: str,
             print(f"agent: the gatekeeper could not finish ({report.get('error')}); stopping")
             return False
         errors = [f for f in report["findings"] if f["severity"] == "error"]
-        first = errors[0]
-        fix = FIXES.get(first["category"])
-        if fix is None:
-            print(f"agent: no fix known for {first['category']} ({first['rule']}); hint was: {first['hint']}")
+        code, fixed = apply_one_fix(code, errors)
+        if fixed is None:
+            print("agent: no fix known for " + ", ".join(sorted({f["rule"] for f in errors}))
+                  + f"; first hint was: {errors[0]['hint']}")
             return False
-        print(f"agent: fixing {first['category']} ({first['rule']}) as the hint says: {first['hint']}")
-        code = fix(code)
+        print(f"agent: fixing {fixed['category']} ({fixed['rule']}) as the hint says: {fixed['hint']}")
     print(f"agent: still rejected after {rounds} rounds; giving up")
     return False
 

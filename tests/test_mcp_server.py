@@ -106,6 +106,31 @@ def test_static_check_rejects_seed_then_passes_honest_then_survives_garbage():
     _session_run(steps)
 
 
+def test_source_that_crashes_the_parser_never_takes_the_server_down():
+    """Thousands of nesting levels overflow libcst's native parser, which kills its process
+    by a signal. The server hands parsing to a worker process, so the call gets a reject
+    (once the engine guards against it) or a tool error naming the crash, and the next call
+    is served by a fresh worker."""
+    nasty = {
+        "unary chain": "x = " + "-" * 20000 + "1\n",
+        "parentheses": "x = " + "(" * 5000 + "1" + ")" * 5000 + "\n",
+        "operator chain": "x = " + "+".join(["1"] * 20000) + "\n",
+    }
+
+    async def steps(session: ClientSession) -> None:
+        for what, code in nasty.items():
+            result = await session.call_tool("static_check", {"code": code})
+            if result.is_error:
+                assert "checker crashed" in _texts(result)[0], (what, _texts(result))
+            else:
+                report = _report(result)
+                assert report["verdict"] == "reject" and report["findings"][0]["rule"] == "GK003", what
+            after = _report(await session.call_tool("static_check", {"code": HACKED, "problem": PROBLEM}))
+            assert after["verdict"] == "reject", what
+
+    _session_run(steps)
+
+
 def test_a_file_name_instead_of_source_is_a_clear_error_and_never_read():
     """An agent that passes a path where the text belongs is told so; the server never reads
     the file (tool arguments are always source) and never checks the name as if it were code."""

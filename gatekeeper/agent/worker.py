@@ -1,0 +1,134 @@
+"""A long-lived checker process, so nothing a submission does can take the server down.
+
+libcst's native parser overflows its stack, and the process dies by a signal, on a few
+thousand levels of nesting (`x = ----…1`, `1+1+…`, deep parentheses): no Python exception
+to catch. So the server never parses submissions itself: it hands each call to a worker
+process (spawned once, kept warm, restarted after a crash or a timeout) and reports a
+dead worker as a tool error instead of dying with it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+from multiprocessing.connection import Connection
+from typing import Any, Optional
+
+from gatekeeper.errors import GatekeeperError, InfrastructureError, UsageError
+
+_FUNCTIONS = ("static_check", "compile_submission", "run_correctness", "submit")
+
+
+class WorkerCrashed(InfrastructureError):
+    """The worker died or hung on one call; it is replaced before the next."""
+
+
+def _serve(conn: Connection) -> None:
+    """The worker's loop: (function, kwargs) in, ("ok", report JSON) or an error out."""
+    # Whatever the stages print goes to stderr: the server's stdout may be the protocol.
+    os.dup2(2, 1)
+    from gatekeeper.agent import tools
+
+    while True:
+        try:
+            name, kwargs = conn.recv()
+        except (EOFError, OSError):  # the server went away: so do we
+            return
+        try:
+            report = getattr(tools, name)(**kwargs)
+            reply: tuple = ("ok", report.model_dump_json())
+        except GatekeeperError as exc:
+            reply = ("usage" if exc.exit_code == 2 else "gatekeeper", str(exc))
+        except Exception as exc:  # noqa: BLE001 - reported to the caller as an internal error
+            reply = ("internal", f"{type(exc).__name__}: {exc}")
+        conn.send(reply)
+
+
+def _describe_exit(code: Optional[int]) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+class Worker:
+    """One child process serving one call at a time. Thread-safe: callers queue on a lock."""
+
+    def __init__(self, name: str, timeout_s: Optional[float]) -> None:
+        self.name = name
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._process: Optional[multiprocessing.process.BaseProcess] = None
+        self._conn: Optional[Connection] = None
+
+    def _start(self) -> None:
+        # spawn, not fork: the server has threads, and a forked copy of them is unsafe.
+        # Not a daemon: the build and behaviour stages start processes of their own.
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe()
+        process = ctx.Process(target=_serve, args=(child,), name=f"gatekeeper-{self.name}", daemon=False)
+        process.start()
+        child.close()
+        self._process, self._conn = process, parent
+
+    def _stop(self) -> None:
+        process, conn = self._process, self._conn
+        self._process = self._conn = None
+        if conn is not None:
+            conn.close()
+        if process is not None and process.is_alive():
+            process.kill()
+        if process is not None:
+            process.join(5)
+
+    def warm(self) -> None:
+        """Start the process ahead of the first call (imports take most of a second)."""
+        with self._lock:
+            if self._process is None:
+                self._start()
+
+    def call(self, function: str, **kwargs: Any) -> str:
+        """Run `gatekeeper.agent.tools.<function>(**kwargs)` in the worker; the Report JSON."""
+        if function not in _FUNCTIONS:
+            raise ValueError(function)
+        with self._lock:
+            if self._process is None or not self._process.is_alive():
+                self._stop()
+                self._start()
+            assert self._conn is not None and self._process is not None
+            try:
+                self._conn.send((function, kwargs))
+                ready = self._conn.poll(self.timeout_s)
+                reply = self._conn.recv() if ready else None
+            except (EOFError, OSError, BrokenPipeError):
+                ready, reply = True, None
+            if reply is None:
+                process = self._process
+                if not ready:
+                    self._stop()
+                    raise WorkerCrashed(
+                        f"the check did not finish within {self.timeout_s:.0f} s and was stopped; "
+                        "the checker is restarted for the next call")
+                process.join(5)
+                how = _describe_exit(process.exitcode)
+                self._stop()
+                raise WorkerCrashed(
+                    f"the checker process {how} while checking this code (often: nesting thousands of "
+                    "levels deep, e.g. long chains of unary operators or parentheses, which the parser "
+                    "cannot handle); it is restarted for the next call")
+        kind, payload = reply
+        if kind == "ok":
+            return payload
+        if kind == "usage":
+            raise UsageError(payload)
+        if kind == "gatekeeper":
+            raise InfrastructureError(payload)
+        raise RuntimeError(payload)
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
