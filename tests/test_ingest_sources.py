@@ -84,6 +84,21 @@ def test_parquet_rows_with_nulls_are_reported(tmp_path):
     assert "missing field(s) id" in bad[0].message and "missing field(s) problem" in bad[1].message
 
 
+def test_a_corrupt_parquet_row_group_is_skipped_and_the_rest_continue(tmp_path):
+    path = tmp_path / "subs.parquet"
+    codes = [f"class ModelNew:\n    X = {i}\n" + "#" * 200 for i in range(600)]
+    pq.write_table(pa.table({"id": [str(i) for i in range(600)], "problem": ["seed_mean"] * 600, "code": codes}),
+                   path, row_group_size=200, compression="none")
+    page = pq.ParquetFile(path).metadata.row_group(1).column(2).data_page_offset
+    data = bytearray(path.read_bytes())
+    data[page:page + 64] = b"\xff" * 64  # wreck the page header of group 2's code column
+    path.write_bytes(bytes(data))
+    good, bad = _split(read_source(path))
+    ids = [int(r.source_id) for r in good]
+    assert ids[:200] == list(range(200)) and ids[-200:] == list(range(400, 600))
+    assert len(bad) == 1 and "cannot be read" in bad[0].message and bad[0].ref.endswith("-400")
+
+
 def test_unreadable_sources_are_usage_errors(tmp_path):
     with pytest.raises(UsageError, match="not found"):
         read_source(tmp_path / "nope.jsonl")

@@ -165,16 +165,18 @@ def read_parquet(path: Path) -> Iterator[Item]:
 
 
 def _parquet_items(parquet) -> Iterator[Item]:
-    row = 0
-    batches = parquet.iter_batches(batch_size=256, columns=list(FIELDS))
-    while True:
+    """Row group by row group: a corrupt group is reported with its row range and skipped,
+    and the groups after it are still read."""
+    first = 0
+    for group in range(parquet.num_row_groups):
+        size = parquet.metadata.row_group(group).num_rows
+        row = first
         try:
-            batch = next(batches)
-        except StopIteration:
-            return
-        except Exception as exc:  # a corrupt row group: report it, the file ends here
-            yield BadRecord(ref=f"row {row + 1}+", message=f"rows from {row + 1} on cannot be read: {exc}")
-            return
-        for values in batch.to_pylist():
-            row += 1
-            yield _from_fields(f"row {row}", values)
+            for batch in parquet.iter_batches(batch_size=256, row_groups=[group], columns=list(FIELDS)):
+                for values in batch.to_pylist():
+                    row += 1
+                    yield _from_fields(f"row {row}", values)
+        except Exception as exc:  # pyarrow raises several types for corrupt pages
+            yield BadRecord(ref=f"rows {row + 1}-{first + size}",
+                            message=f"rows {row + 1}-{first + size} cannot be read ({exc}); skipped")
+        first += size
