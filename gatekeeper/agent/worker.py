@@ -43,7 +43,10 @@ def _serve(conn: Connection) -> None:
             reply = ("usage" if exc.exit_code == 2 else "gatekeeper", str(exc))
         except Exception as exc:  # noqa: BLE001 - reported to the caller as an internal error
             reply = ("internal", f"{type(exc).__name__}: {exc}")
-        conn.send(reply)
+        try:
+            conn.send(reply)
+        except (OSError, BrokenPipeError):  # the server went away mid-call
+            return
 
 
 def _describe_exit(code: Optional[int]) -> str:
