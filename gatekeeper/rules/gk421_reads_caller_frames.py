@@ -55,13 +55,11 @@ class ReadsCallerFrames(UseRule):
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value in FRAME_ATTRIBUTES:
             self._emit(node, f".{node.attr.value}", node.attr.value)
-            return
-        super().visit_Attribute(node)
+        super().visit_Attribute(node)  # the hub leader also dispatches for the other rules
 
     def visit_Call(self, node: cst.Call) -> None:
         if resolve(self.ctx, node.func) in ("builtins.getattr", "builtins.hasattr"):
             name = literal(self.ctx, positional(node, 1))
             if name in FRAME_ATTRIBUTES:
                 self._emit(node, f"getattr(..., {name!r})", name)
-                return
         super().visit_Call(node)

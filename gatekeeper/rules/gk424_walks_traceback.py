@@ -50,8 +50,7 @@ class WalksTraceback(UseRule):
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value in TRACEBACK_ATTRIBUTES:
             self._emit(node, f".{node.attr.value}", node.attr.value)
-            return
-        super().visit_Attribute(node)
+        super().visit_Attribute(node)  # the hub leader also dispatches for the other rules
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if _exc_info(self.ctx, node.value) and len(node.slice) == 1:
@@ -60,7 +59,6 @@ class WalksTraceback(UseRule):
                 self._emit(node, "sys.exc_info()[2]", "sys.exc_info")
             elif isinstance(index, cst.Index) and isinstance(index.value, cst.UnaryOperation):
                 self._emit(node, "sys.exc_info()[-1]", "sys.exc_info")
-            return
         super().visit_Subscript(node)
 
     def visit_Assign(self, node: cst.Assign) -> None:

@@ -43,5 +43,4 @@ class BuildsCodeObject(UseRule):
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value in CODE_ATTRIBUTES:
             self._emit(node, f".{node.attr.value}", node.attr.value)
-            return
-        super().visit_Attribute(node)
+        super().visit_Attribute(node)  # the hub leader also dispatches for the other rules

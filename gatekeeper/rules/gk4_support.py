@@ -157,6 +157,20 @@ _BINDING_PARENTS = frozenset({cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cs
 _NOT_USES = frozenset({cst.Arg, cst.Param, cst.FunctionDef, cst.ClassDef, cst.AsName, cst.NameItem})
 
 
+class _Hub:
+    """The UseRules of one file, indexed by the first part of the names they watch."""
+
+    def __init__(self) -> None:
+        self.leader: Optional["UseRule"] = None
+        self.by_root: dict[str, list["UseRule"]] = {}
+
+    def add(self, rule: "UseRule", roots: frozenset[str]) -> None:
+        if self.leader is None:
+            self.leader = rule
+        for root in roots:
+            self.by_root.setdefault(root, []).append(rule)
+
+
 class UseRule(Rule):
     """Reports references to `NAMES` (qualified names, see `matches`). An import of one of
     them is reported only when nothing in the file used it, so each hack gets one finding
@@ -169,7 +183,8 @@ class UseRule(Rule):
         self._imports: list[tuple[cst.CSTNode, str]] = []
         self._used = False
         self._in_import = 0
-        self._roots = frozenset(n.split(".", 1)[0].rstrip("*") for n in self.NAMES)
+        self._hub: _Hub = self.ctx.__dict__.setdefault("_gk4_hub", _Hub())
+        self._hub.add(self, frozenset(n.split(".", 1)[0].rstrip("*") for n in self.NAMES))
 
     # hooks ---------------------------------------------------------------------------
     def describe(self, qual: str, entry: str, node: cst.CSTNode) -> Optional[tuple[str, Optional[Severity]]]:
@@ -206,11 +221,17 @@ class UseRule(Rule):
         self._in_import -= 1
 
     # uses ----------------------------------------------------------------------------
+    # Names and attributes are most of a file, so one instance (the hub's leader) resolves
+    # each node once and hands it to the rules whose names start with its root.
     def visit_Name(self, node: cst.Name) -> None:
-        if self._in_import:
+        hub = self._hub
+        if hub.leader is not self or self._in_import:
             return
         qual = resolve(self.ctx, node)
-        if qual is None or qual.split(".", 1)[0] not in self._roots:
+        if qual is None:
+            return
+        rules = hub.by_root.get(qual.split(".", 1)[0])
+        if not rules:
             return
         parent = self.ctx.parent(node)
         kind = type(parent)
@@ -220,24 +241,32 @@ class UseRule(Rule):
             return  # keyword names, parameters, definitions, `as` names
         if kind in _BINDING_PARENTS and getattr(parent, "target", None) is node:
             return  # `run = eval`: the binding is not a use; its value and later calls are
-        self._check(node, qual)
-
-    def visit_Subscript(self, node: cst.Subscript) -> None:
-        if not self._in_import and subscript_key(self.ctx, node) is not None:
-            self._check(node, resolve(self.ctx, node))
+        for rule in rules:
+            rule._check(node, qual)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if not self._in_import:
-            self._check(node, resolve(self.ctx, node))
+        self._dispatch(node)
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if self._hub.leader is self and subscript_key(self.ctx, node) is not None:
+            self._dispatch(node)
 
     def visit_Call(self, node: cst.Call) -> None:
         # importlib.import_module("subprocess").run / __import__("os").system
-        if not self._in_import and _is_dynamic_import(node):
-            self._check(node, resolve(self.ctx, node))
+        if self._hub.leader is self and _is_dynamic_import(node):
+            self._dispatch(node)
 
-    def _check(self, node: cst.BaseExpression, qual: Optional[str]) -> None:
-        if qual is None or qual.split(".", 1)[0] not in self._roots:
+    def _dispatch(self, node: cst.BaseExpression) -> None:
+        hub = self._hub
+        if hub.leader is not self or self._in_import:
             return
+        qual = resolve(self.ctx, node)
+        if qual is None:
+            return
+        for rule in hub.by_root.get(qual.split(".", 1)[0], ()):
+            rule._check(node, qual)
+
+    def _check(self, node: cst.BaseExpression, qual: str) -> None:
         entry = matches(qual, self.NAMES)
         if entry is None:
             return
