@@ -61,7 +61,7 @@ def _excerpt(code: Optional[str], lines: set[int]) -> str:
         mark = ' class="hit"' if number in lines else ""
         out.append(f'<span{mark}><b>{number:>4}</b> {esc(source[number - 1])}</span>')
         previous = number
-    return '<pre class="code">' + "\n".join(out) + "</pre>"
+    return '<pre class="code">' + "".join(out) + "</pre>"  # each line is a block span
 
 
 def _findings_table(findings: list[dict]) -> str:
