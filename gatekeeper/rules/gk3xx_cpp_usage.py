@@ -71,6 +71,31 @@ def _skip_template(tokens: list[Token], j: int) -> int:
     return j
 
 
+def _namespaces(tokens: list[Token], ops: TorchOps) -> tuple[dict[str, list[str]], set[str]]:
+    """`namespace F = torch::nn::functional;` aliases, and the names made visible
+    unqualified by `using namespace at;` / `using at::matmul;` ("*" for a whole namespace)."""
+    aliases: dict[str, list[str]] = {}
+    unqualified: set[str] = set()
+    n = len(tokens)
+    for i, tok in enumerate(tokens):
+        if tok.text == "namespace" and i + 3 < n and tokens[i + 2].text == "=" and tokens[i + 3].kind == "ident":
+            chain, _ = _chain(tokens, i + 3)
+            if chain[0] in ops.cpp_roots:
+                aliases[tokens[i + 1].text] = chain
+        elif tok.text == "using" and i + 1 < n:
+            start = i + 2 if tokens[i + 1].text == "namespace" else i + 1
+            if start < n and tokens[start].kind == "ident":
+                chain, _ = _chain(tokens, start)
+                if chain[0] not in ops.cpp_roots:
+                    continue
+                if tokens[i + 1].text == "namespace":
+                    if chain in (["at"], ["torch"], ["at", "native"], ["torch", "nn", "functional"]):
+                        unqualified.add("*")
+                elif len(chain) > 1:
+                    unqualified.add(chain[-1])
+    return aliases, unqualified
+
+
 def scan_cpp(source: CppSource, ops: TorchOps,
              functions_of: Callable[[CppSource], list[CppFunction]]) -> tuple[bool, list[Found]]:
     tokens = source.tokens
@@ -84,6 +109,8 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             device = _device_ranges(tokens, functions_of(source))
         return any(start <= i <= end for start, end in device)
 
+    aliases, unqualified = _namespaces(tokens, ops) if any(t.text in ("using", "namespace") for t in tokens) else ({}, set())
+    defined: Optional[set[str]] = None
     found: list[Found] = []
     i = 0
     while i < n:
@@ -95,6 +122,8 @@ def scan_cpp(source: CppSource, ops: TorchOps,
         # qualified call: at::matmul(  torch::nn::functional::linear(  at::_ops::mm::call(
         if prev != "::" and i + 1 < n and tokens[i + 1].text == "::":
             chain, j = _chain(tokens, i)
+            if chain[0] in aliases:  # namespace F = torch::nn::functional; F::linear(...)
+                chain = aliases[chain[0]] + chain[1:]
             after = _skip_template(tokens, j)  # at::cuda::blas::gemm<float>(...)
             if after < n and tokens[after].text == "(" and ops.cpp_is_compute(chain):
                 what = "::".join(chain)
@@ -108,5 +137,11 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             found.append(("vendor", tok.text, tok.offset))
         elif nxt == "(" and prev in (".", "->") and ops.method_is_compute(tok.text) and not in_device(i):
             found.append(("cpp", f"Tensor::{tok.text}", tok.offset))
+        elif unqualified and nxt == "(" and prev not in (".", "->", "::") and (prev == "return" or tokens[i - 1].kind != "ident") \
+                and ("*" in unqualified or tok.text in unqualified) and ops.method_is_compute(tok.text):
+            if defined is None:  # a function of the source's own with that name is not ATen's
+                defined = {fn.name for fn in functions_of(source)}
+            if tok.text not in defined and not in_device(i):
+                found.append(("cpp", f"at::{tok.text}", tok.offset))
         i += 1
     return has_kernel, found

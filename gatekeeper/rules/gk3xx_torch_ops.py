@@ -129,10 +129,11 @@ class TorchOps:
         return parts[2], parts[3]
 
     def is_kernel_decorator(self, qual: str) -> bool:
+        """Only decorators imported from a kernel DSL count: a `jit` the submission defines
+        itself could wrap anything, so it does not hide torch code."""
         parts = qual.split(".")
-        if parts[0] == "torch":
-            return False
-        return parts[0] in self.decorator_roots or parts[-1] in self.decorator_names
+        return parts[0] in self.decorator_roots and (len(parts) == 1 or parts[-1] in self.decorator_names
+                                                     or parts[0] in ("triton", "tilelang", "helion"))
 
     # C++ ------------------------------------------------------------------------
     def cpp_is_compute(self, chain: list[str]) -> bool:

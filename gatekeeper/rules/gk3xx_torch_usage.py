@@ -68,6 +68,7 @@ class Use:
     cpp: Optional[tuple[CppSource, int]] = None
     fallback: Optional["Fallback"] = None
     receiver: Optional[str] = None  # method uses: how the receiver was written
+    deferred: bool = False  # in a lambda or functools.partial: runs later, wherever it is written
 
 
 @dataclass
@@ -142,8 +143,8 @@ class TorchUsage:
         expr = decorator.decorator
         if isinstance(expr, cst.Call):
             expr = expr.func
-        qual = self.ctx.qualname(expr) or dotted(expr)
-        return bool(qual) and self.ops.is_kernel_decorator(qual)
+        qual = self.ctx.qualname(expr)
+        return bool(qual) and self.ops.is_kernel_decorator(qual)  # type: ignore[arg-type]
 
     @property
     def _in_kernel(self) -> bool:
@@ -239,6 +240,16 @@ class TorchUsage:
             inner = ctx.qualname(func.func) or ""
             if self._nn_compute_class(inner):
                 self._use("layer", inner, node, op=inner.rsplit(".", 1)[-1])
+            elif inner == "builtins.getattr" and len(func.args) >= 2:  # getattr(x, "mean")(0)
+                name = string_value(func.args[1].value)
+                if name and self.ops.method_is_compute(name) and self._may_be_tensor(func.args[0].value):
+                    self._use("method", f"Tensor.{name}", node, op=name)
+            return
+        if qual == "functools.partial" and node.args:  # partial(torch.mean, dim=0): a deferred call
+            target = ctx.qualname(node.args[0].value) or ""
+            if target.startswith("torch.") and self.ops.function_is_compute(target) \
+                    and not any(p[:1].isupper() for p in target.split(".")):
+                self._use("function", target, node, op=target.rsplit(".", 1)[-1], deferred=True)
             return
         if qual is None and isinstance(func, cst.Attribute):
             self._method_call(node, func)
@@ -426,6 +437,8 @@ class TorchUsage:
             return self.tensorish(expr.expression, depth + 1)
         if isinstance(expr, cst.IfExp):
             return self.tensorish(expr.body, depth + 1) or self.tensorish(expr.orelse, depth + 1)
+        if isinstance(expr, (cst.GeneratorExp, cst.ListComp)):  # sum(x[i] for i in range(n))
+            return self.tensorish(expr.elt, depth + 1)
         if isinstance(expr, cst.Call):
             qual = self.ctx.qualname(expr.func)
             if qual is not None:
@@ -450,15 +463,17 @@ class TorchUsage:
         return tuple(out)
 
     def _use(self, kind: str, qual: str, node: cst.CSTNode, *, op: str, heavy: Optional[bool] = None,
-             receiver: Optional[str] = None) -> None:
+             receiver: Optional[str] = None, deferred: bool = False) -> None:
         if self._in_kernel:
             return  # the submission's own kernel code
         path = self._path(node)
-        if not self.frames and not any(isinstance(p, cst.Lambda) for p in path):
+        deferred = deferred or any(isinstance(p, cst.Lambda) for p in path)
+        if not self.frames and not deferred:
             return  # module level: import-time set-up (a module-level lambda runs later)
         if heavy is None:
             heavy = self.ops.is_heavy(op, qual)
-        self.uses.append(Use(kind, short_op(op), qual, heavy, self.ctx.function_key, node, path, receiver=receiver))
+        self.uses.append(Use(kind, short_op(op), qual, heavy, self.ctx.function_key, node, path,
+                             receiver=receiver, deferred=deferred))
 
     def _kernel(self, node: cst.CSTNode, what: str, *, needs_def: Optional[str] = None,
                 needs_ext: Optional[tuple[str, str]] = None) -> None:
@@ -574,7 +589,7 @@ class TorchUsage:
         self.uses = [u for u in self.uses if not (u.kind == "method" and u.receiver is not None
                                                    and (u.receiver in holders or u.receiver.removeprefix("call:") in self.loader_functions))]
         self.uses = [u for u in self.uses if u.cpp is not None or self.in_forward(u.function)
-                     or (any(isinstance(p, cst.Lambda) for p in u.path) and self._deferred(u.function))]
+                     or (u.deferred and self._deferred(u.function))]
         find_fallbacks(self)
 
     def _functions(self, source: CppSource) -> list[CppFunction]:
