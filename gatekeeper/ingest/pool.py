@@ -25,6 +25,7 @@ from typing import Any, Iterable, Iterator, Optional
 from gatekeeper.errors import InfrastructureError
 
 _MAX_START_FAILURES = 3
+_START_TIMEOUT_S = 120.0  # a worker that has not finished its imports by then is stuck
 
 
 @dataclass
@@ -80,7 +81,8 @@ class WorkerPool:
             [sys.executable, "-m", "gatekeeper.ingest.worker"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True,
             text=True, encoding="utf-8", bufsize=1)
-        worker = _Worker(serial=next(self._serials), process=process, log=log, env_slot=slot)
+        worker = _Worker(serial=next(self._serials), process=process, log=log, env_slot=slot,
+                         started=time.monotonic())
         process.stdin.write(json.dumps(self.setup) + "\n")
         process.stdin.flush()
         worker.reader = threading.Thread(target=self._read, args=(worker.serial, process.stdout), daemon=True)
@@ -148,7 +150,9 @@ class WorkerPool:
                 busy = [w for w in self._workers.values() if w.task is not None]
                 if exhausted and not busy:
                     return
-                wait = min(w.started + self.timeout_s for w in busy) - time.monotonic() if busy else 1.0
+                deadlines = [w.started + self.timeout_s for w in busy]
+                deadlines += [w.started + _START_TIMEOUT_S for w in self._workers.values() if not w.ready]
+                wait = min(deadlines) - time.monotonic() if deadlines else 1.0
                 try:
                     serial, line = self._inbox.get(timeout=max(0.0, wait))
                 except queue.Empty:
@@ -208,6 +212,15 @@ class WorkerPool:
     def _expire(self) -> Iterator[Outcome]:
         now = time.monotonic()
         for worker in list(self._workers.values()):
+            if not worker.ready and now - worker.started >= _START_TIMEOUT_S:
+                tail = self._stderr_tail(worker)
+                self._retire(worker, kill=True)
+                self._start_failures += 1
+                if self._start_failures > _MAX_START_FAILURES:
+                    raise InfrastructureError(f"ingest workers do not start within {_START_TIMEOUT_S:g} s: "
+                                              f"{tail or 'no output'}")
+                self._start(worker.env_slot)
+                continue
             if worker.task is not None and now - worker.started >= self.timeout_s:
                 task = worker.task
                 self._retire(worker, kill=True)
