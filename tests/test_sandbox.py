@@ -91,3 +91,24 @@ def test_isolation_is_detected_and_blocks_network_when_available():
                    "except OSError as e:\n    result = 'blocked'\n")
     assert result.isolation == isolation.name
     assert result.first("result")["value"] == "blocked"
+
+
+def test_late_feed_reaches_the_job():
+    from gatekeeper.sandbox import Job
+
+    job = Job("gatekeeper.sandbox.selftest:run_code_then_receive", {"code": "x = 1"},
+              timeouts={"import": 5, "wait": 10}, keep_stdin=True)
+    job.feed({"data": b"\x01" * 300_000})
+    result = job.wait()
+    assert result.status == "ok" and result.first("received")["size"] == 300_000
+
+
+def test_feeding_a_worker_hung_at_import_does_not_block_the_parent():
+    from gatekeeper.sandbox import Job
+
+    job = Job("gatekeeper.sandbox.selftest:run_code_then_receive",
+              {"code": "import time\nwhile True: time.sleep(0.1)"}, timeouts={"import": 2, "wait": 10},
+              keep_stdin=True)
+    job.feed({"data": b"\x00" * 2_000_000})  # far more than a pipe buffer
+    result = job.wait()
+    assert result.status == "timeout" and result.phase == "import"

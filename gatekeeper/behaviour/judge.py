@@ -99,7 +99,9 @@ class Judge:
         grew = []
         if after["python_threads"] > before["python_threads"]:
             grew.append(f"{after['python_threads'] - before['python_threads']} Python thread(s) still running")
-        elif after["os_threads"] > before["os_threads"]:
+        elif after["os_threads"] > before["os_threads"] and trial != "nominal":
+            # Native threads are not counted on the first call of the process: runtimes
+            # (CUDA, OpenMP) may start their pools lazily there. Every later call counts.
             grew.append(f"{after['os_threads'] - before['os_threads']} native thread(s) still running")
         if after["children"] > before["children"]:
             grew.append(f"{after['children'] - before['children']} child process(es) still running")

@@ -29,6 +29,14 @@ The job runs in the worker as ``fn(params: dict, channel)``::
         out = module.ModelNew()(*unpack_tree(params["inputs"]))
         channel.send("output", value=pack(out))   # tensors: gatekeeper.sandbox.tensors
 
+To overlap a worker's start-up (python, torch, the submission's import) with other work,
+start it and feed it later; the job reads the message with `channel.receive()`::
+
+    job = Job("gatekeeper.behaviour.subject_job:subject_job", params, timeouts=..., keep_stdin=True)
+    ...                                        # meanwhile: run the reference
+    job.feed({"trials": [...]})                # written from a thread; closes stdin after
+    result = job.wait()                        # or job.kill()
+
 Guarantees: the worker is spawned (never forked) with `python -I -B`, a scrubbed
 environment, a private temporary working directory (HOME and TMPDIR point into it), core
 dumps off, an address-space or resident-memory cap, an audit guard that refuses Python-level
@@ -45,6 +53,6 @@ and the comparisons run in the parent against a reference computed in a separate
 """
 
 from gatekeeper.sandbox.isolation import Isolation, detect
-from gatekeeper.sandbox.runner import JobResult, run_job
+from gatekeeper.sandbox.runner import Job, JobResult, run_job
 
-__all__ = ["Isolation", "JobResult", "detect", "run_job"]
+__all__ = ["Isolation", "Job", "JobResult", "detect", "run_job"]

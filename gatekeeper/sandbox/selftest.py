@@ -22,3 +22,12 @@ def run_code(params: dict[str, Any], channel: Any) -> None:
     channel.phase("call")
     result = namespace.get("result")
     channel.send("result", value=result)
+
+
+def run_code_then_receive(params: dict[str, Any], channel: Any) -> None:
+    """Runs code, then waits for a message fed by the parent and echoes its size."""
+    channel.phase("import")
+    exec(compile(params["code"], "<untrusted>", "exec"), {})
+    channel.phase("wait")
+    message = channel.receive()
+    channel.send("received", size=len(message.get("data", b"")))
