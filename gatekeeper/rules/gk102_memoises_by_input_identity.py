@@ -60,6 +60,8 @@ class MemoisesByInputIdentity(Rule):
         super().__init__(*args, **kwargs)
         self.flow = PersistenceTracker(self.ctx)
         self.identity_locals: list[dict[str, str]] = []
+        # Helpers whose result is an identity key: `def _key(t): return (t.data_ptr(), ...)`.
+        self.identity_functions: dict[str, str] = {}
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.flow.enter_function()
@@ -83,6 +85,12 @@ class MemoisesByInputIdentity(Rule):
             self.flow.assign(target.target, node.value)
             if key and isinstance(target.target, cst.Name):
                 self.identity_locals[-1][target.target.value] = key
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if self.ctx.functions and node.value is not None:
+            key = self._identity(node.value)
+            if key:
+                self.identity_functions[self.ctx.functions[-1].name.value] = key
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
@@ -118,6 +126,8 @@ class MemoisesByInputIdentity(Rule):
         """A short description of the identity read inside expr, if any."""
         for current in subtree(expr, into_functions=False):
             if isinstance(current, cst.Call):
+                if isinstance(current.func, cst.Name) and current.func.value in self.identity_functions:
+                    return f"{current.func.value}(...), which returns {self.identity_functions[current.func.value]}"
                 if self.ctx.qualname(current.func) in _IDENTITY_BUILTINS:
                     return f"{self.ctx.qualname(current.func).split('.')[-1]}(...)"  # type: ignore[union-attr]
                 if isinstance(current.func, cst.Attribute) and current.func.attr.value in _IDENTITY_METHODS:

@@ -55,10 +55,17 @@ class CachesForwardWithFunctools(Rule):
             if name:
                 self.report(node, self.message.format(func=name, cache=self._cache_name(inner)))
 
-    def _cache_name(self, expr: cst.BaseExpression):
+    def _cache_name(self, expr: cst.BaseExpression, depth: int = 0):
         target = expr.func if isinstance(expr, cst.Call) else expr
         qual = self.ctx.qualname(target)
-        return qual if qual in _CACHES else None
+        if qual in _CACHES:
+            return qual
+        # memo = functools.lru_cache(maxsize=16); @memo
+        if isinstance(target, cst.Name) and depth < 3:
+            binding = self.ctx.resolver.lookup(target.value)
+            if binding is not None and isinstance(binding.value, cst.Call):
+                return self._cache_name(binding.value, depth + 1)
+        return None
 
     def _takes_tensor(self, node: cst.FunctionDef) -> bool:
         for param in node.params.params:

@@ -24,17 +24,31 @@ from gatekeeper.static.walk import walk
 Handler = Callable[[cst.CSTNode], object]
 
 
+_HANDLERS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _handler_names(cls: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The node types a rule class visits and leaves (computed once per class)."""
+    found = _HANDLERS.get(cls)
+    if found is None:
+        names = dir(cls)
+        found = (tuple(a[6:] for a in names if a.startswith("visit_")),
+                 tuple(a[6:] for a in names if a.startswith("leave_")))
+        _HANDLERS[cls] = found
+    return found
+
+
 class _Traversal:
     def __init__(self, ctx: FileContext, rules: Sequence[Rule]) -> None:
         self.ctx = ctx
         self.visits: dict[str, list[Handler]] = defaultdict(list)
         self.leaves: dict[str, list[Handler]] = defaultdict(list)
         for rule in rules:
-            for attr in dir(type(rule)):
-                if attr.startswith("visit_"):
-                    self.visits[attr[6:]].append(getattr(rule, attr))
-                elif attr.startswith("leave_"):
-                    self.leaves[attr[6:]].append(getattr(rule, attr))
+            visit_names, leave_names = _handler_names(type(rule))
+            for kind in visit_names:
+                self.visits[kind].append(getattr(rule, "visit_" + kind))
+            for kind in leave_names:
+                self.leaves[kind].append(getattr(rule, "leave_" + kind))
         self.extractor = SourceExtractor(ctx.resolver, ctx.constants, ctx.folder)
         self.strings: list[cst.SimpleString] = []
 
