@@ -56,6 +56,13 @@ def test_time_under_the_floor_is_timing_implausible():
     assert f.evidence["floor_us"] == pytest.approx(timing["floors"]["floor_us"])
 
 
+def test_no_kernel_under_the_launch_floor_is_flagged_unless_the_reference_launches_none():
+    _, _, found = run(measured(4.5, 1.9))  # the submission launched nothing
+    assert "GK701" in rules(found)
+    _, _, found = run(measured(1.8, 1.9))  # a reference that is a view: no kernel needed
+    assert "GK701" not in rules(found)
+
+
 def test_time_just_above_the_floor_is_not_flagged():
     floor = floors(BIG, H200, 2.8).floor_us
     _, _, found = run(measured(2 * floor, 1.01 * floor), counts=BIG)
