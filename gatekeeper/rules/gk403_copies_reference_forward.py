@@ -37,6 +37,17 @@ def reference_fingerprints(problem: ProblemFacts) -> list[tuple[str, tuple[int, 
     return out
 
 
+def _statements(node: cst.FunctionDef) -> int:
+    """Statements in the body, not counting a docstring (as the fingerprint counts them)."""
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
+    count = sum(len(s.body) if isinstance(s, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else 1 for s in body)
+    first = body[0] if body else None
+    if (isinstance(first, cst.SimpleStatementLine) and len(first.body) == 1 and isinstance(first.body[0], cst.Expr)
+            and isinstance(first.body[0].value, (cst.SimpleString, cst.ConcatenatedString))):
+        count -= 1
+    return count
+
+
 class CopiesReferenceForward(Rule):
     """A function in the submission has the same body as the reference's `forward` once
     names are normalised: parameters and locals renamed positionally, `self.` attributes
@@ -91,9 +102,8 @@ class CopiesReferenceForward(Rule):
             self._reference = reference_fingerprints(self.ctx.problem)
         if not self._reference:
             return
-        statements = len(node.body.body) if isinstance(node.body, cst.IndentedBlock) else 1
-        if not any(abs(statements - fp[0]) <= 1 for _, fp in self._reference):
-            return  # a docstring is the only statement the fingerprint drops
+        if not any(_statements(node) == fp[0] for _, fp in self._reference):
+            return
         if self._imports is None:
             self._imports = import_map(self.ctx.module)
         mine = fingerprint(node, self._imports)

@@ -25,7 +25,7 @@ class UsesInspect(UseRule):
     keeps the reference output and the inputs it will compare with, and the reference's
     source; a submission can copy the expected answer instead of computing it.
 
-    Every use is reported. Helpers that only look at an object the submission holds
+    Not flagged: `inspect` in comments and strings. Every use in code is reported; helpers that only look at an object the submission holds
     (`inspect.cleandoc`, `inspect.signature`, `inspect.isclass`, ...) are a warning, not an
     error: they cannot reach the harness, but they have no place in a kernel either.
     """

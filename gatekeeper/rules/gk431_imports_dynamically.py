@@ -21,6 +21,7 @@ class ImportsDynamically(UseRule):
     `subprocess` or of harness modules, and loading a module from a file path runs code
     that is not part of the submission.
 
+    Not flagged: plain `import` statements (also inside `try/except ImportError`).
     `importlib.util.find_spec`, `importlib.metadata` and `importlib.resources` only ask
     whether a package exists or read its metadata: a warning.
     """

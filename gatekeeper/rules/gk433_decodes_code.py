@@ -53,7 +53,7 @@ class DecodesCode(Rule):
     that hardcodes shapes) is stored encoded, so no rule can read it; pickle runs code
     while loading.
 
-    A base64 or zlib decode whose result reaches none of those is a warning: it is still an
+    Not flagged: `bytes.decode("utf-8")` (text, not code). A base64 or zlib decode whose result reaches none of those is a warning: it is still an
     opaque blob (an embedded cubin hides the kernel from review), but it may be data.
     """
 

@@ -32,7 +32,7 @@ class WritesEnvironment(Rule):
     Variables that only steer the extension build (`TORCH_CUDA_ARCH_LIST`, `MAX_JOBS`,
     `CUDA_HOME`, `CXX`, `TORCH_EXTENSIONS_DIR`, `NVCC_APPEND_FLAGS`, ...) are a warning:
     harmless to the measurement, but the harness sets them. Reading the environment is
-    not this rule's business.
+    not flagged (`os.environ.get`), nor is a copy of it (`env = dict(os.environ)`).
     """
 
     code = "GK444"

@@ -52,14 +52,22 @@ def is_reference_path(ctx: FileContext, text: Optional[str]) -> bool:
     return bool(stem) and is_reference_module(ctx, stem)
 
 
+_DEFAULT_NAMES = frozenset({"Model"})
+_NAMES_BY_PROBLEM: dict[str, frozenset[str]] = {}
+
+
 def model_names(ctx: FileContext) -> frozenset[str]:
-    names = {"Model"}
     problem = ctx.problem
-    if problem is not None:
+    if problem is None:
+        return _DEFAULT_NAMES
+    names = _NAMES_BY_PROBLEM.get(problem.sha256)
+    if names is None:
+        found = {"Model"}
         for stmt in problem.module.body:
             if isinstance(stmt, cst.ClassDef) and stmt.name.value != "ModelNew":
-                names.add(stmt.name.value)
-    return frozenset(names)
+                found.add(stmt.name.value)
+        names = _NAMES_BY_PROBLEM[problem.sha256] = frozenset(found)
+    return names
 
 
 def reference_model(ctx: FileContext, expr: cst.BaseExpression) -> Optional[str]:

@@ -127,16 +127,26 @@ def _subscript(ctx: FileContext, expr: cst.Subscript) -> Optional[str]:
     return None
 
 
+_MATCHERS: dict[tuple[str, ...], tuple[frozenset[str], tuple[str, ...]]] = {}
+
+
 def matches(qual: Optional[str], names: tuple[str, ...]) -> Optional[str]:
     """The entry of `names` that `qual` is or lies under (`torch.cuda` covers
     `torch.cuda.Event`); entries ending in `*` match as plain prefixes (`os.exec*`)."""
     if not qual:
         return None
-    for name in names:
-        if name.endswith("*"):
-            if qual.startswith(name[:-1]):
-                return name
-        elif qual == name or qual.startswith(name + "."):
+    matcher = _MATCHERS.get(names)
+    if matcher is None:
+        exact = frozenset(n for n in names if not n.endswith("*"))
+        prefixes = tuple(n[:-1] if n.endswith("*") else n + "." for n in names)
+        matcher = _MATCHERS[names] = (exact, prefixes)
+    exact, prefixes = matcher
+    if qual in exact:
+        return qual
+    if not qual.startswith(prefixes):
+        return None
+    for name, prefix in zip(names, prefixes):
+        if qual.startswith(prefix):
             return name
     return None
 
