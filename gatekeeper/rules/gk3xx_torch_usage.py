@@ -14,84 +14,27 @@ torch.ops.<own namespace> op. Whether a use is in the forward path is decided in
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass, field
 from typing import Optional
 
 import libcst as cst
 
-from gatekeeper.static.context import FileContext
-from gatekeeper.static.cpp_sources import LOADERS, CppSource
-from gatekeeper.static.names import dotted, string_value
 from gatekeeper.rules.gk3xx_cpp_usage import scan_cpp
-from gatekeeper.rules.gk3xx_fallbacks import Fallback, find_fallbacks
+from gatekeeper.rules.gk3xx_fallbacks import find_fallbacks
+from gatekeeper.rules.gk3xx_tensor_values import TensorValues
+from gatekeeper.rules.gk3xx_torch_calls import TorchCalls
 from gatekeeper.rules.gk3xx_torch_ops import TorchOps, short_op, torch_ops
+from gatekeeper.rules.gk3xx_usage_model import (
+    Kernel, Use, _extension_module, _Frame, _is_container, _is_self_attr, _tensor_params,
+)
+from gatekeeper.static.context import FileContext
 from gatekeeper.static.cpp_functions import CppFunction, functions
+from gatekeeper.static.cpp_sources import LOADERS, CppSource
+from gatekeeper.static.names import string_value
 
-_ELEMENTWISE = {
-    cst.Add: "add", cst.Subtract: "sub", cst.Multiply: "mul", cst.Divide: "div",
-    cst.FloorDivide: "floor_divide", cst.Modulo: "remainder", cst.Power: "pow",
-    cst.AddAssign: "add", cst.SubtractAssign: "sub", cst.MultiplyAssign: "mul",
-    cst.DivideAssign: "div", cst.FloorDivideAssign: "floor_divide", cst.ModuloAssign: "remainder",
-    cst.PowerAssign: "pow",
-}
-_OPERATOR_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floor_divide": "//", "remainder": "%", "pow": "**", "neg": "-"}
-_TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "real", "imag", "grad"})
-_CONTAINER_CALLS = frozenset({"list", "dict", "set", "tuple", "sorted", "str", "range", "len", "int", "float", "frozenset", "OrderedDict", "defaultdict", "deque"})
-_SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "complex", "bytes"})
-_CONTAINER_CLASSES = frozenset({"Sequential", "ModuleList", "ModuleDict"})
 _ATTR = "_gk3_torch_usage"
-_PY_BUILTINS = frozenset(dir(__import__("builtins")))
-_PY_COMPUTE = {
-    "builtins.sum": "sum", "builtins.abs": "abs", "builtins.pow": "pow", "builtins.max": "max",
-    "builtins.min": "min", "builtins.round": "round", "builtins.divmod": "remainder",
-    "operator.matmul": "matmul", "operator.mul": "mul", "operator.add": "add", "operator.sub": "sub",
-    "operator.truediv": "div", "operator.pow": "pow", "operator.neg": "neg", "operator.imul": "mul",
-    "operator.iadd": "add", "operator.itruediv": "div", "operator.imatmul": "matmul",
-}
-# Imported packages whose functions are not the submission's kernels.
-_NOT_EXTENSIONS = frozenset({
-    "torch", "numpy", "np", "scipy", "einops", "triton", "tilelang", "cupy", "numba",
-    "pytest", "typing_extensions", "packaging", "psutil", "kernelbench", "popcorn_pri",
-})
 
 
-@dataclass
-class Use:
-    kind: str  # function | layer | method | operator | aten | cpp | vendor
-    op: str  # short name: mean, linear, matmul, add
-    qual: str  # what the user wrote, resolved: torch.mean, torch.nn.Linear, Tensor.mean, @
-    heavy: bool
-    function: str = "<cpp>"
-    node: Optional[cst.CSTNode] = None
-    path: tuple[cst.CSTNode, ...] = ()  # ancestors up to the enclosing function
-    cpp: Optional[tuple[CppSource, int]] = None
-    fallback: Optional["Fallback"] = None
-    receiver: Optional[str] = None  # method uses: how the receiver was written
-    deferred: bool = False  # in a lambda or functools.partial: runs later, wherever it is written
-
-
-@dataclass
-class Kernel:
-    what: str  # how it was launched, for messages
-    function: str
-    path: tuple[cst.CSTNode, ...]
-    node: cst.CSTNode
-    # Deferred checks, resolved in TorchUsage.resolve().
-    needs_def: Optional[str] = None  # a def name that must be a kernel-decorated function
-    needs_ext: Optional[tuple[str, str]] = None  # (receiver key, attribute) of an extension call
-
-
-@dataclass
-class _Frame:
-    key: str
-    kernel_def: bool
-    tensor_names: set[str] = field(default_factory=set)
-    containers: set[str] = field(default_factory=set)
-    layer_aliases: dict[str, str] = field(default_factory=dict)  # loop var -> self attr
-
-
-class TorchUsage:
+class TorchUsage(TorchCalls, TensorValues):
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self.ops: TorchOps = torch_ops()
@@ -254,206 +197,7 @@ class TorchUsage:
         if qual is None and isinstance(func, cst.Attribute):
             self._method_call(node, func)
 
-    def _star_import(self, name: str) -> Optional[str]:
-        """`from torch.nn.functional import *` then `linear(x, w)`."""
-        if self.ctx.resolver.lookup(name) is not None or name in _PY_BUILTINS:
-            return None
-        for key, binding in self.ctx.resolver.module_scope.names.items():
-            if key.startswith("*torch") and binding.qualname:
-                return f"{binding.qualname}.{name}"
-        return None
 
-    def _torch_table(self, value: Optional[cst.BaseExpression]) -> Optional[str]:
-        """The first torch compute function held in a dict / list / tuple literal."""
-        if isinstance(value, cst.Dict):
-            items = [e.value for e in value.elements if isinstance(e, cst.DictElement)]
-        elif isinstance(value, (cst.List, cst.Tuple)):
-            items = [e.value for e in value.elements]
-        else:
-            return None
-        for item in items:
-            qual = self.ctx.qualname(item)
-            if qual and qual.startswith("torch.") and self.ops.function_is_compute(qual):
-                return qual
-        return None
-
-    def _python_compute(self, node: cst.Call, qual: str) -> None:
-        """`sum(x)`, `abs(x)`, `max(a, b)`, `operator.matmul(a, b)`, `einops.reduce(...)`:
-        Python functions that make torch compute when handed tensors."""
-        root, _, last = qual.partition(".")
-        if root in ("einops", "opt_einsum"):
-            if last in ("reduce", "einsum", "contract", "repeat"):
-                self._use("function", qual, node, op="einsum" if "einsum" in last or last == "contract" else last)
-            return
-        op = _PY_COMPUTE.get(qual)
-        if op is None:
-            return
-        if op == "matmul" or any(self.tensorish(a.value) for a in node.args):
-            self._use("function", qual, node, op=op)
-
-    def _torch_call(self, node: cst.Call, qual: str) -> None:
-        ops = self.ops
-        namespace = ops.torch_op_namespace(qual)
-        if namespace is not None:
-            ns, op = namespace
-            if ns in ops.op_namespaces:
-                self._use("aten", qual, node, op=op)
-            else:
-                self._kernel(node, qual)
-            return
-        parts = qual.split(".")
-        k = next((i for i, p in enumerate(parts) if p[:1].isupper()), None)
-        if k is None:
-            if ops.function_is_compute(qual):
-                self._use("function", qual, node, op=parts[-1])
-            return
-        cls, rest = ".".join(parts[: k + 1]), parts[k + 1 :]
-        func = node.func
-        if cls.startswith("torch.nn."):
-            if not rest:
-                if _is_self_attr(func):
-                    self._self_layer_call(node, func.attr.value, cls)  # type: ignore[union-attr]
-            elif rest[0] in ("forward", "__call__"):
-                owner = func.value if isinstance(func, cst.Attribute) else None
-                if owner is not None and _is_self_attr(owner):
-                    self._self_layer_call(node, owner.attr.value, cls)  # type: ignore[union-attr]
-                else:
-                    self._layer_use(node, [cls])
-            elif ops.method_is_compute(rest[-1]):
-                self._use("method", f"Tensor.{rest[-1]}", node, op=rest[-1])
-        elif cls == "torch.Tensor" and rest and ops.method_is_compute(rest[-1]):
-            self._use("method", qual, node, op=rest[-1])
-
-    def _self_layer_call(self, node: cst.Call, attr: str, cls: str) -> None:
-        classes = self.self_layers.get(attr) or [cls]
-        self._layer_use(node, classes)
-
-    def _layer_use(self, node: cst.Call, classes: list[str]) -> None:
-        compute = [c for c in classes if self._nn_compute_class(c)]
-        if not compute:
-            return
-        heavy = [c for c in compute if self.ops.is_heavy(c.rsplit(".", 1)[-1])]
-        main = (heavy or compute)[0]
-        label = main if len(compute) == 1 else f"{main} (+{len(compute) - 1} more torch.nn layers)"
-        self._use("layer", label, node, op=main.rsplit(".", 1)[-1], heavy=bool(heavy))
-
-    def _maybe_layer_name(self, node: cst.Call, name: str) -> None:
-        frame = self.frames[-1] if self.frames else None
-        if frame is not None and name in frame.layer_aliases:
-            self.self_calls.append((frame.layer_aliases[name], node, self.ctx.function_key, ()))
-            return
-        binding = self.ctx.resolver.lookup(name)
-        if binding is not None and binding.kind == "local" and binding.value is not None:
-            value = binding.value
-            classes = self._nn_classes_in(value, 0) if isinstance(value, cst.Call) else []
-            if classes:
-                self._layer_use(node, classes)
-            elif isinstance(value, cst.Attribute) and self.ops.method_is_compute(value.attr.value) \
-                    and self._may_be_tensor(value.value):  # m = x.mean; m(0)
-                self._use("method", f"Tensor.{value.attr.value}", node, op=value.attr.value)
-
-    def _method_call(self, node: cst.Call, func: cst.Attribute) -> None:
-        ctx = self.ctx
-        receiver = func.value
-        name = func.attr.value
-        if _is_self_attr(func):
-            # self.fc(x) assigned after forward in the file: decided in resolve()
-            self.self_calls.append((name, node, ctx.function_key, ()))
-            return
-        key = _receiver_key(receiver)
-        if key is not None and (key in self.holders or not self.ops.known_tensor_method(name)):
-            self._kernel(node, f"{key}.{name}", needs_ext=(key, name))
-        if not self.ops.method_is_compute(name):
-            return
-        if not self._may_be_tensor(receiver):
-            return
-        self._use("method", f"Tensor.{name}", node, op=name, receiver=key)
-
-    def _may_be_tensor(self, receiver: cst.BaseExpression) -> bool:
-        """False for receivers that are surely not tensors: self, containers, literals,
-        objects made by a non-torch call (`logger = logging.getLogger()`; `logger.log`)."""
-        if isinstance(receiver, cst.Name):
-            if receiver.value in ("self", "cls"):
-                return False
-            frame = self.frames[-1] if self.frames else None
-            if frame is not None and receiver.value in frame.containers:
-                return False
-            binding = self.ctx.resolver.lookup(receiver.value)
-            if binding is not None and binding.kind == "local":
-                return not (_is_container(binding.value) or self._foreign_object(binding.value))
-            return True
-        if _is_self_attr(receiver):
-            return receiver.attr.value not in self.self_foreign  # type: ignore[union-attr]
-        return not isinstance(receiver, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString,
-                                         cst.List, cst.Dict, cst.Set, cst.Tuple, cst.Integer, cst.Float))
-
-    def _foreign_object(self, value: Optional[cst.BaseExpression]) -> bool:
-        if not isinstance(value, cst.Call):
-            return False
-        qual = self.ctx.qualname(value.func)
-        return qual is not None and not qual.startswith("torch.")
-
-    def operator(self, node: cst.CSTNode) -> None:
-        if self._in_kernel or not self.frames:
-            return
-        if isinstance(node, cst.BinaryOperation):
-            if isinstance(node.operator, cst.MatrixMultiply):
-                self._use("operator", "@", node, op="matmul", heavy=True)
-                return
-            op = _ELEMENTWISE.get(type(node.operator))
-            if op is None or isinstance(self.ctx.parent(node), (cst.BinaryOperation, cst.UnaryOperation)):
-                return
-            if self.tensorish(node.left) or self.tensorish(node.right):
-                self._use("operator", _OPERATOR_SYMBOL[op], node, op=op, heavy=False)
-        elif isinstance(node, cst.AugAssign):
-            if isinstance(node.operator, cst.MatrixMultiplyAssign):
-                self._use("operator", "@=", node, op="matmul", heavy=True)
-                return
-            op = _ELEMENTWISE.get(type(node.operator))
-            if op is not None and (self.tensorish(node.target) or self.tensorish(node.value)):
-                self._use("operator", _OPERATOR_SYMBOL[op] + "=", node, op=op, heavy=False)
-        elif isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-            if not isinstance(self.ctx.parent(node), (cst.BinaryOperation, cst.UnaryOperation)) and self.tensorish(node.expression):
-                self._use("operator", "-", node, op="neg", heavy=False)
-
-    # tensor-ness ------------------------------------------------------------------
-    def tensorish(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> bool:
-        """The expression is (statically) a tensor: a forward tensor parameter, a local
-        assigned from one, a tensor method's or torch function's result, or arithmetic on
-        those. Sizes (`x.size(0)`, `x.shape[1]`, `x.numel()`) are not."""
-        if expr is None or depth > 12:
-            return False
-        if isinstance(expr, cst.Name):
-            return bool(self.frames) and expr.value in self.frames[-1].tensor_names
-        if isinstance(expr, cst.Attribute):
-            if _is_self_attr(expr):
-                return expr.attr.value in self.self_tensors
-            return expr.attr.value in _TENSOR_ATTRS and self.tensorish(expr.value, depth + 1)
-        if isinstance(expr, cst.Subscript):
-            return self.tensorish(expr.value, depth + 1)
-        if isinstance(expr, cst.BinaryOperation):
-            return self.tensorish(expr.left, depth + 1) or self.tensorish(expr.right, depth + 1)
-        if isinstance(expr, cst.UnaryOperation):
-            return self.tensorish(expr.expression, depth + 1)
-        if isinstance(expr, cst.IfExp):
-            return self.tensorish(expr.body, depth + 1) or self.tensorish(expr.orelse, depth + 1)
-        if isinstance(expr, (cst.GeneratorExp, cst.ListComp)):  # sum(x[i] for i in range(n))
-            return self.tensorish(expr.elt, depth + 1)
-        if isinstance(expr, cst.Call):
-            qual = self.ctx.qualname(expr.func)
-            if qual is not None:
-                return qual.startswith("torch.") and not qual.startswith("torch.ops.") and self.ops.returns_tensor(qual)
-            func = expr.func
-            if isinstance(func, cst.Attribute) and not _is_self_attr(func):
-                receiver = func.value
-                if isinstance(receiver, cst.Name) and self.frames and receiver.value in self.frames[-1].containers:
-                    return False
-                if _receiver_key(receiver) in self.holders:
-                    return True  # the extension's result: a tensor
-                return self.ops.method_returns_tensor(func.attr.value)
-        return False
-
-    # records --------------------------------------------------------------------------
     def _path(self, node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
         out = [node]
         for parent in self.ctx.ancestors(node):
@@ -498,37 +242,7 @@ class TorchUsage:
                     if text:
                         self.ext_functions.add(text)
 
-    def _nn_compute_class(self, qual: str) -> bool:
-        if not qual.startswith("torch.nn.") or not qual.rsplit(".", 1)[-1][:1].isupper():
-            return False
-        return self.ops.function_is_compute(qual) and qual.rsplit(".", 1)[-1] not in _CONTAINER_CLASSES
 
-    def _nn_classes_in(self, expr: cst.BaseExpression, depth: int) -> list[str]:
-        """torch.nn classes constructed in an expression (through Sequential, ModuleList,
-        list literals and comprehensions)."""
-        if depth > 6:
-            return []
-        out: list[str] = []
-        if isinstance(expr, cst.Call):
-            qual = self.ctx.qualname(expr.func) or ""
-            if self._nn_compute_class(qual):
-                out.append(qual)
-            for arg in expr.args:
-                out += self._nn_classes_in(arg.value, depth + 1)
-        elif isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
-            for element in expr.elements:
-                out += self._nn_classes_in(element.value, depth + 1)
-        elif isinstance(expr, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
-            out += self._nn_classes_in(expr.elt, depth + 1)
-        elif isinstance(expr, cst.Dict):
-            for element in expr.elements:
-                if isinstance(element, cst.DictElement):
-                    out += self._nn_classes_in(element.value, depth + 1)
-        elif isinstance(expr, cst.BinaryOperation):  # [nn.Linear(...)] * n
-            out += self._nn_classes_in(expr.left, depth + 1) + self._nn_classes_in(expr.right, depth + 1)
-        return out
-
-    # C++ ------------------------------------------------------------------------------
     def cpp(self, source: CppSource) -> None:
         if not source.text.strip() or (source.origin == "string literal" and not _looks_like_code(self.ctx, source)):
             return
@@ -628,57 +342,6 @@ class TorchUsage:
     @property
     def own_kernel(self) -> Optional[Kernel]:
         return self.kernels[0] if self.kernels else None
-
-
-def _extension_module(qual: str) -> bool:
-    """`qual` is a function of an imported module that is neither torch, the standard
-    library, nor a known numeric/utility package: a prebuilt extension of the submission."""
-    if qual.startswith("."):
-        return True  # from .kernels import fused: the submission's own package
-    root = qual.split(".", 1)[0]
-    return root not in sys.stdlib_module_names and root not in _NOT_EXTENSIONS and root != "builtins"
-
-
-def _is_self_attr(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
-
-
-def _receiver_key(expr: cst.BaseExpression) -> Optional[str]:
-    if isinstance(expr, cst.Name):
-        return expr.value
-    if _is_self_attr(expr):
-        return f"self.{expr.attr.value}"  # type: ignore[union-attr]
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
-        return f"call:{expr.func.value}"
-    return None
-
-
-def _is_container(value: Optional[cst.BaseExpression]) -> bool:
-    if value is None:
-        return False
-    if isinstance(value, (cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp,
-                          cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
-        return True
-    return isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in _CONTAINER_CALLS
-
-
-def _tensor_params(params: cst.Parameters) -> set[str]:
-    """Parameters of a forward that hold tensors: all but the first (self / ctx), minus
-    those annotated as Python scalars and those with a default unless annotated Tensor."""
-    names: set[str] = set()
-    every = [*params.posonly_params, *params.params][1:] + list(params.kwonly_params)
-    for param in every:
-        annotation = dotted(param.annotation.annotation) if param.annotation is not None else None
-        if annotation is None and param.annotation is not None:
-            annotation = "?"
-        if annotation is not None and "Tensor" not in annotation:
-            continue
-        if param.default is not None and annotation is None:
-            continue
-        names.add(param.name.value)
-    if isinstance(params.star_arg, cst.Param):
-        names.add(params.star_arg.name.value)
-    return names
 
 
 def _looks_like_code(ctx: FileContext, source: CppSource) -> bool:
