@@ -129,6 +129,14 @@ def test_fallback_branch_severity_depends_on_the_condition(cond, default):
     assert _mine(static_findings(source, profile="lenient")) == [("GK310", Severity.WARNING)]
 
 
+def test_a_constant_condition_that_picks_torch_is_an_error_everywhere():
+    source = "USE_KERNEL = False\n" + FALLBACK.format(cond="USE_KERNEL and x.is_cuda")
+    for profile in ("lenient", "default", "strict"):
+        assert _mine(static_findings(source, profile=profile)) == [("GK310", Severity.ERROR)], profile
+    live = "USE_KERNEL = True\n" + FALLBACK.format(cond="USE_KERNEL")
+    assert _mine(static_findings(live)) == [("GK310", Severity.WARNING)]
+
+
 def test_try_import_triton_is_not_a_fallback():
     source = ("import torch\ntry:\n    import triton\nexcept ImportError:\n    triton = None\n"
               "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x)\n"

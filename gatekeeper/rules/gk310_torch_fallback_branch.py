@@ -17,6 +17,8 @@ _WHY = {
              "inputs it was written for and torch handles the rest",
     "device": "the condition reads the device, so on the benchmark GPU the kernel path should run; the torch "
               "path is dead weight there but is still torch doing the work wherever it runs",
+    "dead": "the condition is fixed when the file is written and selects the torch path, so the kernel never "
+            "runs and torch does all the work",
     "flag": "the condition is a flag (a failed import or build, a mode switch), so whenever the flag flips, "
             "torch does the work and the result still looks correct",
 }
@@ -40,7 +42,9 @@ class TorchFallbackBranch(TorchFallbackRule):
     fallback that only raises an error, and branches that both launch own kernels.
     Severity: error under strict; under default an error for `except` fallbacks and for
     conditions on the input's shape, size, dtype or layout, a warning for conditions on the
-    device or on a flag; a warning under lenient. Allow ops with
+    device or on a flag; a warning under lenient. A condition fixed in the file
+    (`USE_KERNEL = False`, `if False and x.is_cuda:`) that selects the torch path is an
+    error under every profile: the kernel never runs. Allow ops with
     `[rules.GK310.options] allow = [...]`.
     """
 
@@ -78,9 +82,11 @@ class TorchFallbackBranch(TorchFallbackRule):
             return self.active_severity
         if profile == "strict":
             return Severity.ERROR
+        if fallback.condition == "dead":
+            return Severity.ERROR  # not a fallback at all: the only path that runs is torch
         if profile == "lenient":
             return Severity.WARNING
-        return Severity.ERROR if fallback.condition in ("exception", "input") else Severity.WARNING
+        return Severity.ERROR if fallback.condition in ("exception", "input", "dead") else Severity.WARNING
 
     def finish(self) -> None:
         self.usage.resolve()

@@ -35,7 +35,7 @@ _DEVICE_MARKERS = frozenset({"is_cuda", "device", "is_available", "is_cpu", "dev
 class Fallback:
     kind: str  # try | if
     node: cst.CSTNode  # the Try / If / IfExp statement
-    condition: str  # exception | input | device | flag
+    condition: str  # exception | input | device | flag | dead
     kernel: str  # the own kernel on the other path
 
 
@@ -119,13 +119,42 @@ def find_fallbacks(usage: "TorchUsage") -> None:
             others = [k for s, k in kernels.get(id(stmt), []) if s != slot and not (s == "handler" and slot == "body")]
             if others and (isinstance(stmt, (cst.If, cst.IfExp)) or slot == "handler"):
                 if not any(s == slot for s, _ in kernels.get(id(stmt), [])):
-                    use.fallback = _make(stmt, others[0])
+                    use.fallback = _make(usage, stmt, others[0], kernel_in_body=slot != "body")
                     break
     _early_returns(usage, uses)
 
 
-def _make(stmt: cst.CSTNode, kernel: "Kernel") -> Fallback:
-    return Fallback("try" if isinstance(stmt, cst.Try) else "if", stmt, condition_of(stmt), kernel.what)
+def _make(usage: "TorchUsage", stmt: cst.CSTNode, kernel: "Kernel", *, kernel_in_body: bool) -> Fallback:
+    condition = condition_of(stmt)
+    test = getattr(stmt, "test", None)
+    truth = _constant_truth(usage, test, 0) if test is not None else None
+    if truth is not None and truth != kernel_in_body:
+        condition = "dead"  # the condition is fixed and selects the torch path: the kernel never runs
+    return Fallback("try" if isinstance(stmt, cst.Try) else "if", stmt, condition, kernel.what)
+
+
+def _constant_truth(usage: "TorchUsage", expr: cst.BaseExpression, depth: int) -> Optional[bool]:
+    """The truth of a condition fixed when the file is written: literals, `not`, `and`/`or`,
+    and module constants assigned once (`USE_KERNEL = False`)."""
+    if depth > 8:
+        return None
+    if isinstance(expr, cst.Name):
+        if expr.value in ("True", "False", "None"):
+            return expr.value == "True"
+        values = usage.ctx.constants.get(expr.value, [])
+        return _constant_truth(usage, values[0], depth + 1) if len(values) == 1 else None
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return float(expr.value.replace("_", "")) != 0
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        inner = _constant_truth(usage, expr.expression, depth + 1)
+        return None if inner is None else not inner
+    if isinstance(expr, cst.BooleanOperation):
+        left = _constant_truth(usage, expr.left, depth + 1)
+        right = _constant_truth(usage, expr.right, depth + 1)
+        if isinstance(expr.operator, cst.And):
+            return False if False in (left, right) else (True if left and right else None)
+        return True if True in (left, right) else (False if left is False and right is False else None)
+    return None
 
 
 def _early_returns(usage: "TorchUsage", uses: list["Use"]) -> None:
@@ -149,6 +178,6 @@ def _early_returns(usage: "TorchUsage", uses: list["Use"]) -> None:
             in_body = any(p is stmt.body for p in use.path)
             is_after = any(id(p) in after for p in use.path)
             if is_after and inside_k and not after_k:
-                use.fallback = _make(stmt, inside_k[0])
+                use.fallback = _make(usage, stmt, inside_k[0], kernel_in_body=True)
             elif in_body and after_k and isinstance(stmt, cst.If) and not inside_k:
-                use.fallback = _make(stmt, after_k[0])
+                use.fallback = _make(usage, stmt, after_k[0], kernel_in_body=False)
