@@ -127,3 +127,49 @@ class ModelNew(nn.Module):
                         c.stride(0), c.stride(1), BM=128, BN=256, BK=64, GROUP=8, num_warps=8, num_stages=3)
         return c
 '''
+
+# Correct for its first 20 calls (the behaviour stage's), then returns zeros: only the check
+# of timed outputs catches it.
+ELEMENTWISE_LAZY_AFTER_20 = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls > 20:
+            return torch.zeros_like(x)
+        return x * 2.0 + 1.0
+'''
+
+# A host synchronisation inside forward: cannot be captured into a CUDA graph.
+ELEMENTWISE_HOST_SYNC = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if x.numel() and float(x.view(-1)[0].item()) != float(x.view(-1)[0].item()):
+            raise RuntimeError("unreachable")
+        return x * 2.0 + 1.0
+'''
+
+# Slows the reference down: patches the tensor @ operator the reference uses with a GPU spin.
+MATMUL_SLOWS_REFERENCE = MATMUL_TRITON + '''
+
+_original_matmul = torch.Tensor.__matmul__
+
+
+def _slow_matmul(a, b):
+    torch.cuda._sleep(200000)
+    return _original_matmul(a, b)
+
+
+torch.Tensor.__matmul__ = _slow_matmul
+'''

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU validation of the timing stage (issue 5, items 1..6). Arguments pick parts:
-# seed memory matmul escape repeat (gpu_validate.py), ncu (gpu_ncu.py), e2e (gpu_e2e.py);
+# seed memory matmul escape repeat (gpu_validate.py), ncu (gpu_ncu.py), e2e (gpu_e2e.py),
+# adversarial (gpu_adversarial.py);
 # none runs items 1..6. Run from the repo root on a GPU
 # machine with torch, triton and ncu; results go to $OUT (or ./gpu-out). Records are in
 # docs/gpu-validation.md.
@@ -15,7 +16,8 @@ SITE=$(python3 -c 'import site; print(site.getsitepackages()[0])')
   python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'; } \
   2>&1 | tee "$OUT/env.txt"
 if [[ " $* " == *" e2e "* ]]; then python3 bench/gpu_e2e.py 2>&1 | tee "$OUT/e2e.log"; fi
-if [ $# -eq 0 ] || [ -n "$(echo "$@" | tr ' ' '\n' | grep -vx 'e2e\|ncu')" ]; then
+if [[ " $* " == *" adversarial "* ]]; then python3 bench/gpu_adversarial.py 2>&1 | tee "$OUT/adversarial.log"; fi
+if [ $# -eq 0 ] || [ -n "$(echo "$@" | tr ' ' '\n' | grep -vx 'e2e\|ncu\|adversarial')" ]; then
   python3 bench/gpu_validate.py "$@" 2>&1 | tee "$OUT/validate.log"
 fi
 if [ $# -eq 0 ] || [[ " $* " == *" ncu "* ]]; then
