@@ -8,6 +8,7 @@ type, so adding a rule adds no traversal.
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -52,34 +53,45 @@ class _Traversal:
         self.extractor = SourceExtractor(ctx.resolver, ctx.constants, ctx.folder)
         self.strings: list[cst.SimpleString] = []
 
+    def _plans(self, kind: type) -> tuple[tuple[Handler, ...], tuple[Handler, ...]]:
+        """Everything to call on entering and on leaving a node type, in order: the
+        engine's own bookkeeping around the rules' handlers."""
+        name = kind.__name__
+        enter: list[Handler] = []
+        if name in _BEFORE:
+            enter.append(partial(_BEFORE[name], self))
+        if name == "SimpleString":
+            enter.append(self._collect_string)
+        enter.extend(self.visits.get(name, ()))
+        if name in _AFTER:
+            enter.append(partial(_AFTER[name], self))
+        leave: list[Handler] = list(self.leaves.get(name, ()))
+        if name in _ON_LEAVE:
+            leave.append(partial(_ON_LEAVE[name], self))
+        return tuple(enter), tuple(leave)
+
+    def _collect_string(self, node: cst.SimpleString) -> None:
+        if len(node.value) > 24:
+            self.strings.append(node)
+
     def run(self, module: cst.Module) -> None:
-        ctx = self.ctx
-        parents = ctx.parents
+        parents = self.ctx.parents
         stack: list[cst.CSTNode] = []
-        visits, leaves = self.visits, self.leaves
-        before, after, on_leave = _BEFORE, _AFTER, _ON_LEAVE
+        plans: dict[type, tuple[tuple[Handler, ...], tuple[Handler, ...]]] = {}
         for entering, node in walk(module):
-            kind = type(node).__name__
+            kind = type(node)
+            plan = plans.get(kind)
+            if plan is None:
+                plan = plans[kind] = self._plans(kind)
             if entering:
                 if stack:
                     parents[node] = stack[-1]
                 stack.append(node)
-                if kind == "SimpleString" and len(node.value) > 24:  # type: ignore[attr-defined]
-                    self.strings.append(node)  # type: ignore[arg-type]
-                hook = before.get(kind)
-                if hook is not None:
-                    hook(self, node)
-                for handler in visits.get(kind, ()):
+                for handler in plan[0]:
                     handler(node)
-                hook = after.get(kind)
-                if hook is not None:
-                    hook(self, node)
             else:
-                for handler in leaves.get(kind, ()):
+                for handler in plan[1]:
                     handler(node)
-                hook = on_leave.get(kind)
-                if hook is not None:
-                    hook(self, node)
                 stack.pop()
 
     # bookkeeping that rules rely on -----------------------------------------------
