@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -95,8 +96,9 @@ def test_parquet_source(tmp_path):
     assert dict(_rows(db, "SELECT source_id, verdict FROM results")) == {"1": "pass", "2": "reject"}
 
 
-def test_later_stages_are_stored_whatever_they_report(tmp_path):
-    """Ingest does not care which stages exist yet: each report is stored as the pipeline made it."""
+def test_later_stages_are_stored_whatever_they_report_and_errors_can_be_retried(tmp_path):
+    """Ingest does not care which stages exist yet: each report is stored as the pipeline made it.
+    (Here, without a GPU, building CUDA is an error: the gatekeeper could not check it.)"""
     db = tmp_path / "r.db"
     run = gk("ingest", FOLDER, "--problems", PROBLEMS, "--store", db, "--stages", "build")
     assert run.returncode in (0, 3), run.stderr
@@ -105,6 +107,13 @@ def test_later_stages_are_stored_whatever_they_report(tmp_path):
     for _, report in stored:
         names = [s["name"] for s in json.loads(report)["stages"]]
         assert names[:2] == ["static", "build"]
+    errors = _rows(db, "SELECT count(*) FROM results WHERE verdict = 'error'")[0][0]
+    assert run.returncode == (3 if errors else 0)
+    again = gk("ingest", FOLDER, "--problems", PROBLEMS, "--store", db, "--stages", "build")
+    assert "0 checked" in again.stdout
+    retried = gk("ingest", FOLDER, "--problems", PROBLEMS, "--store", db, "--stages", "build", "--retry-errors")
+    assert re.search(r"checked now\s+(\d+)", retried.stdout).group(1) == str(errors), retried.stdout
+    assert _rows(db, "SELECT count(*) FROM results")[0][0] == 2
 
 
 def test_a_second_concurrent_ingest_is_refused_before_any_work(tmp_path):

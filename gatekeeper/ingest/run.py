@@ -158,8 +158,11 @@ def print_summary(summary: IngestSummary, options: IngestOptions, console: Conso
         console.print(table)
     rate = summary.checked / summary.elapsed_s if summary.elapsed_s > 0 else 0.0
     where = f"{summary.gpus} GPU(s)" if summary.gpus else f"{summary.workers} process(es)"
-    console.print(f"{summary.records} records, {summary.checked} checked on {where} in {summary.elapsed_s:.1f} s "
-                  f"({rate:.1f}/s); results in {options.store}")
+    if summary.checked:
+        console.print(f"{summary.records} records, {summary.checked} checked on {where} in {summary.elapsed_s:.1f} s "
+                      f"({rate:.1f}/s); results in {options.store}")
+    else:
+        console.print(f"{summary.records} records, 0 checked: nothing new to check; results in {options.store}")
     if summary.bad_records:
         from gatekeeper.ingest.store import connect
 
