@@ -253,3 +253,11 @@ def test_gatekeeper_toml_allows_an_op_for_a_problem(tmp_path):
     config.write_text('[rules.GK303.options]\nallow = "mean"\n', "utf-8")
     with pytest.raises(UsageError):
         gatekeeper.check_static(submission, problem, config_file=config)
+
+
+def test_disabling_some_rules_leaves_the_others_working():
+    source = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x).mean(0) @ x\n"
+    everything = {r for r, _ in _mine(static_findings(source))}
+    assert everything == {"GK301", "GK303", "GK304"}
+    config = _config(GK301={"enabled": False}, GK303={"enabled": False})
+    assert {r for r, _ in _mine(static_findings(source, config=config))} == {"GK304"}
