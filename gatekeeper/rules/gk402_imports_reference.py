@@ -20,6 +20,9 @@ _LOADERS = {
 }
 
 
+_MODULE_NAMES = frozenset({"reference", "references", "reference_model", "ref_model", "problem", "problems"})
+
+
 class ImportsReference(Rule):
     """Imports the reference problem's module: `import reference`, `from problem import
     Model`, the problem file's own stem (`from 17_matmul import ...` through importlib),
@@ -50,6 +53,7 @@ class ImportsReference(Rule):
         "import torch\nfrom torch.utils.cpp_extension import load_inline\n",
         "if __name__ == '__main__':\n    from reference import Model\n    print(Model())\n",
         "import preference_utils\n",
+        "from weakref import ref\n",
     ]
     INVALID = [
         "from reference import Model\n",
@@ -74,9 +78,13 @@ class ImportsReference(Rule):
         if isinstance(node.names, cst.ImportStar):
             return
         names = model_names(self.ctx)
+        stem = self.ctx.problem.name if self.ctx.problem is not None else None
         for alias in node.names:
             name = dotted(alias.name) or ""
-            if is_reference_module(self.ctx, name) or (base == "__main__" and name in names):
+            # `from . import reference` imports a module; `from weakref import ref` a function.
+            module_like = is_reference_module(self.ctx, name) and (
+                bool(node.relative) or name == stem or name in _MODULE_NAMES)
+            if module_like or (base == "__main__" and name in names):
                 self._report(alias, f"`from {'.' * len(node.relative)}{base} import {name}`")
 
     def visit_Call(self, node: cst.Call) -> None:

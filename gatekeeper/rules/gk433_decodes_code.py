@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.rules.gk4_support import matches, resolve
+from gatekeeper.rules.gk4_support import literal, matches, positional, resolve
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.walk import children
 
@@ -41,6 +41,18 @@ def _walk(node: cst.CSTNode):
 
 def _names(node: cst.CSTNode) -> set[str]:
     return {n.value for n in _walk(node) if type(n) is cst.Name}
+
+
+_CODECS = frozenset({"rot13", "rot_13", "base64", "base_64", "base64_codec", "zlib", "zip", "zlib_codec",
+                     "hex", "hex_codec", "bz2", "bz2_codec", "uu", "uu_codec", "quopri", "quopri_codec"})
+
+
+def _code_codec(ctx, call: cst.Call) -> bool:
+    """codecs.decode with a codec that hides data (rot13, base64, zlib, hex...) or a computed one."""
+    name = literal(ctx, positional(call, 1, "encoding"))
+    if positional(call, 1, "encoding") is None:
+        return False  # the default is utf-8
+    return name is None or name.lower().replace("-", "_") in _CODECS
 
 
 class DecodesCode(Rule):
@@ -91,6 +103,8 @@ class DecodesCode(Rule):
         if func is None:
             return
         decoder = matches(func, DECODERS)
+        if decoder == "codecs.decode" and not _code_codec(self.ctx, node):
+            decoder = None  # codecs.decode(b, "utf-8") is text, not hidden code
         if decoder is not None:
             self.decodes.append(_Decode(node, func, self._assigned_to(node)))
         if matches(func, SINKS):

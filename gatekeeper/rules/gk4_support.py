@@ -26,6 +26,9 @@ from gatekeeper.static.names import dotted, string_value
 from gatekeeper.static.rule import Rule
 
 _CACHE_ATTR = "_gk4_resolved"
+# Module globals that `dir(builtins)` also lists; in a module they are the module's own.
+_MODULE_DUNDERS = frozenset({"__builtins__", "__spec__", "__name__", "__doc__", "__loader__",
+                             "__package__", "__file__", "__path__"})
 _MISSING = object()
 
 
@@ -73,8 +76,8 @@ def resolve(ctx: FileContext, expr: Optional[cst.BaseExpression]) -> Optional[st
 
 def _resolve(ctx: FileContext, expr: cst.BaseExpression) -> Optional[str]:
     if isinstance(expr, cst.Name):
-        if expr.value == "__builtins__" and ctx.resolver.lookup("__builtins__") is None:
-            return "builtins"
+        if expr.value in _MODULE_DUNDERS:
+            return "builtins" if expr.value == "__builtins__" and ctx.resolver.lookup(expr.value) is None else None
         return ctx.qualname(expr)
     if isinstance(expr, cst.Attribute):
         base = resolve(ctx, expr.value)
