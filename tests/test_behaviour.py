@@ -8,7 +8,8 @@ import pytest
 import gatekeeper
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-HONEST = FIXTURES / "submissions" / "cpu_honest_python.py"
+HONEST = FIXTURES / "submissions" / "cpu_honest_python.py"  # torch does the work: static rejects it
+HONEST_CPP = FIXTURES / "submissions" / "cpu_honest_cpp.py"  # passes every stage
 
 FIXED_SHAPE = '''
 import torch
@@ -37,7 +38,7 @@ def _behaviour(report):
 def test_problem_that_fails_to_load_is_an_error_not_a_reject(tmp_path):
     problem = tmp_path / "broken.py"
     problem.write_text("import torch\nraise ImportError('missing dependency of the problem')\n")
-    report = _check(problem)
+    report = gatekeeper.check(HONEST_CPP, problem, stages="behaviour")
     assert report.verdict.value == "error" and report.exit_code == 3
     assert "problem error" in _behaviour(report).reason and "missing dependency" in _behaviour(report).reason
 
@@ -45,7 +46,7 @@ def test_problem_that_fails_to_load_is_an_error_not_a_reject(tmp_path):
 def test_reference_failing_on_nominal_inputs_is_an_error(tmp_path):
     problem = tmp_path / "bad_ref.py"
     problem.write_text(FIXED_SHAPE.replace("(4, 16, 48)", "(1, 2, 3)"))
-    report = _check(problem)
+    report = gatekeeper.check(HONEST_CPP, problem, stages="behaviour")
     assert report.verdict.value == "error" and report.exit_code == 3
     assert "nominal" in _behaviour(report).reason
 
