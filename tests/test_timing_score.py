@@ -61,6 +61,12 @@ def test_no_kernel_under_the_launch_floor_is_flagged_unless_the_reference_launch
     assert "GK701" in rules(found)
     _, _, found = run(measured(1.8, 1.9))  # a reference that is a view: no kernel needed
     assert "GK701" not in rules(found)
+    # ...but only if the clean worker's reference agrees: the submission's worker may have
+    # patched its reference into doing nothing.
+    config = Config()
+    fl = floors(SEED, H200, 2.8)
+    _, _, found = judge(measured(1.8, 1.9), SEED, fl, config.timing, config, reference_alone_us=series(4.5))
+    assert "GK701" in rules(found)
 
 
 def test_time_just_above_the_floor_is_not_flagged():
@@ -96,8 +102,12 @@ def test_reference_slowed_beside_the_submission():
     m = measured(200.0, 100.0)
     config = Config()
     fl = floors(SEED, H200, 2.8)
-    _, _, found = judge(m, SEED, fl, config.timing, config, reference_alone_us=series(100.0))
+    _, score, found = judge(m, SEED, fl, config.timing, config, reference_alone_us=series(100.0))
     assert "GK704" in rules(found)
+    # Scored against the reference it could not touch: 100/100, not the inflated 200/100.
+    assert score["speedup"] == pytest.approx(1.0, rel=0.03)
+    assert score["speedup_basis"].startswith("clean reference")
+    assert score["speedup_ci_low"] <= score["speedup"] <= score["speedup_ci_high"]
     _, _, found = judge(m, SEED, fl, config.timing, config, reference_alone_us=series(190.0))
     assert "GK704" not in rules(found)
 

@@ -11,7 +11,7 @@ from typing import Any, Optional
 from gatekeeper.report import Finding
 from gatekeeper.timing import findings as rules
 from gatekeeper.timing.floors import Counts, Floors, measured_roofline_us
-from gatekeeper.timing.stats import Summary, median, speedup, summarize
+from gatekeeper.timing.stats import Speedup, Summary, median, speedup, summarize
 
 
 @dataclass
@@ -46,6 +46,15 @@ def explain_bound(floors: Floors, median_us: Optional[float] = None) -> str:
                 f"({_fmt(floors.memory_floor_us)})")
     return (f"compute-bound: the floor is its counted operations at {floors.peak_tflops:.0f} TFLOP/s "
             f"({_fmt(floors.compute_floor_us)})")
+
+
+def clean_reference_speedup(alone: Summary, sub: Summary, pairs: int) -> Speedup:
+    """Speedup of medians against the reference timed alone; the interval pairs the ends of
+    the two medians' intervals, so it is conservative."""
+    low = alone.ci_low_us / sub.ci_high_us if alone.ci_low_us and sub.ci_high_us else None
+    high = alone.ci_high_us / sub.ci_low_us if alone.ci_high_us and sub.ci_low_us else None
+    value = alone.median_us / sub.median_us
+    return Speedup(value=value, ci_low=low, ci_high=high, of_medians=value, pairs=pairs)
 
 
 def stream_escape_excess_us(m: Measured) -> float:
@@ -84,24 +93,30 @@ def judge(m: Measured, counts: Counts, floors: Floors, settings: Any, config: An
     scored = summarize(sub_for_score, conf)
     up = speedup(m.reference_event_us, sub_for_score, conf)
 
+    alone = summarize(reference_alone_us, conf) if reference_alone_us else None
     threshold = floors.floor_us * (1 - settings.floor_tolerance)
     # The launch floor assumes the problem needs a kernel; a reference that launches none
-    # (a view, a reshape) shows that it does not.
-    launch_free_problem = floors.bound == "launch" and ref.median_us < threshold
+    # (a view, a reshape) shows that it does not. The clean worker's reference decides, since
+    # the submission's worker could have patched its reference into doing nothing.
+    launch_free_problem = floors.bound == "launch" and (alone or ref).median_us < threshold
     if scored.median_us < threshold and not launch_free_problem:
         add(rules.BELOW_FLOOR,
             f"Median {_fmt(scored.median_us)} against a floor of {_fmt(floors.floor_us)} ({floors.bound}).",
             {"median_us": scored.median_us, "floor_us": floors.floor_us, "bound": floors.bound})
+    speedup_basis = "paired: reference and submission interleaved in one run"
+    if alone is not None and ref.median_us > alone.median_us * (1 + settings.reference_drift):
+        add(rules.REFERENCE_SLOWED,
+            f"Reference median {_fmt(ref.median_us)} beside the submission against {_fmt(alone.median_us)} alone; "
+            f"the speedup is taken against the clean worker's reference.",
+            {"reference_median_us": ref.median_us, "reference_alone_median_us": alone.median_us})
+        # The submission slowed its own reference: score it against the one it could not touch.
+        up = clean_reference_speedup(alone, scored, up.pairs)
+        speedup_basis = "clean reference: the reference timed in a worker that never loaded the submission"
     if up.value > settings.speedup_review:
         add(rules.EXTREME_SPEEDUP,
             f"Speedup {up.value:.2f}x (interval {_ratio(up.ci_low)} to {_ratio(up.ci_high)}) is above "
             f"the review threshold of {settings.speedup_review:g}x.",
             {"speedup": up.value, "threshold": settings.speedup_review})
-    alone = summarize(reference_alone_us, conf) if reference_alone_us else None
-    if alone is not None and ref.median_us > alone.median_us * (1 + settings.reference_drift):
-        add(rules.REFERENCE_SLOWED,
-            f"Reference median {_fmt(ref.median_us)} beside the submission against {_fmt(alone.median_us)} alone.",
-            {"reference_median_us": ref.median_us, "reference_alone_median_us": alone.median_us})
     if output_check and output_check.get("mismatches"):
         add(rules.TIMED_OUTPUT_WRONG, output_check.get("detail", ""), output_check)
 
@@ -131,6 +146,7 @@ def judge(m: Measured, counts: Counts, floors: Floors, settings: Any, config: An
         timing["submission_scored"] = _series(scored)
     score = {
         **up.as_dict(),
+        "speedup_basis": speedup_basis,
         # Speed of light: the roofline (bytes at peak bandwidth, operations at peak rate) over
         # the measured time. floor_fraction adds the launch floor; the *_measured_ceilings
         # variant uses the copy bandwidth and matrix rate measured on this device.
