@@ -106,3 +106,13 @@ def test_peak_rate_by_dtype_keeps_the_floor_low():
     assert peak_tflops(h100, "float32") == 495  # tf32: the lower floor
     assert peak_tflops(h100, "float32", "fp32") == 67
     assert peak_tflops(h100, "int8") >= 990
+
+
+def test_the_problem_sidecar_accepts_the_flops_key(tmp_path):
+    from gatekeeper.problem.sidecar import load_sidecar
+
+    problem = tmp_path / "p.py"
+    problem.write_text("")
+    (tmp_path / "p.toml").write_text("flops = 2e9\n[tolerances.float32]\natol = 1e-4\nrtol = 1e-4\n")
+    assert load_sidecar(problem).flops == 2e9
+    assert sidecar_flops(problem) == 2_000_000_000

@@ -67,6 +67,9 @@ class Sidecar(_Strict):
     allowed_ops: list[str] = Field(default_factory=list)
     jitter: SidecarJitter = Field(default_factory=SidecarJitter)
     tolerances: dict[str, Tolerance] = Field(default_factory=dict)
+    # Operations the problem must do, for the timing stage's compute floor when torch's
+    # FlopCounterMode counts none (custom ops, elementwise work); read by gatekeeper.timing.
+    flops: Optional[float] = Field(default=None, ge=0)
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         if dtype in self.tolerances:
