@@ -13,6 +13,7 @@ import importlib.util
 import platform
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -80,12 +81,17 @@ def _runner(name: StageName) -> Optional[Callable[..., StageOutcome]]:
     return getattr(importlib.import_module(module_name), func)
 
 
-def environment() -> Environment:
+@lru_cache(maxsize=1)
+def _torch_version() -> Optional[str]:
+    # Read from the installed metadata, not by importing torch (seconds) in static runs.
     try:
-        torch_version: Optional[str] = metadata.version("torch")
+        return metadata.version("torch")
     except metadata.PackageNotFoundError:
-        torch_version = None
-    return Environment(gatekeeper=__version__, python=platform.python_version(), torch=torch_version)
+        return None
+
+
+def environment() -> Environment:
+    return Environment(gatekeeper=__version__, python=platform.python_version(), torch=_torch_version())
 
 
 def _has_error(findings: list[Finding]) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import combinations
 from pathlib import Path
 from typing import Optional
@@ -44,8 +45,18 @@ class ProblemFacts:
 
 
 def load_problem_facts(path: Path) -> ProblemFacts:
-    if not path.exists():
-        raise UsageError(f"problem file not found: {path}")
+    """Facts about a problem file, cached by path, size and modification time: a batch
+    checks thousands of submissions against a handful of problems."""
+    try:
+        stat = path.stat()
+    except OSError:
+        raise UsageError(f"problem file not found: {path}") from None
+    return _load_cached(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=64)
+def _load_cached(name: str, size: int, mtime_ns: int) -> ProblemFacts:
+    path = Path(name)
     try:
         raw = path.read_bytes()
         text = raw.decode("utf-8")
