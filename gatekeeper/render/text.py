@@ -42,6 +42,11 @@ def print_report(report: Report, console: Console) -> None:
         f" [dim]profile={report.profile}[/]: {counts[Severity.ERROR]} error(s), "
         f"{counts[Severity.WARNING]} warning(s), {counts[Severity.INFO]} note(s)"
     )
+    if report.timing:
+        from gatekeeper.timing.render import timing_lines
+
+        for line in timing_lines(report.timing, report.score):
+            console.print(f"  {escape(line)}")
     if report.error:
         console.print(f"  [magenta]gatekeeper could not finish:[/] {escape(report.error)}")
     for text in ran:
