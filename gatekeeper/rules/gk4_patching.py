@@ -25,6 +25,8 @@ from gatekeeper.static.rule import Rule
 
 _SETATTR = ("builtins.setattr", "builtins.delattr", "builtins.object.__setattr__",
             "builtins.object.__delattr__", "builtins.type.__setattr__")
+# Writing these changes what an object says about itself, not what it does.
+_METADATA = frozenset({"__module__", "__doc__", "__qualname__", "__name__", "__annotations__", "__wrapped__"})
 _DICT_WRITES = ("update", "setdefault", "__setitem__", "pop", "popitem", "clear", "__delitem__")
 
 
@@ -181,7 +183,7 @@ class PatchRule(Rule):
 
     # reporting ------------------------------------------------------------------------
     def _found(self, node: cst.CSTNode, qual: Optional[str], how: str) -> None:
-        if not qual:
+        if not qual or qual.rsplit(".", 1)[-1] in _METADATA:
             return
         what = self.sensitive(qual)
         if what is None:

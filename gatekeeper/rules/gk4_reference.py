@@ -34,6 +34,8 @@ def is_reference_module(ctx: FileContext, name: Optional[str]) -> bool:
     if name == "__main__":
         return False  # reading __main__ is GK423; importing Model from it is caught by name
     lowered = name.lower()
+    if lowered.split(".", 1)[0] in _LIBRARIES:
+        return False  # torch.ao.nn.quantized.reference, torch._refs: the library's own modules
     if lowered.startswith("kernelbench"):
         return not any(lowered == s or lowered.startswith(s + ".") for s in KERNELBENCH_SHIMS)
     stem = problem_stem(ctx)

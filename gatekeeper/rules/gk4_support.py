@@ -289,6 +289,8 @@ class UseRule(Rule):
         self._emit(node, qual, entry)
 
     def _emit(self, node: cst.CSTNode, qual: str, entry: str) -> None:
+        if any(type(a) is cst.Annotation for a in self.ctx.ancestors(node)):
+            return  # a type hint (`code: types.CodeType`) runs nothing
         described = self.describe(qual, entry, node)
         if described is None:
             return
