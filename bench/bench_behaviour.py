@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -73,7 +74,15 @@ def main() -> None:
         walls: list[float] = []
         parts: dict[str, list[float]] = {}
         for _ in range(args.repeat):
+            self_before = resource.getrusage(resource.RUSAGE_SELF)
+            kids_before = resource.getrusage(resource.RUSAGE_CHILDREN)
             report = gatekeeper.check(sub, PROBLEM, stages="behaviour", config=config, keep_going=True)
+            self_after = resource.getrusage(resource.RUSAGE_SELF)
+            kids_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            parts.setdefault("cpu_time_workers_s", []).append(
+                kids_after.ru_utime + kids_after.ru_stime - kids_before.ru_utime - kids_before.ru_stime)
+            parts.setdefault("cpu_time_parent_s", []).append(
+                self_after.ru_utime + self_after.ru_stime - self_before.ru_utime - self_before.ru_stime)
             stage = next(s for s in report.stages if s.name.value == "behaviour")
             assert stage.status.value == "passed", report.model_dump_json(indent=1)
             walls.append(stage.duration_s)
@@ -81,14 +90,16 @@ def main() -> None:
                 parts.setdefault(key, []).append(value)
         rows.append((f"behaviour stage, {label}: total", walls))
         for key in ("reference_worker_s", "worker_torch_import_s", "worker_submission_import_s",
-                    "worker_waited_for_reference_s", "worker_calls_s", "judge_s"):
+                    "worker_waited_for_reference_s", "worker_calls_s", "judge_s",
+                    "cpu_time_workers_s", "cpu_time_parent_s"):
             if key in parts:
                 rows.append((f"    {key}", parts[key]))
 
     width = max(len(name) for name, _ in rows)
     for name, values in rows:
         print(f"{name:<{width}}  {_median(values)}")
-    print(f"(medians of {args.repeat}; python {sys.version.split()[0]})")
+    print(f"(medians of {args.repeat}; python {sys.version.split()[0]}; load average now "
+          f"{os.getloadavg()[0]:.2f}; cpu_time_* are CPU seconds, independent of other load)")
 
 
 if __name__ == "__main__":

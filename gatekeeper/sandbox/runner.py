@@ -28,6 +28,7 @@ from gatekeeper.sandbox.isolation import Isolation, detect
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
              "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "TERM")
 _TAIL = 4000
+WORKER_SCRIPT = str(Path(__file__).resolve().with_name("worker.py"))
 
 
 @dataclass
@@ -163,8 +164,7 @@ class Job:
         self.out_path, self.err_path = self.work / ".stdout", self.work / ".stderr"
         try:
             with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
-                argv = [*self.isolation.prefix, sys.executable, "-I", "-B", "-m", "gatekeeper.sandbox.worker",
-                        str(write_fd)]
+                argv = [*self.isolation.prefix, sys.executable, "-I", "-B", WORKER_SCRIPT, str(write_fd)]
                 self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=self.work,
                                              env=scrubbed_env(env, self.work), pass_fds=(write_fd,),
                                              start_new_session=True)
