@@ -5,13 +5,19 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.rules.gk4_support import UseRule
+from gatekeeper.rules.gk4_support import UseRule, cpp_calls, cpp_idents
+from gatekeeper.static.cpp_sources import CppSource
+
+# The Python C API and pybind11 run Python source from C++, out of the Python checks' sight.
+CPP_EVALUATORS = frozenset({"PyRun_SimpleString", "PyRun_SimpleStringFlags", "PyRun_String", "PyRun_StringFlags",
+                            "Py_CompileString", "Py_CompileStringFlags", "PyEval_EvalCode", "PyRun_File"})
 
 
 class EvaluatesCode(UseRule):
     """Runs code built at run time: the builtins `eval`, `exec` and `compile` (also as
     `builtins.exec`, `__builtins__["eval"]`, `getattr(builtins, "exec")`, or an alias
-    `e = eval`), `runpy.run_path` / `runpy.run_module`, and `code.InteractiveInterpreter`.
+    `e = eval`), `runpy.run_path` / `runpy.run_module`, and `code.InteractiveInterpreter`;
+    in C++/CUDA sources `py::exec` / `py::eval` and the C API's `PyRun_*` / `Py_CompileString`.
 
     Why it games the benchmark: the code that actually runs is not in the submission's
     source, so no static rule sees it; hacks are hidden this way (a patched timer inside an
@@ -49,7 +55,21 @@ class EvaluatesCode(UseRule):
         "code = ''.join(['im', 'port os'])\n__builtins__['exec'](code)\n",
         "import builtins\nf = getattr(builtins, 'ev' 'al')\n",
         "import runpy\nrunpy.run_path('helper.py')\n",
+        "src = r\'\'\'\n#include <torch/extension.h>\nvoid f() { py::exec(\"import torch; torch.allclose = lambda *a, **k: True\"); }\n\'\'\'\n",
+        "src = r\'\'\'\n#include <Python.h>\nvoid f() { PyRun_SimpleString(\"import os\"); }\n\'\'\'\n",
     ]
+
+    def check_cpp(self, source: CppSource) -> None:
+        tokens = source.tokens
+        for _, tok in cpp_calls(source, CPP_EVALUATORS):
+            self._cpp(source, tok.offset, tok.text)
+        for i, tok in cpp_idents(source, frozenset({"exec", "eval", "eval_file"})):
+            if i >= 2 and tokens[i - 1].text == "::" and tokens[i - 2].text in ("py", "pybind11"):
+                self._cpp(source, tokens[i - 2].offset, f"{tokens[i - 2].text}::{tok.text}")
+
+    def _cpp(self, source: CppSource, offset: int, name: str) -> None:
+        self.report_cpp(source, offset, self.message.format(name=f"{name}()") + " (Python run from the C++/CUDA source)",
+                        evidence={"name": name})
 
     def describe(self, qual: str, entry: str, node: cst.CSTNode) -> Optional[tuple[str, Optional[Severity]]]:
         return self.message.format(name=qual.replace("builtins.", "")), None

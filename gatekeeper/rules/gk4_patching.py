@@ -121,9 +121,13 @@ class PatchRule(Rule):
             self._found(node, dotted_target, "monkeypatch.setattr")
             return
         owner = resolve(self.ctx, first)
-        name = literal(self.ctx, positional(node, 1, "name"))
+        name_arg = positional(node, 1, "name")
+        name = literal(self.ctx, name_arg)
         if owner and name:
             self._found(node, f"{owner}.{name}", "__class__ swap" if name == "__class__" else how)
+        elif owner and name_arg is not None:
+            # `for n in names: setattr(torch, n, f)`: any attribute of owner may be replaced
+            self._found(node, f"{owner}.<computed>", how)
 
     def _patch_helper(self, node: cst.Call, kind: str) -> None:
         owner = resolve(self.ctx, positional(node, 0, "target"))
