@@ -24,10 +24,17 @@ from gatekeeper.sandbox.tensors import digest, pack, pack_tree, unpack_tree
 
 
 def _poison() -> None:
+    """NaN-fill fresh allocations (torch.empty, also from C++). The public
+    `torch.use_deterministic_algorithms` imports torch._inductor (about 3 s); the flags it
+    sets are these two, so set them directly when they exist."""
     import torch
 
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        torch._C._set_deterministic_algorithms(True, warn_only=True)
+        torch._C._set_deterministic_fill_uninitialized_memory(True)
+    except (AttributeError, TypeError):
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.utils.deterministic.fill_uninitialized_memory = True
 
 
 def _describe(out: Any, device: str) -> dict[str, Any]:
