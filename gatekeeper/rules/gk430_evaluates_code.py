@@ -5,7 +5,8 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.rules.gk4_support import UseRule, cpp_calls, cpp_idents
+from gatekeeper.rules.gk4_cpp import cpp_calls, cpp_idents
+from gatekeeper.rules.gk4_support import UseRule
 from gatekeeper.static.cpp_sources import CppSource
 
 # The Python C API and pybind11 run Python source from C++, out of the Python checks' sight.

@@ -5,7 +5,8 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.rules.gk4_support import UseRule, cpp_call_strings, cpp_calls, cpp_idents
+from gatekeeper.rules.gk4_cpp import cpp_call_strings, cpp_calls, cpp_idents
+from gatekeeper.rules.gk4_support import UseRule
 from gatekeeper.static.cpp_sources import CppSource
 
 _AVAILABILITY = ("importlib.util.find_spec", "importlib.metadata", "importlib.resources")

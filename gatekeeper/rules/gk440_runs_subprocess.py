@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.rules.gk4_support import UseRule, cpp_calls
+from gatekeeper.rules.gk4_cpp import cpp_calls
+from gatekeeper.rules.gk4_support import UseRule
 from gatekeeper.static.cpp_sources import CppSource
 
 PROCESS = (

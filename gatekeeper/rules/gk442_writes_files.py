@@ -6,7 +6,8 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.rules.gk4_paths import FD, INSIDE, OUTSIDE, TEMP, PathInfo, classify, literal_where
-from gatekeeper.rules.gk4_support import cpp_call_strings, cpp_calls, cpp_idents, cpp_statement_strings, literal, positional, resolve
+from gatekeeper.rules.gk4_cpp import cpp_call_strings, cpp_calls, cpp_idents, cpp_statement_strings
+from gatekeeper.rules.gk4_support import literal, positional, resolve
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 

@@ -8,7 +8,8 @@ from gatekeeper.report import Category, Severity
 from gatekeeper.rules.gk442_writes_files import write_mode
 from gatekeeper.rules.gk4_paths import FD, INSIDE, OUTSIDE, PathInfo, classify, literal_where
 from gatekeeper.rules.gk4_reference import is_reference_path
-from gatekeeper.rules.gk4_support import cpp_call_strings, cpp_calls, cpp_idents, cpp_statement_strings, positional, resolve
+from gatekeeper.rules.gk4_cpp import cpp_call_strings, cpp_calls, cpp_idents, cpp_statement_strings
+from gatekeeper.rules.gk4_support import positional, resolve
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 

@@ -5,7 +5,8 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.rules.gk4_support import cpp_call_strings, cpp_calls, literal, positional, resolve, subscript_key
+from gatekeeper.rules.gk4_cpp import cpp_call_strings, cpp_calls
+from gatekeeper.rules.gk4_support import literal, positional, resolve, subscript_key
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 

@@ -6,7 +6,8 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.rules.gk440_runs_subprocess import PROCESS
-from gatekeeper.rules.gk4_support import UseRule, cpp_call_strings, cpp_calls, matches, resolve, strings_in
+from gatekeeper.rules.gk4_cpp import cpp_call_strings, cpp_calls
+from gatekeeper.rules.gk4_support import UseRule, matches, resolve, strings_in
 from gatekeeper.static.cpp_sources import CppSource
 
 INSTALL_COMMAND = re.compile(

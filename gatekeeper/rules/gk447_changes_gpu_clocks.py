@@ -6,7 +6,8 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.rules.gk440_runs_subprocess import PROCESS
-from gatekeeper.rules.gk4_support import cpp_call_strings, cpp_calls, cpp_ident_names, cpp_idents, matches, resolve, strings_in
+from gatekeeper.rules.gk4_cpp import cpp_call_strings, cpp_calls, cpp_ident_names, cpp_idents
+from gatekeeper.rules.gk4_support import matches, resolve, strings_in
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 

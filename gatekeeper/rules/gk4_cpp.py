@@ -1,0 +1,84 @@
+"""C++/CUDA source helpers for the GK4xx rules. Not a rule file.
+
+Calls found by identifier on `source.tokens` (free-function calls only: not member calls,
+not declarations), and the string literals in a call's argument list or statement (the
+tokenizer drops literals, so they are read back from `source.text`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Iterator
+
+from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.cpp_tokens import Token
+
+_BEFORE_CALL = frozenset({"return", "else", "do", "throw", "case", "co_return", "co_await", "sizeof"})
+_CPP_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+
+
+def _ident_index(source: CppSource) -> dict[str, list[int]]:
+    """Token indices of every identifier, built once per source and shared by the rules."""
+    index = source.__dict__.get("_gk4_idents")
+    if index is None:
+        index = {}
+        for i, tok in enumerate(source.tokens):
+            if tok.kind == "ident":
+                index.setdefault(tok.text, []).append(i)
+        source.__dict__["_gk4_idents"] = index
+    return index
+
+
+def cpp_idents(source: CppSource, names: frozenset[str]) -> Iterator[tuple[int, Token]]:
+    index = _ident_index(source)
+    hits = sorted(i for name in names for i in index.get(name, ()))
+    tokens = source.tokens
+    for i in hits:
+        yield i, tokens[i]
+
+
+def cpp_calls(source: CppSource, names: frozenset[str]) -> Iterator[tuple[int, Token]]:
+    """Free-function calls `name(` (also `std::name(`, `::name(`), not member calls."""
+    tokens = source.tokens
+    for i, tok in cpp_idents(source, names):
+        if i + 1 >= len(tokens) or tokens[i + 1].text != "(":
+            continue
+        if i > 0:
+            before = tokens[i - 1]
+            if before.text in (".", "->"):
+                continue  # a member call
+            if before.kind == "ident" and before.text not in _BEFORE_CALL:
+                continue  # `int system(int);`: a declaration, not a call
+        yield i, tok
+
+
+def cpp_ident_names(source: CppSource) -> Iterable[str]:
+    return _ident_index(source).keys()
+
+
+def cpp_call_span(source: CppSource, open_index: int) -> tuple[int, int]:
+    """Token indices of the matching parentheses of the call whose `(` is at open_index."""
+    tokens = source.tokens
+    depth = 0
+    for j in range(open_index, len(tokens)):
+        if tokens[j].text == "(":
+            depth += 1
+        elif tokens[j].text == ")":
+            depth -= 1
+            if depth == 0:
+                return open_index, j
+    return open_index, len(tokens) - 1
+
+
+def cpp_call_strings(source: CppSource, name_index: int) -> tuple[list[str], list[Token]]:
+    """The string literals and the tokens inside the argument list of the call at name_index."""
+    start, end = cpp_call_span(source, name_index + 1)
+    tokens = source.tokens
+    text = source.text[tokens[start].offset: tokens[end].offset]
+    return [m.group(1) for m in _CPP_STRING.finditer(text)], tokens[start + 1: end]
+
+
+def cpp_statement_strings(source: CppSource, offset: int) -> list[str]:
+    """String literals from `offset` to the end of its statement (`std::ofstream f("x");`)."""
+    end = source.text.find(";", offset)
+    return _CPP_STRING.findall(source.text[offset: end if end >= 0 else None])
