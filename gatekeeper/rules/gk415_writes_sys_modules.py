@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
