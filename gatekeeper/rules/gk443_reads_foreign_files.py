@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 from typing import Optional
 
 import libcst as cst
@@ -17,7 +19,8 @@ _OPENERS = ("builtins.open", "io.open", "codecs.open", "io.FileIO")
 _LISTERS = {"os.listdir": 0, "os.scandir": 0, "os.walk": 0, "glob.glob": 0, "glob.iglob": 0}
 _LOADERS = ("torch.load", "numpy.load", "numpy.fromfile", "numpy.loadtxt", "numpy.genfromtxt", "pickle.load",
             "joblib.load", "safetensors.torch.load_file", "safetensors.safe_open", "torch.jit.load")
-_PATH_READS = frozenset({"read_text", "read_bytes", "iterdir", "glob", "rglob"})
+_PATH_READS = frozenset({"read_text", "read_bytes", "iterdir", "glob", "rglob", "open"})
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"\n]+)"', re.MULTILINE)
 
 
 class ReadsForeignFiles(Rule):
@@ -26,7 +29,8 @@ class ReadsForeignFiles(Rule):
     of the reference (`reference.py`, the problem file), listings of directories outside
     (`os.listdir("/")`, `glob.glob("../*")`), and data loaders (`torch.load`,
     `numpy.load`, `pickle.load`) on any path; in C++/CUDA sources `fopen(..., "r")`,
-    `std::ifstream` and `open()` of such paths.
+    `std::ifstream` and `open()` of such paths, and `#include "/abs/path"` or
+    `#include "../x.h"` (a read at build time).
 
     Why it games the benchmark: the answer can be read instead of computed (a saved
     reference output, the reference source, the harness's inputs), and `/proc` exposes the
@@ -53,6 +57,7 @@ class ReadsForeignFiles(Rule):
         "import os\nsrc = open(os.path.join(os.path.dirname(__file__), 'kernel.cu')).read()\n",
         "from pathlib import Path\nsrc = (Path(__file__).parent / 'kernels' / 'mean.cuh').read_text()\n",
         "me = open(__file__).read()\n",
+        "src = '''\n#include <torch/extension.h>\n#include \"common/tiles.cuh\"\nint f() { return 0; }\n'''\n",
     ]
     INVALID = [
         "maps = open('/proc/self/maps').read()\n",
@@ -61,12 +66,16 @@ class ReadsForeignFiles(Rule):
         "import glob\nfiles = glob.glob('/workspace/**/*.pt', recursive=True)\n",
         "src = '''\n#include <fstream>\nvoid f() { std::ifstream in(\"/proc/self/environ\"); }\n'''\n",
         "with open('reference.py') as f:\n    code = f.read()\n",
+        "src = '''\n#include <torch/extension.h>\n#include \"../../expected_output.h\"\nint f() { return 0; }\n'''\n",
+        "from pathlib import Path\nwith Path('/proc/self/mem').open('rb') as f:\n    pass\n",
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
         func = resolve(self.ctx, node.func)
         if func is None:
             method = node.func.attr.value if isinstance(node.func, cst.Attribute) else ""
+            if method == "open" and write_mode(self.ctx, node, 0) is not False:
+                return  # Path.open("w") is GK442's
             if method in _PATH_READS:
                 info = classify(self.ctx, node.func.value)
                 if method in ("read_text", "read_bytes") or info.where != "unknown":
@@ -106,6 +115,12 @@ class ReadsForeignFiles(Rule):
                     evidence={"name": name}, severity=severity)
 
     def check_cpp(self, source: CppSource) -> None:
+        for match in _INCLUDE.finditer(source.text):
+            path = match.group(1)
+            if literal_where(path) == OUTSIDE or is_reference_path(self.ctx, path):
+                self.report_cpp(source, match.start(1), self.message.format(
+                    name="#include", what=f"`{path}`", why="a build-time read of a file outside the submission's "
+                    "own sources.") + " (in the C++/CUDA source)", evidence={"name": "#include", "path": path})
         for index, tok in cpp_calls(source, frozenset({"fopen", "open"})):
             strings, args = cpp_call_strings(source, index)
             if tok.text == "fopen" and len(strings) >= 2 and any(c in strings[1] for c in "wax+"):
