@@ -81,7 +81,7 @@ CATALOGUE: dict[str, Check] = {c.code: c for c in [
           "the submission went over the memory limit: {detail}",
           "allocate only what the inputs need"),
     Check("GK664", "ForgesResults", C.HARNESS_TAMPERING, E,
-          "the result channel received a frame that failed authentication: {detail}",
+          "the result channel carried a forged or malformed frame: {detail}",
           "do not write to file descriptors you did not open"),
     Check("GK665", "EscapesSandbox", C.SANDBOX_ESCAPE, E,
           "the sandbox refused {event} {target} during {phase}",

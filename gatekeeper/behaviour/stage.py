@@ -98,6 +98,19 @@ def _reference_failure(ref: JobResult, environment: dict[str, Any]) -> Optional[
 
 def run_behaviour(submission: Submission, problem_path: Optional[Path], config: Config, options: RunOptions,
                   findings_so_far: list[Finding]) -> StageOutcome:
+    """The stage entry point (pipeline.STAGE_RUNNERS). Never raises: a fault of the gatekeeper
+    itself is an ERROR outcome (exit 3), never a reject or a traceback."""
+    try:
+        return _run_behaviour(submission, problem_path, config, options)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence, reported with its type
+        import traceback
+
+        return _error(f"internal error in the behaviour stage: {type(exc).__name__}: {exc} "
+                      f"({traceback.format_exc(limit=-2).strip().splitlines()[-3:]})")
+
+
+def _run_behaviour(submission: Submission, problem_path: Optional[Path], config: Config,
+                   options: RunOptions) -> StageOutcome:
     if problem_path is None:
         return StageOutcome(StageStatus.SKIPPED, reason="no problem given (--problem): nothing to run against")
     timings: dict[str, float] = {}
@@ -156,17 +169,22 @@ def run_behaviour(submission: Submission, problem_path: Optional[Path], config: 
     judge = Judge(references, sidecar.tolerance, location)
     for message in result.messages:
         kind = message.get("kind")
-        if kind == "call":
-            judge.call(message)
-        elif kind == "call-error":
-            judge.call_error(message)
-        elif kind == "first-output-after-second":
-            judge.first_after_second(message)
-        elif kind == "tampering":
-            judge.add("GK650", "import", {"names": message["names"]}, when="when the module was imported",
-                      names=", ".join(message["names"]))
-        elif kind == "no-model":
-            judge.add("GK666", "import", {})
+        try:
+            if kind == "call":
+                judge.call(message)
+            elif kind == "call-error":
+                judge.call_error(message)
+            elif kind == "first-output-after-second":
+                judge.first_after_second(message)
+            elif kind == "tampering":
+                judge.add("GK650", "import", {"names": message["names"]}, when="when the module was imported",
+                          names=", ".join(map(str, message["names"])))
+            elif kind == "no-model":
+                judge.add("GK666", "import", {})
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as exc:
+            # Signed but malformed: only code inside the submission's process can do that.
+            judge.add("GK664", str(kind), {"kind": str(kind)},
+                      detail=f"a signed '{kind}' observation is malformed ({type(exc).__name__}: {exc})")
     judge.determinism()
     found = judge.findings() + job_errors(result, STAGE, location)
     if result.status != "ok":

@@ -29,6 +29,14 @@ def submission_file(submission: Submission, scratch: Path) -> Path:
 
 def run_build(submission: Submission, problem_path: Optional[Path], config: Config, options: RunOptions,
               findings_so_far: list[Finding]) -> StageOutcome:
+    """The stage entry point (pipeline.STAGE_RUNNERS). Never raises (exit 3 on our own faults)."""
+    try:
+        return _run_build(submission, config)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence
+        return StageOutcome(StageStatus.ERROR, reason=f"internal error in the build stage: {type(exc).__name__}: {exc}")
+
+
+def _run_build(submission: Submission, config: Config) -> StageOutcome:
     extracted = extract(submission.data, submission.path)
     if extracted is None:
         return StageOutcome(StageStatus.SKIPPED, reason="the submission does not parse (see the static findings)")
