@@ -150,7 +150,7 @@ class Job:
     ) -> None:
         self.isolation: Isolation = detect() if isolate else Isolation("none", (), "isolation not requested")
         self.own_dir = workdir is None
-        self.work = Path(tempfile.mkdtemp(prefix="gatekeeper-sandbox-")) if self.own_dir else Path(workdir)
+        self.work = Path(tempfile.mkdtemp(prefix="tmp")) if self.own_dir else Path(workdir)
         self.timeouts, self.default_timeout_s = timeouts, default_timeout_s
         self.rss_cap_mb = memory_mb if not cap_address_space else None
         secret = os.urandom(32)
