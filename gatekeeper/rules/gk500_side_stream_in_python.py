@@ -63,7 +63,9 @@ class SideStreamInPython(Rule):
     `s.synchronize()` or `torch.cuda.synchronize()`. A join inside the `with` block does not
     count (there the current stream is the side stream itself). Using the current or default
     stream (`torch.cuda.current_stream()`, `torch.cuda.stream(torch.cuda.current_stream())`)
-    is not flagged, nor is a stream that only appears in a type annotation.
+    is not flagged, nor is a stream that only appears in a type annotation, nor
+    `with torch.cuda.stream(stream):` on a function parameter: the caller's stream is judged
+    where it is created (`torch.cuda.Stream()` there is reported).
     """
 
     code = "GK500"
@@ -89,6 +91,9 @@ class SideStreamInPython(Rule):
         "`torch.cuda.current_stream().wait_stream(s)`."
     )
     VALID = [
+        # a helper that runs on whatever stream its caller passes, called with the current one
+        "import torch\ndef run_on(stream, x):\n    with torch.cuda.stream(stream):\n        return _ext.run(x)\n"
+        "def forward(x):\n    return run_on(torch.cuda.current_stream(), x)\n",
         # the current stream, by name and through a helper variable
         "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
         "        s = torch.cuda.current_stream()\n        out = torch.empty_like(x)\n"
@@ -110,6 +115,9 @@ class SideStreamInPython(Rule):
         "import torch\nimport torch.cuda as tc\ndef forward(x):\n    s = tc.Stream()\n"
         "    with tc.stream(s):\n        y = _ext.run(x)\n        tc.current_stream().wait_stream(s)\n    return y\n",
         "import torch\ndef forward(x):\n    torch.cuda.set_stream(torch.cuda.Stream())\n    return _ext.run(x)\n",
+        # the same helper, called with a private stream
+        "import torch\ndef run_on(stream, x):\n    with torch.cuda.stream(stream):\n        return _ext.run(x)\n"
+        "def forward(x):\n    return run_on(torch.cuda.Stream(), x)\n",
     ]
 
     def __init__(self, *args, **kwargs) -> None:
@@ -158,6 +166,13 @@ class SideStreamInPython(Rule):
             return isinstance(value, cst.Call) and self.ctx.qualname(value.func) in CURRENT_STREAM
         return False
 
+    def _is_parameter(self, expr: Optional[cst.BaseExpression]) -> bool:
+        """A stream that arrives as a parameter is the caller's: judged where it is created."""
+        if not isinstance(expr, cst.Name):
+            return False
+        binding = self.ctx.resolver.lookup(expr.value)
+        return binding is not None and binding.kind == "param"
+
     def _add_use(self, node: cst.CSTNode, kind: str, identity: Optional[str] = None) -> _Use:
         use = _Use(node, self._tick(), kind, identity)
         self.frames[-1].uses.append(use)
@@ -195,7 +210,7 @@ class SideStreamInPython(Rule):
                     self.watch.add(identity)
         elif qual in STREAM_SWITCHES:
             target = call_arg(node, 0, "stream")
-            if not self._is_current(target):
+            if not self._is_current(target) and not self._is_parameter(target):
                 use = _Use(node, 0, "switch", self._stream_identity(target) if target is not None else None)
                 parent = self.ctx.parent(node)
                 with_node = self.ctx.parent(parent) if isinstance(parent, cst.WithItem) else None
