@@ -119,7 +119,7 @@ class SideStreamInCpp(Rule):
         if not idents(source) & (_CREATE | _ACQUIRE | _SWITCH | {"cudaStreamNonBlocking"}):
             # nothing here can name a side stream; only launches on streams of unknown origin remain
             if "<<<" in source.text:
-                self._unknown_launch_streams(source, functions(tokens), set())
+                self._unknown_launch_streams(source, None, set())
             return
         funcs = functions(tokens)
         sites = self._acquisitions(tokens, _ACQUIRE)
@@ -167,7 +167,8 @@ class SideStreamInCpp(Rule):
             self._emit(source, site, bad)
         self._unknown_launch_streams(source, funcs, identities)
 
-    def _unknown_launch_streams(self, source: CppSource, funcs: list[CppFunction], identities: set[str]) -> None:
+    def _unknown_launch_streams(self, source: CppSource, funcs: Optional[list[CppFunction]],
+                                identities: set[str]) -> None:
         """`<<<g, b, smem, s>>>` where `s` is neither the current stream, the default stream, a
         parameter, a value derived from one of those, nor a side stream reported above: its
         origin is unknown here, so it is a warning (a stream handle kept from an earlier call,
@@ -181,8 +182,12 @@ class SideStreamInCpp(Rule):
             if len(args) < 4:
                 continue
             texts = {t.text for t in args[3] if t.kind in ("ident", "number")}
+            if not texts or texts <= _DEFAULT_STREAMS or texts & (_CURRENT | _ACQUIRE | identities):
+                continue
+            if funcs is None:
+                funcs = functions(tokens)  # only for the rare launch on some other stream
             fn = function_at(funcs, i)
-            if fn is None or not texts or texts <= _DEFAULT_STREAMS or texts & (_CURRENT | _ACQUIRE | identities):
+            if fn is None:
                 continue
             if texts & set(fn.params) or _derived_from(tokens, fn, texts, set(fn.params) | _CURRENT):
                 continue

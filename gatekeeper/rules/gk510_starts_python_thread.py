@@ -25,6 +25,11 @@ HARMLESS = frozenset({"cpu_count", "current_process", "parent_process", "active_
                       "SharedMemory", "ShareableList"})
 
 
+# Last components worth resolving when a starter is handed on as an argument (cheap filter).
+_LEAVES = frozenset({q.rsplit(".", 1)[-1] for q in STARTERS} | {"Process", "Pool", "spawn", "get_context",
+                                                                  "start_processes", "SimpleQueue", "Manager"})
+
+
 class StartsPythonThread(Rule):
     """The submission starts a thread or a process: `threading.Thread` / `Timer` (also
     subclassed), `_thread.start_new_thread`, `multiprocessing` and `torch.multiprocessing`
@@ -97,7 +102,8 @@ class StartsPythonThread(Rule):
         if isinstance(func, cst.Name) and func.value in ("isinstance", "issubclass", "type", "hasattr", "print"):
             return
         for arg in node.args:
-            if isinstance(arg.value, (cst.Name, cst.Attribute)):
+            value = arg.value
+            if isinstance(value, cst.Name) or (isinstance(value, cst.Attribute) and value.attr.value in _LEAVES):
                 name = self._starter(arg.value)
                 if name is not None:
                     self.report(arg, self.message.format(name=name), evidence={"starts": name})

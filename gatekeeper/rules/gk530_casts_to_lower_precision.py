@@ -84,9 +84,13 @@ class CastsToLowerPrecision(Rule):
         "from torch import float16 as f16\ndef forward(x):\n    return _ext.run(x.to('cuda', f16))\n",
     ]
 
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.dtype = problem_dtype(self.ctx)[0]  # read once, not at every call
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        dtype, _ = problem_dtype(self.ctx)
+        dtype = self.dtype
         lower = lower_dtypes(dtype)
         if not lower:
             return

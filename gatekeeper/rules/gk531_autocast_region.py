@@ -51,11 +51,15 @@ class AutocastRegion(Rule):
         "import torch\ntorch.set_autocast_enabled(True)\n",
     ]
 
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.dtype = problem_dtype(self.ctx)[0]  # read once, not at every call
     def visit_Call(self, node: cst.Call) -> None:
         qual = self.ctx.qualname(node.func)
         if qual not in AUTOCAST:
             return
-        dtype, _ = problem_dtype(self.ctx)
+        dtype = self.dtype
         if dtype not in ("float32", "float64"):
             return
         if qual.endswith("set_autocast_enabled"):

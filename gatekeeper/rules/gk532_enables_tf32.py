@@ -93,8 +93,12 @@ class EnablesTF32(Rule):
         "src = r'''\n__global__ void k(float* d) {\n  asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\" : \"+f\"(d[0]));\n}\n'''\n",
     ]
 
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.dtype = problem_dtype(self.ctx)[0]  # read once, not at every call
     def _on(self) -> Optional[str]:
-        dtype, _ = problem_dtype(self.ctx)
+        dtype = self.dtype
         return dtype if dtype in ("float32", "float64") else None
 
     def _flag(self, node: cst.CSTNode, what: str, dtype: str, severity: Optional[Severity] = None) -> None:
