@@ -123,7 +123,8 @@ def test_cpp_near_misses_are_clean():
         "int f(Runner r, std::vector<int>& v) {\n"
         "  v.erase(std::remove(v.begin(), v.end(), 0), v.end());\n"
         "  FILE* table = fopen(\"tables.h\", \"r\");\n"
-        "  return r.system(1);\n}\n'''\n"
+        "  return r.system(1);\n}\n"
+        "bool same(py::object m) { return m.attr(\"float32\") == m.attr(\"float32\"); }\n'''\n"
     )
     assert codes(src) == set()
 
@@ -153,6 +154,10 @@ def test_cpp_findings_point_at_the_python_line_of_the_source():
     ("if (fork() == 0) { execl(\"/bin/sh\", \"sh\", nullptr); }", "GK440"),
     ("nvmlDeviceSetApplicationsClocks(dev, 2619, 1980);", "GK447"),
     ("std::system(\"pip3 install numba\");", "GK446"),
+    ("py::module_::import(\"torch\").attr(\"allclose\") = py::none();", "GK411"),
+    ("auto tm = py::module_::import(\"time\"); py::setattr(tm, \"perf_counter\", py::none());", "GK410"),
+    ("py::exec(\"import os\");", "GK430"),
+    ("auto sp = py::module_::import(\"subprocess\");", "GK431"),
 ])
 def test_cpp_variants_are_caught(body, code):
     src = f"src = r'''\n#include <torch/extension.h>\nvoid f() {{ {body} }}\n'''\n"

@@ -20,7 +20,8 @@ class PatchesTimer(PatchRule):
     (`elapsed_time`, `record`, `synchronize`, `query`), `torch.cuda.synchronize`, stream
     methods, anything in `time` / `timeit`, `triton.testing.do_bench`, or
     `torch.utils.benchmark`. Seen through aliases (`t = torch.cuda; t.Event.elapsed_time =
-    f`), `setattr`, `mock.patch`, `__dict__` writes and `__class__` swaps.
+    f`), `setattr`, `mock.patch`, `__dict__` writes and `__class__` swaps, in Python or from
+    C++ through pybind11 / the C API (`py::setattr(torch_cuda, "synchronize", ...)`).
 
     Why it games the benchmark: the harness imports the submission into the process that
     times it, so a patched `elapsed_time` or `perf_counter` reports whatever the submission
@@ -58,6 +59,8 @@ class PatchesTimer(PatchRule):
         "from unittest.mock import patch\nimport time\n@patch.object(time, 'time', lambda: 0)\ndef f():\n    pass\n",
         "import torch\ndef _install():\n    orig = torch.cuda.Event.record\n"
         "    def record(self, stream=None):\n        return orig(self, stream)\n    torch.cuda.Event.record = record\n",
+        'src = r"""\n#include <torch/extension.h>\nvoid f() {\n  auto t = py::module_::import("torch.cuda");\n'
+        '  py::setattr(t, "synchronize", py::none());\n}\n"""\n',
     ]
 
     def sensitive(self, qual: str) -> Optional[str]:

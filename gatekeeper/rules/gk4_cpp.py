@@ -82,3 +82,36 @@ def cpp_statement_strings(source: CppSource, offset: int) -> list[str]:
     """String literals from `offset` to the end of its statement (`std::ofstream f("x");`)."""
     end = source.text.find(";", offset)
     return _CPP_STRING.findall(source.text[offset: end if end >= 0 else None])
+
+
+_PY_IMPORT = re.compile(
+    r'(\w+)\s*=\s*(?:(?:py|pybind11)::module_?::import|PyImport_ImportModule)\(\s*"([\w.]+)"\s*\)')
+_PY_ATTR_ALIAS = re.compile(r'(\w+)\s*=\s*(\w+)\s*\.\s*attr\(\s*"(\w+)"\s*\)\s*;')
+_PY_SETATTR = re.compile(r'(?:(?:py|pybind11)::setattr|PyObject_SetAttrString)\(\s*(\w+)\s*,\s*"(\w+)"')
+_PY_ATTR_WRITE = re.compile(
+    r'(?:(?:(?:py|pybind11)::module_?::import\(\s*"([\w.]+)"\s*\))|(\w+))((?:\s*\.\s*attr\(\s*"\w+"\s*\))+)\s*=(?!=)')
+_PY_ATTR_NAME = re.compile(r'attr\(\s*"(\w+)"\s*\)')
+
+
+def cpp_python_writes(source: CppSource) -> list[tuple[int, str]]:
+    """Attribute writes into Python modules from C++ (pybind11 or the C API), as
+    (offset, qualified name): `py::module_::import("torch").attr("allclose") = f`,
+    `py::setattr(torch, "allclose", f)` with `auto torch = py::module_::import("torch")`."""
+    text = source.text
+    if "attr" not in text and "SetAttr" not in text:
+        return []
+    modules = {m.group(1): m.group(2) for m in _PY_IMPORT.finditer(text)}
+    for m in _PY_ATTR_ALIAS.finditer(text):  # auto event = cuda.attr("Event");
+        if m.group(2) in modules:
+            modules[m.group(1)] = f"{modules[m.group(2)]}.{m.group(3)}"
+    out: list[tuple[int, str]] = []
+    for m in _PY_SETATTR.finditer(text):
+        owner = modules.get(m.group(1))
+        if owner:
+            out.append((m.start(), f"{owner}.{m.group(2)}"))
+    for m in _PY_ATTR_WRITE.finditer(text):
+        owner = m.group(1) or modules.get(m.group(2) or "")
+        if owner:
+            names = _PY_ATTR_NAME.findall(m.group(3))
+            out.append((m.start(), ".".join([owner, *names])))
+    return out

@@ -10,7 +10,9 @@ not own, and hands the qualified name written to `sensitive()`:
   (a computed name is GK432's business);
 - `mock.patch("torch.allclose")`, `patch.object(torch, "allclose")`, `patch.multiple`,
   `patch.dict(torch.__dict__, ...)`, `monkeypatch.setattr(...)`;
-- `__class__` swaps (`torch.cuda.Event.__class__ = X` writes under `torch.cuda.Event`).
+- `__class__` swaps (`torch.cuda.Event.__class__ = X` writes under `torch.cuda.Event`);
+- in C++/CUDA sources, pybind11 / C API writes (`py::module_::import("torch").attr("allclose")
+  = f`, `py::setattr(torch, "allclose", f)`, `PyObject_SetAttrString`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from typing import Optional
 
 import libcst as cst
 
+from gatekeeper.rules.gk4_cpp import cpp_python_writes
 from gatekeeper.rules.gk4_support import literal, positional, resolve
+from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.names import dotted
 from gatekeeper.static.rule import Rule
 
@@ -184,6 +188,15 @@ class PatchRule(Rule):
                 self._found(node, f"{owner}.{arg.keyword.value}", how)
         if not found:
             self._found(node, owner, how)
+
+    # C++ ---------------------------------------------------------------------------------
+    def check_cpp(self, source: CppSource) -> None:
+        """`py::module_::import("torch").attr("allclose") = f` and `py::setattr(mod, ...)`."""
+        for offset, qual in cpp_python_writes(source):
+            what = self.sensitive(qual)
+            if what is not None:
+                self.report_cpp(source, offset, self.message.format(name=qual, how="pybind11/C API write", what=what)
+                                + " (from the C++/CUDA source)", evidence={"target": qual, "how": "C++"})
 
     # reporting ------------------------------------------------------------------------
     def _found(self, node: cst.CSTNode, qual: Optional[str], how: str) -> None:
