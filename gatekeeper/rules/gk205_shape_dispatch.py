@@ -192,7 +192,8 @@ class ShapeDispatch(Rule):
             value = py_int(self.ctx, expr)
             return value if value is not None and value > 1 else None
         shape = py_shape(self.ctx, expr)
-        if shape is None or any(v is None for v in shape) or not any(v > 1 for v in shape):  # type: ignore[operator]
+        # `(x.size(0), 48)`: entries that are not constants match anything
+        if shape is None or not any(v is not None and v > 1 for v in shape):
             return None
         return tuple(shape)
 
@@ -239,7 +240,7 @@ class ShapeDispatch(Rule):
         sizes = sizes_for(self.ctx.problem)
         for lit in literals:
             values = list(lit) if isinstance(lit, tuple) else [lit]
-            meanings = [sizes.shape_size(v) for v in values if v > 1]
+            meanings = [sizes.shape_size(v) for v in values if v is not None and v > 1]
             if meanings and all(meanings):
                 return "is the problem's nominal size (" + ", ".join(
                     m.replace("the problem dimension ", "") for m in meanings if m) + ")"
@@ -340,14 +341,17 @@ def _pattern_literals(rule: ShapeDispatch, pattern: cst.MatchPattern, kind: str)
         value = py_int(rule.ctx, pattern.value)
         return [value] if value is not None and value > 1 else []
     if isinstance(pattern, (cst.MatchList, cst.MatchTuple)) and kind == "shape":
-        values: list[int] = []
+        values: list[Optional[int]] = []
         for element in pattern.patterns:
             inner = getattr(element, "value", None)
+            if isinstance(element, cst.MatchSequenceElement) and isinstance(inner, cst.MatchAs) and inner.pattern is None:
+                values.append(None)  # a capture such as `b` matches any size
+                continue
             if not isinstance(element, cst.MatchSequenceElement) or not isinstance(inner, cst.MatchValue):
                 return []
             value = py_int(rule.ctx, inner.value)
             if value is None:
                 return []
             values.append(value)
-        return [tuple(values)] if any(v > 1 for v in values) else []
+        return [tuple(values)] if any(v is not None and v > 1 for v in values) else []
     return []

@@ -264,8 +264,12 @@ class _Evaluator:
             op = self.toks[self.pos].text
             self.pos += 1
             right = self.term()
+            if op in ("<<", ">>") and not 0 <= right < 64:
+                raise ValueError("shift out of range")
             value = {"+": value + right, "-": value - right}.get(op) if op in "+-" else (
                 value << right if op == "<<" else value >> right)
+            if abs(value) > 1 << 62:
+                raise ValueError("not a size")
         return value
 
     def term(self) -> int:
