@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
@@ -34,6 +36,7 @@ class SubclassesReferenceModel(Rule):
     VALID = [
         "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n",
         "import torch.nn as nn\nclass _Base(nn.Module):\n    pass\nclass ModelNew(_Base):\n    pass\n",
+        "if __name__ == '__main__':\n    class Check(Model):\n        pass\n",
     ]
     INVALID = [
         "class ModelNew(Model):\n    pass\n",
@@ -45,7 +48,7 @@ class SubclassesReferenceModel(Rule):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         for base in node.bases:
             if base.keyword is None:
-                self._check(base.value, node.name.value, base)
+                self._check(base.value, node.name.value, base, guard=node)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         names = [t.target.value for t in node.targets if isinstance(t.target, cst.Name)]
@@ -60,8 +63,9 @@ class SubclassesReferenceModel(Rule):
             return
         self._check(value, "ModelNew", node)
 
-    def _check(self, expr: cst.BaseExpression, cls: str, node: cst.CSTNode) -> None:
+    def _check(self, expr: cst.BaseExpression, cls: str, node: cst.CSTNode, guard: Optional[cst.CSTNode] = None) -> None:
         base = reference_model(self.ctx, expr)
-        if base is None or base == cls or in_main_guard(self.ctx, node):
+        # A base argument has no recorded parent yet while its class is visited: guard on the class.
+        if base is None or base == cls or in_main_guard(self.ctx, guard or node):
             return
         self.report(node, self.message.format(cls=cls, base=base), evidence={"base": base})

@@ -52,6 +52,7 @@ class ImportsReference(Rule):
         "from kernelbench.distributed_collectives import default_device\n",
         "import torch\nfrom torch.utils.cpp_extension import load_inline\n",
         "if __name__ == '__main__':\n    from reference import Model\n    print(Model())\n",
+        "if __name__ == '__main__':\n    import reference\n    print(reference.Model())\n",
         "import preference_utils\n",
         "from weakref import ref\n",
     ]
@@ -68,7 +69,7 @@ class ImportsReference(Rule):
         for alias in node.names:
             full = dotted(alias.name)
             if is_reference_module(self.ctx, full):
-                self._report(alias, f"`import {full}`")
+                self._report(alias, f"`import {full}`", guard=node)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         base = dotted(node.module) if node.module is not None else ""
@@ -85,7 +86,7 @@ class ImportsReference(Rule):
             module_like = is_reference_module(self.ctx, name) and (
                 bool(node.relative) or name == stem or name in _MODULE_NAMES)
             if module_like or (base == "__main__" and name in names):
-                self._report(alias, f"`from {'.' * len(node.relative)}{base} import {name}`")
+                self._report(alias, f"`from {'.' * len(node.relative)}{base} import {name}`", guard=node)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = resolve(self.ctx, node.func)
@@ -103,6 +104,7 @@ class ImportsReference(Rule):
         if hit:
             self._report(node, f"`{func.replace('builtins.', '')}({text!r})`")  # type: ignore[union-attr]
 
-    def _report(self, node: cst.CSTNode, what: str) -> None:
-        if not in_main_guard(self.ctx, node):
+    def _report(self, node: cst.CSTNode, what: str, guard: Optional[cst.CSTNode] = None) -> None:
+        # An import alias has no recorded parent yet when its statement is visited.
+        if not in_main_guard(self.ctx, guard or node):
             self.report(node, self.message.format(what=what), evidence={"import": what})
