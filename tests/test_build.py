@@ -56,3 +56,19 @@ def test_cuda_submission_on_a_machine_without_gpu_is_an_error_not_a_reject(monke
     assert report.verdict.value == "error" and report.exit_code == 3
     build = next(s for s in report.stages if s.name.value == "build")
     assert build.status.value == "error" and "needs a CUDA device" in build.reason
+
+
+def test_stale_torch_build_lock_left_by_a_killed_worker_does_not_hang_the_next_check():
+    from gatekeeper.build.cache import extensions_dir
+
+    submission = FIXTURES / "submissions" / "cpu_honest_cpp.py"
+    problem = FIXTURES / "problems" / "cpu_mean.py"
+    first = gatekeeper.check(submission, problem, stages="build")  # compiles once, or hits the cache
+    assert first.verdict.value == "pass"
+    key = extract(submission.read_bytes(), str(submission)).cache_key()
+    folders = [p for p in extensions_dir(key).iterdir() if p.is_dir()]
+    assert folders
+    (folders[0] / "lock").write_text("")  # what torch's FileBaton leaves when its holder is killed
+    report = gatekeeper.check(submission, problem, stages="behaviour")
+    assert report.verdict.value == "pass", [f.message for f in report.findings]
+    assert not (folders[0] / "lock").exists()

@@ -12,7 +12,7 @@ from typing import Any, Optional
 from gatekeeper.behaviour.failures import job_errors, model_location, needs_cuda_reason, worker_failure
 from gatekeeper.behaviour.findings import finding
 from gatekeeper.behaviour.judge import Judge
-from gatekeeper.build.cache import cuda_present, extensions_dir, is_built
+from gatekeeper.build.cache import cuda_present, exclusive, extensions_dir, is_built
 from gatekeeper.build.sources import extract
 from gatekeeper.build.stage import submission_file
 from gatekeeper.config import Config
@@ -140,7 +140,7 @@ def _run_behaviour(submission: Submission, problem_path: Optional[Path], config:
     device_hint = sidecar.device or ("cuda" if cuda_present() else "cpu")
     warm = threading.Thread(target=_import_torch, daemon=True)  # the parent compares with torch
     warm.start()
-    with tempfile.TemporaryDirectory(prefix="gatekeeper-behaviour-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="gatekeeper-behaviour-") as scratch, exclusive(ext_dir):
         path = submission_file(submission, Path(scratch))
         mark = time.perf_counter()
         budget = config.limits.import_timeout_s + config.limits.call_timeout_s * 5 * len(trials)

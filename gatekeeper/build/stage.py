@@ -7,7 +7,7 @@ from typing import Optional
 
 from gatekeeper.behaviour.failures import job_errors, model_location, needs_cuda_reason, worker_failure
 from gatekeeper.behaviour.findings import finding
-from gatekeeper.build.cache import cuda_present, extensions_dir, is_built, mark_built
+from gatekeeper.build.cache import cuda_present, exclusive, extensions_dir, is_built, mark_built
 from gatekeeper.build.errors import first_error
 from gatekeeper.build.sources import Extracted, extract
 from gatekeeper.config import Config
@@ -62,18 +62,28 @@ def build(submission: Submission, extracted: Extracted, key: str, config: Config
         path = submission_file(submission, Path(scratch))
         limits = {"start": 120.0, "load": max(config.limits.import_timeout_s, 120.0),
                   "build": config.limits.build_timeout_s}
-        result = run_job("gatekeeper.build.job:build_job", {"submission": str(path)}, timeouts=limits,
-                         default_timeout_s=config.limits.build_timeout_s, memory_mb=config.limits.memory_mb,
-                         cap_address_space=not cuda_present(),
-                         env={"TORCH_EXTENSIONS_DIR": str(folder), "MAX_JOBS": "2"},
-                         write_roots=[str(folder)])
+        with exclusive(folder):
+            result = _build_job(path, limits, config, folder)
+    return _outcome(result, submission, extracted, key, config, location)
+
+
+def _build_job(path: Path, limits: dict[str, float], config: Config, folder: Path):
+    return run_job("gatekeeper.build.job:build_job", {"submission": str(path)}, timeouts=limits,
+                   default_timeout_s=config.limits.build_timeout_s, memory_mb=config.limits.memory_mb,
+                   cap_address_space=not cuda_present(),
+                   env={"TORCH_EXTENSIONS_DIR": str(folder), "MAX_JOBS": "2"},
+                   write_roots=[str(folder)])
+
+
+def _outcome(result, submission: Submission, extracted: Extracted, key: str, config: Config,
+             location: Optional[Location]) -> StageOutcome:
     environment = {"isolation": result.isolation}
     if result.status == "timeout":
         f = finding("GK681", STAGE, {"phase": result.phase, "stderr_tail": result.stderr_tail[-2000:]},
                     location, limit=f"{config.limits.build_timeout_s:g}")
         return StageOutcome(StageStatus.FAILED, [f], environment=environment)
     if result.status != "ok":
-        return StageOutcome(StageStatus.FAILED, worker_failure(result, STAGE, limits, location), environment=environment)
+        return StageOutcome(StageStatus.FAILED, worker_failure(result, STAGE, {}, location), environment=environment)
     errors = result.of_kind("error")
     if not errors:
         mark_built(key)
