@@ -97,14 +97,18 @@ def cpp_python_writes(source: CppSource) -> list[tuple[int, str]]:
     """Attribute writes into Python modules from C++ (pybind11 or the C API), as
     (offset, qualified name): `py::module_::import("torch").attr("allclose") = f`,
     `py::setattr(torch, "allclose", f)` with `auto torch = py::module_::import("torch")`."""
+    cached = source.__dict__.get("_gk4_python_writes")
+    if cached is not None:
+        return cached
+    out: list[tuple[int, str]] = []
+    source.__dict__["_gk4_python_writes"] = out
     text = source.text
-    if "attr" not in text and "SetAttr" not in text:
-        return []
+    if ".attr(" not in text and "setattr" not in text and "SetAttr" not in text:
+        return out
     modules = {m.group(1): m.group(2) for m in _PY_IMPORT.finditer(text)}
     for m in _PY_ATTR_ALIAS.finditer(text):  # auto event = cuda.attr("Event");
         if m.group(2) in modules:
             modules[m.group(1)] = f"{modules[m.group(2)]}.{m.group(3)}"
-    out: list[tuple[int, str]] = []
     for m in _PY_SETATTR.finditer(text):
         owner = modules.get(m.group(1))
         if owner:
