@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+import threading
+from collections import OrderedDict
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Iterable, Optional, Union
 
 from gatekeeper.config import Config, load_config
-from gatekeeper.errors import UsageError
+from gatekeeper.errors import GatekeeperError, UsageError
 from gatekeeper.pipeline import RunOptions, Submission, run
 from gatekeeper.report import Report, StageName
+from gatekeeper.static.problem_facts import ProblemFacts, load_problem_facts
 
 PathOrCode = Union[str, Path]
 STAGE_NAMES = {s.value: s for s in (StageName.STATIC, StageName.BUILD, StageName.BEHAVIOUR, StageName.TIMING)}
@@ -49,6 +54,39 @@ def _problem_path(problem: Optional[PathOrCode], scratch: list[Path]) -> Optiona
     return path
 
 
+_FACTS_BY_SOURCE: "OrderedDict[str, ProblemFacts]" = OrderedDict()
+_FACTS_BY_SOURCE_MAX = 32
+_FACTS_LOCK = threading.Lock()
+
+
+def _static_problem_facts(source: Optional[PathOrCode]) -> Optional[ProblemFacts]:
+    """Problem facts for problem source text, kept by content: an agent's hook passes the
+    same problem text on every call, and writing, parsing and deleting it again cost about
+    4 ms a call. None for a path, or for a problem that fails to load (the normal path then
+    reports the failure as usual)."""
+    if not isinstance(source, str) or not _looks_like_code(source):
+        return None
+    key = hashlib.sha256(source.encode("utf-8", errors="surrogatepass")).hexdigest()
+    with _FACTS_LOCK:
+        facts = _FACTS_BY_SOURCE.get(key)
+        if facts is not None:
+            _FACTS_BY_SOURCE.move_to_end(key)
+            return facts
+    scratch: list[Path] = []
+    try:
+        facts = load_problem_facts(_problem_path(source, scratch))
+    except GatekeeperError:
+        return None
+    finally:
+        for folder in scratch:
+            shutil.rmtree(folder, ignore_errors=True)
+    with _FACTS_LOCK:
+        _FACTS_BY_SOURCE[key] = facts
+        while len(_FACTS_BY_SOURCE) > _FACTS_BY_SOURCE_MAX:
+            _FACTS_BY_SOURCE.popitem(last=False)
+    return facts
+
+
 def check(
     source_or_path: PathOrCode,
     problem: Optional[PathOrCode] = None,
@@ -76,13 +114,15 @@ def check(
         config = config.model_copy(update={"profile": profile})
     scratch: list[Path] = []
     try:
-        problem_path = _problem_path(problem, scratch)
         options = RunOptions(last_stage=STAGE_NAMES[stages], keep_going=keep_going or config.keep_going,
                              seed=seed, time=time or stages == "timing")
+        facts = _static_problem_facts(problem) if stages == "static" else None
+        if facts is not None:
+            # Static-only needs the problem's facts, not its file: reuse them by content.
+            return run(submission, None, config, options, problem=facts)
+        problem_path = _problem_path(problem, scratch)
         return run(submission, problem_path, config, options)
     finally:
-        import shutil
-
         for folder in scratch:
             shutil.rmtree(folder, ignore_errors=True)
 
