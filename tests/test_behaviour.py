@@ -81,3 +81,52 @@ def test_unseeded_runs_draw_a_fresh_seed():
     problem = FIXTURES / "problems" / "cpu_mean.py"
     seeds = {_check(problem).seed for _ in range(2)}
     assert None not in seeds and len(seeds) == 2
+
+
+INPLACE_PROBLEM = '''
+import torch
+import torch.nn as nn
+rows = 16
+cols = 48
+class Model(nn.Module):
+    def forward(self, x):
+        return x.relu_()
+def get_inputs():
+    return [torch.randn(rows, cols)]
+def get_init_inputs():
+    return []
+'''
+
+SAME_INPLACE = '''
+import torch
+import torch.nn as nn
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x.clamp_(min=0)
+'''
+
+COPYING = SAME_INPLACE.replace("x.clamp_(min=0)", "x.clamp(min=0)")
+
+
+def _runtime_rules(report):
+    return sorted({f.rule for f in report.findings if f.stage.value == "behaviour"})
+
+
+def test_mutation_and_alias_are_allowed_when_the_reference_does_the_same(tmp_path):
+    problem = tmp_path / "inplace.py"
+    problem.write_text(INPLACE_PROBLEM)
+    same = gatekeeper.check(SAME_INPLACE, problem, stages="behaviour", keep_going=True)
+    assert _runtime_rules(same) == [], [f.message for f in same.findings]
+    # The honest near miss the other way round: copying is fine too (the reference's
+    # mutation is not required of the submission).
+    copying = gatekeeper.check(COPYING, problem, stages="behaviour", keep_going=True)
+    assert _runtime_rules(copying) == [], [f.message for f in copying.findings]
+
+
+def test_constant_reference_output_is_noted(tmp_path):
+    problem = tmp_path / "zeros.py"
+    problem.write_text(INPLACE_PROBLEM.replace("return x.relu_()", "return x * 0"))
+    report = gatekeeper.check(COPYING.replace("x.clamp(min=0)", "x * 0"), problem, stages="behaviour",
+                              keep_going=True)
+    notes = [f for f in report.findings if f.rule == "GK603"]
+    assert len(notes) == 1 and notes[0].severity.value == "info" and "all zeros" in notes[0].message

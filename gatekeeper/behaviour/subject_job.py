@@ -142,7 +142,10 @@ class Subject:
                  and any(overlaps(storage_range(t), r) for r in ranges)}
                 | {"a parameter or buffer" for p in params if any(overlaps(storage_range(p), r) for r in ranges)}
                 | {f"the output of {name}" for name, o in self.earlier_outputs
-                   if any(overlaps(storage_range(t), r) for t in tensors_of(o) for r in ranges)})
+                   if any(overlaps(storage_range(t), r) for t in tensors_of(o) for r in ranges)
+                   # an earlier output that is (a view of) this call's input is the input case
+                   and not any(overlaps(storage_range(t), storage_range(i)) for t in tensors_of(o)
+                               for i in inputs if isinstance(i, torch.Tensor))})
             observation["output"] = pack_tree(out) if len(tensors) == 1 and isinstance(out, torch.Tensor) \
                 else [pack(t) for t in tensors]
             if self.device.startswith("cuda") and isinstance(out, torch.Tensor):
