@@ -117,12 +117,13 @@ class Worker:
                         f"the check did not finish within {self.timeout_s:.0f} s and was stopped; "
                         "the checker is restarted for the next call")
                 process.join(5)
-                how = _describe_exit(process.exitcode)
+                code = process.exitcode
                 self._stop()
-                raise WorkerCrashed(
-                    f"the checker process {how} while checking this code (often: nesting thousands of "
-                    "levels deep, e.g. long chains of unary operators or parentheses, which the parser "
-                    "cannot handle); it is restarted for the next call")
+                why = (" (often: nesting thousands of levels deep, e.g. long chains of unary operators "
+                       "or parentheses, which the parser cannot handle)") if code is not None and code < 0 else \
+                    " (its error is on the server's stderr)"
+                raise WorkerCrashed(f"the checker process {_describe_exit(code)} while checking this code{why}; "
+                                    "it is restarted for the next call")
         kind, payload = reply
         if kind == "ok":
             return payload
