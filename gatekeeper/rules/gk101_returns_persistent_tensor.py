@@ -50,6 +50,10 @@ class ReturnsPersistentTensor(Rule):
         "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        self.w = torch.nn.Parameter(torch.randn(4))\n    def forward(self, x):\n"
         "        return _ext.scale(x, self.w)\n",
+        # a lazily built extension handle kept in a global and returned by a getter
+        "import torch\nfrom torch.utils.cpp_extension import load_inline\n_EXT = None\ndef _ext():\n    global _EXT\n"
+        "    if _EXT is None:\n        _EXT = load_inline(name='e', cpp_sources=SRC, functions=['f'])\n    return _EXT\n"
+        "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return _ext().f(x)\n",
     ]
     INVALID = [
         # the seed: lazily allocated self._y handed to an extension that returns it
@@ -81,6 +85,10 @@ class ReturnsPersistentTensor(Rule):
         # (return node, extension function name, argument index, origin)
         self.handed: list[tuple[cst.Return, str, int, str]] = []
         self.returned_params: dict[str, set[int]] = {}
+        self.direct: list[tuple[cst.Return, str]] = []
+        # Everything assigned to `self.X` and to module names, to tell a stored extension
+        # handle (`_EXT = load_inline(...)`, returned by a lazy getter) from a stored tensor.
+        self.assigned: dict[str, list[cst.BaseExpression]] = {}
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.flow.enter_function()
@@ -97,6 +105,9 @@ class ReturnsPersistentTensor(Rule):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             self.flow.assign(target.target, node.value)
+            key = _store_key(target.target)
+            if key is not None:
+                self.assigned.setdefault(key, []).append(node.value)
 
     def visit_Return(self, node: cst.Return) -> None:
         if not self.ctx.functions or self.ctx.functions[-1].name.value == "__init__":
@@ -107,7 +118,7 @@ class ReturnsPersistentTensor(Rule):
     def _check_value(self, node: cst.Return, value: cst.BaseExpression) -> None:
         origin = self.flow.origin(value)
         if origin is not None and not self._is_module_object(value):
-            self.report(node, self.message.format(origin=origin), evidence={"returns": origin})
+            self.direct.append((node, origin))
             return
         if not isinstance(value, cst.Call):
             return
@@ -136,7 +147,15 @@ class ReturnsPersistentTensor(Rule):
             if fn.returns_params:
                 self.returned_params.setdefault(fn.name, set()).update(fn.returns_params)
 
+    def _holds_handle(self, origin: str) -> bool:
+        key = origin.removeprefix("module global ").split("[")[0]
+        values = self.assigned.get(key, [])
+        return any(isinstance(v, cst.Call) and (self.ctx.qualname(v.func) or "") in _HANDLE_MAKERS for v in values)
+
     def finish(self) -> None:
+        for node, origin in self.direct:
+            if not self._holds_handle(origin):
+                self.report(node, self.message.format(origin=origin), evidence={"returns": origin})
         for node, name, index, origin in self.handed:
             if index in self.returned_params.get(name, set()):
                 self.report(
@@ -145,6 +164,22 @@ class ReturnsPersistentTensor(Rule):
                     + f" It is passed to the extension function `{name}`, whose C++ body returns that argument.",
                     evidence={"returns": origin, "extension_function": name, "argument": index},
                 )
+
+
+# Calls that build something other than a tensor: a compiled extension, a module, a kernel.
+_HANDLE_MAKERS = frozenset({
+    "torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load", "importlib.import_module",
+    "torch.compile", "torch.jit.script", "torch.jit.trace", "triton.jit", "ctypes.CDLL", "ctypes.cdll.LoadLibrary",
+    "cupy.RawKernel", "cupy.RawModule",
+})
+
+
+def _store_key(target: cst.BaseExpression) -> Optional[str]:
+    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+        return f"self.{target.attr.value}"
+    if isinstance(target, cst.Name):
+        return target.value
+    return None
 
 
 def _returned_values(value: Optional[cst.BaseExpression]) -> list[cst.BaseExpression]:
