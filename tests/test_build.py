@@ -72,3 +72,15 @@ def test_stale_torch_build_lock_left_by_a_killed_worker_does_not_hang_the_next_c
     report = gatekeeper.check(submission, problem, stages="behaviour")
     assert report.verdict.value == "pass", [f.message for f in report.findings]
     assert not (folders[0] / "lock").exists()
+
+
+def test_compile_error_is_mapped_to_the_python_line_and_cached():
+    submission = FIXTURES / "submissions" / "cpu_compile_error_cpp.py"
+    problem = FIXTURES / "problems" / "cpu_mean.py"
+    wanted = next(i for i, line in enumerate(submission.read_text().splitlines(), 1) if "undefined_method_here" in line)
+    for attempt in range(2):  # the second answer comes from the cache, without compiling
+        report = gatekeeper.check(submission, problem, stages="build", keep_going=True)
+        failures = [f for f in report.findings if f.rule == "GK680"]
+        assert len(failures) == 1 and failures[0].location.line == wanted
+        assert "undefined_method_here" in failures[0].message
+    assert failures[0].evidence.get("cached") is True

@@ -16,6 +16,7 @@ from gatekeeper.report import Finding, Location, StageName, StageStatus
 from gatekeeper.sandbox import run_job
 
 STAGE = StageName.BUILD
+FAILED_MARKER = ".gatekeeper-failed"
 
 
 def submission_file(submission: Submission, scratch: Path) -> Path:
@@ -46,6 +47,13 @@ def _run_build(submission: Submission, config: Config) -> StageOutcome:
         return StageOutcome(StageStatus.ERROR, reason="needs a CUDA device: the submission compiles CUDA sources "
                             "(load_inline cuda_sources) and this machine has no NVIDIA GPU; run it on a GPU machine")
     key = extracted.cache_key()
+    failed = extensions_dir(key) / FAILED_MARKER
+    if failed.is_file():  # the same sources and flags failed to compile before: same answer, no compile
+        text = submission.data.decode("utf-8", errors="replace")
+        output = failed.read_text("utf-8", errors="replace")
+        finding_ = _compile_finding(output, extracted, submission.path, model_location(submission.path, text))
+        finding_.evidence["cached"] = True
+        return StageOutcome(StageStatus.FAILED, [finding_])
     if is_built(key):
         return StageOutcome(StageStatus.PASSED, environment={}, reason=None,
                             report={}, findings=[])
@@ -93,6 +101,7 @@ def _outcome(result, submission: Submission, extracted: Extracted, key: str, con
     if cuda:
         return StageOutcome(StageStatus.ERROR, reason=cuda, environment=environment)
     if "Error building extension" in message or "error:" in message:
+        (extensions_dir(key) / FAILED_MARKER).write_text(message, "utf-8")
         return StageOutcome(StageStatus.FAILED, [_compile_finding(message, extracted, submission.path, location)],
                             environment=environment)
     return StageOutcome(StageStatus.FAILED, job_errors(result, STAGE, location), environment=environment)
@@ -103,7 +112,7 @@ def _compile_finding(output: str, extracted: Extracted, path: str, fallback: Opt
     if error is None:
         tail = output.strip().splitlines()[-5:]
         return finding("GK680", STAGE, {"compiler_output": output[-3000:]}, fallback, detail=" | ".join(tail)[:500])
-    location = Location(path=path, line=error.python_line, column=1) \
+    location = Location(path=path, line=error.python_line, column=max(1, error.column or 1)) \
         if error.python_line and path != "<submission>" else fallback
     detail = f"{error.file}:{error.line}: {error.message}"
     if error.source_line:
