@@ -19,7 +19,7 @@ from gatekeeper.config import Config
 from gatekeeper.errors import InfrastructureError
 from gatekeeper.pipeline import RunOptions, StageOutcome, Submission
 from gatekeeper.problem.plan import Trial, draw_seed, plan_trials
-from gatekeeper.problem.sidecar import Sidecar, load_sidecar
+from gatekeeper.problem.sidecar import load_sidecar
 from gatekeeper.report import Finding, StageName, StageStatus
 from gatekeeper.sandbox import JobResult, run_job
 from gatekeeper.sandbox.runner import Job
@@ -199,7 +199,6 @@ def _run_behaviour(submission: Submission, problem_path: Optional[Path], config:
 
     status = StageStatus.FAILED if any(f.severity == Severity.ERROR for f in found) else StageStatus.PASSED
     outcome = StageOutcome(status, found, environment={k: v for k, v in environment.items() if v is not None})
-    outcome.reason = None
     _attach_run_facts(found, shapes, timings)
     LAST_TIMINGS.clear()
     LAST_TIMINGS.update(timings, reference_worker_s=ref.elapsed_s, submission_worker_s=result.elapsed_s)
