@@ -5,7 +5,6 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.static.cpp_functions import functions
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.persistence import INPLACE_RETURNS_SELF, PersistenceTracker
 from gatekeeper.static.rule import Rule
@@ -143,7 +142,7 @@ class ReturnsPersistentTensor(Rule):
         return self.ctx.qualname(value) is not None
 
     def check_cpp(self, source: CppSource) -> None:
-        for fn in functions(source.tokens):
+        for fn in source.functions:
             if fn.returns_params:
                 self.returned_params.setdefault(fn.name, set()).update(fn.returns_params)
 

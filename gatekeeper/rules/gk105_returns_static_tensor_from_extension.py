@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.static.cpp_functions import functions
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 
@@ -66,7 +65,7 @@ class ReturnsStaticTensorFromExtension(Rule):
                 j += 1
         if not statics:
             return
-        for fn in functions(tokens):
+        for fn in source.functions:
             for k in range(fn.body_start, fn.body_end):
                 if tokens[k].text == "return" and k + 1 < len(tokens) and tokens[k + 1].text in statics:
                     name = tokens[k + 1].text

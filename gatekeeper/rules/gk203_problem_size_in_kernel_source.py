@@ -4,6 +4,8 @@ from typing import Optional
 
 import libcst as cst
 
+from gatekeeper.static.names import int_value
+
 from gatekeeper.report import Category, Severity
 from gatekeeper.rules.gk2xx_cpp_constants import CppConstant, CppFacts
 from gatekeeper.static.cpp_sources import CppSource
@@ -115,9 +117,9 @@ class ProblemSizeInKernelSource(Rule):
     def visit_Integer(self, node: cst.Integer) -> None:
         if not self.kernels or self.ctx.problem is None:
             return
-        value = int(node.evaluated_value)
+        value = int_value(node)
         kernel = self.kernels[-1].name.value
-        if value < 17 or _is_tile_like(value) or (kernel, value) in self.triton_reported:
+        if value is None or value < 17 or _is_tile_like(value) or (kernel, value) in self.triton_reported:
             return  # small numbers and power-of-two tile widths are what Triton code is made of
         why = self.ctx.problem.explain(value)
         if why is None:

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
+from gatekeeper.static.names import int_value
+
 from gatekeeper.static.problem_facts import MIN_SIGNIFICANT, ProblemFacts
 
 if TYPE_CHECKING:
@@ -99,7 +101,7 @@ def py_int(ctx: "FileContext", expr: cst.BaseExpression, depth: int = 0) -> Opti
     if depth > _MAX_DEPTH:
         return None
     if isinstance(expr, cst.Integer):
-        return int(expr.evaluated_value)
+        return int_value(expr)
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
         inner = py_int(ctx, expr.expression, depth + 1)
         return -inner if inner is not None else None

@@ -27,7 +27,7 @@ from gatekeeper.rules.gk3xx_usage_model import (
     Kernel, Use, _extension_module, _Frame, _is_container, _is_self_attr, _tensor_params,
 )
 from gatekeeper.static.context import FileContext
-from gatekeeper.static.cpp_functions import CppFunction, functions
+from gatekeeper.static.cpp_functions import CppFunction
 from gatekeeper.static.cpp_sources import LOADERS, CppSource
 from gatekeeper.static.names import string_value
 
@@ -310,7 +310,7 @@ class TorchUsage(TorchCalls, TensorValues):
         """C++ function definitions of a source, computed once per file."""
         found = self._function_cache.get(id(source))
         if found is None:
-            found = self._function_cache[id(source)] = functions(source.tokens)
+            found = self._function_cache[id(source)] = source.functions
         return found
 
     def _dedupe_layers(self) -> None:

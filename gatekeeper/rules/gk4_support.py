@@ -195,6 +195,11 @@ class UseRule(Rule):
         self._in_import = 0
         self._hub: _Hub = self.ctx.__dict__.setdefault("_gk4_hub", _Hub())
         self._hub.add(self, frozenset(n.split(".", 1)[0].rstrip("*") for n in self.NAMES))
+        if self._hub.leader is not self:
+            # Only the leader walks names; the engine skips handlers set to None.
+            for name in ("visit_Name", "visit_Attribute", "visit_Subscript"):
+                if getattr(type(self), name) is getattr(UseRule, name):
+                    setattr(self, name, None)
 
     # hooks ---------------------------------------------------------------------------
     def describe(self, qual: str, entry: str, node: cst.CSTNode) -> Optional[tuple[str, Optional[Severity]]]:

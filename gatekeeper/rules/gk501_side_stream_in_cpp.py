@@ -7,7 +7,7 @@ from gatekeeper.report import Category, Severity
 from gatekeeper.rules.gk5_support import (
     assigned_name, call_args, enclosing_call, function_at, idents, match_close, split_args, statement_start,
 )
-from gatekeeper.static.cpp_functions import CppFunction, functions
+from gatekeeper.static.cpp_functions import CppFunction
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.cpp_tokens import Token
 from gatekeeper.static.rule import Rule
@@ -121,7 +121,7 @@ class SideStreamInCpp(Rule):
             if "<<<" in source.text:
                 self._unknown_launch_streams(source, None, set())
             return
-        funcs = functions(tokens)
+        funcs = source.functions
         sites = self._acquisitions(tokens, _ACQUIRE)
         identities = {s.identity for s in sites if s.identity}
         # `static cudaStream_t fast() { ...create...; return g; }`: calling the helper hands out g
@@ -185,7 +185,7 @@ class SideStreamInCpp(Rule):
             if not texts or texts <= _DEFAULT_STREAMS or texts & (_CURRENT | _ACQUIRE | identities):
                 continue
             if funcs is None:
-                funcs = functions(tokens)  # only for the rare launch on some other stream
+                funcs = source.functions  # only for the rare launch on some other stream
             fn = function_at(funcs, i)
             if fn is None:
                 continue

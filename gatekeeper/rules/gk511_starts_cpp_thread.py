@@ -4,7 +4,6 @@ from typing import Optional, Sequence
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.rules.gk5_support import function_at, idents
-from gatekeeper.static.cpp_functions import functions
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.cpp_tokens import Token
 from gatekeeper.static.rule import Rule
@@ -89,7 +88,7 @@ class StartsCppThread(Rule):
                                     evidence={"starts": tok.text, "joined": False})
                 continue
             if funcs is None:
-                funcs = functions(tokens)
+                funcs = source.functions
             fn = function_at(funcs, i)
             end = fn.body_end if fn is not None else len(tokens)
             joins = _JOINS.get(name, frozenset())

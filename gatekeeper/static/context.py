@@ -71,6 +71,8 @@ class FileContext:
         return self.classes[-1].name.value if self.classes else None
 
     def qualname(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
+        # Not memoised: a rule may resolve a node before the traversal reaches it (a
+        # pre-scan), and the answer depends on the bindings seen so far.
         return self.resolver.qualname(expr)
 
     def in_method(self, name: str, cls: Optional[str] = None) -> bool:

@@ -13,12 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import libcst as cst
 
 from gatekeeper.static.cpp_tokens import Token, directive_lines, tokenize
 from gatekeeper.static.names import NameResolver, string_value
+
+if TYPE_CHECKING:
+    from gatekeeper.static.cpp_functions import CppFunction
 
 LOADERS = (
     "torch.utils.cpp_extension.load_inline",
@@ -50,6 +53,13 @@ class CppSource:
     @cached_property
     def tokens(self) -> list[Token]:
         return tokenize(self.text)
+
+    @cached_property
+    def functions(self) -> list["CppFunction"]:
+        """Function definitions, parsed once and shared by every rule."""
+        from gatekeeper.static.cpp_functions import functions
+
+        return functions(self.tokens)
 
     @cached_property
     def macros(self) -> dict[str, list[Token]]:

@@ -7,12 +7,11 @@ stream (for example `at` `::` `matmul` `(`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import re
-from typing import Iterator, Optional
+from typing import NamedTuple, Optional
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
+    # A NamedTuple: a source yields hundreds of tokens and a frozen dataclass costs ~3x to build.
     kind: str  # ident | number | punct | directive
     text: str
     offset: int  # character offset in the source
@@ -38,48 +37,36 @@ def parse_int(text: str) -> Optional[int]:
 
 
 # One alternation, tried in order at each position: the standard way to write a lexer.
+# Whitespace and comments are unnamed groups (lastgroup None) so the loop skips them fast;
+# whitespace stops after a newline so that `^` can see a directive's line start.
 _LEXER = re.compile(
     r"""
-     (?P<nl>\n)
-    |(?P<ws>[ \t\r\f\v]+|\\\n)
-    |(?P<comment>//[^\n]*|/\*.*?(?:\*/|\Z))
+     (?P<dir>^[ \t]*\#[ \t]*[A-Za-z_]\w*)
+    |(?:[ \t\r\f\v]*\n|[ \t\r\f\v]+|\\\n)
+    |(?://[^\n]*|/\*.*?(?:\*/|\Z))
     |(?P<raw>R"(?P<delim>[^()\s\\]{0,16})\(.*?\)(?P=delim)")
     |(?P<str>"(?:\\.|[^"\\\n])*"?|'(?:\\.|[^'\\\n])*'?)
-    |(?P<dir>\#[ \t]*[A-Za-z_]\w*)
     |(?P<ident>[A-Za-z_]\w*)
     |(?P<number>\.?\d(?:[eEpP][+-]|[\w.'])*)
     |(?P<punct><<<|>>>|<<=|>>=|\.\.\.|->\*|::|->|\+\+|--|<<|>>|<=|>=|==|!=|&&|\|\||\+=|-=|\*=|/=|%=|&=|\|=|\^=|\#\#|.)
     """,
-    re.X | re.S,
+    re.X | re.S | re.M,
 )
+_KEEP = frozenset({"ident", "number", "punct"})
 
 
 def tokenize(src: str) -> list[Token]:
-    return list(_scan(src))
-
-
-def _scan(src: str) -> Iterator[Token]:
-    line_start = True
+    out: list[Token] = []
+    append = out.append
     for match in _LEXER.finditer(src):
         kind = match.lastgroup
-        if kind == "nl":
-            line_start = True
-            continue
-        if kind in ("ws", "comment"):
-            continue
-        line_start_before, line_start = line_start, False
-        if kind in ("raw", "delim", "str"):
-            continue
-        text = match.group()
-        if kind == "dir":
-            if line_start_before:
-                yield Token("directive", text[1:].strip(), match.start())
-                continue
-            yield Token("punct", "#", match.start())
-            rest = text[1:].lstrip()
-            yield Token("ident", rest, match.end() - len(rest))
-            continue
-        yield Token(kind, text, match.start())  # type: ignore[arg-type]
+        if kind in _KEEP:
+            append(Token(kind, match.group(), match.start()))  # type: ignore[arg-type]
+        elif kind == "dir":
+            text = match.group()
+            hash_at = text.index("#")
+            append(Token("directive", text[hash_at + 1 :].strip(), match.start() + hash_at))
+    return out
 
 
 def directive_lines(src: str, tokens: list[Token]) -> dict[str, list[Token]]:

@@ -20,7 +20,7 @@ from gatekeeper.static.cpp_sources import LOADERS, SourceExtractor
 from gatekeeper.static.names import Binding
 from gatekeeper.static.problem_facts import ProblemFacts
 from gatekeeper.static.rule import Rule
-from gatekeeper.static.walk import walk
+from gatekeeper.static.walk import children
 
 Handler = Callable[[cst.CSTNode], object]
 
@@ -46,10 +46,15 @@ class _Traversal:
         self.leaves: dict[str, list[Handler]] = defaultdict(list)
         for rule in rules:
             visit_names, leave_names = _handler_names(type(rule))
+            # A rule instance may switch a handler off for this file by setting it to None.
             for kind in visit_names:
-                self.visits[kind].append(getattr(rule, "visit_" + kind))
+                handler = getattr(rule, "visit_" + kind)
+                if handler is not None:
+                    self.visits[kind].append(handler)
             for kind in leave_names:
-                self.leaves[kind].append(getattr(rule, "leave_" + kind))
+                handler = getattr(rule, "leave_" + kind)
+                if handler is not None:
+                    self.leaves[kind].append(handler)
         self.extractor = SourceExtractor(ctx.resolver, ctx.constants, ctx.folder)
         self.strings: list[cst.SimpleString] = []
 
@@ -75,24 +80,29 @@ class _Traversal:
             self.strings.append(node)
 
     def run(self, module: cst.Module) -> None:
+        """Depth-first over the tree (the walk of gatekeeper.static.walk, inlined: this loop
+        is the engine's hot path). A tuple on the stack marks leaving its node."""
         parents = self.ctx.parents
-        stack: list[cst.CSTNode] = []
         plans: dict[type, tuple[tuple[Handler, ...], tuple[Handler, ...]]] = {}
-        for entering, node in walk(module):
-            kind = type(node)
+        stack: list = [module]
+        while stack:
+            item = stack.pop()
+            if type(item) is tuple:
+                for handler in item[1]:
+                    handler(item[0])
+                continue
+            kind = type(item)
             plan = plans.get(kind)
             if plan is None:
                 plan = plans[kind] = self._plans(kind)
-            if entering:
-                if stack:
-                    parents[node] = stack[-1]
-                stack.append(node)
-                for handler in plan[0]:
-                    handler(node)
-            else:
-                for handler in plan[1]:
-                    handler(node)
-                stack.pop()
+            for handler in plan[0]:
+                handler(item)
+            stack.append((item, plan[1]))
+            kids = children(item)
+            for child in kids:
+                parents[child] = item
+            kids.reverse()
+            stack.extend(kids)
 
     # bookkeeping that rules rely on -----------------------------------------------
     def _enter_function(self, node: cst.FunctionDef) -> None:

@@ -41,13 +41,36 @@ def dotted(expr: cst.BaseExpression) -> Optional[str]:
 
 
 def string_value(expr: cst.BaseExpression) -> Optional[str]:
+    """The value of a str literal (or implicit concatenation), else None. libcst's
+    `evaluated_value` runs `ast.literal_eval` (a compile per call); plain literals without
+    escapes are sliced directly."""
     if isinstance(expr, cst.SimpleString):
+        raw = expr.value
+        prefix = expr.prefix.lower()
+        if "b" in prefix:
+            return None
+        body = raw[len(expr.prefix) + len(expr.quote) : -len(expr.quote)]
+        if "r" in prefix or "\\" not in body:
+            return body
         value = expr.evaluated_value
         return value if isinstance(value, str) else None
     if isinstance(expr, cst.ConcatenatedString):
-        value = expr.evaluated_value
-        return value if isinstance(value, str) else None
+        left, right = string_value(expr.left), string_value(expr.right)  # type: ignore[arg-type]
+        return left + right if left is not None and right is not None else None
     return None
+
+
+def int_value(expr: cst.BaseExpression) -> Optional[int]:
+    """The value of an int literal (`768`, `0x300`, `1_024`), without a compile per call."""
+    if not isinstance(expr, cst.Integer):
+        return None
+    text = expr.value.replace("_", "").lower()
+    try:
+        if text.startswith(("0x", "0o", "0b")):
+            return int(text, 0)
+        return int(text)
+    except ValueError:
+        return None
 
 
 # torch.nn classes whose instances are tensors, not layers: `self.w = nn.Parameter(...)`

@@ -17,6 +17,8 @@ from typing import Optional
 
 import libcst as cst
 
+from gatekeeper.static.names import int_value
+
 from gatekeeper.static.walk import subtree
 from gatekeeper.errors import InfrastructureError, UsageError
 
@@ -94,7 +96,9 @@ def _read_constants(module: cst.Module, facts: ProblemFacts) -> None:
             else:
                 continue
             if isinstance(target, cst.Name) and isinstance(value, cst.Integer):
-                number = int(value.evaluated_value)
+                number = int_value(value)
+                if number is None:
+                    continue
                 facts.constants[target.value] = number
                 if number > 1:
                     facts.dims.add(number)
@@ -109,8 +113,8 @@ def _read_input_sizes(module: cst.Module, facts: ProblemFacts) -> None:
         if isinstance(stmt, cst.FunctionDef) and stmt.name.value in ("get_inputs", "get_init_inputs"):
             for node in _walk(stmt):
                 if isinstance(node, cst.Arg) and node.keyword is None and isinstance(node.value, cst.Integer):
-                    number = int(node.value.evaluated_value)
-                    if number > 1:
+                    number = int_value(node.value)
+                    if number is not None and number > 1:
                         facts.dims.add(number)
 
 

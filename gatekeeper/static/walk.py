@@ -22,7 +22,23 @@ _SKIP_FIELDS = frozenset({
     "first_line", "empty_lines", "lbracket", "rbracket", "lbrace", "rbrace", "arrow", "asynchronous",
 })
 _LEAVES = (str, int, bool, float, type(None), Enum)
+_LEAF_TYPES = frozenset({str, int, bool, float, type(None), cst.MaybeSentinel})
+# Node classes that are formatting or operator tokens: no rule visits them (a rule reads
+# `node.operator` directly), so they are not walked.
+_TOKEN_CLASSES: tuple[type, ...] = (
+    cst.BaseParenthesizableWhitespace, cst.TrailingWhitespace, cst.Newline, cst.EmptyLine,
+    cst.Comma, cst.Dot, cst.Colon, cst.Semicolon, cst.AssignEqual, cst.LeftParen, cst.RightParen,
+    cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace,
+    cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseUnaryOp, cst.BaseAugOp,
+    cst.ImportStar, cst.Asynchronous,
+)
 _FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _is_token_field(declared: object) -> bool:
+    if declared in (str, bool):
+        return True
+    return isinstance(declared, type) and issubclass(declared, _TOKEN_CLASSES)
 
 
 def _fields(kind: type) -> tuple[str, ...]:
@@ -30,7 +46,7 @@ def _fields(kind: type) -> tuple[str, ...]:
     if names is None:
         names = tuple(
             f.name for f in dataclasses.fields(kind)
-            if f.name not in _SKIP_FIELDS and not f.name.startswith("whitespace")
+            if f.name not in _SKIP_FIELDS and not f.name.startswith("whitespace") and not _is_token_field(f.type)
         )
         _FIELDS[kind] = names
     return names
@@ -38,11 +54,13 @@ def _fields(kind: type) -> tuple[str, ...]:
 
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     out: list[cst.CSTNode] = []
+    leaf = _LEAF_TYPES
     for name in _fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, (tuple, list)):
-            out.extend(v for v in value if not isinstance(v, _LEAVES))
-        elif not isinstance(value, _LEAVES):
+        kind = type(value)
+        if kind is tuple or kind is list:
+            out.extend(value)  # libcst sequences hold nodes only
+        elif kind not in leaf:
             out.append(value)
     return out
 
