@@ -112,3 +112,31 @@ def test_feeding_a_worker_hung_at_import_does_not_block_the_parent():
     job.feed({"data": b"\x00" * 2_000_000})  # far more than a pipe buffer
     result = job.wait()
     assert result.status == "timeout" and result.phase == "import"
+
+
+def test_worker_dies_with_its_parent(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    marker = tmp_path / "pid"
+    untrusted = (f"import os\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\n"
+                 "import time\nwhile True: time.sleep(0.1)\n")
+    code = ("from gatekeeper.sandbox import run_job\n"
+            f"run_job('gatekeeper.sandbox.selftest:run_code', {{'code': {untrusted!r}}}, "
+            f"timeouts={{'import': 60}}, write_roots=[{str(tmp_path)!r}])\n")
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.monotonic() + 60
+    while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    worker = int(marker.read_text())
+    parent.kill()
+    parent.wait()
+    for _ in range(50):
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(worker, 9)
+    raise AssertionError("the worker outlived its parent")

@@ -92,7 +92,24 @@ def _light_package() -> None:
     sys.modules["gatekeeper"] = package
 
 
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this worker when the thread that started it goes away, so a
+    killed or crashed gatekeeper leaves no hung worker behind (the worker has its own
+    session, so signals to the parent's group do not reach it)."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent died before the call above
+        os._exit(1)
+
+
 def main() -> None:
+    _die_with_parent()
     _light_package()
     fd = int(sys.argv[1])
     secret = _read_exact(0, 32)
