@@ -47,6 +47,9 @@ each framed and HMAC-signed with a per-run secret read from stdin before untrust
 runs; the parent ignores stdout and the exit code, and a job counts as finished only when
 its signed `done` frame arrives. Nothing is unpickled on the parent side.
 
+A worker dies with the thread that started it (PR_SET_PDEATHSIG): start jobs from a thread
+that outlives them (the main thread, or the thread that waits for them).
+
 What it does not defend against (docs/threat-model.md): code in the same process as the
 job can find the HMAC object in memory and sign its own messages, so the verdict never
 trusts a worker that imported a submission to judge itself: it only reports observations,
