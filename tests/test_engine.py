@@ -148,3 +148,15 @@ def test_hostile_nesting_is_a_finding_not_a_crash(expr):
 
     findings = static_findings("x = " + expr + "\n")
     assert findings and findings[0].rule == "GK003", findings
+
+
+def test_docstring_mentioning_cpp_is_not_kernel_source():
+    from gatekeeper.static.testing import static_findings
+
+    problem = "R = 4\nB = 16\nD = 48\n"
+    source = (
+        'import torch\nclass ModelNew(torch.nn.Module):\n'
+        '    """Allocates with torch::empty and launches <<<grid, 768>>> threads in the C++ version."""\n'
+        "    def forward(self, x):\n        return run(x)\n"
+    )
+    assert not [f for f in static_findings(source, problem) if f.rule.startswith("GK2")]

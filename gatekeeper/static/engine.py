@@ -263,6 +263,8 @@ def run_rules(
     traversal.run(module)
     # Strings that look like C++ but were not seen reaching load_inline (helpers, dicts).
     for node in traversal.strings:
+        if isinstance(ctx.parents.get(node), cst.Expr):
+            continue  # a docstring or bare string statement is prose, never compiled
         extra = traversal.extractor.from_literal(node)
         if extra is not None:
             ctx.cpp_sources.append(extra)
