@@ -25,6 +25,11 @@ class ProfileChoice(str, Enum):
     lenient = "lenient"
 
 
+class ExecutorChoice(str, Enum):
+    local = "local"
+    ray = "ray"
+
+
 class ExportFormat(str, Enum):
     csv = "csv"
     jsonl = "jsonl"
@@ -48,6 +53,9 @@ def ingest(
     mapping: Optional[Path] = typer.Option(None, "--mapping", help="folder source: JSON/TOML map of file -> problem"),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="seconds per submission before its worker is killed"),
     retry_errors: bool = typer.Option(False, "--retry-errors", help="run again the submissions stored with verdict error"),
+    executor: ExecutorChoice = typer.Option(ExecutorChoice.local, "--executor",
+                                            help="local worker processes, or Ray tasks (pip install 'gatekeeper[ray]')"),
+    address: Optional[str] = typer.Option(None, "--address", help="--executor ray: the Ray cluster (default: start a local one)"),
 ) -> None:
     """Check a batch of submissions in parallel into a results store; rerun to resume.
     Exit 0 when every submission was checked (rejects included), 2 on usage errors,
@@ -59,7 +67,8 @@ def ingest(
 
     options = IngestOptions(source=source, problems=problems, store=store, jobs=jobs, stages=stages.value,
                             profile=profile.value if profile else None, config_file=config, mapping=mapping,
-                            timeout_s=timeout, retry_errors=retry_errors)
+                            timeout_s=timeout, retry_errors=retry_errors, executor=executor.value,
+                            address=address)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     try:
         summary = run_ingest(options, err)

@@ -26,6 +26,7 @@ from gatekeeper.ingest.store import RunKey, Store
 from gatekeeper.version import __version__
 
 STAGES = ("static", "build", "behaviour", "timing")
+EXECUTORS = ("local", "ray")
 _FLUSH_EVERY_ROWS = 64
 _FLUSH_EVERY_S = 0.5
 
@@ -43,6 +44,8 @@ class IngestOptions(BaseModel):
     mapping: Optional[Path] = None
     timeout_s: Optional[float] = Field(default=None, gt=0)
     retry_errors: bool = False
+    executor: str = "local"
+    address: Optional[str] = None  # a Ray cluster; None starts a local Ray instance
 
 
 class IngestSummary(BaseModel):
@@ -85,6 +88,14 @@ def ingest(options: IngestOptions, console: Console) -> IngestSummary:
     started = time.monotonic()
     if options.stages not in STAGES:
         raise UsageError(f"unknown --stages {options.stages!r}; choose one of {', '.join(STAGES)}")
+    if options.executor not in EXECUTORS:
+        raise UsageError(f"unknown --executor {options.executor!r}; choose one of {', '.join(EXECUTORS)}")
+    if options.address and options.executor != "ray":
+        raise UsageError("--address names a Ray cluster; use it with --executor ray")
+    if options.executor == "ray":
+        from gatekeeper.ingest.ray_executor import import_ray
+
+        import_ray()  # a missing ray is a usage error before anything is read or written
     config = load_config(config_file=options.config_file, search_from=options.problems,
                          overrides={"profile": options.profile})
     problems = load_problems(options.problems)
@@ -113,7 +124,12 @@ def _run_tasks(plan, store: Store, run_key: RunKey, config: Config, options: Ing
     # later stages manage memory in their own sandboxes (a CUDA process needs a large address space).
     setup = {"config": config.model_dump(mode="json"), "stages": options.stages,
              "memory_mb": config.limits.memory_mb if options.stages == "static" else None}
-    pool = WorkerPool(setup, envs, timeout)
+    if options.executor == "ray":
+        from gatekeeper.ingest.ray_executor import RayPool
+
+        pool = RayPool(setup, jobs=len(envs), timeout_s=timeout, address=options.address, stages=options.stages)
+    else:
+        pool = WorkerPool(setup, envs, timeout)
     last_flush = time.monotonic()
     with IngestProgress(console, len(plan.tasks)) as progress:
         try:

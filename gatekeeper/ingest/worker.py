@@ -32,6 +32,23 @@ def _cap_memory(megabytes: int) -> None:
         pass  # best effort: the per-task wall clock still bounds the worker
 
 
+def check_task(task: dict, stages: str, config) -> dict:
+    """Check one task ({i, code, problem}) and return the reply: {i, report} or {i, error}.
+    The one per-submission function of every executor (this worker, the Ray tasks)."""
+    from gatekeeper.api import check
+    from gatekeeper.errors import GatekeeperError
+
+    message: dict = {"i": task["i"]}
+    try:
+        report = check(task["code"], problem=Path(task["problem"]), stages=stages, config=config)
+        message["report"] = report.model_dump(mode="json")
+    except GatekeeperError as exc:
+        message["error"] = str(exc)
+    except Exception as exc:  # the gatekeeper's own fault: say so, keep serving
+        message["error"] = f"internal error while checking: {type(exc).__name__}: {exc}"
+    return message
+
+
 def main() -> int:
     channel = _protocol_channel()
     setup_line = sys.stdin.readline()
@@ -41,24 +58,14 @@ def main() -> int:
     if setup.get("memory_mb"):
         _cap_memory(int(setup["memory_mb"]))
 
-    from gatekeeper.api import check
+    import gatekeeper.api  # noqa: F401  (heavy imports before "ready", not inside the first task's timeout)
     from gatekeeper.config import Config
-    from gatekeeper.errors import GatekeeperError
 
     config = Config.model_validate(setup["config"])
     stages = setup["stages"]
     channel.write(json.dumps({"ready": os.getpid()}) + "\n")
     for line in sys.stdin:
-        task = json.loads(line)
-        message: dict = {"i": task["i"]}
-        try:
-            report = check(task["code"], problem=Path(task["problem"]), stages=stages, config=config)
-            message["report"] = report.model_dump(mode="json")
-        except GatekeeperError as exc:
-            message["error"] = str(exc)
-        except Exception as exc:  # the gatekeeper's own fault: say so, keep serving
-            message["error"] = f"internal error while checking: {type(exc).__name__}: {exc}"
-        channel.write(json.dumps(message) + "\n")
+        channel.write(json.dumps(check_task(json.loads(line), stages, config)) + "\n")
     return 0
 
 
