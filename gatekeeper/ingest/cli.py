@@ -37,8 +37,10 @@ class ExportFormat(str, Enum):
 
 def _fail(exc) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]gatekeeper:[/] {exc}")
+    # escape: messages hold brackets ("gatekeeper[ray]") that rich would take as markup
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]gatekeeper:[/] {escape(str(exc))}")
     raise typer.Exit(exc.exit_code)
 
 
