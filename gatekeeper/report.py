@@ -67,6 +67,16 @@ class Category(str, Enum):
     TIMING_IMPLAUSIBLE = "timing-implausible"
 
 
+class Confidence(str, Enum):
+    """How sure a finding is. `certain`: a hack in every honest reading. `likely`: a hack
+    in the usual reading, with rare honest uses. `suspect`: a pattern that honest code also
+    writes; under the default profile it rejects only when a run-time check confirms it."""
+
+    CERTAIN = "certain"
+    LIKELY = "likely"
+    SUSPECT = "suspect"
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", use_enum_values=False)
 
@@ -89,6 +99,10 @@ class Finding(_Model):
     hint: str = Field(description="what to write instead")
     location: Optional[Location] = None
     evidence: dict[str, Any] = Field(default_factory=dict)
+    confidence: Confidence = Field(default=Confidence.CERTAIN, description="certain | likely | suspect")
+    confirmed_by: Optional[str] = Field(
+        default=None, description="the run-time check that confirms or clears a static suspicion, e.g. GK610"
+    )
 
 
 class FileRef(_Model):

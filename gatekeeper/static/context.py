@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import libcst as cst
 
-from gatekeeper.report import Finding, Location, Severity, StageName
+from gatekeeper.report import Confidence, Finding, Location, Severity, StageName
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.names import NameResolver
 from gatekeeper.static.positions import positions_for
@@ -29,6 +29,15 @@ class _Pending:
     evidence: dict[str, Any]
     node: Optional[cst.CSTNode] = None
     cpp: Optional[tuple[CppSource, int]] = None
+    confidence: Confidence = Confidence.CERTAIN
+
+
+def weigh(severity: Severity, confidence: Confidence, profile: str) -> Severity:
+    """A suspect pattern alone does not reject outside `strict`: honest code writes it
+    too, so it is a warning until the run-time check named in `confirmed_by` confirms it."""
+    if confidence == Confidence.SUSPECT and severity == Severity.ERROR and profile != "strict":
+        return Severity.WARNING
+    return severity
 
 
 @dataclass
@@ -107,8 +116,11 @@ class FileContext:
         severity: Severity,
         node: Optional[cst.CSTNode] = None,
         cpp: Optional[tuple[CppSource, int]] = None,
+        confidence: Optional[Confidence] = None,
     ) -> None:
-        self.pending.append(_Pending(rule, message, hint, severity, evidence, node, cpp))
+        confidence = confidence or rule.confidence
+        severity = weigh(severity, confidence, self.profile)
+        self.pending.append(_Pending(rule, message, hint, severity, evidence, node, cpp, confidence))
 
     def materialise(self) -> list[Finding]:
         """Turn pending findings into Findings, computing positions in one pass."""
@@ -133,6 +145,7 @@ class FileContext:
                 rule=p.rule.code, name=p.rule.name, category=p.rule.category,
                 severity=p.severity, stage=StageName.STATIC, message=p.message,
                 hint=p.hint, location=location, evidence=p.evidence,
+                confidence=p.confidence, confirmed_by=p.rule.confirmed_by,
             ))
         out.sort(key=lambda f: (f.location.line if f.location else 0, f.rule))
         return out

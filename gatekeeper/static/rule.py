@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 import libcst as cst
 
-from gatekeeper.report import Category, Severity
+from gatekeeper.report import Category, Confidence, Severity
 
 if TYPE_CHECKING:
     from gatekeeper.static.context import FileContext
@@ -27,6 +27,10 @@ class Rule:
     # Severity under other profiles; None means the same as `severity`.
     strict_severity: ClassVar[Optional[Severity]] = None
     lenient_severity: ClassVar[Optional[Severity]] = None
+    # How sure the pattern is (see report.Confidence); a `suspect` finding is a warning
+    # outside `strict` unless `confirmed_by` (a run-time check code) confirms it.
+    confidence: ClassVar[Confidence] = Confidence.CERTAIN
+    confirmed_by: ClassVar[Optional[str]] = None
     summary: ClassVar[str]
     message: ClassVar[str]
     hint: ClassVar[str]
@@ -65,10 +69,11 @@ class Rule:
         *,
         evidence: Optional[dict[str, Any]] = None,
         severity: Optional[Severity] = None,
+        confidence: Optional[Confidence] = None,
     ) -> None:
         self.ctx.add_finding(
             self, node=node, message=message or self.message, hint=hint or self.hint,
-            evidence=evidence or {}, severity=severity or self.active_severity,
+            evidence=evidence or {}, severity=severity or self.active_severity, confidence=confidence,
         )
 
     def report_cpp(
@@ -80,11 +85,12 @@ class Rule:
         *,
         evidence: Optional[dict[str, Any]] = None,
         severity: Optional[Severity] = None,
+        confidence: Optional[Confidence] = None,
     ) -> None:
         ev = {"cpp_line": source.line_in_source(offset), "origin": source.origin, **(evidence or {})}
         self.ctx.add_finding(
             self, cpp=(source, offset), message=message or self.message, hint=hint or self.hint,
-            evidence=ev, severity=severity or self.active_severity,
+            evidence=ev, severity=severity or self.active_severity, confidence=confidence,
         )
 
     def check_cpp(self, source: "CppSource") -> None:
