@@ -90,20 +90,11 @@ class FileContext:
         return cls is None or self.class_name == cls
 
     def is_init_only(self, key: str) -> bool:
-        """True when `key` runs only at construction or import time: `__init__`, module
-        level, or functions called from nowhere else."""
-        seen: set[str] = set()
+        """True when `key` does not run inside the model's call: `__init__`, module level,
+        harness glue, or functions only those reach (see static/forward_path.py)."""
+        from gatekeeper.static.forward_path import in_forward
 
-        def init_only(k: str) -> bool:
-            if k == MODULE_KEY or k.endswith(".__init__") or k == "__init__":
-                return True
-            if k in seen:
-                return True
-            seen.add(k)
-            callers = self.calls.get(k.rsplit(".", 1)[-1], set()) | self.calls.get(k, set())
-            return bool(callers) and all(init_only(c) for c in callers)
-
-        return init_only(key)
+        return not in_forward(self, key)
 
     # findings ------------------------------------------------------------------
     def add_finding(

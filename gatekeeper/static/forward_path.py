@@ -1,0 +1,88 @@
+"""The forward path: the functions that run when the model is called.
+
+Roots are the `forward` (and `__call__`) methods of the submission's classes and a
+module-level `forward`. From them the call graph the traversal recorded (`ctx.calls`,
+callee -> callers) is followed to every function they reach. What is reached only from
+`__init__`, from module level, from `get_inputs`/`get_init_inputs` (harness glue copied
+from the reference) or from `backward` runs at construction or set-up time, not in the
+timed call.
+
+A function no call reaches but whose name appears elsewhere in the file (a dispatch dict,
+`getattr(self, name)`, a callback) counts as forward: the graph cannot see how it is
+called, so it is not given the benefit of the doubt.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gatekeeper.static.context import FileContext
+
+MODULE_KEY = "<module>"
+ROOT_NAMES = frozenset({"forward", "__call__"})
+# Entry points that never run inside the timed call.
+NOT_FORWARD = frozenset({"get_inputs", "get_init_inputs", "backward", "__init__", "extra_repr"})
+
+
+def _last(key: str) -> str:
+    return key.rsplit(".", 1)[-1]
+
+
+def _callees(ctx: "FileContext") -> dict[str, set[str]]:
+    """caller key -> callee keys, a bare callee name mapped to every definition of it."""
+    by_last: dict[str, set[str]] = {}
+    for key in ctx.defined:
+        by_last.setdefault(_last(key), set()).add(key)
+    out: dict[str, set[str]] = {}
+    for callee, callers in ctx.calls.items():
+        targets = {callee} if callee in ctx.defined else by_last.get(_last(callee), set())
+        for caller in callers:
+            out.setdefault(caller, set()).update(targets)
+    return out
+
+
+def _is_root(ctx: "FileContext", key: str) -> bool:
+    if _last(key) not in ROOT_NAMES:
+        return False
+    # The reference's own `Model` copied into the submission is not the submission's path.
+    return not (key.startswith("Model.") and "ModelNew.forward" in ctx.defined)
+
+
+def compute_forward_keys(ctx: "FileContext") -> frozenset[str]:
+    callees = _callees(ctx)
+    called = {k for targets in callees.values() for k in targets}
+    reached: set[str] = set()
+    stack = [k for k in ctx.defined if _is_root(ctx, k)]
+    # Indirectly used functions: referenced by name beyond their own `def`, never called.
+    for key in ctx.defined:
+        name = _last(key)
+        if key in called or name in NOT_FORWARD or name.startswith("__") or _is_root(ctx, key):
+            continue
+        if len(re.findall(rf"(?<![\w.]){re.escape(name)}\b|\.{re.escape(name)}\b", ctx.text)) > 1 + _defs(ctx, name):
+            stack.append(key)
+    while stack:
+        key = stack.pop()
+        if key in reached or _last(key) in NOT_FORWARD:
+            continue
+        reached.add(key)
+        stack.extend(callees.get(key, ()))
+    return frozenset(reached)
+
+
+def _defs(ctx: "FileContext", name: str) -> int:
+    return len(re.findall(rf"\bdef\s+{re.escape(name)}\b", ctx.text))
+
+
+def in_forward(ctx: "FileContext", key: str) -> bool:
+    """True when the function `key` runs inside the model's call."""
+    if key == MODULE_KEY:
+        return False
+    keys = ctx.__dict__.get("_forward_keys")
+    if keys is None:
+        keys = ctx.__dict__["_forward_keys"] = compute_forward_keys(ctx)
+    if key in keys:
+        return True
+    # Nested functions and lambdas carry their enclosing function's key.
+    return False
