@@ -65,10 +65,13 @@ def test_import_below_use_still_resolves():
     assert seen["np.sum"] == "numpy.sum"
 
 
-@pytest.mark.parametrize("name", ["seed_cached_hardcoded.py", "seed_honest_generic.py"])
+@pytest.mark.parametrize("name", sorted(p.name for p in (FIXTURES / "submissions").glob("*.py")))
 def test_fast_positions_match_libcst_position_provider(name):
     text = (FIXTURES / "submissions" / name).read_text()
-    module = cst.parse_module(text)
+    try:
+        module = cst.parse_module(text)
+    except cst.ParserSyntaxError:
+        pytest.skip("a fixture that is not valid Python")
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     expected = wrapper.resolve(PositionProvider)
     parents: dict = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 from contextlib import contextmanager
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Iterator, Optional, Sequence
 
 import libcst as cst
 from libcst._position import CodePosition, CodeRange
@@ -49,36 +49,58 @@ class _TargetedState(PositionProvidingCodegenState):
                 raise _Done
 
 
-def _top_level_lines(module: cst.Module, text: str) -> Optional[list[int]]:
-    """First source line of each libcst top-level statement (decorators included, leading
-    comments and blank lines excluded), from CPython's fast `ast` parser."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    firsts = [min([n.lineno, *(d.lineno for d in getattr(n, "decorator_list", []))]) for n in tree.body]
-    lines: list[int] = []
+def _first_lines(stmts: list[ast.stmt]) -> list[int]:
+    return [min([n.lineno, *(d.lineno for d in getattr(n, "decorator_list", []))]) for n in stmts]
+
+
+def _pair(cst_body: Sequence[cst.CSTNode], ast_body: list[ast.stmt]) -> Optional[list[tuple[int, Optional[ast.stmt]]]]:
+    """(first line, the ast statement) for each libcst statement of a body; None when the
+    two parsers disagree on the body's shape. `a = 1; b = 2` is one libcst statement and
+    two ast statements; the ast statement is kept only for a one-to-one pair."""
+    firsts = _first_lines(ast_body)
+    out: list[tuple[int, Optional[ast.stmt]]] = []
     index = 0
-    for stmt in module.body:
+    for stmt in cst_body:
         if index >= len(firsts):
             return None
-        lines.append(firsts[index])
-        # `a = 1; b = 2` is one libcst statement and two ast statements.
-        index += len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
-    return lines if index == len(firsts) else None
+        width = len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
+        out.append((firsts[index], ast_body[index] if width == 1 else None))
+        index += width
+    return out if index == len(firsts) else None
 
 
-def _codegen(node: cst.CSTNode, module: cst.Module, holder: _Holder, line: int) -> None:
+def _codegen(node: cst.CSTNode, module: cst.Module, holder: _Holder, line: int, indent: str = "") -> None:
     state = _TargetedState(
         default_indent=module.default_indent,
         default_newline=module.default_newline,
         provider=holder,  # type: ignore[arg-type]
     )
     state.line = line
+    if indent:
+        # A statement generated on its own: its block's indentation is not on the stack.
+        state.indent_tokens.append(indent)
     try:
         node._codegen(state)
     except _Done:
         pass
+
+
+_BLOCKS = (cst.ClassDef, cst.FunctionDef)
+
+
+def _path_to(node: cst.CSTNode, module: cst.Module, parents: dict) -> list[cst.CSTNode]:
+    """The statements from the top level down to `node`, through class and def bodies."""
+    chain: list[cst.CSTNode] = []
+    current: Optional[cst.CSTNode] = node
+    while current is not None and current is not module:
+        parent = parents.get(current)
+        if isinstance(current, cst.BaseStatement) and (
+            parent is module or (isinstance(parent, cst.IndentedBlock) and isinstance(parents.get(parent), _BLOCKS))
+        ):
+            chain.append(current)
+        current = parent
+    chain.reverse()
+    return chain
 
 
 def positions_for(
@@ -89,28 +111,65 @@ def positions_for(
 ) -> dict[int, CodeRange]:
     """Ranges keyed by id(node), for the given nodes (which must belong to module).
 
-    With `parents` and `text`, only the top-level statements holding the nodes are
-    generated, each starting at the line CPython's parser gives for it."""
+    With `parents` and `text`, only the innermost statement holding each node (descending
+    through class and def bodies) is generated, starting at the line and with the
+    indentation CPython's parser gives for it."""
     wanted = {id(n): n for n in nodes}
     if not wanted:
         return {}
-    tops = _top_level_lines(module, text) if parents is not None and text is not None else None
-    if tops is None:
+    tree = None
+    if parents is not None and text is not None:
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None
+    if tree is None or _pair(module.body, tree.body) is None:
         holder = _Holder(set(wanted))
         _codegen(module, module, holder, 1)
         return {k: holder._computed[n] for k, n in wanted.items() if n in holder._computed}
-    index_of = {id(stmt): i for i, stmt in enumerate(module.body)}
-    groups: dict[int, list[cst.CSTNode]] = {}
+    lines = text.splitlines()  # type: ignore[union-attr]
+    groups: dict[int, tuple[cst.CSTNode, int, str, list[cst.CSTNode]]] = {}
     for node in wanted.values():
-        top = node
-        while parents.get(top) is not None and parents[top] is not module:  # type: ignore[union-attr]
-            top = parents[top]  # type: ignore[index]
-        if id(top) in index_of:
-            groups.setdefault(index_of[id(top)], []).append(node)
+        found = _locate_statement(node, module, tree, parents, lines)  # type: ignore[arg-type]
+        if found is None:
+            continue
+        stmt, line, indent = found
+        groups.setdefault(id(stmt), (stmt, line, indent, []))[3].append(node)
     out: dict[int, CodeRange] = {}
-    for index, members in groups.items():
-        stmt = module.body[index]
+    for stmt, line, indent, members in groups.values():
         holder = _Holder({id(n) for n in members})
-        _codegen(stmt, module, holder, tops[index] - len(stmt.leading_lines))
+        _codegen(stmt, module, holder, line - len(stmt.leading_lines), indent)  # type: ignore[attr-defined]
         out.update({id(n): holder._computed[n] for n in members if n in holder._computed})
     return out
+
+
+def _locate_statement(node: cst.CSTNode, module: cst.Module, tree: ast.Module, parents: dict,
+                      lines: list[str]) -> Optional[tuple[cst.CSTNode, int, str]]:
+    """The innermost statement to generate for `node`, its first line and indentation."""
+    chain = _path_to(node, module, parents)
+    if not chain:
+        return None
+    cst_body: Sequence[cst.CSTNode] = module.body
+    ast_body: list[ast.stmt] = tree.body
+    best: Optional[tuple[cst.CSTNode, int, str]] = None
+    for stmt in chain:
+        pairs = _pair(cst_body, ast_body)
+        if pairs is None:
+            return best
+        try:
+            line, ast_stmt = pairs[next(i for i, s in enumerate(cst_body) if s is stmt)]
+        except StopIteration:
+            return best
+        if ast_stmt is None and stmt is not chain[-1]:
+            return best
+        source = lines[line - 1] if 0 < line <= len(lines) else ""
+        indent = source[: len(source) - len(source.lstrip(" \t"))] if best is not None else ""
+        best = (stmt, line, indent)
+        if not isinstance(stmt, _BLOCKS) or not isinstance(ast_stmt, (ast.ClassDef, ast.FunctionDef,
+                                                                      ast.AsyncFunctionDef)):
+            return best
+        body = stmt.body
+        if not isinstance(body, cst.IndentedBlock):
+            return best
+        cst_body, ast_body = body.body, ast_stmt.body
+    return best
