@@ -15,6 +15,8 @@ import libcst as cst
 from libcst._position import CodePosition, CodeRange
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
+from gatekeeper.static.python_ast import parse_python
+
 
 class _Done(Exception):
     pass
@@ -120,7 +122,7 @@ def positions_for(
     tree = None
     if parents is not None and text is not None:
         try:
-            tree = ast.parse(text)
+            tree = parse_python(text)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             tree = None
     if tree is None or _pair(module.body, tree.body) is None:

@@ -17,6 +17,7 @@ from gatekeeper.static.load_checks import (
     LOAD_RULES,     SubmissionEmpty, SubmissionNotText, SubmissionSyntaxError, SubmissionTooLarge,
 )
 from gatekeeper.static.problem_facts import ProblemFacts
+from gatekeeper.static.python_ast import parse_python
 from gatekeeper.static.rule import Rule
 
 _SUPPRESS = re.compile(r"#\s*gatekeeper:\s*ignore\[([A-Z0-9, ]+)\]")
@@ -63,7 +64,7 @@ def nesting_problem(data: bytes, text: str) -> Optional[str]:
     if count < _SCREEN_ABOVE:
         return None
     try:
-        tree = ast.parse(text)
+        tree = parse_python(text)
     except SyntaxError as exc:
         return f"Python rejects it: {exc.msg} (line {exc.lineno})."
     except (RecursionError, MemoryError):
