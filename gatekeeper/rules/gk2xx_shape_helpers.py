@@ -156,39 +156,67 @@ _SIZE_METHODS = frozenset({"size", "numel", "nelement"})
 def size_read_kind(ctx: "FileContext", expr: cst.BaseExpression, unpacked: frozenset[str] = frozenset()) -> Optional[str]:
     """"size" for one size read from a tensor (`x.size(1)`, `x.shape[2]`, `x.numel()`, a
     product of those, a local bound to one), "shape" for a whole shape (`x.shape`,
-    `x.size()`, `tuple(x.shape)`, a tuple of size reads), else None."""
-    if isinstance(expr, cst.Attribute):
-        return "shape" if expr.attr.value == "shape" else None
-    if isinstance(expr, cst.Call):
-        func = expr.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _SIZE_METHODS:
-            if func.attr.value == "size" and not expr.args:
-                return "shape"
-            return "size"
-        if isinstance(func, cst.Name) and func.value in ("tuple", "list") and len(expr.args) == 1:
-            return "shape" if size_read_kind(ctx, expr.args[0].value, unpacked) == "shape" else None
-        return None
-    if isinstance(expr, cst.Subscript):
-        inner = size_read_kind(ctx, expr.value, unpacked)
-        if inner != "shape" or len(expr.slice) != 1:
+    `x.size()`, `tuple(x.shape)`, a tuple of size reads), else None.
+
+    Locals are followed to their binding, each binding at most once per question and within
+    a fixed budget of nodes: a self-referential binding (`k = (k, k, k)`) or a long chain of
+    wide tuples answers "unknown" (None), never an endless recursion that would be blamed on
+    the submission."""
+    return _SizeReads(ctx, unpacked).kind(expr, 0)
+
+
+_SIZE_READ_BUDGET = 256
+
+
+class _SizeReads:
+    def __init__(self, ctx: "FileContext", unpacked: frozenset[str]) -> None:
+        self.ctx, self.unpacked = ctx, unpacked
+        self.budget = _SIZE_READ_BUDGET
+        self.active: set[int] = set()  # bindings being resolved on the current path
+
+    def kind(self, expr: cst.BaseExpression, depth: int) -> Optional[str]:
+        self.budget -= 1
+        if self.budget < 0 or depth > _MAX_DEPTH:
             return None
-        return "shape" if isinstance(expr.slice[0].slice, cst.Slice) else "size"
-    if isinstance(expr, (cst.Tuple, cst.List)) and expr.elements:
-        if all(size_read_kind(ctx, e.value, unpacked) == "size" for e in expr.elements):
-            return "shape"
+        depth += 1
+        if isinstance(expr, cst.Attribute):
+            return "shape" if expr.attr.value == "shape" else None
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _SIZE_METHODS:
+                if func.attr.value == "size" and not expr.args:
+                    return "shape"
+                return "size"
+            if isinstance(func, cst.Name) and func.value in ("tuple", "list") and len(expr.args) == 1:
+                return "shape" if self.kind(expr.args[0].value, depth) == "shape" else None
+            return None
+        if isinstance(expr, cst.Subscript):
+            inner = self.kind(expr.value, depth)
+            if inner != "shape" or len(expr.slice) != 1:
+                return None
+            return "shape" if isinstance(expr.slice[0].slice, cst.Slice) else "size"
+        if isinstance(expr, (cst.Tuple, cst.List)) and expr.elements:
+            if all(self.kind(e.value, depth) == "size" for e in expr.elements):
+                return "shape"
+            return None
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+            if self.kind(expr.left, depth) == "size" and self.kind(expr.right, depth) == "size":
+                return "size"
+            return None
+        if isinstance(expr, cst.Name):
+            if expr.value in self.unpacked:
+                return "size"
+            binding = self.ctx.resolver.lookup(expr.value)
+            if binding is not None and binding.kind == "local" and binding.value is not None and binding.value is not expr:
+                value = binding.value
+                if isinstance(value, (cst.Attribute, cst.Call, cst.Subscript, cst.Tuple, cst.BinaryOperation)) \
+                        and id(value) not in self.active:
+                    self.active.add(id(value))
+                    try:
+                        return self.kind(value, depth)
+                    finally:
+                        self.active.discard(id(value))
         return None
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
-        if size_read_kind(ctx, expr.left, unpacked) == "size" and size_read_kind(ctx, expr.right, unpacked) == "size":
-            return "size"
-        return None
-    if isinstance(expr, cst.Name):
-        if expr.value in unpacked:
-            return "size"
-        binding = ctx.resolver.lookup(expr.value)
-        if binding is not None and binding.kind == "local" and binding.value is not None and binding.value is not expr:
-            if isinstance(binding.value, (cst.Attribute, cst.Call, cst.Subscript, cst.Tuple, cst.BinaryOperation)):
-                return size_read_kind(ctx, binding.value, unpacked)
-    return None
 
 
 # Where code runs -------------------------------------------------------------------------
