@@ -4,32 +4,47 @@ from typing import Optional
 
 import libcst as cst
 
-from gatekeeper.report import Category, Severity
+from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.static.cpp_sources import CppSource
-from gatekeeper.static.persistence import INPLACE_RETURNS_SELF, PersistenceTracker
+from gatekeeper.static.returns import NONE, OPAQUE, VISIBLE, ReturnFlow, ReturnSite, storage_key
 from gatekeeper.static.rule import Rule
 
 
 class ReturnsPersistentTensor(Rule):
-    """A method returns a tensor that is kept across calls: an attribute of `self` (lazily
-    allocated or not, a buffer or a parameter), a module global, a closure variable, an
-    entry of a container held there, or the result of an extension function that returns
-    the persistent buffer it was handed.
+    """The model's output is storage kept across calls: a value that reaches
+    `ModelNew.forward`'s return (directly, through helpers it returns, inside a returned
+    tuple, or through an extension function whose C++ body returns the buffer it was
+    handed) is an attribute of `self`, a module global, a closure variable, or an entry of
+    a container held there.
 
-    Why it games the benchmark: every call returns the same storage, so a caller that keeps
-    the first result sees it overwritten by the next call, and a harness that checks only
-    one call, or compares against a result computed once, is fooled. The seed case
-    (`self._y`, handed to `mean_rank4_out`, which returns it) is this pattern.
+    Why it games the benchmark: every call returns the same storage. When no statement on
+    the path to the `return` writes it, the call hands back an earlier call's result
+    without computing (certain). When the call writes it first (a kernel or extension takes
+    it, `copy_`, `out=`, a CUDA-graph replay), the work is done but the output storage is
+    reused: a caller that keeps the first result sees it overwritten. That is `likely` when
+    the write is opaque (a kernel may write only part of it) and `suspect` when the write
+    is visibly whole; the run-time two-call check (GK610) confirms or clears both.
 
-    A persistent scratch workspace that is written to but never returned is not a finding.
+    Known false-positive patterns it does not fire on, and why:
+    - an extension module from a lazy loader (`return _ext`), a config dict, a flag, a shape
+      tuple, a packed weight or a scratch workspace returned by a helper: only values that
+      reach forward's return are considered, and stored extension handles are skipped;
+    - `get_inputs`/`get_init_inputs` returning module-level lists: not forward's return;
+    - `self.out = compute(x); return self.out`: rebound to a fresh tensor on every call;
+    - a persistent workspace written by the kernel but not returned.
     """
 
     code = "GK101"
     name = "ReturnsPersistentTensor"
     category = Category.CACHED_OUTPUT
     severity = Severity.ERROR
+    confirmed_by = "GK610"
     summary = "returns a tensor stored across calls instead of a fresh output"
-    message = "forward returns {origin}, which persists across calls: every call hands back the same storage."
+    message = ("forward returns {origin}, which persists across calls, on a path that does not recompute it: "
+               "the call hands back the result stored by an earlier call.")
+    reused = ("forward returns {origin}, which persists across calls; this call writes it first ({how}), so the "
+              "work is done but every call hands back the same storage (output storage reused){why}. "
+              "The two-call run-time check (GK610) confirms or clears this.")
     hint = (
         "Allocate the output on every call from the input's sizes, e.g. "
         "`out = torch.empty((x.size(1), x.size(2)), device=x.device, dtype=x.dtype)`, write it "
@@ -53,6 +68,18 @@ class ReturnsPersistentTensor(Rule):
         "import torch\nfrom torch.utils.cpp_extension import load_inline\n_EXT = None\ndef _ext():\n    global _EXT\n"
         "    if _EXT is None:\n        _EXT = load_inline(name='e', cpp_sources=SRC, functions=['f'])\n    return _EXT\n"
         "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return _ext().f(x)\n",
+        # a packed weight and a workspace returned by helpers, consumed by forward
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def _packed(self):\n        if self._wp is None:\n"
+        "            self._wp = pack(self.w)\n        return self._wp\n    def _workspace(self, n):\n"
+        "        return self._ws\n    def forward(self, x):\n        out = torch.empty_like(x)\n"
+        "        _ext.run(x, self._packed(), self._workspace(x.numel()), out)\n        return out\n",
+        # a config dict and module-level lists returned outside forward's return
+        "import torch\nSIZES = [1, 2]\nclass ModelNew(torch.nn.Module):\n    def config(self):\n        return self._cfg\n"
+        "    def forward(self, x):\n        return _ext.run(x, self.config()['block'])\n"
+        "def get_init_inputs():\n    return [SIZES]\n",
+        # rebound to a fresh result on every call
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        self.hidden = _ext.step(x, self.hidden)\n        return self.hidden\n",
     ]
     INVALID = [
         # the seed: lazily allocated self._y handed to an extension that returns it
@@ -63,28 +90,29 @@ class ReturnsPersistentTensor(Rule):
         "    def forward(self, x):\n        y = self._y\n        if y is None:\n"
         "            y = torch.empty((16, 48), device=x.device)\n            self._y = y\n"
         "        return _ext.f(x, y)\n",
-        # returning the attribute directly after an in-place copy
+        # returning the attribute directly after a kernel wrote it
         "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
         "        if not hasattr(self, 'out'):\n            self.out = torch.empty_like(x)\n"
         "        kernel[(1,)](x, self.out)\n        return self.out\n",
-        # module global cache
+        # module global cache: computed once, returned ever after
         "import torch\n_OUT = None\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
         "        global _OUT\n        if _OUT is None:\n            _OUT = compute(x)\n        return _OUT\n",
-        # closure dict
+        # closure dict reached through a helper that forward returns
         "import torch\ndef make():\n    store = {}\n    def fwd(x):\n        if 'r' not in store:\n"
-        "            store['r'] = compute(x)\n        return store['r']\n    return fwd\n",
+        "            store['r'] = compute(x)\n        return store['r']\n    return fwd\n_fwd = make()\n"
+        "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return _fwd(x)\n",
         # in-place method on a stored tensor returns the stored tensor
         "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
         "        return self.buf.copy_(x * 2)\n",
+        # a helper returns the stored result, forward returns the helper's result in a tuple
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def _run(self, x):\n        if self._last is not None:\n"
+        "            return self._last\n        self._last = compute(x)\n        return self._last\n"
+        "    def forward(self, x):\n        y = self._run(x)\n        return (y, x)\n",
     ]
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.flow = PersistenceTracker(self.ctx)
-        # (return node, extension function name, argument index, origin)
-        self.handed: list[tuple[cst.Return, str, int, str]] = []
-        self.returned_params: dict[str, set[int]] = {}
-        self.direct: list[tuple[cst.Return, str]] = []
+        self.flow = ReturnFlow(self.ctx)
         # Everything assigned to `self.X` and to module names, to tell a stored extension
         # handle (`_EXT = load_inline(...)`, returned by a lazy getter) from a stored tensor.
         self.assigned: dict[str, list[cst.BaseExpression]] = {}
@@ -102,67 +130,52 @@ class ReturnsPersistentTensor(Rule):
         self.flow.declare(node)
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        self.flow.assign(node)
         for target in node.targets:
-            self.flow.assign(target.target, node.value)
             key = _store_key(target.target)
             if key is not None:
                 self.assigned.setdefault(key, []).append(node.value)
 
     def visit_Return(self, node: cst.Return) -> None:
-        if not self.ctx.functions or self.ctx.functions[-1].name.value == "__init__":
-            return
-        for value in _returned_values(node.value):
-            self._check_value(node, value)
-
-    def _check_value(self, node: cst.Return, value: cst.BaseExpression) -> None:
-        origin = self.flow.origin(value)
-        if origin is not None and not self._is_module_object(value):
-            self.direct.append((node, origin))
-            return
-        if not isinstance(value, cst.Call):
-            return
-        func = value.func
-        if isinstance(func, cst.Attribute) and func.attr.value in INPLACE_RETURNS_SELF:
-            inner = self.flow.origin(func.value)
-            if inner is not None:
-                self.report(node, self.message.format(origin=f"{inner} (via the in-place `{func.attr.value}`)"),
-                            evidence={"returns": inner})
-                return
-        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
-        if name is None:
-            return
-        positional = [a for a in value.args if a.keyword is None and not a.star]
-        for index, arg in enumerate(positional):
-            origin = self.flow.origin(arg.value)
-            if origin is not None:
-                self.handed.append((node, name, index, origin))
-
-    def _is_module_object(self, value: cst.BaseExpression) -> bool:
-        # `return self.fn` where fn is a module function alias is not storage.
-        return self.ctx.qualname(value) is not None
+        if self.ctx.functions and self.ctx.functions[-1].name.value != "__init__":
+            self.flow.on_return(node)
 
     def check_cpp(self, source: CppSource) -> None:
-        for fn in source.functions:
-            if fn.returns_params:
-                self.returned_params.setdefault(fn.name, set()).update(fn.returns_params)
+        self.flow.add_cpp(source.functions)
 
     def _holds_handle(self, origin: str) -> bool:
-        key = origin.removeprefix("module global ").split("[")[0]
-        values = self.assigned.get(key, [])
+        values = self.assigned.get(storage_key(origin), [])
         return any(isinstance(v, cst.Call) and (self.ctx.qualname(v.func) or "") in _HANDLE_MAKERS for v in values)
 
     def finish(self) -> None:
-        for node, origin in self.direct:
-            if not self._holds_handle(origin):
-                self.report(node, self.message.format(origin=origin), evidence={"returns": origin})
-        for node, name, index, origin in self.handed:
-            if index in self.returned_params.get(name, set()):
+        for site in self.flow.forward_sites():
+            handed = self.flow.extension_returns(site)
+            if site.origin is not None and not self._holds_handle(site.origin) and self.ctx.qualname(site.value) is None:
+                self._report_site(site)
+            elif handed is not None:
+                name, index, origin = handed
                 self.report(
-                    node,
-                    self.message.format(origin=origin)
-                    + f" It is passed to the extension function `{name}`, whose C++ body returns that argument.",
-                    evidence={"returns": origin, "extension_function": name, "argument": index},
+                    site.node,
+                    self.reused.format(origin=origin, how=f"handed to the extension function `{name}`",
+                                       why=f"; the C++ body of `{name}` returns that argument and may write only part of it"),
+                    evidence={"returns": origin, "extension_function": name, "argument": index, "write": OPAQUE},
+                    confidence=Confidence.LIKELY,
                 )
+
+    def _report_site(self, site: ReturnSite) -> None:
+        evidence = {"returns": site.origin, "write": site.write, "function": site.key}
+        origin = site.origin if site.key.endswith("forward") else f"{site.origin} (through `{site.key}`)"
+        if site.write == NONE:
+            self.report(site.node, self.message.format(origin=origin), evidence=evidence)
+        elif site.write in (OPAQUE, VISIBLE):
+            opaque = site.write == OPAQUE
+            self.report(
+                site.node,
+                self.reused.format(origin=origin, how=f"`{site.how}`" if site.how else "in place",
+                                   why="; the write is a call whose coverage cannot be seen" if opaque else ""),
+                evidence=evidence,
+                confidence=Confidence.LIKELY if opaque else Confidence.SUSPECT,
+            )
 
 
 # Calls that build something other than a tensor: a compiled extension, a module, a kernel.
@@ -179,11 +192,3 @@ def _store_key(target: cst.BaseExpression) -> Optional[str]:
     if isinstance(target, cst.Name):
         return target.value
     return None
-
-
-def _returned_values(value: Optional[cst.BaseExpression]) -> list[cst.BaseExpression]:
-    if value is None:
-        return []
-    if isinstance(value, (cst.Tuple, cst.List)):
-        return [e.value for e in value.elements]
-    return [value]

@@ -60,7 +60,7 @@ class PersistenceTracker:
             if self.frames and expr.value in self.frames[-1]:
                 return self.frames[-1][expr.value]
             if self.frames and self._is_module_state(expr.value):
-                return f"module global {expr.value}"
+                return f"{self._state_kind(expr.value)} {expr.value}"
             return None
         if isinstance(expr, cst.Subscript):
             inner = self.origin(expr.value)
@@ -75,6 +75,11 @@ class PersistenceTracker:
         if isinstance(expr, cst.BooleanOperation):
             return self.origin(expr.left) or self.origin(expr.right)
         return None
+
+    def _state_kind(self, name: str) -> str:
+        """"module global" or "closure variable": how a message names the storage."""
+        owner = next((s for s in reversed(self.ctx.resolver.stack) if name in s.names), None)
+        return "closure variable" if owner is not None and owner.kind == "function" else "module global"
 
     def _is_module_state(self, name: str) -> bool:
         """A module-level name holding something mutable, read inside a function, that the

@@ -1,0 +1,348 @@
+"""What reaches `ModelNew.forward`'s return value.
+
+The cached-output rules ask two questions a per-function view cannot answer: does this
+value become the model's output, and is this call's result computed afresh? This module
+records, during the engine's one traversal, every `return` with what it returns (a
+persistent storage origin, the helper calls whose result it is, the extension functions it
+hands persistent storage to), and which stored storage the statements that dominate the
+return write into. At the end it follows the returned helper calls from the roots
+(`ModelNew.forward`, else every `forward`/`__call__`) to the functions whose return value
+is the model's output.
+
+Deliberately over-approximate where it must guess: a helper named like a defined function
+is followed (by its last name, as the forward path does), and a call to a method of `self`
+before the return counts as a write the analysis cannot see ("opaque").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from gatekeeper.static.context import FileContext
+from gatekeeper.static.forward_path import _is_root
+from gatekeeper.static.persistence import PersistenceTracker
+from gatekeeper.static.walk import subtree
+
+# How the storage a return hands back was produced on the path to that return.
+NONE, VISIBLE, OPAQUE, FRESH = "none", "visible", "opaque", "fresh"
+# Methods whose result is the tensor's contents again (a copy or a view): a stored value
+# returned through them is still a stored result.
+PASS_THROUGH = frozenset({"clone", "detach", "contiguous", "to", "view", "view_as", "reshape", "float", "half", "cuda"})
+
+
+@dataclass
+class ReturnSite:
+    node: cst.Return
+    value: cst.BaseExpression
+    key: str
+    origin: Optional[str] = None  # the persistent storage the value denotes
+    write: str = NONE  # how the dominating statements produced it (see the constants)
+    how: str = ""  # the statement that wrote it, for messages
+    callees: list[str] = field(default_factory=list)  # calls whose result is the value
+    handed: list[tuple[str, int, str]] = field(default_factory=list)  # (extension fn, arg index, origin)
+
+
+@dataclass
+class _Frame:
+    key: str
+    call_locals: dict[str, list[str]] = field(default_factory=dict)  # local -> callees it holds
+
+
+class ReturnFlow:
+    """Feed from a rule's visitors: `enter_function`, `leave_function`, `declare`,
+    `assign`, `on_return`, `add_cpp`; query in `finish`: `forward_sites`, `reaching`."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.tracker = PersistenceTracker(ctx)
+        self.stack: list[_Frame] = []
+        self.sites: dict[str, list[ReturnSite]] = {}
+        self.instances: dict[str, str] = {}  # "Cls.attr" -> class instantiated there
+        self.cpp_returns: dict[str, set[int]] = {}
+        self._reaching: Optional[set[str]] = None
+
+    # feeding -------------------------------------------------------------------
+    def enter_function(self) -> None:
+        self.tracker.enter_function()
+        self.stack.append(_Frame(self.ctx.function_key))
+
+    def leave_function(self) -> None:
+        self.tracker.leave_function()
+        if self.stack:
+            self.stack.pop()
+
+    def declare(self, node: cst.Global | cst.Nonlocal) -> None:
+        self.tracker.declare(node)
+
+    def assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self.tracker.assign(target.target, node.value)
+            if not self.stack:
+                continue
+            t = target.target
+            if isinstance(t, cst.Name) and isinstance(node.value, cst.Call):
+                self.stack[-1].call_locals.setdefault(t.value, []).extend(self._callees(node.value))
+            if (isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self"
+                    and self.ctx.class_name and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name)):
+                self.instances[f"{self.ctx.class_name}.{t.attr.value}"] = node.value.func.value
+
+    def add_cpp(self, functions) -> None:
+        for fn in functions:
+            if fn.returns_params:
+                self.cpp_returns.setdefault(fn.name, set()).update(fn.returns_params)
+
+    def on_return(self, node: cst.Return) -> None:
+        if not self.stack or node.value is None:
+            return
+        frame = self.stack[-1]
+        for value in _elements(node.value):
+            site = ReturnSite(node, value, frame.key)
+            site.origin = self.tracker.origin(value)
+            inner = unwrap(value)
+            if isinstance(inner, cst.Call):
+                site.callees = self._callees(inner)
+                for index, arg in enumerate(a for a in inner.args if a.keyword is None and not a.star):
+                    origin = self.tracker.origin(arg.value)
+                    if origin is not None:
+                        site.handed.append((_last_name(inner.func), index, origin))
+            elif isinstance(inner, cst.Name) and inner.value in frame.call_locals:
+                site.callees = list(frame.call_locals[inner.value])
+            if site.origin is not None:
+                site.write, site.how = self._dominating_write(node, value, site.origin)
+            self.sites.setdefault(frame.key, []).append(site)
+
+    # queries -------------------------------------------------------------------
+    def reaching(self) -> set[str]:
+        """Keys of the functions whose return value becomes the model's output."""
+        if self._reaching is not None:
+            return self._reaching
+        defined = self.ctx.defined
+        by_last: dict[str, set[str]] = {}
+        for key in defined:
+            by_last.setdefault(key.rsplit(".", 1)[-1], set()).add(key)
+        roots = [k for k in defined if k in ("ModelNew.forward", "ModelNew.__call__")]
+        if not roots:
+            roots = [k for k in defined if _is_root(self.ctx, k)]
+        reached: set[str] = set()
+        stack = list(roots)
+        while stack:
+            key = stack.pop()
+            if key in reached:
+                continue
+            reached.add(key)
+            for site in self.sites.get(key, ()):
+                for callee in site.callees:
+                    stack.extend(self._resolve(callee, defined, by_last))
+        self._reaching = reached
+        return reached
+
+    def forward_sites(self) -> Iterator[ReturnSite]:
+        """Every returned value that is the model's output (or part of a returned tuple)."""
+        for key in sorted(self.reaching()):
+            yield from self.sites.get(key, ())
+
+    def extension_returns(self, site: ReturnSite) -> Optional[tuple[str, int, str]]:
+        """(function, argument, origin) when the value is an extension call whose C++ body
+        returns the persistent storage it was handed."""
+        for name, index, origin in site.handed:
+            if index in self.cpp_returns.get(name, set()):
+                return name, index, origin
+        return None
+
+    def returns_expr(self, key: str, node: cst.CSTNode) -> bool:
+        """True when `node` (inside function `key`) is, or flows into, that function's
+        returned value: part of a return, assigned to a returned local, or copied into one."""
+        returned = {_name(unwrap(s.value)) for s in self.sites.get(key, ())} - {None}
+        for anc in self.ctx.ancestors(node):
+            if isinstance(anc, cst.Return):
+                return True
+            if isinstance(anc, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                targets = [t.target for t in anc.targets] if isinstance(anc, cst.Assign) else [anc.target]
+                return any(isinstance(t, cst.Name) and t.value in returned for t in targets)
+            if isinstance(anc, cst.Call) and isinstance(anc.func, cst.Attribute) and anc.func.attr.value == "copy_":
+                return _name(anc.func.value) in returned
+            if isinstance(anc, (cst.SimpleStatementLine, cst.FunctionDef)):
+                return False
+        return False
+
+    def guarded_returns(self, key: str, test_node: cst.CSTNode) -> list[ReturnSite]:
+        """Returns of stored values inside the branch whose test holds `test_node`."""
+        branch = next((a for a in self.ctx.ancestors(test_node) if isinstance(a, (cst.If, cst.IfExp, cst.While))), None)
+        if branch is None or not _within(self.ctx, test_node, branch.test):
+            return []
+        out = []
+        for site in self.sites.get(key, ()):
+            if site.origin is None and not isinstance(unwrap(site.value), cst.Subscript):
+                continue
+            if isinstance(branch, cst.IfExp):
+                if _within(self.ctx, site.value, branch):
+                    out.append(site)
+            elif any(a is branch for a in self.ctx.ancestors(site.node)):
+                out.append(site)
+        return out
+
+    # helpers -------------------------------------------------------------------
+    def _callees(self, call: cst.Call) -> list[str]:
+        func = call.func
+        if isinstance(func, cst.Name):
+            return [func.value]
+        if not isinstance(func, cst.Attribute):
+            return []
+        attr = func.attr.value
+        base = func.value
+        cls = self.ctx.class_name
+        if isinstance(base, cst.Name) and base.value == "self" and cls:
+            out = [f"{cls}.{attr}"]
+            made = self.instances.get(f"{cls}.{attr}")
+            if made:
+                out += [f"{made}.forward", f"{made}.__call__"]
+            return out
+        if attr == "apply" and isinstance(base, cst.Name):
+            return [f"{base.value}.forward"]
+        return [attr]
+
+    def _resolve(self, callee: str, defined: set[str], by_last: dict[str, set[str]]) -> set[str]:
+        if callee in defined:
+            return {callee}
+        found = set(by_last.get(callee.rsplit(".", 1)[-1], set()))
+        # `_run = _make_runner()`: the function a factory returns.
+        for value in self.ctx.constants.get(callee, []):
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in defined:
+                for site in self.sites.get(value.func.value, ()):
+                    name = _name(site.value)
+                    if name and name in defined:
+                        found.add(name)
+        return found
+
+    def _dominating_write(self, ret: cst.Return, value: cst.BaseExpression, origin: str) -> tuple[str, str]:
+        """How the statements that always run before `ret` (in its function) produced the
+        stored value it returns: FRESH (rebound to a new value), VISIBLE (a full write we can
+        see: copy_, out=, graph replay), OPAQUE (handed to a call that may write it), NONE."""
+        own = self._writes_in_expr(value, origin, returned=True)
+        if own[0] != NONE:
+            return own
+        ret_key = _store_key(unwrap(value))
+        best = (NONE, "")
+        child: cst.CSTNode = ret
+        for anc in self.ctx.ancestors(ret):
+            if isinstance(anc, (cst.FunctionDef, cst.Lambda)):
+                break
+            body = getattr(anc, "body", None)
+            if isinstance(body, (tuple, list)):
+                index = next((i for i, s in enumerate(body) if s is child), None)
+                for stmt in body[:index] if index is not None else ():
+                    kind = self._writes_in_stmt(stmt, origin, ret_key)
+                    if _RANK[kind[0]] > _RANK[best[0]]:
+                        best = kind
+            child = anc
+        return best
+
+    def _writes_in_stmt(self, stmt: cst.CSTNode, origin: str, ret_key: Optional[str]) -> tuple[str, str]:
+        best = (NONE, "")
+        if isinstance(stmt, (cst.With, cst.Try)):
+            for inner in stmt.body.body:
+                kind = self._writes_in_stmt(inner, origin, ret_key)
+                best = kind if _RANK[kind[0]] > _RANK[best[0]] else best
+            return best
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            return best  # a branch or loop body may not run: it does not dominate
+        for small in stmt.body:
+            if isinstance(small, cst.Assign):
+                keys = {_store_key(t.target) for t in small.targets}
+                if (ret_key in keys or storage_key(origin) in keys) and self.tracker.origin(small.value) is None:
+                    return FRESH, ""
+            if isinstance(small, (cst.Expr, cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                kind = self._writes_in_expr(small, origin, returned=False)
+                best = kind if _RANK[kind[0]] > _RANK[best[0]] else best
+        return best
+
+    def _writes_in_expr(self, root: cst.CSTNode, origin: str, *, returned: bool) -> tuple[str, str]:
+        best = (NONE, "")
+        for node in subtree(root, into_functions=False):
+            if not isinstance(node, cst.Call):
+                continue
+            func = node.func
+            kind = NONE
+            if isinstance(func, cst.Attribute):
+                method = func.attr.value
+                if method == "replay" and not node.args:
+                    kind = VISIBLE
+                elif method.endswith("_") and not method.startswith("_") and self._same(func.value, origin):
+                    kind = VISIBLE
+                elif isinstance(func.value, cst.Name) and func.value.value == "self" and not returned:
+                    kind = OPAQUE  # a method of self may write the stored tensor
+            if kind == NONE:
+                for arg in node.args:
+                    if any(self._same(n, origin) for n in subtree(arg.value, into_functions=False)
+                           if isinstance(n, (cst.Name, cst.Attribute, cst.Subscript))):
+                        kind = VISIBLE if arg.keyword is not None and arg.keyword.value == "out" else OPAQUE
+                        break
+            if _RANK[kind] > _RANK[best[0]]:
+                best = (kind, _short(node))
+        return best
+
+    def _same(self, expr: cst.BaseExpression, origin: str) -> bool:
+        found = self.tracker.origin(expr)
+        return found is not None and (found == origin or origin.startswith(found) or found.startswith(origin))
+
+
+_RANK = {NONE: 0, OPAQUE: 1, VISIBLE: 2, FRESH: 3}
+
+
+def storage_key(origin: str) -> str:
+    """"module global _OUT[...]" -> "_OUT"; "self._y" -> "self._y"."""
+    return origin.removeprefix("module global ").removeprefix("closure variable ").split("[")[0]
+
+
+def unwrap(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`x.clone()`, `x.detach().contiguous()`, `torch.clone(x)` -> x."""
+    while isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value in PASS_THROUGH:
+            if isinstance(func.value, cst.Name) and func.value.value in ("torch",) and expr.args:
+                expr = expr.args[0].value
+            else:
+                expr = func.value
+        else:
+            break
+    return expr
+
+
+def _elements(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(value, (cst.Tuple, cst.List)):
+        return [e.value for e in value.elements]
+    return [value]
+
+
+def _name(expr: cst.BaseExpression) -> Optional[str]:
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
+def _last_name(func: cst.BaseExpression) -> str:
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else ""
+
+
+def _store_key(target: cst.BaseExpression) -> Optional[str]:
+    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+        return f"self.{target.attr.value}"
+    if isinstance(target, cst.Name):
+        return target.value
+    return None
+
+
+def _within(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> bool:
+    return node is container or any(a is container for a in ctx.ancestors(node))
+
+
+def _short(node: cst.CSTNode) -> str:
+    try:
+        text = cst.Module([]).code_for_node(node)
+    except Exception:  # noqa: BLE001 - a message detail, never worth failing over
+        return ""
+    text = " ".join(text.split())
+    return text if len(text) <= 80 else text[:77] + "..."
