@@ -25,12 +25,19 @@ def test_seed_findings_are_on_the_right_lines():
     found = {(f.rule, f.location.line) for f in _shape(report.findings)}
     values = {f.evidence.get("value"): f.location.line for f in report.findings if f.rule == "GK203"}
     assert values[768] == 14 and values[1536] == 15 and values[2304] == 16
-    assert 192 in values and values[192] in (11, 26)
+    # 192 in __launch_bounds__ and <<<1, 192>>> is launch geometry: GK204's finding, not GK203's
+    assert 192 not in values
     assert ("GK201", 43) in found  # torch.empty((16, 48))
     assert ("GK204", 26) in found  # <<<1, 192>>>: 192 threads of float4 = 768 = B*D
     assert all(f.severity == Severity.ERROR for f in _shape(report.findings))
     alloc = next(f for f in report.findings if f.rule == "GK201")
     assert "(16, 48)" in alloc.message and "B = 16" in alloc.message and "D = 48" in alloc.message
+    # the kernel reads no size at all: the offsets and the launch are likely, the output certain
+    conf = {(f.rule, f.location.line): f.confidence.value for f in _shape(report.findings)}
+    assert conf[("GK201", 43)] == "certain"
+    assert conf[("GK203", 14)] == "likely" and conf[("GK204", 26)] == "likely"
+    assert "as an index offset" in next(f for f in report.findings if f.rule == "GK203").message
+    assert all(f.confirmed_by == "GK602" for f in _shape(report.findings))
 
 
 def test_seed_honest_generic_has_no_hardcoded_shape_finding_at_all():
@@ -72,13 +79,20 @@ def test_tile_constant_near_miss_is_meaningful():
     assert findings[0].location.line == hacked.splitlines().index("#define THREADS 192") + 1
 
 
-def test_constant_block_with_constant_grid_is_not_a_tile():
+def test_constant_block_with_constant_grid_is_launch_geometry():
+    """THREADS = 192 (= R*D) is a block width everywhere it is used; with a constant grid of
+    one block the launch covers exactly R*D: GK204 reports the launch, and the macro itself
+    is not a size (it is never a bound, offset or stride)."""
     src = ("src = '''\n#define THREADS 192\n__global__ void k(const float* x, float* y, int n) {\n"
            "  int i = blockIdx.x * THREADS + threadIdx.x; if (i < n) y[i] = x[i]; }\n"
            "torch::Tensor f(torch::Tensor x) { auto y = torch::empty_like(x);\n"
            "  k<<<1, THREADS>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel()); return y; }\n'''\n")
-    rules = {f.rule for f in static_findings(src, SEED_PROBLEM_SRC)}
-    assert {"GK203", "GK204"} <= rules
+    found = {f.rule: f for f in static_findings(src, SEED_PROBLEM_SRC)}
+    assert "GK204" in found and "GK203" not in found
+    # the host function reads x.numel(): a suspect, a warning under default, an error in strict
+    assert found["GK204"].confidence.value == "suspect" and found["GK204"].severity == Severity.WARNING
+    strict = {f.rule: f for f in static_findings(src, SEED_PROBLEM_SRC, profile="strict")}
+    assert strict["GK204"].severity == Severity.ERROR
 
 
 def test_python_grid_that_is_a_block_count_of_a_problem_size():

@@ -5,7 +5,7 @@ from typing import Optional
 
 import libcst as cst
 
-from gatekeeper.report import Category, Severity
+from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.rules.gk2xx_shape_helpers import (
     in_main_guard, py_int, reach, py_shape, shape_text, significant_match, size_read_kind, sizes_for,
 )
@@ -51,12 +51,27 @@ class LiteralAllocationShape(Rule):
     path are a warning: the problem file would make it certain. Not flagged: sizes read from
     the inputs (`x.size(1)`, `x.shape[2]`), sizes of 0 or 1, and a one-dimensional scratch
     buffer whose length is a power of two up to 1024 (a tile count, not a shape).
+
+    Confidence: certain for an output of forward (returned, or handed to the kernel that
+    writes it) whose every size is a literal problem size, such as `torch.empty((16, 48))`;
+    likely for an output with some literal sizes next to sizes read from the input;
+    suspect for a scratch buffer that does not reach the output (a warning outside
+    `strict`, confirmed or cleared by the behaviour stage's jittered-shape check, GK602).
+
+    Known false-positive patterns, and why it does not fire on them:
+    - `torch.randn(c_out, c_in, 3, 3)` for a problem with 3 input channels: small sizes
+      (below 17) count only when two different ones match, so a 3x3 kernel is not a shape;
+    - weights and buffers built in `__init__`: a warning at most (init runs at the nominal
+      configuration by construction);
+    - a copy of the problem's `get_inputs()` and `__main__` self-tests: not checked.
     """
 
     code = "GK201"
     name = "LiteralAllocationShape"
     category = Category.HARDCODED_SHAPE
     severity = Severity.ERROR
+    confidence = Confidence.LIKELY
+    confirmed_by = "GK602"
     summary = "allocates a tensor with the problem's nominal shape written as literals"
     message = (
         "`{call}` allocates the literal shape {shape}, which spells out the problem's sizes ({why}): the result only fits the benchmark's "
@@ -79,6 +94,8 @@ class LiteralAllocationShape(Rule):
         # a scratch buffer of tile count, not a shape
         _HEADER + "        ws = torch.zeros(256, device=x.device)\n        y = torch.empty_like(x[0])\n        k(x, ws, y)\n        return y\n",
         _HEADER + "        flag = torch.zeros(1, dtype=torch.int32, device=x.device)\n        return k(x, flag)\n",
+        # a 4x4 stencil when the problem has R = 4 ranks: one small size, not the shape
+        _HEADER + "        w = torch.ones(x.size(0), 4, 4, device=x.device)\n        return k(x, w)\n",
     ]
     INVALID = [
         _HEADER + "        y = torch.empty((16, 48), device=x.device, dtype=x.dtype)\n        k(x, y)\n        return y\n",
@@ -154,7 +171,7 @@ class LiteralAllocationShape(Rule):
                 evidence["meaning"] = why
                 severity = None if where == "forward" else Severity.WARNING
                 self.report(p.node, self.message.format(call=call, shape=shape_text(p.values), why=why),
-                            evidence=evidence, severity=severity)
+                            evidence=evidence, severity=severity, confidence=self._confidence(p, where))
             elif where == "forward" and self._is_output(p):
                 self.report(p.node, self.message_no_problem.format(call=call, shape=shape_text(p.values)),
                             evidence=evidence, severity=Severity.WARNING)
@@ -215,6 +232,16 @@ class LiteralAllocationShape(Rule):
             if isinstance(target, cst.Attribute):
                 return "self"  # stored on the module: outlives the call
         return None
+
+    def _confidence(self, p: _Pending, where: str) -> Confidence:
+        """Certain: an output of forward spelled entirely in the problem's sizes. Likely: an
+        output with some of its sizes literal. Suspect: a scratch buffer or init-time tensor."""
+        if where != "forward" or not self._is_output(p):
+            return Confidence.SUSPECT
+        literal = [v for v in p.values if v is not None]
+        if len(literal) == len(p.values) and all(v in {m for m, _ in p.matched} or v <= 1 for v in literal):
+            return Confidence.CERTAIN
+        return Confidence.LIKELY
 
     def _is_output(self, p: _Pending) -> bool:
         if p.target in ("", "self"):

@@ -4,7 +4,7 @@ from typing import Optional
 
 import libcst as cst
 
-from gatekeeper.report import Category, Severity
+from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.rules.gk2xx_shape_helpers import in_main_guard, py_int, reach, py_shape, shape_text, significant_match, sizes_for
 from gatekeeper.static.rule import Rule
 
@@ -32,12 +32,23 @@ class LiteralViewShape(Rule):
     sizes of 0 or 1, small literals that are not the problem's sizes, and self-tests under
     `if __name__ == "__main__":`. Code that only runs at construction gets a warning. Needs
     the problem file, which says what the dimensions are.
+
+    Confidence: likely on the forward path (confirmed by the behaviour stage's
+    jittered-shape check, GK602); suspect at construction.
+
+    Known false-positive patterns, and why it does not fire on them:
+    - `x.view(-1, 2)`, `y.view(torch.int32)`: small literals that are not the problem's
+      sizes, and dtype views, are not shapes;
+    - `x.view(-1, x.size(-1))`: the sizes are read from the input;
+    - weights reshaped once in `__init__`: a warning at most.
     """
 
     code = "GK202"
     name = "LiteralViewShape"
     category = Category.HARDCODED_SHAPE
     severity = Severity.ERROR
+    confidence = Confidence.LIKELY
+    confirmed_by = "GK602"
     needs_problem = True
     summary = "reshapes a tensor to the problem's nominal sizes written as literals"
     message = (
@@ -99,7 +110,8 @@ class LiteralViewShape(Rule):
             if where == "harness" or in_main_guard(self.ctx, node):
                 continue  # a copy of get_inputs(), or a self-test under __main__
             self.report(node, message, evidence=evidence,
-                        severity=None if where == "forward" else Severity.WARNING)
+                        severity=None if where == "forward" else Severity.WARNING,
+                        confidence=Confidence.LIKELY if where == "forward" else Confidence.SUSPECT)
 
     def _sizes(self, method: str, positional: list[cst.BaseExpression], node: cst.Call) -> list[Optional[int]]:
         keyword = {a.keyword.value: a.value for a in node.args if a.keyword is not None}

@@ -6,12 +6,20 @@ import libcst as cst
 
 from gatekeeper.static.names import int_value
 
-from gatekeeper.report import Category, Severity
+from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.rules.gk2xx_cpp_constants import CppConstant, CppFacts
+from gatekeeper.rules.gk2xx_cpp_roles import CppRoles, tile_bound
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.walk import subtree
 
 _P = "R = 4\nB = 16\nD = 48\ndef get_inputs():\n    return [torch.randn(R, B, D)]\n"
+
+
+_ROLES = {
+    "bound": "a loop or guard bound", "offset": "an index offset", "stride": "a row stride in an index",
+    "alloc": "an allocation size",
+}
 
 
 def _is_tile_like(value: int) -> bool:
@@ -19,35 +27,56 @@ def _is_tile_like(value: int) -> bool:
 
 
 class ProblemSizeInKernelSource(Rule):
-    """A number in the C++/CUDA source equals one of the problem's dimensions, a product
-    of them, an offset built from them (768, 1536, 2304 for a (4, 16, 48) input), or such a
-    product divided by a vector width (192 threads of float4 for 768 floats). Named
-    constants are evaluated: `#define N 768`, `#define N (16 * 48)`, `constexpr int kCols =
-    48;` and `const int` locals are reported with their name. The bodies of Triton kernels
-    (`@triton.jit` functions) are kernel source too: their integer literals are checked the
-    same way.
+    """A number in the C++/CUDA source that is one of the problem's sizes (a dimension or a
+    product of dimensions) and is used as a size: the bound a loop or guard compares
+    against (`for (k = 0; k < 8192; ++k)`, `if (i >= N) return;`), an offset or row stride
+    in an index (`x[768 + i]`, `x + 1536 + off`, `in[row * 8192 + k]`), or a size given to
+    an allocation or view (`torch::empty({16, 48})`). Offsets built from the sizes (768,
+    1536, 2304 for R = 4 slices of 16*48) and sizes counted in float4 vectors count only
+    where the literal is such an offset or bound. Named constants (`#define N 768`,
+    `constexpr int kCols = 48;`) are judged by their uses and reported with their name.
+    The bodies of Triton kernels (`@triton.jit`) are checked the same way: a comparison
+    bound, a `range()` bound, or an operand of index arithmetic.
 
     Why it games the benchmark: the kernel is only right for the nominal shapes, which the
     benchmark happens to use; any other input gives wrong values or reads out of bounds.
 
-    Not flagged, when the kernel reads its sizes at run time (`size()`, `numel()`, ...):
-    powers of two up to 1024 (tile and block widths), and any constant whose every use is a
-    tile width's use: the block size of a launch whose grid is computed, the divisor of a
-    ceil-div `(n + T - 1) / T`, `blockIdx.x * T`, a loop stride `i += T`, a `__shared__`
-    array extent or `__launch_bounds__(T)`. Needs the problem file, whose constants and
-    `get_inputs()` give the dimensions.
+    Confidence: likely where the function holding the literal learns no size at run time
+    (no integer parameter, no `size()`/`numel()`); suspect where it also reads sizes (the
+    literal may be a tile width), which the behaviour stage's jittered-shape check (GK602)
+    confirms or clears. A suspect is a warning outside the `strict` profile.
+
+    Known false-positive patterns, and why it does not fire on them:
+    - a tile or block width equal to a size (`#define TILE 48`, `BK = 512`,
+      `DEF_TILE(64, 256)`): every use is a tile width's use (the block of a launch whose
+      grid is computed, the divisor of a ceil-div, `blockIdx.x * T`, a loop stride
+      `i += T`, a `__shared__` extent, `__launch_bounds__`), and a power of two up to 1024
+      in a function that reads its sizes is a tile width;
+    - a cap or clamp (`std::min(blocks, 4096)`), a bit pattern (`0x4B000000u`), an
+      addend that is not an index (`t0 + 48` with no pointer in the expression), a
+      `__shared__ float s[256]` or register array extent: none is a size role;
+    - a number that is 16*48 / 4 or 25*(K*N) by arithmetic: derived relations are only
+      asked of literals already used as an index offset or a bound.
+    Needs the problem file, whose constants and `get_inputs()` give the dimensions.
     """
 
     code = "GK203"
     name = "ProblemSizeInKernelSource"
     category = Category.HARDCODED_SHAPE
     severity = Severity.ERROR
+    confidence = Confidence.LIKELY
+    confirmed_by = "GK602"
     needs_problem = True
-    summary = "C++/CUDA source bakes in the problem's sizes or offsets"
-    message = "The kernel source uses the literal {value}, which is {why}: the kernel only works for the benchmark's nominal shape."
+    summary = "C++/CUDA or Triton kernel uses the problem's sizes as bounds, offsets or strides"
+    message = (
+        "The kernel source uses the literal {value} as {role}, and {value} is {why}: the kernel only works "
+        "for the benchmark's nominal shape; any other size reads or writes out of bounds or leaves part "
+        "of the data uncomputed."
+    )
     named_message = (
-        "The kernel source defines {what}, and {value} is {why}: every use of {name} bakes in the "
-        "benchmark's nominal shape, so any other input size gives wrong values or out-of-bounds accesses."
+        "The kernel source defines {what} and uses {name} as {role}, and {value} is {why}: every such use "
+        "bakes in the benchmark's nominal shape, so any other input size gives wrong values or "
+        "out-of-bounds accesses."
     )
     hint = (
         "Pass the sizes in from the tensors (`x.size(0)`, `x.numel()`) as kernel arguments, compute "
@@ -75,6 +104,21 @@ class ProblemSizeInKernelSource(Rule):
         "  __shared__ float s[TILE];\n  int i = blockIdx.x * TILE + threadIdx.x;\n  if (i < n) y[i] = x[i];\n}\n"
         "torch::Tensor f(torch::Tensor x) { int n = x.numel(); auto y = torch::empty_like(x);\n"
         "  k<<<(n + TILE - 1) / TILE, TILE>>>(x.data_ptr<float>(), y.data_ptr<float>(), n); return y; }\n'''\n",
+        # a grid capped at 768 blocks (= B*D) with a grid-stride loop, a float addend, a bit
+        # pattern and a tile macro's argument: none of them is a size role
+        "src = '''\n#define DEF_TILE(a, b) constexpr int T##a = a * b;\nDEF_TILE(64, 192)\n"
+        "__global__ void k(const float* x, float* y, int n) {\n"
+        "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {\n"
+        "    float t0 = x[i]; unsigned m = 0x300u & __float_as_uint(t0); y[i] = t0 + 48 + m; }\n}\n"
+        "torch::Tensor f(torch::Tensor x) { int n = x.numel(); auto y = torch::empty_like(x);\n"
+        "  int blocks = std::min((n + 255) / 256, 768);\n"
+        "  k<<<blocks, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n); return y; }\n'''\n",
+        # a reduction tile BK = 768 stepped over n, and a shared buffer of 768 with a loop over n
+        "src = '''\nconstexpr int BK = 768;\n__global__ void k(const float* x, float* y, int n) {\n"
+        "  __shared__ float s[768];\n  float acc = 0;\n  for (int k0 = 0; k0 < n; k0 += BK) {\n"
+        "    for (int j = threadIdx.x; j < BK && k0 + j < n; j += blockDim.x) s[j] = x[k0 + j];\n"
+        "    __syncthreads();\n    if (threadIdx.x == 0) for (int j = 0; j < min(BK, n - k0); ++j) acc += s[j];\n"
+        "    __syncthreads();\n  }\n  if (threadIdx.x == 0) y[0] = acc;\n}\n'''\n",
     ]
     INVALID = [
         "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x, y, BLOCK: tl.constexpr):\n"
@@ -88,16 +132,21 @@ class ProblemSizeInKernelSource(Rule):
         "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = x[i] + x[ROW + i];\n}\n"
         "torch::Tensor f(torch::Tensor x) { int n = x.numel(); auto y = torch::empty_like(x);\n"
         "  k<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n); return y; }\n'''\n",
+        # the kernel is given n but loops to the nominal row length and strides by it
+        "src = '''\n__global__ void k(const float* x, float* y, int n) {\n  int r = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (r < n) { float s = 0; for (int k = 0; k < 48; ++k) s += x[r * 48 + k]; y[r] = s; }\n}\n'''\n",
+        # an output allocated at the nominal shape in C++
+        "src = '''\ntorch::Tensor f(torch::Tensor x) { auto y = torch::empty({16, 48}, x.options()); return y; }\n'''\n",
     ]
 
     triton_message = (
-        "The Triton kernel `{kernel}` uses the literal {value}, which is {why}: the kernel only works for "
-        "the benchmark's nominal shape."
+        "The Triton kernel `{kernel}` uses the literal {value} as {role}, and {value} is {why}: the kernel "
+        "only works for the benchmark's nominal shape."
     )
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.kernels: list[cst.FunctionDef] = []
+        self.kernels: list[tuple[cst.FunctionDef, bool]] = []  # (kernel, reads its sizes)
         self.triton_reported: set[tuple[str, int]] = set()
 
     # Triton kernels: the Python functions decorated with triton.jit / autotune / heuristics
@@ -107,86 +156,149 @@ class ProblemSizeInKernelSource(Rule):
         for deco in node.decorators:
             expr = deco.decorator.func if isinstance(deco.decorator, cst.Call) else deco.decorator
             if (self.ctx.qualname(expr) or "").startswith("triton."):
-                self.kernels.append(node)
+                self.kernels.append((node, _triton_reads_sizes(node)))
                 return
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        if self.kernels and self.kernels[-1] is node:
+        if self.kernels and self.kernels[-1][0] is node:
             self.kernels.pop()
 
     def visit_Integer(self, node: cst.Integer) -> None:
         if not self.kernels or self.ctx.problem is None:
             return
         value = int_value(node)
-        kernel = self.kernels[-1].name.value
-        if value is None or value < 17 or _is_tile_like(value) or (kernel, value) in self.triton_reported:
-            return  # small numbers and power-of-two tile widths are what Triton code is made of
-        why = self.ctx.problem.explain(value)
+        kernel, reads = self.kernels[-1][0].name.value, self.kernels[-1][1]
+        if value is None or value < 17 or (kernel, value) in self.triton_reported:
+            return
+        if reads and _is_tile_like(value):
+            return  # a power-of-two width next to sizes the kernel is given: a tile
+        role = self._triton_role(node)
+        why = _meaning(self.ctx.problem, value, role, vector=False) if role else None
         if why is None:
             return
         self.triton_reported.add((kernel, value))
-        self.report(node, self.triton_message.format(kernel=kernel, value=value, why=why),
-                    evidence={"value": value, "meaning": why, "kernel": kernel})
+        self.report(node, self.triton_message.format(kernel=kernel, value=value, why=why, role=_ROLES[role]),
+                    evidence={"value": value, "meaning": why, "kernel": kernel, "role": role},
+                    confidence=Confidence.SUSPECT if reads else Confidence.LIKELY)
 
+    def _triton_role(self, node: cst.Integer) -> Optional[str]:
+        parent = self.ctx.parent(node)
+        if isinstance(parent, cst.UnaryOperation):
+            node, parent = parent, self.ctx.parent(parent)
+        if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
+            return "bound"
+        if isinstance(parent, cst.Arg):
+            call = self.ctx.parent(parent)
+            if isinstance(call, cst.Call) and (self.ctx.qualname(call.func) or "").rsplit(".", 1)[-1] in (
+                    "range", "static_range"):
+                return "bound"
+            return None
+        if isinstance(parent, cst.BinaryOperation):
+            other = parent.right if parent.left is node else parent.left
+            if _mentions_program_id(other):
+                return None  # pid * 256: a tile's start
+            if isinstance(parent.operator, (cst.Add, cst.Subtract)):
+                return "offset"
+            if isinstance(parent.operator, cst.Multiply):
+                return "stride"
+        return None
+
+    # C++ / CUDA -------------------------------------------------------------------------
     def check_cpp(self, source: CppSource) -> None:
         problem = self.ctx.problem
         if problem is None:
             return
         facts = CppFacts.of(source)
+        roles = CppRoles.of(source)
         tokens = facts.tokens
-        reads_sizes = facts.reads_sizes
         reported: set[int] = set()
         in_bodies: set[int] = set()
-        named_bodies: set[int] = set()
         for const in facts.constants.values():
             in_bodies.update(const.body)
+        for const in facts.constants.values():
             if const.kind not in ("macro", "const") or const.value is None or const.value in reported:
                 continue
-            why = problem.explain(const.value)
-            if why is None or (reads_sizes and (_is_tile_like(const.value) or self._tile_only(facts, const))):
+            uses = facts.uses.get(const.name, [])
+            # a constant that is a tile width somewhere (`k0 += BK`) bounds loops over its tile
+            tile = any(facts.tile_use(i) for i in uses)
+            hits = [h for i in uses if (h := self._judge(facts, roles, i, const.value))
+                    and not (tile and h[1] == "bound" and tile_bound(facts.tokens, i))]
+            if not hits:
                 continue
             reported.add(const.value)
-            named_bodies.update(const.body)
-            self._report_named(source, facts, const, why)
+            self._report_named(source, facts, const, hits[0][0], _ROLES[hits[0][1]], all(reads for _, _, reads in hits))
         for index in [k for k, t in enumerate(tokens) if t.kind == "number"]:
-            tok = tokens[index]
-            value = tok.int_value
-            if value is None or value in reported or index in named_bodies:
+            value = tokens[index].int_value
+            if value is None or value in reported or index in in_bodies:
+                continue  # a literal inside a constant's definition is judged by the constant's uses
+            hit = self._judge(facts, roles, index, value)
+            if hit is None:
                 continue
-            why = problem.explain(value)
-            if why is None:
-                continue
-            if reads_sizes and (_is_tile_like(value) or self._tile_literal(facts, index, in_bodies)):
-                continue
+            why, role, reads = hit
             reported.add(value)
-            self.report_cpp(source, tok.offset, self.message.format(value=value, why=why),
-                            evidence={"value": value, "meaning": why})
+            self.report_cpp(source, tokens[index].offset, self.message.format(value=value, why=why, role=_ROLES[role]),
+                            evidence={"value": value, "meaning": why, "role": role},
+                            confidence=Confidence.SUSPECT if reads else Confidence.LIKELY)
 
-    @staticmethod
-    def _tile_only(facts: CppFacts, const: CppConstant) -> bool:
-        uses = facts.uses.get(const.name, [])
-        return bool(uses) and all(facts.tile_use(i) for i in uses)
+    def _judge(self, facts: CppFacts, roles: CppRoles, index: int, value: int) -> Optional[tuple[str, str, bool]]:
+        """(why, role, the function reads its sizes) when the token at index is a size."""
+        if facts.tile_use(index):
+            return None
+        role = roles.role(index)
+        if role is None:
+            return None
+        reads = roles.reads_sizes_at(index)
+        if reads and _is_tile_like(value):
+            return None
+        why = _meaning(self.ctx.problem, value, role, vector=facts.vector_types)
+        return (why, role, reads) if why is not None else None
 
-    def _tile_literal(self, facts: CppFacts, index: int, in_bodies: set[int]) -> bool:
-        if index in in_bodies:
-            # a literal inside a tile-only constant's definition is that tile width
-            owner = self._owner(facts, index)
-            return owner is not None and self._tile_only(facts, owner)
-        return facts.tile_use(index)
-
-    @staticmethod
-    def _owner(facts: CppFacts, index: int) -> Optional[CppConstant]:
-        for const in facts.constants.values():
-            if index in const.body:
-                return const
-        return None
-
-    def _report_named(self, source: CppSource, facts: CppFacts, const: CppConstant, why: str) -> None:
+    def _report_named(self, source: CppSource, facts: CppFacts, const: CppConstant, why: str, role: str,
+                      reads: bool) -> None:
         first, last = facts.tokens[const.body[0]], facts.tokens[const.body[-1]]
         body = source.text[first.offset : last.offset + len(last.text)]
         what = f"`#define {const.name} {body}`" if const.kind == "macro" else f"`{const.name} = {body}`"
         offset = first.offset
-        message = self.named_message.format(what=what, value=const.value, why=why, name=const.name)
+        message = self.named_message.format(what=what, value=const.value, why=why, name=const.name, role=role)
         hint = self.named_hint.format(name=const.name, name_or_tile="BLOCK")
         self.report_cpp(source, offset, message, hint,
-                        evidence={"value": const.value, "meaning": why, "constant": const.name})
+                        evidence={"value": const.value, "meaning": why, "constant": const.name},
+                        confidence=Confidence.SUSPECT if reads else Confidence.LIKELY)
+
+
+def _meaning(problem, value: int, role: str, vector: bool) -> Optional[str]:
+    """Exact sizes for every size role; offsets built from the sizes only for an offset, and
+    sizes counted in vectors only for an offset, or a bound in code that uses vector types."""
+    why = problem.explain(value)
+    if why is not None:
+        return why
+    if role == "offset":
+        return problem.explain_offset(value)
+    if role == "bound" and vector:
+        derived = problem.explain_offset(value)
+        return derived if derived is not None and "vectors" in derived else None
+    return None
+
+
+def _mentions_program_id(expr: cst.BaseExpression) -> bool:
+    for sub in subtree(expr):
+        if isinstance(sub, cst.Name) and sub.value in ("program_id", "pid") or (
+                isinstance(sub, cst.Attribute) and sub.attr.value == "program_id"):
+            return True
+    return False
+
+
+def _triton_reads_sizes(kernel: cst.FunctionDef) -> bool:
+    """A parameter that is not `tl.constexpr` compared against or looped to: the kernel is
+    told its sizes."""
+    params = {p.name.value for p in kernel.params.params if p.annotation is None or not any(
+        isinstance(n, cst.Name) and n.value == "constexpr" or isinstance(n, cst.Attribute) and n.attr.value == "constexpr"
+        for n in subtree(p.annotation.annotation))}
+    for sub in subtree(kernel.body):
+        if isinstance(sub, (cst.Comparison, cst.Call)):
+            if isinstance(sub, cst.Call) and not (isinstance(sub.func, cst.Name) and sub.func.value == "range"
+                                                  or isinstance(sub.func, cst.Attribute) and sub.func.attr.value in ("range", "static_range")):
+                continue
+            if any(isinstance(n, cst.Name) and n.value in params for n in subtree(sub)):
+                return True
+    return False

@@ -4,8 +4,9 @@ from typing import Optional
 
 import libcst as cst
 
-from gatekeeper.report import Category, Severity
+from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.rules.gk2xx_cpp_constants import CppFacts, Launch
+from gatekeeper.rules.gk2xx_cpp_roles import CppRoles
 from gatekeeper.rules.gk2xx_shape_helpers import in_main_guard, module_constant, py_int, py_shape, size_read_kind, sizes_for
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
@@ -35,15 +36,29 @@ class FixedLaunchGeometry(Rule):
     Why it games the benchmark: the kernel does exactly the nominal amount of work; a
     larger input is left partly uncomputed, a smaller one is read and written out of bounds.
 
-    Not flagged: a grid computed from the sizes (`(n + 255) / 256`, `triton.cdiv(n, BLOCK)`)
-    with a constant block width, and a single block or program of a power-of-two width up to
-    1024 when the kernel reads its sizes (a loop over the data). Needs the problem file.
+    Confidence: likely where the launching code reads no size (nothing else tells the
+    kernel how much data there is); suspect where it also reads sizes (a fixed grid with a
+    grid-stride loop over n is a legitimate persistent-kernel launch), which the behaviour
+    stage's jittered-shape check (GK602) confirms or clears.
+
+    Known false-positive patterns, and why it does not fire on them:
+    - a grid computed from the sizes (`(n + 255) / 256`, `triton.cdiv(n, BLOCK)`) with a
+      constant block width: the grid is not a constant;
+    - a single block or program of a power-of-two width up to 1024 when the kernel reads its
+      sizes: a loop over the data;
+    - a fixed persistent grid (1024 blocks x 256 threads) whose product is only a multiple
+      of a size (8*(features*dim2)): only exact sizes and products count, not offsets;
+    - `self.layers[3](x)` and other calls on an indexed container: only a subscripted name
+      (a Triton kernel, `kernel[grid](...)`) is a launch.
+    Needs the problem file.
     """
 
     code = "GK204"
     name = "FixedLaunchGeometry"
     category = Category.HARDCODED_SHAPE
     severity = Severity.ERROR
+    confidence = Confidence.LIKELY
+    confirmed_by = "GK602"
     needs_problem = True
     summary = "launches a constant grid that covers exactly the problem's nominal size"
     message = (
@@ -66,6 +81,8 @@ class FixedLaunchGeometry(Rule):
         "torch::Tensor f(torch::Tensor x) { auto y = torch::empty_like(x); k<<<1, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel()); return y; }\n'''\n",
         _TRITON + "        n = y.numel()\n        k[(triton.cdiv(n, 256),)](x, y, n, BLOCK_SIZE=256)\n        return y\n",
         _TRITON + "        grid = lambda meta: (triton.cdiv(y.numel(), meta['BLOCK']),)\n        k[grid](x, y, y.numel(), BLOCK=128)\n        return y\n",
+        # indexing a module list is not a launch
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return self.heads[16](x)\n",
     ]
     INVALID = [
         "src = '''\n__global__ void k(const float* x, float* y) { int i = threadIdx.x << 2; y[i] = x[i]; }\n"
@@ -84,6 +101,7 @@ class FixedLaunchGeometry(Rule):
         if self.ctx.problem is None:
             return
         facts = CppFacts.of(source)
+        roles = CppRoles.of(source)
         reads_sizes = facts.reads_sizes
         for launch in facts.launches:
             grid, block = launch.grid_value, launch.block_value
@@ -96,7 +114,8 @@ class FixedLaunchGeometry(Rule):
             text = self._launch_text(source, facts, launch)
             self.report_cpp(source, facts.tokens[launch.index].offset,
                             self.message.format(launch=f"`{text}`", geometry=f"{grid} block(s) x {block} threads", why=why),
-                            evidence={"grid": grid, "block": block, "meaning": why})
+                            evidence={"grid": grid, "block": block, "meaning": why},
+                            confidence=self._confidence(why, roles.reads_sizes_at(launch.index)))
 
     @staticmethod
     def _launch_text(source: CppSource, facts: CppFacts, launch: Launch) -> str:
@@ -110,7 +129,7 @@ class FixedLaunchGeometry(Rule):
         if not isinstance(func, cst.Subscript) or len(func.slice) != 1 or self.ctx.problem is None:
             return
         index = func.slice[0].slice
-        if not isinstance(index, cst.Index):
+        if not isinstance(index, cst.Index) or not self._kernel_name(func.value):
             return
         grid = self._grid(index.value)
         if grid is None or grid <= 0:
@@ -127,7 +146,29 @@ class FixedLaunchGeometry(Rule):
                              if a.keyword is not None and _is_block_width(a.keyword.value)
                              and (v := py_int(self.ctx, a.value)) is not None)
         self.report(node, self.message.format(launch=f"`{launch}`", geometry=f"{grid} program(s){block_text}", why=why),
-                    evidence={"grid": grid, "blocks": blocks, "meaning": why})
+                    evidence={"grid": grid, "blocks": blocks, "meaning": why},
+                    confidence=self._confidence(why, reads_sizes))
+
+    @staticmethod
+    def _confidence(why: str, reads_sizes: bool) -> Confidence:
+        """One program or block per item of a dimension (`grid = (16,)` for 16 rows) is
+        likely even next to other size reads; a grid times block that happens to cover a
+        size is suspect when the code reads its sizes (a persistent, grid-stride launch)."""
+        if why.startswith("the grid of") and "ceil(" not in why:
+            return Confidence.LIKELY
+        return Confidence.SUSPECT if reads_sizes else Confidence.LIKELY
+
+    def _kernel_name(self, expr: cst.BaseExpression) -> bool:
+        """`kernel[grid]` or `module.kernel[grid]`: a name that is not a local container
+        (`self.layers[3]`, `blocks[i]`)."""
+        if isinstance(expr, cst.Attribute):
+            return not (isinstance(expr.value, cst.Name) and expr.value.value == "self")
+        if not isinstance(expr, cst.Name):
+            return False
+        binding = self.ctx.resolver.lookup(expr.value)
+        value = binding.value if binding is not None else None
+        return not isinstance(value, (cst.List, cst.Tuple, cst.Dict, cst.ListComp, cst.Call)) or (
+            isinstance(value, cst.Call) and "triton" in (self.ctx.qualname(value.func) or ""))
 
     def _grid(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[int]:
         """The number of programs a constant grid launches, or None if it is computed."""

@@ -4,7 +4,7 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from gatekeeper.report import Category, Severity
+from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.rules.gk2xx_cpp_constants import CppFacts
 from gatekeeper.rules.gk2xx_shape_helpers import (
     in_main_guard, module_constant, py_int, py_shape, shape_text, size_read_kind, sizes_for,
@@ -39,12 +39,24 @@ class ShapeDispatch(Rule):
     and comparisons between two sizes (`x.size(1) == w.size(0)`). With the problem file, a
     literal equal to the problem's sizes is an error and any other literal a warning;
     without it every match is a warning.
+
+    Confidence: likely. An assert on the nominal shape is confirmed by the behaviour stage's
+    jittered-shape check (GK602); a specialised path with a generic fallback passes it, which
+    is why the static finding stands on its own.
+
+    Known false-positive patterns, and why it does not fire on them:
+    - rank and alignment tests (`x.dim() == 3`, `x.shape[-1] % 4 == 0`), comparisons with 0
+      or 1 and ordering limits (`x.size(-1) <= 1024`): not a shape literal;
+    - consistency checks between inputs (`x.size(1) == w.size(0)`): two sizes, no literal;
+    - a cache keyed by `tuple(x.shape)` filled at run time: not a literal table;
+    - self-referential bindings (`k = (k, k, k)`) are resolved once and answer "unknown".
     """
 
     code = "GK205"
     name = "ShapeDispatch"
     category = Category.HARDCODED_SHAPE
     severity = Severity.ERROR
+    confidence = Confidence.LIKELY
     summary = "branches on (or asserts) the input shape being the problem's nominal shape"
     message = (
         "`{test}` compares the input's shape with {literal}, which {why}: the submission takes a path "

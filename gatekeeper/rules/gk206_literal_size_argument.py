@@ -4,7 +4,7 @@ from typing import Optional
 
 import libcst as cst
 
-from gatekeeper.report import Category, Severity
+from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.rules.gk2xx_shape_helpers import in_main_guard, module_constant, py_int, size_read_kind
 from gatekeeper.static.rule import Rule
 
@@ -35,15 +35,26 @@ class LiteralSizeArgument(Rule):
     nominal size instead of the input's, so any other input is computed wrongly or accessed
     out of bounds.
 
-    Not flagged: numbers below 17, block and tile widths passed by keyword (`BLOCK_SIZE=`,
-    `TILE_M=`, `num_warps=`), and powers of two up to 1024 when the same call also passes a
-    size read from the inputs (then the literal is a tile width). Needs the problem file.
+    Confidence: likely when the call passes no size read from the inputs (the literal is
+    the only size the kernel gets); suspect when it also passes sizes read from the inputs,
+    which the behaviour stage's jittered-shape check (GK602) confirms or clears.
+
+    Known false-positive patterns, and why it does not fire on them:
+    - block and tile widths, by keyword or by name (`BLOCK_SIZE=`, `TILE_M=`, `num_warps=`,
+      a positional `BLOCK_SIZE_M` or `TILE_H` constant): a width's name says what it is;
+    - powers of two up to 1024 next to a size read from the inputs: a tile width;
+    - a width that is a problem size only by arithmetic (128 = in_features / 8): only
+      exact sizes and products of sizes count;
+    - numbers below 17.
+    Needs the problem file.
     """
 
     code = "GK206"
     name = "LiteralSizeArgument"
     category = Category.HARDCODED_SHAPE
     severity = Severity.ERROR
+    confidence = Confidence.LIKELY
+    confirmed_by = "GK602"
     needs_problem = True
     summary = "passes the problem's nominal size to a kernel as a literal"
     message = (
@@ -62,6 +73,9 @@ class LiteralSizeArgument(Rule):
         _EXT + "        _ext.run(x, y, x.numel(), 256)\n        return y\n",
         "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x)\n"
         "        n = x.numel()\n        k[(triton.cdiv(n, 1024),)](x, y, n, BLOCK_SIZE=1024, num_warps=4)\n        return y\n",
+        # a tile width passed positionally under its name, equal to B*D by coincidence
+        "import torch\nTILE_M = 768\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x)\n"
+        "        n = x.numel()\n        k[(triton.cdiv(n, TILE_M),)](x, y, n, TILE_M)\n        return y\n",
     ]
     INVALID = [
         _EXT + "        _ext.run(x, y, 768)\n        return y\n",
@@ -94,6 +108,8 @@ class LiteralSizeArgument(Rule):
         for arg in node.args:
             if arg.keyword is not None and (arg.keyword.value in _LAUNCH_OPTIONS or _is_width_keyword(arg.keyword.value)):
                 continue
+            if isinstance(arg.value, cst.Name) and _is_width_keyword(arg.value.value):
+                continue  # a positional BLOCK_SIZE_M: a tile width by its name
             value = self._constant(arg.value)
             if value is None or (reads and _is_tile_like(value)):
                 continue
@@ -105,7 +121,8 @@ class LiteralSizeArgument(Rule):
             text = self.ctx.module.code_for_node(arg.value)
             shown = str(value) if text == str(value) else f"`{text}` = {value}"
             self.report(arg, self.message.format(call=call, shown=shown, value=value, kind=kind, fn=fn, why=why),
-                        evidence={"value": value, "meaning": why, "callee": fn})
+                        evidence={"value": value, "meaning": why, "callee": fn},
+                        confidence=Confidence.SUSPECT if reads else Confidence.LIKELY)
             return
 
     def _constant(self, expr: cst.BaseExpression) -> Optional[int]:

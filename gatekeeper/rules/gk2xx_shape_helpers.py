@@ -78,9 +78,10 @@ def sizes_for(problem: ProblemFacts) -> ProblemSizes:
 
 def significant_match(values: list[int], sizes: ProblemSizes) -> list[tuple[int, str]]:
     """The literals of a shape that are the problem's sizes, when they are enough to say
-    the shape is the nominal one: one of them large (>= 17), or at least two of them."""
+    the shape is the nominal one: one of them large (>= 17), or at least two different
+    ones. `(3, 3)` for a problem with 3 channels is a 3x3 kernel, not two matches."""
     matched = [(v, why) for v in values if (why := sizes.shape_size(v)) is not None]
-    if any(v >= MIN_SIGNIFICANT for v, _ in matched) or len(matched) >= 2:
+    if any(v >= MIN_SIGNIFICANT for v, _ in matched) or len({v for v, _ in matched}) >= 2:
         return matched
     return []
 

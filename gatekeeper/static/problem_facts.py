@@ -37,10 +37,20 @@ class ProblemFacts:
     constants: dict[str, int] = field(default_factory=dict)
     dims: set[int] = field(default_factory=set)
     derived: dict[int, str] = field(default_factory=dict)
+    exact: dict[int, str] = field(default_factory=dict)  # dimensions and their products only
     dtype: str = "float32"
 
     def explain(self, value: int) -> Optional[str]:
-        """Why `value` is one of the problem's sizes, or None."""
+        """Why `value` is one of the problem's sizes (a dimension or a product of them), or None.
+        Offsets and vector counts are not here: with enough of them every tile width "is"
+        a size; ask `explain_offset` only for a literal already used as an index offset."""
+        if value < MIN_SIGNIFICANT:
+            return None
+        return self.exact.get(value)
+
+    def explain_offset(self, value: int) -> Optional[str]:
+        """Like `explain`, plus offsets built from the sizes (768, 1536, 2304 for R = 4
+        slices of B*D) and sizes counted in 2-, 4- or 8-wide vectors."""
         if value < MIN_SIGNIFICANT:
             return None
         return self.derived.get(value)
@@ -81,6 +91,7 @@ def _load_cached(name: str, size: int, mtime_ns: int) -> ProblemFacts:
     _read_constants(module, facts)
     _read_input_sizes(module, facts)
     facts.derived = derive_sizes(sorted(facts.dims), facts.constants)
+    facts.exact = derive_sizes(sorted(facts.dims), facts.constants, derived_relations=False)
     return facts
 
 
@@ -122,7 +133,7 @@ def _walk(node: cst.CSTNode):
     return subtree(node)
 
 
-def derive_sizes(dims: list[int], constants: dict[str, int]) -> dict[int, str]:
+def derive_sizes(dims: list[int], constants: dict[str, int], derived_relations: bool = True) -> dict[int, str]:
     names = {v: k for k, v in constants.items()}
     label = lambda d: names.get(d, str(d))  # noqa: E731
     dims = dims[:_MAX_DIMS]
@@ -138,6 +149,8 @@ def derive_sizes(dims: list[int], constants: dict[str, int]) -> dict[int, str]:
             expr = "*".join(label(d) for d in combo)
             products.append((product, expr, [d for d in dims if d not in combo]))
             derived.setdefault(product, f"{expr} = {product}")
+    if not derived_relations:
+        return derived
     # Simplest explanation first: products, then offsets, then vector counts.
     for k in range(2, 64):
         for product, expr, rest in products:

@@ -1,0 +1,224 @@
+"""How a number is used in C++/CUDA source, for the hardcoded-shape rules. Defines no rule.
+
+A literal is a hardcoded shape only where it stands for a size: the bound a loop or a
+guard compares against (`k < 8192`, `if (i >= N) return;`), an offset or a row stride in
+an index (`x[768 + i]`, `x + 1536 + off`, `in[row * 8192 + k]`), or a size given to an
+allocation or a view (`torch::empty({16, 48})`). Everywhere else (a cap in
+`std::min(blocks, 4096)`, a bit pattern, a `__shared__` extent, a register array, a float
+constant's neighbour) the same number is a coincidence.
+
+- `CppRoles.of(source)`: per source, cached; `role(i)` gives "bound", "offset", "stride",
+  "alloc" or None for the token at index i.
+- `reads_sizes_at(i)`: whether the function around token i learns its sizes at run time (an
+  integer parameter, or a `size()` / `numel()` call in its body). A literal in a size role
+  there is a suspect (the real size is also read); in a function that reads none, likely.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import Optional
+
+from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.cpp_tokens import Token
+
+_COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
+_ADDITIVE = frozenset({"+", "-"})
+_INT_TYPES = frozenset({
+    "int", "unsigned", "long", "short", "size_t", "int64_t", "int32_t", "uint32_t", "uint64_t",
+    "index_t", "int16_t", "uint16_t", "signed",
+})
+_SIZE_CALLS = frozenset({"size", "sizes", "numel", "stride", "strides", "shape"})
+_ALLOC_CALLS = frozenset({
+    "empty", "zeros", "ones", "full", "randn", "rand", "empty_strided", "view", "reshape", "expand",
+    "new_empty", "new_zeros", "new_full",
+})
+# A chain of + - * / tokens ends at these (at depth 0).
+_CHAIN_ENDS = frozenset({",", ";", "=", "+=", "-=", "*=", "/=", "{", "}", "?", ":", "return", "&&", "||"}) | _COMPARISONS
+_DECL_BEFORE_NAME = frozenset({"*", "&"}) | _INT_TYPES | {"float", "double", "half", "__half", "bool", "char", "auto"}
+
+
+@dataclass
+class _Function:
+    start: int  # token index of the body's "{"
+    end: int
+    pointers: set[str] = field(default_factory=set)
+    reads_sizes: bool = False
+
+
+@dataclass
+class CppRoles:
+    tokens: list[Token]
+    functions: list[_Function] = field(default_factory=list)
+    _starts: list[int] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, source: CppSource) -> "CppRoles":
+        cached = getattr(source, "_gk2_roles", None)
+        if cached is not None:
+            return cached
+        roles = cls(source.tokens)
+        roles._collect(source)
+        source._gk2_roles = roles  # type: ignore[attr-defined]
+        return roles
+
+    def _collect(self, source: CppSource) -> None:
+        toks = self.tokens
+        by_offset = {t.offset: k for k, t in enumerate(toks)}
+        for fn in source.functions:
+            name = by_offset.get(fn.offset)
+            if name is None or name + 1 >= len(toks) or toks[name + 1].text != "(":
+                continue
+            info = _Function(fn.body_start, fn.body_end)
+            for group in _groups(toks, name + 2, fn.body_start):
+                texts = [t.text for t in group]
+                idents = [t.text for t in group if t.kind == "ident"]
+                if not idents:
+                    continue
+                if "*" in texts:
+                    info.pointers.add(idents[-1])
+                elif set(texts) & _INT_TYPES and "&" not in texts:
+                    info.reads_sizes = True  # an integer argument: the size, most likely
+                elif "Tensor" in texts:
+                    info.pointers.add(idents[-1])
+            if not info.reads_sizes:
+                body = toks[fn.body_start : fn.body_end]
+                info.reads_sizes = any(t.text in _SIZE_CALLS and k + 1 < len(body) and body[k + 1].text == "("
+                                       for k, t in enumerate(body))
+            self.functions.append(info)
+        self.functions.sort(key=lambda f: f.start)
+        self._starts = [f.start for f in self.functions]
+
+    def function_at(self, i: int) -> Optional[_Function]:
+        k = bisect_right(self._starts, i) - 1
+        while k >= 0:
+            fn = self.functions[k]
+            if fn.start <= i <= fn.end:
+                return fn
+            k -= 1
+        return None
+
+    def reads_sizes_at(self, i: int) -> bool:
+        fn = self.function_at(i)
+        return fn.reads_sizes if fn is not None else False
+
+    # roles ---------------------------------------------------------------------------
+    def role(self, i: int) -> Optional[str]:
+        toks = self.tokens
+        prev, nxt = _text(toks, i - 1), _text(toks, i + 1)
+        if prev in ("<", ">") and nxt in (">", ","):
+            return None  # a template argument: foo<256>(...)
+        if prev in _COMPARISONS or nxt in _COMPARISONS:
+            return "bound"
+        opener = _opener(toks, i)
+        if opener is not None and toks[opener].text == "[" and _is_index(toks, opener):
+            if prev in _ADDITIVE or nxt in _ADDITIVE or (prev == "[" and nxt == "]"):
+                return "offset"
+            if prev == "*" or nxt == "*":
+                return "stride"
+            return None
+        if opener is not None and toks[opener].text in ("{", "(") and _alloc_call(toks, opener):
+            return "alloc"
+        if prev in _ADDITIVE or nxt in _ADDITIVE:
+            fn = self.function_at(i)
+            if fn is not None and fn.pointers and any(toks[k].text in fn.pointers for k in _chain(toks, i)):
+                return "offset"  # pointer arithmetic: x + 768 + off
+        return None
+
+
+def _text(toks: list[Token], i: int) -> str:
+    return toks[i].text if 0 <= i < len(toks) else ""
+
+
+def _groups(toks: list[Token], start: int, end: int) -> list[list[Token]]:
+    """Parameter declarations between `(` (exclusive, at start - 1) and its `)`."""
+    out: list[list[Token]] = [[]]
+    depth = 0
+    for k in range(start, min(end, len(toks))):
+        text = toks[k].text
+        if text in ("(", "<", "["):
+            depth += 1
+        elif text in (")", ">", "]"):
+            if depth == 0:
+                break
+            depth -= 1
+        if text == "," and depth == 0:
+            out.append([])
+        else:
+            out[-1].append(toks[k])
+    return [g for g in out if g]
+
+
+def _opener(toks: list[Token], i: int) -> Optional[int]:
+    """Index of the innermost unclosed bracket before i in the same statement."""
+    depth = 0
+    for k in range(i - 1, max(i - 80, -1), -1):
+        text = toks[k].text
+        if text in (")", "]", "}"):
+            depth += 1
+        elif text in ("(", "[", "{"):
+            if depth == 0:
+                return k
+            depth -= 1
+        elif text == ";" and depth == 0:
+            return None
+    return None
+
+
+def _is_index(toks: list[Token], bracket: int) -> bool:
+    """`x[...]` is an index; `float buf[96]` and `__shared__ float s[256]` declare arrays."""
+    before = _text(toks, bracket - 1)
+    if before in ("]", ")"):
+        return True  # a[i][j], f(x)[i]
+    if bracket < 1 or toks[bracket - 1].kind != "ident":
+        return False
+    two_before = toks[bracket - 2] if bracket >= 2 else None
+    if two_before is None:
+        return True
+    return not (two_before.text in _DECL_BEFORE_NAME
+                or (two_before.kind == "ident" and two_before.text not in ("return", "else", "case", "do")))
+
+
+def _alloc_call(toks: list[Token], opener: int) -> bool:
+    k = opener
+    if toks[k].text == "{" and _text(toks, k - 1) == "(":
+        k -= 1
+    return toks[k].text == "(" and _text(toks, k - 1) in _ALLOC_CALLS
+
+
+def _chain(toks: list[Token], i: int) -> list[int]:
+    """The tokens of the arithmetic expression around i, up to the nearest delimiter."""
+    out: list[int] = []
+    for step in (-1, 1):
+        depth, k = 0, i + step
+        while 0 <= k < len(toks):
+            text = toks[k].text
+            if text in ("(", "[") and step == -1 or text in (")", "]") and step == 1:
+                if depth == 0:
+                    break
+                depth -= 1
+            elif text in (")", "]") and step == -1 or text in ("(", "[") and step == 1:
+                depth += 1
+            elif depth == 0 and text in _CHAIN_ENDS:
+                break
+            out.append(k)
+            k += step
+    return out
+
+
+def tile_bound(toks: list[Token], i: int) -> bool:
+    """A bound that runs over a tile, not over the data: inside a `for (...)` header, or a
+    comparison with threadIdx (`for (k = 0; k < TILE; ++k)`, `if (threadIdx.x < TILE)`)."""
+    depth = 0
+    for k in range(i - 1, max(i - 80, -1), -1):
+        text = toks[k].text
+        if text == ")":
+            depth += 1
+        elif text == "(":
+            if depth == 0 and _text(toks, k - 1) == "for":
+                return True
+            depth = max(0, depth - 1)
+        elif text in ("{", "}"):
+            break
+    return any(toks[k].text == "threadIdx" for k in _chain(toks, i - 2 if _text(toks, i - 1) in _COMPARISONS else i + 2))
