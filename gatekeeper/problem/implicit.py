@@ -5,6 +5,10 @@ KernelBench problems say `batch_size = 16` at module level and use it in `get_in
 two functions read (directly or through other constants, `N = M * 2`), except those only
 passed to the explicit jitter object (`popcorn_pri.jitter_int(R)` already jitters R) and
 small ones (below `min_size`: dims, kernel sizes, strides) unless the sidecar names them.
+
+Small sizes that only `get_inputs` reads (not `get_init_inputs`: there a small int is a
+kernel size, a stride or an axis) are jittered too, by one step (a rank count of 4 becomes
+3 and 5), so a kernel with the 4 baked in is seen (`small_input_constants`).
 """
 
 from __future__ import annotations
@@ -65,12 +69,12 @@ def _module_assignments(module: cst.Module) -> dict[str, cst.BaseExpression]:
     return found
 
 
-def sizing_constants(module: cst.Module) -> dict[str, int]:
+def sizing_constants(module: cst.Module, functions: tuple[str, ...] = SIZING_FUNCTIONS) -> dict[str, int]:
     """Module int constants that (transitively) size get_inputs / get_init_inputs."""
     assigned = _module_assignments(module)
     used: set[str] = set()
     for statement in module.body:
-        if isinstance(statement, cst.FunctionDef) and statement.name.value in SIZING_FUNCTIONS:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value in functions:
             used |= _names_in(statement.body)
     todo, seen = list(used), set()
     result: dict[str, int] = {}
@@ -120,6 +124,24 @@ class _Rewrite(cst.CSTTransformer):
         return updated
 
 
+SMALL_MIN = 2  # a size of 1 changes broadcasting, not only the size
+
+
+def small_input_constants(module: cst.Module, min_size: int) -> dict[str, int]:
+    """Sizes below `min_size` (and at least 2) read by get_inputs and not by get_init_inputs."""
+    inputs = sizing_constants(module, ("get_inputs",))
+    init = sizing_constants(module, ("get_init_inputs",))
+    return {k: v for k, v in inputs.items() if k not in init and SMALL_MIN <= v < min_size}
+
+
+def small_step(n: int, spec: JitterSpec, bounds: Optional[tuple[int, int]] = None) -> int:
+    """One step off a small size: down for a smaller trial, up for a larger one."""
+    value = n - 1 if spec.scale < 1 and n - 1 >= SMALL_MIN else n + 1
+    if bounds is not None:
+        value = min(max(value, bounds[0]), bounds[1])
+    return value
+
+
 def choose_constants(constants: dict[str, int], min_size: int, named: Iterable[str]) -> dict[str, int]:
     named = set(named)
     return {k: v for k, v in constants.items() if v >= min_size or k in named}
@@ -127,11 +149,15 @@ def choose_constants(constants: dict[str, int], min_size: int, named: Iterable[s
 
 def jitter_source(module: cst.Module, chosen: dict[str, int], spec: JitterSpec,
                   ranges: Optional[dict[str, tuple[int, int]]] = None,
-                  align: Optional[dict[str, int]] = None) -> tuple[str, dict[str, int]]:
-    """The problem's source with the chosen constants jittered, and the new values."""
+                  align: Optional[dict[str, int]] = None,
+                  small: Iterable[str] = ()) -> tuple[str, dict[str, int]]:
+    """The problem's source with the chosen constants jittered, and the new values. Those
+    named in `small` move by one step (small_step) instead of by the trial's scale."""
     if spec.nominal or not chosen:
         return module.code, dict(chosen)
     rng = random.Random(spec.seed ^ 0x5EED)
-    values = {name: jitter_value(n, spec, rng, (align or {}).get(name, 1), (ranges or {}).get(name))
+    small = set(small)
+    values = {name: small_step(n, spec, (ranges or {}).get(name)) if name in small
+              else jitter_value(n, spec, rng, (align or {}).get(name, 1), (ranges or {}).get(name))
               for name, n in sorted(chosen.items())}
     return module.visit(_Rewrite(values)).code, values

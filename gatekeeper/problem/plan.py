@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from gatekeeper.problem.implicit import choose_constants, jitter_source, sizing_constants
+from gatekeeper.problem.implicit import choose_constants, jitter_source, sizing_constants, small_input_constants
 from gatekeeper.problem.jitter import JitterSpec
 from gatekeeper.problem.sidecar import Sidecar
 
@@ -62,8 +62,11 @@ def plan_trials(source: str, sidecar: Sidecar, seed: int, shapes: int, low: floa
     rng = random.Random(seed)
     module = cst.parse_module(source)
     chosen: dict[str, int] = {}
+    small: dict[str, int] = {}
     if sidecar.jitter.enabled:
         chosen = choose_constants(sizing_constants(module), MIN_IMPLICIT_SIZE, sidecar.jitter.ranges)
+        small = {k: v for k, v in small_input_constants(module, MIN_IMPLICIT_SIZE).items() if k not in chosen}
+        chosen.update(small)
     nominal = Attempt(JitterSpec(), source, dict(chosen))
     trials = [Trial(name, rng.getrandbits(31), [nominal]) for name in NOMINAL]
     if not sidecar.jitter.enabled:
@@ -75,7 +78,13 @@ def plan_trials(source: str, sidecar: Sidecar, seed: int, shapes: int, low: floa
             step = attempt / attempts
             this_scale = scale + (1.0 - scale) * step * 0.6
             spec = JitterSpec(scale=round(this_scale, 4), seed=rng.getrandbits(31), odd=odd and attempt < attempts - 1)
-            text, values = jitter_source(module, chosen, spec, sidecar.jitter.ranges, sidecar.jitter.align)
+            # Small sizes step by one on the first attempts only: a problem that rejects
+            # them (a size that must stay 4) still gets its larger sizes jittered.
+            step_small = small if attempt < attempts - 1 else {}
+            use = {k: v for k, v in chosen.items() if k not in small or k in step_small}
+            text, values = jitter_source(module, use, spec, sidecar.jitter.ranges, sidecar.jitter.align,
+                                         small=step_small)
+            values = {**{k: v for k, v in chosen.items() if k not in use}, **values}
             trial.attempts.append(Attempt(spec, text, values))
         trials.append(trial)
     return trials, chosen

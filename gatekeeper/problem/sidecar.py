@@ -3,6 +3,7 @@
     dtype = "float32"
     device = "cpu"
     allowed_ops = ["torch.matmul"]
+    forbidden = ["torch.nn.functional.scaled_dot_product_attention", "cublas*"]
     [jitter]
     enabled = true
     ranges = { batch_size = [3, 64] }     # implicit jitter: inclusive range per constant
@@ -10,6 +11,9 @@
     [tolerances.float32]
     atol = 1e-4
     rtol = 1e-4
+    [values]                              # the call schedule's value distributions
+    fixed = [1]                           # inputs left as drawn (indices, probabilities, SPD)
+    distributions = ["scale-up", "positive"]   # default: all of problem.values.DISTRIBUTIONS
 """
 
 from __future__ import annotations
@@ -59,17 +63,46 @@ class SidecarJitter(_Strict):
         return value
 
 
+class SidecarValues(_Strict):
+    """Which inputs the call schedule may draw from other value distributions, and which."""
+
+    enabled: bool = True
+    fixed: list[int] = Field(default_factory=list)
+    distributions: Optional[list[str]] = None  # None: all
+
+    @field_validator("distributions")
+    @classmethod
+    def _known(cls, value: Optional[list[str]]) -> Optional[list[str]]:
+        from gatekeeper.problem.values import DISTRIBUTIONS
+
+        unknown = [d for d in value or [] if d not in DISTRIBUTIONS and d != "normal"]
+        if unknown:
+            raise ValueError(f"unknown distribution(s) {unknown}; known: {', '.join(DISTRIBUTIONS)}")
+        return value
+
+    def allowed(self) -> list[str]:
+        from gatekeeper.problem.values import DISTRIBUTIONS
+
+        if not self.enabled:
+            return []
+        return list(DISTRIBUTIONS) if self.distributions is None else list(self.distributions)
+
+
 class Sidecar(_Strict):
     dtype: Optional[str] = None
     # Where inputs and models live: "cpu" pins a CPU problem even on a GPU machine; by default
     # "cuda" when available (KernelBench moves inputs to the GPU), else "cpu".
     device: Optional[Literal["cpu", "cuda"]] = None
     allowed_ops: list[str] = Field(default_factory=list)
+    # Ops the submission may not leave to torch or a vendor library, under every profile
+    # (names or fnmatch patterns, matched like the GK3xx `allow` option).
+    forbidden: list[str] = Field(default_factory=list)
     jitter: SidecarJitter = Field(default_factory=SidecarJitter)
     tolerances: dict[str, Tolerance] = Field(default_factory=dict)
     # Operations the problem must do, for the timing stage's compute floor when torch's
     # FlopCounterMode counts none (custom ops, elementwise work); read by gatekeeper.timing.
     flops: Optional[float] = Field(default=None, ge=0)
+    values: SidecarValues = Field(default_factory=SidecarValues)
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         if dtype in self.tolerances:

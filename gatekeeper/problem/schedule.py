@@ -1,0 +1,94 @@
+"""The call schedule of one behaviour run: many cheap calls that no fixed rule can count.
+
+After the named trials, the submission's process is called `count` more times, `count`
+drawn per run from a secret (well above any arming threshold a submission could bake in).
+Every call gets inputs the process has never seen, generated in the reference worker:
+  fresh        new values from get_inputs, under a value distribution (problem.values)
+  near-one     an earlier call's inputs with one element changed at a random position
+  near-sparse  an earlier call's inputs with a random sparse set of elements changed
+  overwrite    new values written in place into the previous call's tensors (same objects)
+  reuse        new values in a tensor at the same address as the previous call's, with the
+               same `_version` (a fresh tensor over the same storage)
+From a random position on (`timed_from`) the submission's process is made to look like a
+timing run (problem.schedule.DECOY), so a submission that arms a memo when it thinks it is
+timed is checked while armed. Every call's output is compared with the reference.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass
+from typing import Any, Optional
+
+from gatekeeper.problem.secret import derive
+
+KINDS = ("fresh", "near-one", "near-sparse", "overwrite", "reuse")
+# Drawn per run: how many calls. Tiny problems take hundreds; the reference worker trims the
+# count to the byte and time budgets below for larger ones (never under MIN_CALLS).
+LOW, HIGH = 160, 320
+MIN_CALLS = 24
+BUDGET_BYTES = 48 << 20  # inputs + outputs of the whole schedule, across the channel
+BUDGET_S = 6.0  # reference compute time for the whole schedule
+
+
+@dataclass
+class Step:
+    index: int
+    kind: str
+    seed: int  # the values' seed (torch.manual_seed in the reference worker)
+    dist: str = "normal"  # problem.values distribution (fresh, overwrite, reuse)
+    base: Optional[int] = None  # the earlier step a near-duplicate copies
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Step":
+        return cls(**data)
+
+
+@dataclass
+class Schedule:
+    steps: list[Step]
+    timed_from: int  # index of the first call made while the process looks like a timing run
+
+    def to_json(self) -> dict[str, Any]:
+        return {"steps": [s.to_json() for s in self.steps], "timed_from": self.timed_from}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Schedule":
+        return cls([Step.from_json(s) for s in data["steps"]], int(data["timed_from"]))
+
+    def trimmed(self, count: int) -> "Schedule":
+        count = max(0, min(count, len(self.steps)))
+        return Schedule(self.steps[:count], min(self.timed_from, max(count - 1, 0)))
+
+
+def plan_schedule(seed: int, distributions: list[str], low: int = LOW, high: int = HIGH) -> Schedule:
+    """The schedule of a run, from its seed through the one-way secret (problem.secret)."""
+    rng = random.Random(derive(seed, "schedule"))
+    count = rng.randint(low, high)
+    dists = ["normal"] + [d for d in distributions if d != "normal"]
+    steps: list[Step] = []
+    for index in range(count):
+        # The first calls are plain fresh ones, so that near-duplicates have something to copy
+        # and a wrong answer from the start is told apart from one that begins later.
+        if index < 4:
+            kind = "fresh"
+        else:
+            kind = rng.choices(KINDS, weights=(50, 15, 15, 8, 12))[0]
+        dist = rng.choice(dists) if kind in ("fresh", "overwrite", "reuse") and rng.random() < 0.5 else "normal"
+        base = None
+        if kind.startswith("near"):
+            base = rng.randrange(max(0, index - 16), index)  # recent: a cache may keep only a few
+        steps.append(Step(index, kind, rng.getrandbits(31), dist, base))
+    timed_from = rng.randint(count // 4, count // 2)
+    return Schedule(steps, timed_from)
+
+
+def budgeted_count(planned: int, bytes_per_call: int, seconds_per_call: float) -> int:
+    """How many of the planned calls fit the budgets (never under MIN_CALLS unless planned is)."""
+    by_bytes = BUDGET_BYTES // max(bytes_per_call, 1)
+    by_time = int(BUDGET_S / max(seconds_per_call, 1e-6))
+    floor = MIN_CALLS if bytes_per_call * MIN_CALLS <= 4 * BUDGET_BYTES else 0  # too large: none
+    return min(planned, max(floor, min(by_bytes, by_time)))
