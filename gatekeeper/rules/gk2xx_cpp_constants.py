@@ -234,7 +234,9 @@ class CppFacts:
         if nxt == ">>" and (value := parse_int(_text(toks, i + 2))) is not None and value <= 6:
             return True
         if prev == "*" and _text(toks, i - 2) in ("x", "y", "z") and _text(toks, i - 4) in ("blockIdx", "blockDim"):
-            return True
+            # blockIdx.x * T + threadIdx.x starts a tile; `x + blockIdx.x * COLS` or
+            # `y[blockIdx.x * COLS + c]` steps over whole rows: a row stride, not a tile
+            return _text(toks, i - 4) == "blockDim" or _tile_start(toks, i)
         if nxt == "*" and _text(toks, i + 2) in ("blockIdx", "blockDim"):
             return True
         if prev == "," and _enclosing_call(toks, i).lower().find("div") >= 0:
@@ -308,6 +310,17 @@ class _Evaluator:
                 raise ValueError("not constant")
             return value
         raise ValueError("unexpected token")
+
+
+def _tile_start(toks: list[Token], i: int) -> bool:
+    """`blockIdx.x * T + threadIdx.x`, or `int base = blockIdx.x * T;`."""
+    nxt = _text(toks, i + 1)
+    if nxt == "+":
+        return any(_text(toks, k) in ("threadIdx", "tid", "lane", "tx", "ty") for k in range(i + 2, i + 4))
+    if nxt == ";":
+        k = i - 5
+        return _text(toks, k) == "=" and _text(toks, k - 2) in _INT_TYPES | _QUALIFIERS
+    return False
 
 
 def _text(toks: list[Token], i: int) -> str:
