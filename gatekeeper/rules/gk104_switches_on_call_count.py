@@ -5,7 +5,7 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
-from gatekeeper.static.returns import NONE, ReturnFlow
+from gatekeeper.static.returns import ReturnFlow
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.walk import subtree
 
@@ -164,11 +164,11 @@ class SwitchesOnCallCount(Rule):
             hit = sorted(n for n in self._test_names(test) if n in live)
             if not hit:
                 continue
-            stored = [s for s in self.flow.guarded_returns(key, test) if s.origin is not None and s.write == NONE]
+            stored = self.flow.guarded_returns(key, test)
             self.report(
                 node,
                 self.message.format(counter=hit[0], where=live[hit[0]],
-                                    stored=f", and the counted branch returns the stored {stored[0].origin}" if stored else ""),
+                                    stored=f", and the counted branch returns the stored {stored[0].stored}" if stored else ""),
                 evidence={"counter": hit[0], "advanced_in": live[hit[0]]},
                 confidence=Confidence.CERTAIN if stored else Confidence.SUSPECT,
             )

@@ -4,6 +4,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.walk import subtree
 
 
 class ReplaysGraphWithoutFreshInputs(Rule):
@@ -14,6 +15,13 @@ class ReplaysGraphWithoutFreshInputs(Rule):
     so every call returns the result for the first input while looking like real work to a
     timer. Replaying after copying fresh inputs in is legitimate and not flagged (the
     behaviour stage still checks the results).
+
+    Known false-positive patterns it does not fire on, and why:
+    - the copy comes from a local derived from an input (`x_in = x.contiguous()`,
+      `self.static_x.copy_(x_in)`): locals computed from the inputs count as inputs;
+    - a graph captured on the caller's own buffers and keyed on their `data_ptr()`
+      (re-captured when the pointer changes): replay re-reads the live input, so it
+      recomputes; returning its static output is at most GK101 (output storage reused).
     """
 
     code = "GK111"
@@ -27,6 +35,10 @@ class ReplaysGraphWithoutFreshInputs(Rule):
     VALID = [
         "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        self.static_x.copy_(x)\n"
         "        self.graph.replay()\n        return self.static_y.clone()\n",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        x_in = x if x.is_contiguous() else x.contiguous()\n"
+        "        self.static_x.copy_(x_in)\n        self.graph.replay()\n        return self.static_y.clone()\n",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        if self._ptr != x.data_ptr():\n"
+        "            self._capture(x)\n            self._ptr = x.data_ptr()\n        self.graph.replay()\n        return self.static_y.clone()\n",
     ]
     INVALID = [
         "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        if self.graph is None:\n"
@@ -41,11 +53,11 @@ class ReplaysGraphWithoutFreshInputs(Rule):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         params = [p.name.value for p in node.params.params if p.name.value != "self"]
-        self.frames.append({"params": set(params), "copied": False, "replays": []})
+        self.frames.append({"params": set(params), "inputs": set(params), "copied": False, "replays": []})
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         frame = self.frames.pop()
-        if node.name.value == "forward" and frame["replays"] and not frame["copied"]:
+        if node.name.value == "forward" and frame["replays"] and not frame["copied"] and not frame.get("keyed"):
             for replay in frame["replays"]:
                 self.report(replay, self.message.format(params=", ".join(sorted(frame["params"])) or "none"))
 
@@ -58,5 +70,17 @@ class ReplaysGraphWithoutFreshInputs(Rule):
             frame["replays"].append(node)
         elif method in ("copy_", "set_", "index_copy_"):
             for arg in node.args:
-                if isinstance(arg.value, cst.Name) and arg.value.value in frame["params"]:
+                if isinstance(arg.value, cst.Name) and arg.value.value in frame["inputs"]:
                     frame["copied"] = True
+        elif method == "data_ptr" and isinstance(node.func.value, cst.Name) and node.func.value.value in frame["inputs"]:
+            frame["keyed"] = True  # a graph keyed on the live input's address replays on it
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        # `x_in = x.contiguous()`: a local computed from an input is an input too.
+        if not self.frames:
+            return
+        frame = self.frames[-1]
+        if any(isinstance(n, cst.Name) and n.value in frame["inputs"] for n in subtree(node.value, into_functions=False)):
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    frame["inputs"].add(target.target.value)

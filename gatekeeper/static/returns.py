@@ -39,6 +39,7 @@ class ReturnSite:
     value: cst.BaseExpression
     key: str
     origin: Optional[str] = None  # the persistent storage the value denotes
+    stored: Optional[str] = None  # the same, through copies and views (`self._c[k].clone()`)
     write: str = NONE  # how the dominating statements produced it (see the constants)
     how: str = ""  # the statement that wrote it, for messages
     callees: list[str] = field(default_factory=list)  # calls whose result is the value
@@ -62,6 +63,7 @@ class ReturnFlow:
         self.sites: dict[str, list[ReturnSite]] = {}
         self.instances: dict[str, str] = {}  # "Cls.attr" -> class instantiated there
         self.cpp_returns: dict[str, set[int]] = {}
+        self.copies: dict[str, set[tuple[str, str]]] = {}  # key -> (dest local, source local) of `dest.copy_(src)`
         self._reaching: Optional[set[str]] = None
 
     # feeding -------------------------------------------------------------------
@@ -89,6 +91,15 @@ class ReturnFlow:
                     and self.ctx.class_name and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name)):
                 self.instances[f"{self.ctx.class_name}.{t.attr.value}"] = node.value.func.value
 
+    def note_call(self, call: cst.Call) -> None:
+        """Record `out.copy_(hit)`: a value copied into a local the function may return."""
+        func = call.func
+        if (self.stack and isinstance(func, cst.Attribute) and func.attr.value == "copy_"
+                and isinstance(func.value, cst.Name) and call.args):
+            for node in subtree(call.args[0].value, into_functions=False):
+                if isinstance(node, cst.Name):
+                    self.copies.setdefault(self.stack[-1].key, set()).add((func.value.value, node.value))
+
     def add_cpp(self, functions) -> None:
         for fn in functions:
             if fn.returns_params:
@@ -110,8 +121,9 @@ class ReturnFlow:
                         site.handed.append((_last_name(inner.func), index, origin))
             elif isinstance(inner, cst.Name) and inner.value in frame.call_locals:
                 site.callees = list(frame.call_locals[inner.value])
-            if site.origin is not None:
-                site.write, site.how = self._dominating_write(node, value, site.origin)
+            site.stored = site.origin or self.tracker.origin(unwrap(value))
+            if site.stored is not None:
+                site.write, site.how = self._dominating_write(node, value, site.stored)
             self.sites.setdefault(frame.key, []).append(site)
 
     # queries -------------------------------------------------------------------
@@ -161,7 +173,9 @@ class ReturnFlow:
                 return True
             if isinstance(anc, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
                 targets = [t.target for t in anc.targets] if isinstance(anc, cst.Assign) else [anc.target]
-                return any(isinstance(t, cst.Name) and t.value in returned for t in targets)
+                names = {t.value for t in targets if isinstance(t, cst.Name)}
+                copied = {dest for dest, src in self.copies.get(key, ()) if src in names}
+                return bool((names | copied) & returned)
             if isinstance(anc, cst.Call) and isinstance(anc.func, cst.Attribute) and anc.func.attr.value == "copy_":
                 return _name(anc.func.value) in returned
             if isinstance(anc, (cst.SimpleStatementLine, cst.FunctionDef)):
@@ -169,14 +183,15 @@ class ReturnFlow:
         return False
 
     def guarded_returns(self, key: str, test_node: cst.CSTNode) -> list[ReturnSite]:
-        """Returns of stored values inside the branch whose test holds `test_node`."""
+        """Returns of stored values, not written on the way, inside the branch whose test
+        holds `test_node` (for an `else`-less `if`, the branch body)."""
         branch = next((a for a in self.ctx.ancestors(test_node) if isinstance(a, (cst.If, cst.IfExp, cst.While))), None)
         if branch is None or not _within(self.ctx, test_node, branch.test):
             return []
         out = []
         for site in self.sites.get(key, ()):
-            if site.origin is None and not isinstance(unwrap(site.value), cst.Subscript):
-                continue
+            if site.stored is None or site.write != NONE:
+                continue  # only stored values handed back without being written on the way
             if isinstance(branch, cst.IfExp):
                 if _within(self.ctx, site.value, branch):
                     out.append(site)
