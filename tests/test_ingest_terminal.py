@@ -46,27 +46,32 @@ def test_progress_bar_on_a_terminal_only(tmp_path):
     assert piped.returncode == 0 and "checking" not in piped.stderr and "━" not in piped.stderr
 
 
+HANG_AFTER = 3  # each worker checks this many submissions, then hangs (fixtures/ingest/hang_after)
+
+
 def test_ctrl_c_stops_cleanly_and_keeps_finished_results(tmp_path):
     source = write_jsonl(tmp_path / "b.jsonl", 150)
     db = tmp_path / "r.db"
-    process = subprocess.Popen(_command(source, db, jobs=2), cwd=ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    stored = 0
-    while stored == 0 and process.poll() is None and time.monotonic() < deadline:
+    marks = tmp_path / "hung"
+    marks.mkdir()
+    # Workers that hang after HANG_AFTER checks: the ingest cannot finish before the
+    # Ctrl-C, and the test waits for the hang itself, not for some time to pass.
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "fixtures" / "ingest" / "hang_after"),
+           "GATEKEEPER_TEST_HANG_AFTER": str(HANG_AFTER), "GATEKEEPER_TEST_HANG_MARKS": str(marks)}
+    process = subprocess.Popen([*_command(source, db, jobs=2), "--timeout", "3600"], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300  # a safety net for a broken build, not part of the test's logic
+    while len(list(marks.iterdir())) < 2 and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
-        try:
-            stored = sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute("SELECT count(*) FROM results").fetchone()[0]
-        except sqlite3.OperationalError:
-            pass
+    assert process.poll() is None, process.communicate()
     children = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
-    assert len(children) == 2, "two workers"
+    assert sorted(children) == sorted(p.name for p in marks.iterdir()), "the two workers, both hung"
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 130, out + err
     assert "Run the same command again to resume" in err and "Traceback" not in err
     kept = sqlite3.connect(db).execute("SELECT count(*) FROM results").fetchone()[0]
-    assert stored <= kept < 150
+    assert kept == 2 * HANG_AFTER, "every finished check is kept, and only those"
     # Its workers (in their own session, so the terminal's SIGINT never reached them) were ended.
     for pid in children:
         assert not Path(f"/proc/{pid}").exists() or "(Z)" in Path(f"/proc/{pid}/stat").read_text(), pid
