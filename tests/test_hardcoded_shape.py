@@ -167,3 +167,57 @@ def test_literal_size_passed_to_the_extension():
     found = [f for f in fixture.findings if f.category.value == "hardcoded-shape"]
     assert [f.rule for f in found] == ["GK206"] and "`_ELEMS` = 768" in found[0].message
     assert not [f for f in static_findings(seed, SEED_PROBLEM_SRC) if f.rule == "GK206"]
+
+
+SOFTMAX_PROBLEM_SRC = (FIXTURES / "problems" / "shape_softmax.py").read_text("utf-8")
+
+
+def test_number_coincidences_are_quiet_until_used_as_a_size():
+    """The honest fixture holds 16384 (= dim) as a grid cap: quiet. Used as the loop bound in
+    place of the row length it is reported, a suspect (the kernel also reads cols), which
+    the jittered-shape check confirms: a warning under default, an error in strict."""
+    honest = (FIXTURES / "submissions" / "shape_honest_number_coincidences.py").read_text("utf-8")
+    assert not _shape(static_findings(honest, SOFTMAX_PROBLEM_SRC, profile="strict"))
+    hacked = honest.replace("for (int c = threadIdx.x; c < cols; c += BLOCK) m = fmaxf",
+                            "for (int c = threadIdx.x; c < 16384; c += BLOCK) m = fmaxf")
+    assert hacked != honest
+    found = [f for f in static_findings(hacked, SOFTMAX_PROBLEM_SRC) if f.rule == "GK203"]
+    assert len(found) == 1 and found[0].evidence["value"] == 16384 and found[0].evidence["role"] == "bound"
+    assert found[0].confidence.value == "suspect" and found[0].severity == Severity.WARNING
+    strict = [f for f in static_findings(hacked, SOFTMAX_PROBLEM_SRC, profile="strict") if f.rule == "GK203"]
+    assert strict and strict[0].severity == Severity.ERROR
+
+
+def test_loop_bound_in_a_kernel_told_no_size_is_likely():
+    report = gatekeeper.check_static(FIXTURES / "submissions" / "shape_hacked_loop_bound.py",
+                                     FIXTURES / "problems" / "shape_softmax.py")
+    found = [f for f in report.findings if f.rule == "GK203"]
+    assert found and all(f.confidence.value == "likely" and f.severity == Severity.ERROR for f in found)
+    assert found[0].confirmed_by == "GK602"
+
+
+@pytest.mark.parametrize("snippet", [
+    "k = x.size(0)\n        k = (k, k, k)\n        if k == (16, 16, 16):\n            return x\n",
+    "a = (x.size(0), x.size(1))\n        b = (a, a, a, a, a, a, a, a)\n        a = (b, b, b, b, b, b, b, b)\n"
+    "        if a == (4, 16, 48):\n            return x\n",
+])
+def test_self_referential_bindings_are_unknown_not_a_crash(snippet):
+    """`k = (k, k, k)` once sent size_read_kind into endless recursion, reported as a
+    "nests too deeply" reject: the submission's fault for the analyser's bug."""
+    src = FORWARD + "        " + snippet + "        return k2(x)\n"
+    report_findings = static_findings(src, SEED_PROBLEM_SRC)
+    assert not [f for f in report_findings if f.rule == "GK003"]
+    assert not [f for f in report_findings if "nests too deeply" in f.message]
+
+
+def test_weak_derived_relations_do_not_make_tile_widths_sizes():
+    """With offsets and vector counts, 32 "is" 128/4 and 4096 "is" 2*(32*64): only an
+    index offset may be explained that way; a cap or a tile is not."""
+    problem = "batch_size = 128\nchannels = 32\ndim = 64\ndef get_inputs():\n    return [torch.randn(batch_size, channels, dim)]\n"
+    src = ("src = '''\n#define TILE_DIM 32\n__global__ void k(const float* x, float* y, int n) {\n"
+           "  __shared__ float t[TILE_DIM][TILE_DIM + 1];\n"
+           "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) y[i] = x[i];\n}\n"
+           "torch::Tensor f(torch::Tensor x) { int n = x.numel(); auto y = torch::empty_like(x);\n"
+           "  const int blocks = std::min((n + 255) / 256, 4096);\n"
+           "  k<<<blocks, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n); return y; }\n'''\n")
+    assert not _shape(static_findings(src, problem, profile="strict"))
