@@ -283,6 +283,8 @@ class ReturnFlow:
             kind = NONE
             if isinstance(func, cst.Attribute):
                 method = func.attr.value
+                if method in PASS_THROUGH or method in _READS:
+                    continue  # a view or a copy of the stored tensor reads it, never writes it
                 if method == "replay" and not node.args:
                     kind = VISIBLE
                 elif method.endswith("_") and not method.startswith("_") and self._same(func.value, origin):
@@ -304,6 +306,7 @@ class ReturnFlow:
         return found is not None and (found == origin or origin.startswith(found) or found.startswith(origin))
 
 
+_READS = frozenset({"size", "dim", "numel", "stride", "data_ptr", "is_contiguous", "expand_as", "as_strided", "type_as"})
 _RANK = {NONE: 0, OPAQUE: 1, VISIBLE: 2, FRESH: 3}
 
 
