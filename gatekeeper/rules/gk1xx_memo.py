@@ -59,9 +59,13 @@ class MemoRule(Rule):
         if not self.key_locals:
             return
         key = self._key(node.value)
+        derived = self.mentions_param(node.value)
         for target in node.targets:
-            if key and isinstance(target.target, cst.Name):
-                self.key_locals[-1][target.target.value] = key
+            if isinstance(target.target, cst.Name):
+                if key:
+                    self.key_locals[-1][target.target.value] = key
+                if derived:  # `flat = x.reshape(-1)`: computed from an input, an input too
+                    self.params[-1].add(target.target.value)
 
     def visit_Return(self, node: cst.Return) -> None:
         if not self.ctx.functions or node.value is None:
