@@ -60,23 +60,41 @@ def test_torch_compute_without_own_kernel_is_an_error_under_every_profile(profil
     assert _mine(findings) == [("GK301", Severity.ERROR)]
 
 
-@pytest.mark.parametrize("profile,expected", [("default", Severity.ERROR), ("lenient", Severity.WARNING)])
-def test_heavy_glue_is_an_error_under_default(profile, expected):
-    findings = static_findings(WITH_KERNEL.format(expr="y.sum(dim=-1)"), profile=profile)
-    assert _mine(findings) == [("GK303", expected)]
+@pytest.mark.parametrize("profile,expected", [("default", Severity.WARNING), ("lenient", Severity.WARNING),
+                                              ("strict", Severity.ERROR)])
+def test_heavy_torch_next_to_a_real_kernel_is_suspect_outside_strict(profile, expected):
+    # KernelBench accepts cuDNN / cuBLAS for part of the work next to an own kernel
+    findings = [f for f in static_findings(WITH_KERNEL.format(expr="y.sum(dim=-1)"), profile=profile)
+                if f.rule.startswith("GK3")]
+    assert [(f.rule, f.severity) for f in findings] == [("GK303", expected)]
+    assert findings[0].confirmed_by == "GK660"
+    assert findings[0].confidence.value == ("certain" if profile == "strict" else "suspect")
 
 
-def test_op_the_reference_computes_is_an_error_even_as_light_glue():
+def test_op_the_reference_computes_is_suspect_under_default_and_an_error_under_strict():
     source = WITH_KERNEL.format(expr="F.relu(y)")
-    assert _mine(static_findings(source)) == [("GK301", Severity.WARNING)]
-    # the linear+relu problem computes relu: doing it in torch is part of the work
-    assert _mine(static_findings(source, LINEAR_PROBLEM)) == [("GK301", Severity.ERROR)]
-    # the seed problem does not
-    assert _mine(static_findings(source, SEED_PROBLEM)) == [("GK301", Severity.WARNING)]
+    # the linear+relu problem computes relu too, but torch does not do the matmul: part of the work
+    assert _mine(static_findings(source, LINEAR_PROBLEM)) == [("GK301", Severity.WARNING)]
+    assert _mine(static_findings(source, LINEAR_PROBLEM, profile="strict")) == [("GK301", Severity.ERROR)]
+    evidence = [f for f in static_findings(source, LINEAR_PROBLEM) if f.rule == "GK301"][0]
+    assert "part of what the reference computes" in evidence.message
+
+
+def test_torch_doing_every_op_of_the_reference_is_an_error_even_with_a_kernel():
+    # the kernel copies; torch computes the seed problem's whole op (mean)
+    source = WITH_KERNEL.format(expr="y.mean(0)")
+    findings = [f for f in static_findings(source, SEED_PROBLEM) if f.rule.startswith("GK3")]
+    assert [(f.rule, f.severity) for f in findings] == [("GK303", Severity.ERROR)]
+    assert findings[0].confidence.value == "likely" and "every op the reference computes" in findings[0].message
+    # without the problem, the same file is glue around a kernel (a heavy op: suspect)
+    assert _mine(static_findings(source)) == [("GK303", Severity.WARNING)]
+    # nn.Linear in the reference is covered by `@` in the submission (one op family)
+    both = WITH_KERNEL.format(expr="torch.relu(y @ x)")
+    assert {s for _, s in _mine(static_findings(both, LINEAR_PROBLEM))} == {Severity.ERROR}
 
 
 def test_elementwise_operators_on_tensors_follow_the_glue_policy():
-    source = WITH_KERNEL.format(expr="x * 0.25 + n")
+    source = WITH_KERNEL.format(expr="y * 0.25 + n")
     assert _mine(static_findings(WITH_KERNEL.format(expr="_ext.run(y) / 2"))) == [("GK304", Severity.WARNING)]
     assert _mine(static_findings(source)) == [("GK304", Severity.WARNING)]
     assert _mine(static_findings(source, profile="strict")) == [("GK304", Severity.ERROR)]
@@ -86,7 +104,9 @@ def test_elementwise_operators_on_tensors_follow_the_glue_policy():
 
 
 def test_matmul_operator_is_heavy():
-    assert _mine(static_findings(WITH_KERNEL.format(expr="y @ x"))) == [("GK304", Severity.ERROR)]
+    assert _mine(static_findings(WITH_KERNEL.format(expr="y @ x"))) == [("GK304", Severity.WARNING)]
+    assert _mine(static_findings(WITH_KERNEL.format(expr="y @ x"), profile="strict")) == [("GK304", Severity.ERROR)]
+    assert [f.evidence["heavy"] for f in static_findings(WITH_KERNEL.format(expr="y @ x")) if f.rule == "GK304"] == [True]
 
 
 def test_allow_option_accepts_names_and_patterns():
@@ -120,11 +140,12 @@ class ModelNew(torch.nn.Module):
 '''
 
 
-@pytest.mark.parametrize("cond,default", [("x.is_cuda", Severity.WARNING), ("x.shape[-1] % 8 == 0", Severity.ERROR),
-                                          ("USE_KERNEL", Severity.WARNING)])
-def test_fallback_branch_severity_depends_on_the_condition(cond, default):
+@pytest.mark.parametrize("cond", ["x.is_cuda", "x.shape[-1] % 8 == 0", "USE_KERNEL"])
+def test_a_fallback_chosen_at_run_time_is_suspect_outside_strict(cond):
+    # which branch runs is a run-time question: the work attribution (GK660) confirms
     source = FALLBACK.format(cond=cond)
-    assert _mine(static_findings(source)) == [("GK310", default)]
+    findings = [f for f in static_findings(source) if f.rule == "GK310"]
+    assert [(f.severity, f.confidence.value, f.confirmed_by) for f in findings] == [(Severity.WARNING, "suspect", "GK660")]
     assert _mine(static_findings(source, profile="strict")) == [("GK310", Severity.ERROR)]
     assert _mine(static_findings(source, profile="lenient")) == [("GK310", Severity.WARNING)]
 
@@ -135,6 +156,28 @@ def test_a_constant_condition_that_picks_torch_is_an_error_everywhere():
         assert _mine(static_findings(source, profile=profile)) == [("GK310", Severity.ERROR)], profile
     live = "USE_KERNEL = True\n" + FALLBACK.format(cond="USE_KERNEL")
     assert _mine(static_findings(live)) == [("GK310", Severity.WARNING)]
+
+
+@pytest.mark.parametrize("switch,dead", [
+    ('os.environ.get("USE_KERNEL", "0") == "1"', True),
+    ('os.getenv("USE_KERNEL") is not None', True),
+    ('os.environ.get("USE_KERNEL") is None', False),
+    ('int(os.environ.get("USE_KERNEL", "0"))', True),
+    ('os.environ.get("USE_KERNEL", "false").lower() in ("1", "true")', True),
+    ('"USE_KERNEL" in os.environ', True),
+    ('os.environ.get("USE_KERNEL", "1") == "1"', False),
+    ('os.environ.get("DISABLE_KERNEL", "0") != "1"', False),
+    ('os.environ["USE_KERNEL"] == "1"', None),
+])
+def test_an_env_var_switch_is_read_at_its_default(switch, dead):
+    """The harness does not set the submission's own variables: the default is what runs."""
+    source = f"import os\nUSE_KERNEL = {switch}\n" + FALLBACK.format(cond="USE_KERNEL")
+    findings = [f for f in static_findings(source) if f.rule == "GK310"]
+    assert len(findings) == 1
+    if dead:
+        assert findings[0].severity == Severity.ERROR and findings[0].evidence["condition"] == "dead"
+    else:
+        assert findings[0].severity == Severity.WARNING and findings[0].evidence["condition"] != "dead"
 
 
 def test_try_import_triton_is_not_a_fallback():

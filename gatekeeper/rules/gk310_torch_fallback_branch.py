@@ -4,9 +4,10 @@ from typing import Optional
 
 import libcst as cst
 
-from gatekeeper.report import Severity
+from gatekeeper.report import Confidence, Severity
 from gatekeeper.rules.gk3xx_fallbacks import Fallback
 from gatekeeper.rules.gk3xx_policy import TorchFallbackRule
+from gatekeeper.rules.gk3xx_policy_table import policy
 from gatekeeper.rules.gk3xx_torch_usage import Use
 
 _EXT = "import torch\nfrom torch.utils.cpp_extension import load_inline\n_ext = load_inline('m', '', '', functions=['f'])\n"
@@ -76,17 +77,15 @@ class TorchFallbackBranch(TorchFallbackRule):
         "        if USE_KERNEL:\n            y = kernel[(8,)](x)\n        else:\n            y = F.gelu(x)\n        return y\n",
     ]
 
-    def fallback_severity(self, fallback: Fallback) -> Severity:
+    situations = ("fallback_dead", "fallback_live")
+
+    def fallback_verdict(self, fallback: Fallback) -> tuple[Severity, Confidence]:
         profile = self.ctx.profile
+        # Not a fallback at all when the switch is fixed: the only path that runs is torch.
+        verdict = policy().verdict("fallback_dead" if fallback.condition == "dead" else "fallback_live", profile)
         if self.active_severity != type(self).severity_for(profile):
-            return self.active_severity
-        if profile == "strict":
-            return Severity.ERROR
-        if fallback.condition == "dead":
-            return Severity.ERROR  # not a fallback at all: the only path that runs is torch
-        if profile == "lenient":
-            return Severity.WARNING
-        return Severity.ERROR if fallback.condition in ("exception", "input", "dead") else Severity.WARNING
+            return self.active_severity, verdict.confidence
+        return verdict.level, verdict.confidence
 
     def finish(self) -> None:
         self.usage.resolve()
@@ -101,7 +100,8 @@ class TorchFallbackBranch(TorchFallbackRule):
             kind = "try/except" if fallback.kind == "try" else "if/else"
             message = self.message.format(kind=kind, ops=ops, kernel=fallback.kernel, why=_WHY[fallback.condition])
             node: Optional[cst.CSTNode] = uses[0].node
+            severity, confidence = self.fallback_verdict(fallback)
             if node is not None:
                 self.report(node, message, evidence={"ops": [u.qual for u in uses], "kernel": fallback.kernel,
                                                      "condition": fallback.condition, "statement": kind},
-                            severity=self.fallback_severity(fallback))
+                            severity=severity, confidence=confidence)

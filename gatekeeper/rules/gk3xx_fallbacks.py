@@ -135,26 +135,100 @@ def _make(usage: "TorchUsage", stmt: cst.CSTNode, kernel: "Kernel", *, kernel_in
 
 def _constant_truth(usage: "TorchUsage", expr: cst.BaseExpression, depth: int) -> Optional[bool]:
     """The truth of a condition fixed when the file is written: literals, `not`, `and`/`or`,
-    and module constants assigned once (`USE_KERNEL = False`)."""
+    comparisons, module constants assigned once (`USE_KERNEL = False`), and environment
+    variables read with their default (`os.environ.get("USE_KERNEL", "0") == "1"`): the
+    harness does not set the submission's own variables, so the default is what runs."""
+    value = _static_value(usage, expr, depth)
+    return None if value is _UNKNOWN else bool(value)
+
+
+_UNKNOWN = object()
+_ENV_GETTERS = frozenset({"os.environ.get", "os.getenv", "os.environ.setdefault"})
+_CASTS = {"builtins.int": int, "builtins.bool": bool, "builtins.str": str, "builtins.float": float}
+_STR_METHODS = frozenset({"lower", "upper", "strip", "casefold"})
+
+
+def _static_value(usage: "TorchUsage", expr: cst.BaseExpression, depth: int) -> object:
     if depth > 8:
-        return None
+        return _UNKNOWN
     if isinstance(expr, cst.Name):
         if expr.value in ("True", "False", "None"):
-            return expr.value == "True"
+            return {"True": True, "False": False, "None": None}[expr.value]
         values = usage.ctx.constants.get(expr.value, [])
-        return _constant_truth(usage, values[0], depth + 1) if len(values) == 1 else None
+        return _static_value(usage, values[0], depth + 1) if len(values) == 1 else _UNKNOWN
     if isinstance(expr, (cst.Integer, cst.Float)):
-        return float(expr.value.replace("_", "")) != 0
+        try:
+            return int(expr.value.replace("_", ""), 0) if isinstance(expr, cst.Integer) else float(expr.value)
+        except ValueError:
+            return _UNKNOWN
+    if isinstance(expr, cst.SimpleString):
+        return expr.evaluated_value
+    if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
+        items = [_static_value(usage, e.value, depth + 1) for e in expr.elements]
+        return _UNKNOWN if any(i is _UNKNOWN for i in items) else tuple(items)
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
-        inner = _constant_truth(usage, expr.expression, depth + 1)
-        return None if inner is None else not inner
+        inner = _static_value(usage, expr.expression, depth + 1)
+        return _UNKNOWN if inner is _UNKNOWN else not inner
     if isinstance(expr, cst.BooleanOperation):
-        left = _constant_truth(usage, expr.left, depth + 1)
-        right = _constant_truth(usage, expr.right, depth + 1)
+        left = _static_value(usage, expr.left, depth + 1)
+        right = _static_value(usage, expr.right, depth + 1)
         if isinstance(expr.operator, cst.And):
-            return False if False in (left, right) else (True if left and right else None)
-        return True if True in (left, right) else (False if left is False and right is False else None)
-    return None
+            if (left is not _UNKNOWN and not left) or (right is not _UNKNOWN and not right):
+                return False
+            return _UNKNOWN if _UNKNOWN in (left, right) else True
+        if (left is not _UNKNOWN and left) or (right is not _UNKNOWN and right):
+            return True
+        return _UNKNOWN if _UNKNOWN in (left, right) else False
+    if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+        return _compare(usage, expr, depth)
+    if isinstance(expr, cst.Call):
+        return _call_value(usage, expr, depth)
+    return _UNKNOWN
+
+
+def _compare(usage: "TorchUsage", expr: cst.Comparison, depth: int) -> object:
+    target = expr.comparisons[0]
+    op = target.operator
+    if isinstance(op, (cst.In, cst.NotIn)) and usage.ctx.qualname(target.comparator) == "os.environ":
+        return isinstance(op, cst.NotIn)  # "USE_X" in os.environ: unset under the harness
+    left = _static_value(usage, expr.left, depth + 1)
+    right = _static_value(usage, target.comparator, depth + 1)
+    if _UNKNOWN in (left, right):
+        return _UNKNOWN
+    try:
+        if isinstance(op, cst.Equal):
+            return left == right
+        if isinstance(op, cst.NotEqual):
+            return left != right
+        if isinstance(op, cst.In):
+            return left in right  # type: ignore[operator]
+        if isinstance(op, cst.NotIn):
+            return left not in right  # type: ignore[operator]
+        if isinstance(op, (cst.Is, cst.IsNot)) and None in (left, right):
+            return (left is right) == isinstance(op, cst.Is)
+    except TypeError:
+        return _UNKNOWN
+    return _UNKNOWN
+
+
+def _call_value(usage: "TorchUsage", call: cst.Call, depth: int) -> object:
+    qual = usage.ctx.qualname(call.func) or ""
+    args = [a.value for a in call.args if a.keyword is None]
+    if qual in _ENV_GETTERS:
+        return _static_value(usage, args[1], depth + 1) if len(args) > 1 else None
+    if qual in _CASTS and len(args) == 1:
+        value = _static_value(usage, args[0], depth + 1)
+        if value is _UNKNOWN:
+            return _UNKNOWN
+        try:
+            cast = _CASTS[qual]
+            return cast(float(value)) if cast is int and isinstance(value, str) else cast(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return _UNKNOWN
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value in _STR_METHODS and not args:
+        value = _static_value(usage, call.func.value, depth + 1)
+        return getattr(value, call.func.attr.value)() if isinstance(value, str) else _UNKNOWN
+    return _UNKNOWN
 
 
 def _early_returns(usage: "TorchUsage", uses: list["Use"]) -> None:

@@ -1,18 +1,22 @@
 """The base class of the GK3xx torch-fallback rules: feeding the shared `TorchUsage`, and
 the severity policy. Not a rule file: it defines no rule with a `code`.
 
-Severity of one torch use in the forward path (after the rule's `allow` option):
+The policy is data: rules/torch_policy.toml gives, per profile, the severity and the
+confidence of each situation; the first that applies wins:
 
-| situation                                                        | strict | default | lenient |
-|------------------------------------------------------------------|--------|---------|---------|
-| the forward launches no kernel of its own                        | error  | error   | error   |
-| an op the reference computes (when --problem is given)           | error  | error   | error   |
-| a reduction / contraction / conv / norm / softmax ("heavy") op   | error  | error   | warning |
-| other torch glue around the submission's own kernel              | error  | warning | warning |
+1. the configuration's `allow` option or the problem's `allowed_ops` name the op: no finding;
+2. the problem forbids the op (sidecar `forbidden`, problem.yaml `forbidden`);
+3. the forward path launches no kernel of its own that does real work (none at all, only
+   in `__init__`, or only token launches on constant slivers such as `x[:1]`);
+4. torch computes every op family of the reference (with --problem) and the own kernels
+   only move data: torch does the whole op;
+5. an op the reference computes; 6. a heavy op; 7. other glue.
 
+Under `default`, 5-7 are `suspect` (KernelBench accepts a ModelNew that keeps cuDNN's
+conv or cuBLAS's matmul next to its own fused kernel); the run-time work-attribution check
+(`confirmed_by`) says whether torch did the timed work. `strict` makes all of them errors.
 A severity set for the rule in the configuration (`[rules.GK301] severity = ...`) replaces
-this table when it differs from the profile's default for the rule (the rule cannot tell an
-explicit `error` from the default `error`). Module-level and `__init__`-only code is never flagged (weight set-up).
+the table when it differs from the profile's default for the rule.
 """
 
 from __future__ import annotations
@@ -23,46 +27,19 @@ from typing import Any, Optional
 import libcst as cst
 
 from gatekeeper.errors import UsageError
-from gatekeeper.report import Category, Severity
-from gatekeeper.rules.gk3xx_torch_ops import squashed
+from gatekeeper.report import Category, Confidence, Severity
+from gatekeeper.rules.gk3xx_policy_table import policy, render_table
+from gatekeeper.rules.gk3xx_problem_ops import problem_ops
 from gatekeeper.rules.gk3xx_torch_usage import TorchUsage, Use
 from gatekeeper.static.cpp_sources import CppSource
-from gatekeeper.static.problem_facts import ProblemFacts
 from gatekeeper.static.rule import Rule
-from gatekeeper.static.walk import walk
-
-_OPERATOR_OPS = {cst.MatrixMultiply: "matmul", cst.Add: "add", cst.Subtract: "sub", cst.Multiply: "mul",
-                 cst.Divide: "div", cst.Power: "pow"}
-_REF_ATTR = "_gk3_reference_ops"
 
 
-def reference_ops(problem: Optional[ProblemFacts]) -> frozenset[str]:
-    """The ops the reference `Model` computes (squashed names: `layernorm`, `mean`,
-    `matmul`, `add`), read from the problem's source once and kept on the facts object."""
-    if problem is None:
-        return frozenset()
-    cached = problem.__dict__.get(_REF_ATTR)
-    if cached is not None:
-        return cached
-    names: set[str] = set()
-    for stmt in problem.module.body:
-        if not (isinstance(stmt, cst.ClassDef) and stmt.name.value == "Model"):
-            continue
-        for entering, node in walk(stmt):
-            if not entering:
-                continue
-            if isinstance(node, cst.Call):
-                func = node.func
-                if isinstance(func, cst.Attribute):
-                    names.add(squashed(func.attr.value))
-                elif isinstance(func, cst.Name):
-                    names.add(squashed(func.value))
-            elif isinstance(node, cst.BinaryOperation) and type(node.operator) in _OPERATOR_OPS:
-                names.add(_OPERATOR_OPS[type(node.operator)])
-    names -= {"super", "init", "forward", "module", "parameter", "randn", "rand", "zeros", "ones", "empty"}
-    result = frozenset(names)
-    problem.__dict__[_REF_ATTR] = result
-    return result
+def _matches(use: Use, patterns: tuple[str, ...] | list[str]) -> bool:
+    if not patterns:
+        return False
+    names = (use.qual, use.op, use.qual.rsplit(".", 1)[-1], use.qual.rsplit("::", 1)[-1])
+    return any(fnmatchcase(name, pattern) for pattern in patterns for name in names)
 
 
 class TorchFallbackRule(Rule):
@@ -71,6 +48,15 @@ class TorchFallbackRule(Rule):
     category = Category.TORCH_FALLBACK
     severity = Severity.ERROR
     strict_severity = Severity.ERROR
+    confirmed_by = policy().confirmed_by
+    # The rows of torch_policy.toml this rule's docs show.
+    situations: tuple[str, ...] = ("forbidden", "no_own_kernel", "torch_does_whole_op", "reference_op",
+                                   "heavy_op", "glue")
+
+    @classmethod
+    def docs(cls) -> str:
+        table = render_table(cls.situations)
+        return f"{(cls.__doc__ or '').strip()}\n\nPolicy (rules/torch_policy.toml):\n\n{table}"
     options: dict[str, Any] = {"allow": []}
     kinds: tuple[str, ...] = ()
 
@@ -126,31 +112,44 @@ class TorchFallbackRule(Rule):
 
     # policy ----------------------------------------------------------------------------
     def allowed(self, use: Use) -> bool:
-        names = (use.qual, use.op, use.qual.rsplit(".", 1)[-1], use.qual.rsplit("::", 1)[-1])
-        return any(fnmatchcase(name, pattern) for pattern in self.allow for name in names)
+        return _matches(use, self.allow)
 
-    def decide(self, use: Use) -> Optional[tuple[Severity, str]]:
-        """(severity, why) for a use, or None when the configuration allows it."""
-        if self.allowed(use):
+    def decide(self, use: Use) -> Optional[tuple[Severity, Confidence, str]]:
+        """(severity, confidence, why) for a use, or None when it is allowed."""
+        if self.allowed(use) or _matches(use, problem_ops(self.ctx.problem).allowed):
             return None
         profile = self.ctx.profile
+        situation, why = self.situation(use)
+        verdict = policy().verdict(situation, profile)
         if self.active_severity != type(self).severity_for(profile):
-            return self.active_severity, "its severity is set in the configuration"
+            return self.active_severity, verdict.confidence, "its severity is set in the configuration"
+        return verdict.level, verdict.confidence, why
+
+    def situation(self, use: Use) -> tuple[str, str]:
+        """Which row of the policy table applies to a use, and why, in words."""
         usage = self.usage
+        facts = problem_ops(self.ctx.problem)
+        if _matches(use, facts.forbidden):
+            return "forbidden", f"the problem forbids `{use.op}` (its `forbidden` list), so it must be the submission's own"
         kernel = usage.own_kernel
-        has_kernel = kernel is not None or (use.cpp is not None and usage.has_cuda_kernel)
-        if not has_kernel:
-            return Severity.ERROR, "the forward path launches no kernel of its own, so torch does the work being timed"
-        if profile == "strict":
-            return Severity.ERROR, "the strict profile requires every compute op to be the submission's own"
-        if squashed(use.op) in reference_ops(self.ctx.problem):
-            return Severity.ERROR, f"`{use.op}` is part of what the reference computes, so torch does part of the timed work"
-        if use.heavy and profile != "lenient":
-            return Severity.ERROR, (f"`{use.op}` is a reduction, contraction or other heavy op: the kind of work "
-                                    "the benchmark times, not glue")
+        if kernel is None and not (use.cpp is not None and usage.has_cuda_kernel):
+            if usage.token_kernels:
+                return "no_own_kernel", (f"the only kernel launches (`{usage.token_kernels[0].what}`) run on a constant "
+                                         "sliver of the data, so torch does the work being timed")
+            return "no_own_kernel", "the forward path launches no kernel of its own, so torch does the work being timed"
+        if usage.torch_does_whole_op():
+            return "torch_does_whole_op", ("torch computes every op the reference computes and the submission's own "
+                                           "kernel only moves data, so torch does the work being timed")
         where = f" `{kernel.what}`" if kernel is not None else ""
-        return Severity.WARNING, (f"it looks like glue around the submission's own kernel{where}, tolerated as a "
-                                  "warning under the default and lenient profiles and rejected under strict")
+        if self.ctx.problem is not None and policy().family(use.op) in facts.reference:
+            return "reference_op", (f"`{use.op}` is part of what the reference computes; KernelBench accepts torch for "
+                                    f"part of the work next to the own kernel{where}, strict does not, and the run-time "
+                                    "check says whether torch did the timed work")
+        if use.heavy:
+            return "heavy_op", (f"`{use.op}` is a reduction, contraction or other heavy op next to the own kernel{where}: "
+                                "allowed for part of the work under default, rejected under strict")
+        return "glue", (f"it looks like glue around the submission's own kernel{where}, tolerated under the default and "
+                        "lenient profiles and rejected under strict")
 
     def my_uses(self) -> list[Use]:
         self.usage.resolve()
@@ -161,11 +160,12 @@ class TorchFallbackRule(Rule):
             decision = self.decide(use)
             if decision is None:
                 continue
-            severity, why = decision
+            severity, confidence, why = decision
             message = self.message.format(what=use.qual, op=use.op, why=why)
             hint = self.hint
             evidence = {"op": use.op, "call": use.qual, "heavy": use.heavy, "function": use.function}
             if use.cpp is not None:
-                self.report_cpp(use.cpp[0], use.cpp[1], message, hint, evidence=evidence, severity=severity)
+                self.report_cpp(use.cpp[0], use.cpp[1], message, hint, evidence=evidence, severity=severity,
+                                confidence=confidence)
             elif use.node is not None:
-                self.report(use.node, message, hint, evidence=evidence, severity=severity)
+                self.report(use.node, message, hint, evidence=evidence, severity=severity, confidence=confidence)

@@ -20,11 +20,12 @@ import libcst as cst
 
 from gatekeeper.rules.gk3xx_cpp_usage import scan_cpp
 from gatekeeper.rules.gk3xx_fallbacks import find_fallbacks
+from gatekeeper.rules.gk3xx_kernel_work import is_token_launch, torch_does_whole_op
 from gatekeeper.rules.gk3xx_tensor_values import TensorValues
 from gatekeeper.rules.gk3xx_torch_calls import TorchCalls
 from gatekeeper.rules.gk3xx_torch_ops import TorchOps, short_op, torch_ops
 from gatekeeper.rules.gk3xx_usage_model import (
-    Kernel, Use, _extension_module, _Frame, _is_container, _is_self_attr, _tensor_params,
+    Kernel, Use, _extension_module, _Frame, _is_container, _is_self_attr, _receiver_key, _tensor_params,
 )
 from gatekeeper.static.context import FileContext
 from gatekeeper.static.cpp_functions import CppFunction
@@ -50,11 +51,14 @@ class TorchUsage(TorchCalls, TensorValues):
         self.self_tensors: set[str] = set()
         self.self_foreign: set[str] = set()  # self attrs holding containers or non-torch objects
         self.class_attrs: dict[str, str] = {}  # class-body `op = torch.mean`
+        self.self_ext: dict[str, tuple[str, str, Optional[str]]] = {}  # self attr -> (receiver, attr, qualname)
         self.self_calls: list[tuple[str, cst.Call, str, tuple[cst.CSTNode, ...]]] = []
         self.has_cuda_kernel = False
         self.has_own_loops = False
         self._function_cache: dict[int, list[CppFunction]] = {}
         self.cpp_seen = False
+        self.token_kernels: list[Kernel] = []
+        self._whole_op: Optional[bool] = None
         self._resolved = False
 
     @classmethod
@@ -109,6 +113,10 @@ class TorchUsage(TorchCalls, TensorValues):
                     self.self_tensors.add(attr)
                 if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
                     self.holder_calls[f"self.{attr}"] = value.func.value
+                if isinstance(value, cst.Attribute):  # self.op = _ext.fused_cuda: calling self.op launches it
+                    receiver = _receiver_key(value.value)
+                    if receiver is not None:
+                        self.self_ext[attr] = (receiver, value.attr.value, self.ctx.qualname(value))
             elif isinstance(target, cst.Name):
                 name = target.value
                 if self.ctx.classes and not self.frames:
@@ -261,6 +269,13 @@ class TorchUsage(TorchCalls, TensorValues):
             return
         self._resolved = True
         for attr, node, key, _ in self.self_calls:
+            if attr in self.self_ext and attr not in self.self_layers and attr not in self.class_attrs:
+                receiver, name, qual = self.self_ext[attr]
+                if qual is not None and _extension_module(qual):
+                    self.kernels.append(Kernel(f"self.{attr}", key, (), node))
+                elif qual is None or not qual.startswith("torch."):
+                    self.kernels.append(Kernel(f"self.{attr}", key, (), node, needs_ext=(receiver, name)))
+                continue
             if attr not in self.class_attrs and attr not in self.self_layers:
                 continue
             path = self._path(node)
@@ -296,9 +311,12 @@ class TorchUsage(TorchCalls, TensorValues):
                     kept.append(k)
             else:
                 kept.append(k)
-        self.kernels = [k for k in kept if self.in_forward(k.function)]
-        for k in self.kernels:  # parents are complete now; only the kept ones need a path
+        forward = [k for k in kept if self.in_forward(k.function)]
+        for k in forward:  # parents are complete now; only the kept ones need a path
             k.path = self._path(k.node)
+        # A launch only on a constant sliver (`x[:1]`) is not the kernel doing the work.
+        self.token_kernels = [k for k in forward if is_token_launch(self, k)]
+        self.kernels = [k for k in forward if not any(k is t for t in self.token_kernels)]
         # a method named like an extension function, on a receiver that is the extension
         self.uses = [u for u in self.uses if not (u.kind == "method" and u.receiver is not None
                                                    and (u.receiver in holders or u.receiver.removeprefix("call:") in self.loader_functions))]
@@ -342,6 +360,11 @@ class TorchUsage(TorchCalls, TensorValues):
     @property
     def own_kernel(self) -> Optional[Kernel]:
         return self.kernels[0] if self.kernels else None
+
+    def torch_does_whole_op(self) -> bool:
+        if self._whole_op is None:
+            self._whole_op = torch_does_whole_op(self)
+        return self._whole_op
 
 
 def _looks_like_code(ctx: FileContext, source: CppSource) -> bool:

@@ -1,0 +1,121 @@
+"""Does the submission's own kernel do real work on the forward path? Not a rule file.
+
+Two questions the torch-fallback policy asks after the traversal:
+
+- token launches: a kernel launched only on a constant sliver of the data (`k[(1,)](x[:1],
+  y[:1], 1)`, `_ext.f(x[0])`, `_ext.warmup()`, `_ext.f(torch.empty(1))`) is decoration: the
+  work being timed is torch's. A launch is real when one argument reads a forward value
+  whole (a parameter, `self.weight`, a local computed from them, a size derived from them).
+- torch does the whole op: with the problem at hand, torch's uses on the forward path
+  cover every op family the reference computes (`nn.Linear` is `matmul`, so `x @ w.t()`
+  covers it). The own kernel then computes nothing the reference asks for.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from gatekeeper.rules.gk3xx_policy_table import policy
+from gatekeeper.rules.gk3xx_problem_ops import problem_ops
+from gatekeeper.static.walk import walk
+
+if TYPE_CHECKING:
+    from gatekeeper.rules.gk3xx_torch_usage import Kernel, TorchUsage
+
+_ALLOCATORS = frozenset({"empty", "zeros", "ones", "full", "tensor", "randn", "rand", "empty_strided"})
+
+
+def is_token_launch(usage: "TorchUsage", kernel: "Kernel") -> bool:
+    node = kernel.node
+    if not isinstance(node, cst.Call):
+        return False
+    function = next((p for p in kernel.path if isinstance(p, cst.FunctionDef)), None)
+    return all(_sliver(usage, arg.value, function, 0) for arg in node.args)
+
+
+def _sliver(usage: "TorchUsage", expr: cst.BaseExpression, function: Optional[cst.FunctionDef], depth: int) -> bool:
+    """A value that does not depend on the data as a whole: a constant, a constant-index
+    slice of something, a freshly allocated constant-size tensor, or a local bound only to those."""
+    if depth > 4:
+        return False
+    if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
+        return True
+    if isinstance(expr, cst.Name):
+        if expr.value in ("True", "False", "None"):
+            return True
+        values = _local_values(function, expr.value)
+        return bool(values) and all(_sliver(usage, v, function, depth + 1) for v in values)
+    if isinstance(expr, cst.Subscript):
+        return _constant_slice(expr)
+    if isinstance(expr, cst.Call):
+        qual = usage.ctx.qualname(expr.func) or ""
+        if qual.startswith("torch.") and qual.rsplit(".", 1)[-1] in _ALLOCATORS:
+            return all(isinstance(a.value, (cst.Integer, cst.Tuple, cst.List)) and _literal(a.value)
+                       for a in expr.args if a.keyword is None)
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("contiguous", "cuda", "float", "to"):
+            return _sliver(usage, expr.func.value, function, depth + 1)
+    return False
+
+
+def _literal(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.Integer):
+        return True
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        return all(isinstance(e.value, cst.Integer) for e in expr.elements)
+    return False
+
+
+def _constant_slice(expr: cst.Subscript) -> bool:
+    """`x[:1]`, `x[0]`, `x[..., 0:8]`: at least one constant index or bounded constant
+    slice, every other element `:` or `...`."""
+    narrowed = False
+    for element in expr.slice:
+        index = element.slice
+        if isinstance(index, cst.Index):
+            if isinstance(index.value, cst.Integer):
+                narrowed = True
+            elif not (isinstance(index.value, cst.Ellipsis)):
+                return False
+        elif isinstance(index, cst.Slice):
+            bounds = [index.lower, index.upper]
+            if any(b is not None and not isinstance(b, cst.Integer) for b in bounds):
+                return False
+            if index.step is not None:
+                return False
+            narrowed |= index.upper is not None
+    return narrowed
+
+
+def _local_values(function: Optional[cst.FunctionDef], name: str) -> list[cst.BaseExpression]:
+    if function is None:
+        return []
+    params = function.params
+    if any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params)):
+        return []  # a parameter: the caller's data
+    out: list[cst.BaseExpression] = []
+    for entering, node in walk(function.body):
+        if not entering:
+            continue
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                if isinstance(target.target, cst.Name) and target.target.value == name:
+                    out.append(node.value)
+                elif not isinstance(target.target, (cst.Name, cst.Attribute, cst.Subscript)):
+                    if any(isinstance(n, cst.Name) and n.value == name for _, n in walk(target.target)):
+                        return []  # unpacked: not followed
+        elif isinstance(node, (cst.AugAssign, cst.For)) and any(
+                isinstance(n, cst.Name) and n.value == name for _, n in walk(node.target)):
+            return []
+    return out
+
+
+def torch_does_whole_op(usage: "TorchUsage") -> bool:
+    """Torch's uses on the forward path cover every op family the reference computes."""
+    reference = problem_ops(usage.ctx.problem).reference
+    if not reference:
+        return False
+    table = policy()
+    done = {table.family(u.op) for u in usage.uses if u.fallback is None}
+    return reference <= done
