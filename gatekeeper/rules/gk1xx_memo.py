@@ -129,12 +129,11 @@ class MemoRule(Rule):
         return self.flow.returns_expr(key, node) or bool(self.flow.guarded_returns(key, node))
 
     def finish(self) -> None:
-        seen: set[int] = set()
+        seen: set[tuple[str, str]] = set()  # one finding per function and cache
         for key, node, origin, what in self.candidates:
-            statement = next((a for a in self.ctx.ancestors(node) if isinstance(a, (cst.SimpleStatementLine, cst.If))), node)
-            if id(statement) in seen or not self.returns_stored(key, node):
+            if (key, origin) in seen or not self.returns_stored(key, node):
                 continue
-            seen.add(id(statement))
+            seen.add((key, origin))
             self.report(node, self.message.format(container=origin, key=what), evidence={"container": origin, "key": what})
 
 

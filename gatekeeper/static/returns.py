@@ -171,6 +171,8 @@ class ReturnFlow:
         for anc in self.ctx.ancestors(node):
             if isinstance(anc, cst.Return):
                 return True
+            if isinstance(anc, cst.AssignTarget):
+                return False  # a store into the cache, not a read of it
             if isinstance(anc, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
                 targets = [t.target for t in anc.targets] if isinstance(anc, cst.Assign) else [anc.target]
                 names = {t.value for t in targets if isinstance(t, cst.Name)}

@@ -1,0 +1,143 @@
+"""Cached-output rules (GK1xx): what reaches forward's return, how sure each finding is,
+and the sound caches and look-alikes they must leave alone. Real engine, all rules."""
+
+import pytest
+
+from gatekeeper.static.testing import static_findings
+
+HEAD = "import torch\nimport torch.nn as nn\n"
+
+
+def _mine(source: str, code: str, profile: str = "default"):
+    return [f for f in static_findings(HEAD + source, profile=profile) if f.rule == code]
+
+
+def test_stored_result_without_recompute_is_certain_error():
+    src = ("class ModelNew(nn.Module):\n    def forward(self, x):\n        if self._y is not None:\n"
+           "            return self._y\n        self._y = run(x)\n        return self._y\n")
+    found = _mine(src, "GK101")
+    assert [f.confidence.value for f in found] == ["certain"]
+    assert found[0].severity.value == "error" and found[0].location.line == 6
+    assert found[0].confirmed_by == "GK610"
+
+
+def test_output_storage_rewritten_visibly_is_suspect_a_warning_outside_strict():
+    src = ("class ModelNew(nn.Module):\n    def forward(self, a, b):\n        if self.out is None:\n"
+           "            self.out = torch.empty(a.size(0), b.size(1), device=a.device)\n"
+           "        torch.matmul(a, b, out=self.out)\n        return self.out\n")
+    default = _mine(src, "GK101")
+    assert [(f.confidence.value, f.severity.value) for f in default] == [("suspect", "warning")]
+    assert "output storage reused" in default[0].message and "out=self.out" in default[0].message
+    assert [f.severity.value for f in _mine(src, "GK101", "strict")] == ["error"]
+
+
+def test_graph_replay_keyed_on_data_ptr_is_output_reuse_not_a_skipped_computation():
+    src = ("class ModelNew(nn.Module):\n    def forward(self, x):\n        if self._ptr != x.data_ptr():\n"
+           "            self._capture(x)\n            self._ptr = x.data_ptr()\n        self.graph.replay()\n"
+           "        return self.static_out\n")
+    findings = static_findings(HEAD + src)
+    assert not [f for f in findings if f.rule in ("GK102", "GK111")]
+    reuse = [f for f in findings if f.rule == "GK101"]
+    assert [(f.confidence.value, f.evidence["write"]) for f in reuse] == [("suspect", "visible")]
+
+
+def test_buffer_handed_to_extension_that_returns_it_is_likely():
+    src = ("from torch.utils.cpp_extension import load_inline\n"
+           "_e = load_inline(name='m', cpp_sources='torch::Tensor f(torch::Tensor x, torch::Tensor y) { k(x, y); return y; }', functions=['f'])\n"
+           "class ModelNew(nn.Module):\n    def forward(self, x):\n        if self._y is None:\n"
+           "            self._y = torch.empty_like(x)\n        return _e.f(x, self._y)\n")
+    found = _mine(src, "GK101")
+    assert [(f.confidence.value, f.severity.value) for f in found] == [("likely", "error")]
+    assert found[0].evidence["extension_function"] == "f"
+
+
+@pytest.mark.parametrize("src", [
+    # lazy loader returns the module handle
+    "_EXT = None\ndef _ext():\n    global _EXT\n    if _EXT is None:\n        _EXT = torch.utils.cpp_extension.load_inline(name='e', cpp_sources='', functions=['f'])\n"
+    "    return _EXT\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return _ext().f(x)\n",
+    # get_init_inputs returns a module-level list
+    "SIZES = [1, 2]\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return run(x)\n"
+    "def get_init_inputs():\n    return [SIZES]\n",
+    # a helper returns a workspace that forward consumes
+    "class ModelNew(nn.Module):\n    def _ws(self):\n        return self._workspace\n    def forward(self, x):\n"
+    "        out = torch.empty_like(x)\n        run(x, self._ws(), out)\n        return out\n",
+    # a shape helper on another class
+    "class Shape:\n    def size(self):\n        return self._shape\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return run(x)\n",
+    # rebound to a fresh value before the return
+    "class ModelNew(nn.Module):\n    def forward(self, x):\n        self.h = run(x, self.h)\n        return self.h\n",
+])
+def test_persistent_values_that_are_not_forwards_output_are_not_gk101(src):
+    assert _mine(src, "GK101", "strict") == []
+
+
+def test_gk101_follows_helpers_tuples_and_factories():
+    helper = ("class ModelNew(nn.Module):\n    def _get(self, x):\n        if self._c is None:\n            self._c = run(x)\n"
+              "        return self._c\n    def forward(self, x):\n        out = self._get(x)\n        return out, x\n")
+    assert [f.location.line for f in _mine(helper, "GK101")] == [7]
+    factory = ("def make():\n    box = {}\n    def go(x):\n        if 'r' not in box:\n            box['r'] = run(x)\n"
+               "        return box['r']\n    return go\n_go = make()\nclass ModelNew(nn.Module):\n"
+               "    def forward(self, x):\n        return _go(x)\n")
+    found = _mine(factory, "GK101")
+    assert len(found) == 1 and "closure variable box" in found[0].message
+
+
+def test_call_counter_is_the_real_counter_only():
+    honest = ("import collections.abc\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        n = 0\n"
+              "        for _ in range(3):\n            n += 1\n        x = x + n\n"
+              "        if isinstance(x, collections.abc.Iterable):\n            return run(x)\n"
+              "        if x.is_cuda:\n            return run(x)\n        return x\n")
+    assert _mine(honest, "GK104", "strict") == []
+    warmup = ("class ModelNew(nn.Module):\n    def forward(self, x):\n        if self.warm < 3:\n            self.warm += 1\n"
+              "            return slow(x)\n        return fast(x)\n")
+    found = _mine(warmup, "GK104")
+    assert [(f.confidence.value, f.severity.value) for f in found] == [("suspect", "warning")]
+    armed = ("class ModelNew(nn.Module):\n    def forward(self, x):\n        self.k += 1\n        if self.k > 5:\n"
+             "            return self.last\n        self.last = run(x)\n        return self.last\n")
+    assert [f.confidence.value for f in _mine(armed, "GK104")] == ["certain"]
+
+
+def test_counter_advanced_only_at_construction_is_not_a_call_counter():
+    src = ("class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.k = 0\n"
+           "        self.k += 1\n    def forward(self, x):\n        if self.k:\n            return run(x)\n        return x\n")
+    assert _mine(src, "GK104", "strict") == []
+
+
+def test_version_keyed_weight_cache_is_careful_but_a_version_keyed_result_memo_is_not():
+    careful = ("class ModelNew(nn.Module):\n    def forward(self, x):\n        w = self.weight\n"
+               "        key = (w.data_ptr(), w._version, w.shape, w.dtype)\n        if key != self._key:\n"
+               "            self._wt = w.t().contiguous()\n            self._key = key\n        return mm(x, self._wt)\n")
+    assert _mine(careful, "GK102", "strict") == [] and _mine(careful, "GK101", "strict") == []
+    memo = ("_R = {}\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        key = (x.data_ptr(), x._version, x.shape)\n"
+            "        if key in _R:\n            return _R[key]\n        _R[key] = y = run(x)\n        return y\n")
+    found = _mine(memo, "GK102")
+    assert [(f.confidence.value, f.severity.value) for f in found] == [("certain", "error")]
+
+
+def test_identity_memo_with_is():
+    src = ("class ModelNew(nn.Module):\n    def forward(self, x):\n        if x is self._seen:\n"
+           "            return self._out\n        self._seen = x\n        self._out = run(x)\n        return self._out\n")
+    found = _mine(src, "GK106")
+    assert [(f.confidence.value, f.severity.value, f.location.line) for f in found] == [("certain", "error", 5)]
+    prep = ("class ModelNew(nn.Module):\n    def forward(self, x, bias=None):\n        if bias is None:\n            bias = self.b\n"
+            "        if x is not self._seen:\n            self._seen = x\n        return run(x, bias)\n")
+    assert _mine(prep, "GK106", "strict") == []
+
+
+def test_content_keyed_cache_returned_through_a_copy():
+    src = ("class ModelNew(nn.Module):\n    def forward(self, x):\n        key = (x[0, 0].item(), x.sum().item())\n"
+           "        out = torch.empty_like(x)\n        hit = self._memo.get(key)\n        if hit is not None:\n"
+           "            out.copy_(hit)\n            return out\n        run(x, out)\n        self._memo[key] = out.clone()\n"
+           "        return out\n")
+    found = _mine(src, "GK107")
+    assert len(found) == 1 and found[0].confidence.value == "certain" and "item()" in found[0].message
+    config = ("class ModelNew(nn.Module):\n    def forward(self, x):\n        cfg = self._cfg.get(x[0, 0].item() > 1)\n"
+              "        out = torch.empty_like(x)\n        run(x, out, cfg)\n        return out\n")
+    assert _mine(config, "GK107", "strict") == []
+
+
+def test_graph_copy_from_an_input_derived_local_counts_as_fresh_input():
+    src = ("class ModelNew(nn.Module):\n    def forward(self, x):\n        xin = x.contiguous()\n"
+           "        self.sx.copy_(xin)\n        self.g.replay()\n        return self.sy.clone()\n")
+    assert _mine(src, "GK111", "strict") == []
+    stale = ("class ModelNew(nn.Module):\n    def forward(self, x):\n        self.g.replay()\n        return self.sy.clone()\n")
+    assert len(_mine(stale, "GK111")) == 1
