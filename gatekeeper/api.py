@@ -151,9 +151,11 @@ def _check_one(args: tuple) -> Report:
     return check(path, problem, **kwargs)
 
 
-def check_many(paths: list[Path], problem: Optional[Path], *, jobs: int = 1, **kwargs) -> Iterable[Report]:
-    """Reports in input order; `jobs` > 1 spreads the work over processes."""
-    work = [(p, problem, kwargs) for p in paths]
+def check_many(paths: list[Path], problem: Union[Optional[Path], list[Optional[Path]]], *, jobs: int = 1,
+               **kwargs) -> Iterable[Report]:
+    """Reports in input order; `jobs` > 1 spreads the work over processes. `problem` is one
+    for all, or a list with each path's problem (from the configuration's problem_map)."""
+    work = [(p, problem[i] if isinstance(problem, list) else problem, kwargs) for i, p in enumerate(paths)]
     if jobs <= 1 or len(work) == 1:
         for item in work:
             yield _check_one(item)

@@ -9,17 +9,18 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, TextIO
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from gatekeeper.api import check_many, expand_paths
 from gatekeeper.config import load_config
-from gatekeeper.errors import GatekeeperError
-from gatekeeper.report import Report, report_json_schema
+from gatekeeper.errors import GatekeeperError, UsageError
+from gatekeeper.report import report_json_schema
+from gatekeeper.version import __version__
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Says whether a GPU-kernel submission's speedup is real.")
 config_app = typer.Typer(no_args_is_help=True, help="Inspect the resolved configuration.")
 app.add_typer(config_app, name="config")
@@ -30,6 +31,7 @@ err = Console(stderr=True, highlight=False)
 class Format(str, Enum):
     text = "text"
     json = "json"
+    jsonl = "jsonl"
     sarif = "sarif"
     github = "github"
 
@@ -40,106 +42,174 @@ class ProfileName(str, Enum):
     lenient = "lenient"
 
 
+class Color(str, Enum):
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+
 def _fail(exc: GatekeeperError) -> None:
     err.print(f"[bold red]gatekeeper:[/] {exc}")
     raise typer.Exit(exc.exit_code)
 
 
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"gatekeeper {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="print the version and exit")) -> None:
+    """Says whether a GPU-kernel submission's speedup is real."""
+
+
+def _selectors(values: Optional[List[str]]) -> Optional[list[str]]:
+    if not values:
+        return None
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _console(stream: TextIO, color: Color) -> Console:
+    if color == Color.always:
+        return Console(file=stream, highlight=False, soft_wrap=True, force_terminal=True, color_system="standard")
+    if color == Color.never:
+        return Console(file=stream, highlight=False, soft_wrap=True, no_color=True, color_system=None)
+    return Console(file=stream, highlight=False, soft_wrap=True)
+
+
 @app.command()
 def check(
-    paths: List[Path] = typer.Argument(..., help="submission files or folders of them"),
-    problem: Optional[Path] = typer.Option(None, "--problem", "-p", help="the reference problem file"),
+    paths: List[str] = typer.Argument(..., help="submission files or folders of them; - reads one from stdin"),
+    problem: Optional[Path] = typer.Option(None, "--problem", "-p",
+                                           help="the reference problem file (default: the configuration's problem_map)"),
     static_only: bool = typer.Option(False, "--static-only", help="run only the static rules (no code executed)"),
-    fmt: Format = typer.Option(Format.text, "--format", "-f", help="output format"),
+    fmt: Format = typer.Option(Format.text, "--format", "-f",
+                               help="text | json (one document) | jsonl (one report a line) | sarif | github"),
     profile: Optional[ProfileName] = typer.Option(None, "--profile", help="strict | default | lenient"),
     config: Optional[Path] = typer.Option(None, "--config", help="configuration file (TOML)"),
+    select: Optional[List[str]] = typer.Option(
+        None, "--select", help="only these codes, code prefixes (GK2), categories or stages; comma-separated"),
+    ignore: Optional[List[str]] = typer.Option(
+        None, "--ignore", help="not these codes, code prefixes, categories or stages; comma-separated"),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="exit 0 even when a submission is rejected"),
+    output_file: Optional[Path] = typer.Option(None, "--output-file", "-o", help="write the output to this file"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="text: one verdict line per submission"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="text: also evidence and stage durations"),
+    color: Color = typer.Option(Color.auto, "--color", help="auto | always | never"),
+    stdin_filename: Optional[str] = typer.Option(None, "--stdin-filename",
+                                                 help="the name to report (and map to a problem) for -"),
+    submissions_only: bool = typer.Option(
+        False, "--submissions-only", help="skip files that define no ModelNew (or the configured "
+        "submission_classes) and problem files of the problem_map; for pre-commit"),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="parallel processes"),
     keep_going: bool = typer.Option(False, "--keep-going", help="run every stage even after error findings"),
     seed: Optional[int] = typer.Option(None, "--seed", help="reproduce a run's random inputs"),
     time: bool = typer.Option(False, "--time", help="time and score on the GPU after the gate"),
 ) -> None:
     """Check submissions. Exit 0 pass, 1 reject, 2 usage error, 3 internal error."""
+    from gatekeeper.cli_check import CheckRequest, run_check
+
+    request = CheckRequest(
+        paths=paths, problem=problem, stages="static" if static_only else ("timing" if time else "behaviour"),
+        fmt=fmt.value, profile=profile.value if profile else None, config=config, select=_selectors(select),
+        ignore=_selectors(ignore), exit_zero=exit_zero, output_file=output_file,
+        verbosity=-1 if quiet else (1 if verbose else 0), stdin_filename=stdin_filename,
+        submissions_only=submissions_only, jobs=jobs, keep_going=keep_going, seed=seed, time=time)
+    stream: TextIO = sys.stdout
     try:
-        files = expand_paths(paths)
-        resolved = load_config(config_file=config, search_from=files[0],
-                               overrides={"profile": profile.value if profile else None})
-        stages = "static" if static_only else ("timing" if time else "behaviour")
-        reports = check_many(files, problem, jobs=jobs or resolved.jobs, stages=stages,
-                             config=resolved, keep_going=keep_going, seed=seed, time=time)
-        worst = 0
-        collected: list[Report] = []
-        for report in reports:
-            worst = max(worst, report.exit_code)
-            if fmt == Format.text:
-                from gatekeeper.render.text import print_report
-
-                print_report(report, out)
-            elif fmt == Format.json:
-                sys.stdout.write(report.model_dump_json(indent=2 if len(files) == 1 else None) + "\n")
-                sys.stdout.flush()
-            else:
-                collected.append(report)
-        if fmt == Format.sarif:
-            from gatekeeper.render.sarif import to_sarif
-
-            sys.stdout.write(json.dumps(to_sarif(collected), indent=2) + "\n")
-        elif fmt == Format.github:
-            from gatekeeper.render.github import to_github
-
-            text = to_github(collected)
-            if text:
-                sys.stdout.write(text + "\n")
+        if output_file is not None:
+            try:
+                stream = output_file.open("w", encoding="utf-8")
+            except OSError as exc:
+                raise UsageError(f"cannot write --output-file {output_file}: {exc.strerror}") from None
+        code = run_check(request, _console(stream, Color.never if output_file else color), stream, err)
     except GatekeeperError as exc:
         _fail(exc)
-    raise typer.Exit(worst)
+    finally:
+        if stream is not sys.stdout:
+            stream.close()
+    raise typer.Exit(code)
+
+
+class ListFormat(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
 
 
 @app.command()
-def rules(config: Optional[Path] = typer.Option(None, "--config")) -> None:
-    """List every rule: code, name, category, severity, summary."""
-    from rich.table import Table
-
-    from gatekeeper.static.discovery import discover_rules
+def rules(
+    config: Optional[Path] = typer.Option(None, "--config"),
+    fmt: Optional[ListFormat] = typer.Option(None, "--format", "-f",
+                                             help="table (a terminal), tab-separated lines (a pipe), json, markdown"),
+) -> None:
+    """List every code a report can carry: static rules, build, behaviour and timing checks."""
+    from gatekeeper.catalogue import catalogue
+    from gatekeeper.cli_docs import markdown_reference
 
     try:
         resolved = load_config(config_file=config, search_from=Path.cwd())
-        found = discover_rules(resolved.rule_dirs)
+        found = catalogue(resolved.rule_dirs)
     except GatekeeperError as exc:
         _fail(exc)
-    rows = [(r.code, r.name, r.category.value, r.severity_for(resolved.profile).value, r.summary) for r in found]
-    if not out.is_terminal:  # pipes and scripts get one tab-separated line per rule
+    if fmt == ListFormat.markdown:
+        sys.stdout.write(markdown_reference(found.values()))
+        return
+    if fmt == ListFormat.json:
+        payload = [{"code": e.code, "name": e.name, "category": e.category.value, "stage": e.stage.value,
+                    "severity": resolved.rule(e.code).severity.value if resolved.rule(e.code).severity
+                    else e.severity_for(resolved.profile).value, "enabled": resolved.rule(e.code).enabled,
+                    "summary": e.summary, "help_uri": e.help_uri} for e in found.values()]
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        return
+    rows = []
+    for e in found.values():
+        settings = resolved.rule(e.code)
+        severity = (settings.severity or e.severity_for(resolved.profile)).value if settings.enabled else "off"
+        rows.append((e.code, e.name, e.category.value, e.stage.value, severity, e.summary))
+    if not out.is_terminal:  # pipes and scripts get one tab-separated line per code
         for row in rows:
             sys.stdout.write("\t".join(row) + "\n")
         return
-    table = Table("code", "name", "category", "severity", "summary", box=None)
+    from rich.table import Table
+
+    table = Table("code", "name", "category", "stage", "severity", "summary", box=None)
     for row in rows:
         table.add_row(*row)
     out.print(table)
 
 
 @app.command()
-def explain(code: str = typer.Argument(..., help="a rule code such as GK101, or its name")) -> None:
-    """Print a rule's documentation with a bad and a good example."""
-    from gatekeeper.static.discovery import discover_rules
+def explain(code: str = typer.Argument(..., help="a code such as GK101 or GK610, or its name")) -> None:
+    """Print a code's documentation, its fix and, for static rules, a flagged and a clean example."""
+    from gatekeeper.catalogue import closest, lookup
 
     try:
         resolved = load_config(search_from=Path.cwd())
-        found = {r.code: r for r in discover_rules(resolved.rule_dirs)}
+        entry = lookup(code, resolved.rule_dirs)
+        near = closest(code, resolved.rule_dirs) if entry is None else None
     except GatekeeperError as exc:
         _fail(exc)
-    rule = found.get(code.upper()) or next((r for r in found.values() if r.name.lower() == code.lower()), None)
-    if rule is None:
-        err.print(f"[bold red]gatekeeper:[/] no rule {code!r}; `gatekeeper rules` lists them")
+    if entry is None:
+        hint = f"; did you mean {near}?" if near else ""
+        err.print(f"[bold red]gatekeeper:[/] no code {code!r}{hint} (`gatekeeper rules` lists them)")
         raise typer.Exit(2)
-    out.print(f"[bold]{rule.code} {rule.name}[/] ({rule.category.value}, {rule.severity.value} by default)\n")
-    out.print(rule.docs(), markup=False)
-    out.print(f"\n[green]Fix:[/] {rule.hint}", markup=True)
-    if rule.INVALID:
+    out.print(f"[bold]{entry.code} {entry.name}[/] ({entry.category.value}, {entry.stage.value} stage, "
+              f"{entry.severity.value} by default)\n")
+    out.print(entry.docs, markup=False)
+    if entry.confirmed_by:
+        out.print(f"\nConfidence {entry.confidence.value}; the run-time check {entry.confirmed_by} confirms it.",
+                  markup=False)
+    out.print(f"\n[green]Fix:[/] {escape(entry.hint)}")
+    if entry.invalid_example:
         out.print("\n[bold red]Flagged:[/]")
-        out.print(rule.INVALID[0], markup=False)
-    if rule.VALID:
+        out.print(entry.invalid_example, markup=False)
+    if entry.valid_example:
         out.print("[bold green]Not flagged:[/]")
-        out.print(rule.VALID[0], markup=False)
+        out.print(entry.valid_example, markup=False)
+    out.print(f"\n[dim]{entry.help_uri}[/]")
 
 
 @app.command()

@@ -7,11 +7,12 @@ file named by `--config`), then command-line overrides.
 
 from __future__ import annotations
 
+import difflib
 import sys
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Iterable, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from gatekeeper.errors import UsageError
 from gatekeeper.report import Severity
@@ -81,8 +82,28 @@ class TimingSettings(_Strict):
     cache_dir: Optional[str] = Field(default=None, description="calibration cache; default ~/.cache/gatekeeper")
 
 
+class ProblemMap(_Strict):
+    """`[[problem_map]]`: which problem a submission is checked against, so that no
+    `--problem` flag is needed (README "Configuration"). Paths are relative to the
+    configuration file's folder. `submissions` is a glob (`*`, `**`, `?`) whose `{field}`
+    parts capture a piece of a path segment; `problem` is a path template filled from them
+    (plus `{stem}`, `{name}` and `{dir}` of the submission) that may itself be a glob
+    matching exactly one file, e.g. KernelBench's
+    `submissions = "runs/level{level}/{id}_*.py"`, `problem = "KernelBench/level{level}/{id}_*.py"`."""
+
+    submissions: str = Field(description="glob of submission paths, with {field} captures")
+    problem: str = Field(description="problem path template; may be a glob matching one file")
+
+
 class Config(_Strict):
     profile: Profile = "default"
+    # --select / --ignore in configuration form: codes, code prefixes (GK2), categories, stages.
+    select: list[str] = Field(default_factory=list)
+    ignore: list[str] = Field(default_factory=list)
+    problem_map: list[ProblemMap] = Field(default_factory=list)
+    # Files that define none of these classes are not submissions (helpers, problem files):
+    # `check --submissions-only` (the pre-commit hook) skips them.
+    submission_classes: list[str] = Field(default_factory=lambda: ["ModelNew"])
     rule_dirs: list[str] = Field(default_factory=list)
     allow_suppressions: bool = Field(
         default=False,
@@ -98,8 +119,27 @@ class Config(_Strict):
     # Where the config came from, for `config show`; not a user key.
     source: Optional[str] = Field(default=None, exclude=True)
 
+    _deselected: Optional[frozenset] = PrivateAttr(default=None)
+
+    def deselected(self) -> frozenset:
+        """Codes switched off by select/ignore (computed once, from the catalogue)."""
+        if self._deselected is None:
+            if not (self.select or self.ignore):
+                self._deselected = frozenset()
+            else:
+                from gatekeeper.catalogue import catalogue, matches
+
+                self._deselected = frozenset(
+                    code for code, entry in catalogue(self.rule_dirs).items()
+                    if (self.select and not any(matches(entry, s) for s in self.select))
+                    or any(matches(entry, s) for s in self.ignore))
+        return self._deselected
+
     def rule(self, code: str) -> RuleSettings:
-        return self.rules.get(code, RuleSettings())
+        settings = self.rules.get(code, RuleSettings())
+        if settings.enabled and (self.select or self.ignore) and code in self.deselected():
+            return settings.model_copy(update={"enabled": False})
+        return settings
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -112,7 +152,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"config file {path} is not valid TOML: {exc}") from None
     if path.name == "pyproject.toml":
-        return data.get("tool", {}).get("gatekeeper", {})
+        section = data.get("tool", {}).get("gatekeeper", {})
+        if not isinstance(section, dict):
+            raise UsageError(f"config file {path}: [tool.gatekeeper] must be a table, not {type(section).__name__}")
+        return section
     return data
 
 
@@ -126,12 +169,48 @@ def find_config(start: Path) -> Optional[Path]:
         pyproject = folder / "pyproject.toml"
         if pyproject.is_file():
             try:
-                data = tomllib.loads(pyproject.read_text("utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                text = pyproject.read_text("utf-8")
+            except (OSError, UnicodeDecodeError):
                 continue
+            if "gatekeeper" not in text:
+                continue  # another project's file: its syntax is not ours to judge
+            try:
+                data = tomllib.loads(text)
+            except tomllib.TOMLDecodeError as exc:
+                # Silently falling back to the defaults would run with settings nobody chose.
+                raise UsageError(f"config file {pyproject} is not valid TOML: {exc}; fix it, or point "
+                                 "--config at another file") from None
             if "gatekeeper" in data.get("tool", {}):
                 return pyproject
     return None
+
+
+def _model_at(loc: tuple) -> Optional[type[BaseModel]]:
+    """The settings model that holds the key at `loc` (for suggesting the valid keys)."""
+    model: Any = Config
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        if model is Config and part == "rules":
+            model = "rules"
+            continue
+        if model == "rules":
+            model = RuleSettings
+            continue
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return None
+        annotation = field.annotation
+        inner = getattr(annotation, "__args__", (annotation,))
+        model = next((a for a in inner if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        if model is None:
+            return None
+    return model if isinstance(model, type) else None
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
+    return f"; did you mean '{match[0]}'?" if match else ""
 
 
 def _explain(exc: ValidationError, path: Optional[Path]) -> str:
@@ -140,10 +219,44 @@ def _explain(exc: ValidationError, path: Optional[Path]) -> str:
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
-            parts.append(f"unknown key '{key}'{where}")
+            model = _model_at(tuple(err["loc"]))
+            valid = [k for k in (model.model_fields if model else {}) if k not in ("source", "deselected")]
+            hint = did_you_mean(str(err["loc"][-1]), valid) or (f"; valid keys: {', '.join(valid)}" if valid else "")
+            parts.append(f"unknown key '{key}'{where}{hint}")
         else:
             parts.append(f"'{key}'{where}: {err['msg']}")
     return "invalid configuration: " + "; ".join(parts)
+
+
+def _check_codes(config: Config, path: Optional[Path], from_cli: Iterable[str] = ()) -> None:
+    """Rule codes, rule options and selectors must exist: a typo (GK2O3) would otherwise
+    switch nothing off, silently."""
+    if not (config.rules or config.select or config.ignore):
+        return
+    from gatekeeper.catalogue import catalogue, closest, selector_known
+
+    where = f" in {path}" if path else ""
+    known = catalogue(config.rule_dirs)
+    for code, settings in config.rules.items():
+        entry = known.get(code)
+        if entry is None:
+            near = closest(code, config.rule_dirs)
+            hint = f"; did you mean '{near}'?" if near else "; `gatekeeper rules` lists every code"
+            raise UsageError(f"invalid configuration: unknown rule code '{code}' (key 'rules.{code}'){where}{hint}")
+        for option in settings.options:
+            if option not in entry.options:
+                valid = ", ".join(entry.options) or "none"
+                raise UsageError(
+                    f"invalid configuration: unknown option '{option}' for {code} {entry.name} (key "
+                    f"'rules.{code}.options.{option}'){where}{did_you_mean(option, entry.options)}; its options: {valid}")
+    for key in ("select", "ignore"):
+        for selector in getattr(config, key):
+            if not selector_known(selector, config.rule_dirs):
+                near = closest(selector, config.rule_dirs)
+                hint = f"; did you mean '{near}'?" if near else (
+                    "; give a code (GK203), a code prefix (GK2), a category (hardcoded-shape) or a stage (behaviour)")
+                origin = f"--{key}" if key in from_cli else f"'{key}'{where}"
+                raise UsageError(f"invalid configuration: '{selector}' in {origin} matches no code{hint}")
 
 
 def load_config(
@@ -163,8 +276,11 @@ def load_config(
         config = Config.model_validate(data)
     except ValidationError as exc:
         raise UsageError(_explain(exc, path)) from None
+    if config.select or config.ignore:
+        pass  # validated below, once the rule folders are resolved
     config.source = str(path) if path else None
     if path is not None:
         base = path.parent
         config.rule_dirs = [str((base / d).resolve()) for d in config.rule_dirs]
+    _check_codes(config, path, [k for k, v in (overrides or {}).items() if v is not None])
     return config

@@ -57,11 +57,14 @@ def test_text_output_shows_source_lines_and_fix():
 def test_folder_gives_json_lines_and_worst_exit_code(tmp_path):
     (tmp_path / "a.py").write_text(HONEST.read_text())
     (tmp_path / "b.py").write_text(SEED.read_text())
-    proc = gk("check", tmp_path, "--problem", PROBLEM, "--static-only", "--format", "json", "--jobs", "2")
+    proc = gk("check", tmp_path, "--problem", PROBLEM, "--static-only", "--format", "jsonl", "--jobs", "2")
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [Path(r["submission"]["path"]).name for r in lines] == ["a.py", "b.py"]
     assert [r["verdict"] for r in lines] == ["pass", "reject"]
     assert proc.returncode == 1
+    # json is always one document: an array for a folder or several paths.
+    whole = json.loads(gk("check", tmp_path, "--problem", PROBLEM, "--static-only", "--format", "json").stdout)
+    assert [r["verdict"] for r in whole] == ["pass", "reject"]
 
 
 def test_sarif_output_is_sarif_2_1_0():
@@ -96,7 +99,8 @@ def test_github_annotations():
     (b"This is not Python, it is prose about kernels.\n", "GK003"),
     (b"import torch\nclass Model(torch.nn.Module):\n    pass\n", "GK005"),
     (b"x = 1\n" * 400_000, "GK002"),
-])
+], ids=["empty", "blank", "binary", "latin-1", "syntax", "prose", "no-modelnew", "too-large"])
+# (ids: the default id of the 2.4 MB case would go into PYTEST_CURRENT_TEST, too long for exec)
 def test_bad_submissions_get_a_clear_finding(tmp_path, content, rule):
     path = tmp_path / "sub.py"
     path.write_bytes(content)

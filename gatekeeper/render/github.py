@@ -26,7 +26,10 @@ def to_github(reports: Iterable[Report]) -> str:
                 props += [f"line={f.location.line}", f"col={f.location.column}"]
                 if f.location.end_line:
                     props.append(f"endLine={f.location.end_line}")
-            props.append(f"title={_prop(f'{f.rule} {f.name} ({f.category.value})')}")
+            how = f.category.value if f.confidence.value == "certain" else f"{f.category.value}, {f.confidence.value}"
+            if f.confirmed_by:
+                how += f", run-time check {f.confirmed_by}"
+            props.append(f"title={_prop(f'{f.rule} {f.name} ({how})')}")
             lines.append(f"::{_COMMAND[f.severity]} {','.join(props)}::{_data(f.message + chr(10) + 'Fix: ' + f.hint)}")
         if report.verdict.value == "error":
             lines.append(f"::error file={_prop(report.submission.path)},title=gatekeeper error::{_data(report.error or 'error')}")

@@ -16,6 +16,7 @@ from gatekeeper.static.engine import run_rules
 from gatekeeper.static.load_checks import (
     LOAD_RULES,     SubmissionEmpty, SubmissionNotText, SubmissionSyntaxError, SubmissionTooLarge,
 )
+from gatekeeper.static.no_problem import no_problem_notice
 from gatekeeper.static.problem_facts import ProblemFacts
 from gatekeeper.static.python_ast import parse_python
 from gatekeeper.static.rule import Rule
@@ -111,7 +112,8 @@ def run_static(data: bytes, path: str, config: Config, problem: Optional[Problem
         return [_load_finding(SubmissionSyntaxError, path, "It nests too deeply to analyse.")]
     if config.allow_suppressions:
         findings = _apply_suppressions(findings, text)
-    return findings
+    notice = no_problem_notice(rules, problem, path, config)  # skipped rules are said, never silent
+    return findings + [notice] if notice else findings
 
 
 def _apply_suppressions(findings: list[Finding], text: str) -> list[Finding]:

@@ -1,0 +1,180 @@
+"""One catalogue of every code a report can carry: static rules, build, behaviour and
+timing checks, and the notices of the static stage.
+
+The codes are defined where they are judged (rule classes, the behaviour stage's table,
+the timing stage's constants); this module reads them from there, so that `gatekeeper
+rules`, `gatekeeper explain`, the configuration's validation, --select/--ignore and SARIF
+all see the same list.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Iterable, Optional
+
+from gatekeeper.report import Category, Confidence, Finding, Severity, StageName
+
+DOCS_URL = "https://github.com/gatekeeper-kernels/gatekeeper/blob/main/docs/rules.md"
+
+
+@dataclass(frozen=True)
+class Entry:
+    code: str
+    name: str
+    category: Category
+    stage: StageName
+    severity: Severity  # under the default profile
+    summary: str
+    docs: str  # dedented prose
+    hint: str
+    kind: str  # "rule" (static, a class), "check" (build/behaviour), "timing"
+    confidence: Confidence = Confidence.CERTAIN
+    confirmed_by: Optional[str] = None
+    needs_problem: bool = False
+    options: dict = field(default_factory=dict)
+    strict_severity: Optional[Severity] = None
+    lenient_severity: Optional[Severity] = None
+    invalid_example: Optional[str] = None
+    valid_example: Optional[str] = None
+
+    @property
+    def help_uri(self) -> str:
+        return f"{DOCS_URL}#{self.code.lower()}"
+
+    def severity_for(self, profile: str) -> Severity:
+        if profile == "strict" and self.strict_severity is not None:
+            return self.strict_severity
+        if profile == "lenient" and self.lenient_severity is not None:
+            return self.lenient_severity
+        return self.severity
+
+
+def clean(text: str) -> str:
+    """Docstring text without its indentation, paragraphs kept."""
+    text = (text or "").strip("\n")
+    first, _, rest = text.partition("\n")
+    return (first.strip() + ("\n" + textwrap.dedent(rest) if rest else "")).strip()
+
+
+def _from_rule(rule) -> Entry:
+    return Entry(
+        code=rule.code, name=rule.name, category=rule.category, stage=StageName.STATIC,
+        severity=rule.severity, summary=rule.summary, docs=clean(rule.__doc__ or rule.summary),
+        hint=rule.hint, kind="rule", confidence=rule.confidence, confirmed_by=rule.confirmed_by,
+        needs_problem=rule.needs_problem, options=dict(rule.options),
+        strict_severity=rule.strict_severity, lenient_severity=rule.lenient_severity,
+        invalid_example=rule.INVALID[0] if rule.INVALID else None,
+        valid_example=rule.VALID[0] if rule.VALID else None,
+    )
+
+
+_PLACEHOLDER = re.compile(r"\s*\{[a-z_]+\}")
+
+
+def _sentence(template: str) -> str:
+    """A message template as prose: placeholders dropped, dangling punctuation tidied."""
+    text = _PLACEHOLDER.sub(" …", template)
+    text = re.sub(r"\s+", " ", text).replace("( …)", "").replace(" …:", ":").strip()
+    return text.rstrip(": …").strip() or template
+
+
+def _run_time_entries() -> list[Entry]:
+    out: list[Entry] = []
+    try:
+        from gatekeeper.behaviour.findings import CATALOGUE
+    except ImportError:  # a slimmed install without the run-time stages
+        CATALOGUE = {}
+    for check in CATALOGUE.values():
+        stage = StageName.BUILD if check.code.startswith("GK68") else StageName.BEHAVIOUR
+        summary = _sentence(check.message)
+        out.append(Entry(
+            code=check.code, name=check.name, category=check.category, stage=stage, severity=check.severity,
+            summary=summary, docs=f"Found by the {stage.value} stage, which runs the submission in a sandbox: "
+            f"{summary}.", hint=check.hint, kind="check"))
+    try:
+        from gatekeeper.timing.findings import RULES
+    except ImportError:
+        RULES = ()
+    for rule in RULES:
+        out.append(Entry(
+            code=rule.code, name=rule.name, category=rule.category, stage=StageName.TIMING,
+            severity=rule.severity, summary=rule.summary, docs=clean(rule.message), hint=rule.hint,
+            kind="timing"))
+    return out
+
+
+def _notices() -> list[Entry]:
+    from gatekeeper.static.no_problem import NoProblemGiven
+
+    return [_from_rule(NoProblemGiven)]
+
+
+@lru_cache(maxsize=16)
+def _catalogue(rule_dirs: tuple[str, ...]) -> dict[str, Entry]:
+    from gatekeeper.static.discovery import discover_rules
+
+    entries = [_from_rule(r) for r in discover_rules(rule_dirs)] + _notices() + _run_time_entries()
+    found: dict[str, Entry] = {}
+    for entry in entries:
+        found.setdefault(entry.code, entry)  # a static rule keeps its code; discovery refuses duplicates
+    return dict(sorted(found.items()))
+
+
+def catalogue(rule_dirs: Iterable[str] = ()) -> dict[str, Entry]:
+    """Every code, sorted: {code: Entry}."""
+    return _catalogue(tuple(rule_dirs))
+
+
+def lookup(key: str, rule_dirs: Iterable[str] = ()) -> Optional[Entry]:
+    """An entry by code (any case) or by name."""
+    found = catalogue(rule_dirs)
+    if key.upper() in found:
+        return found[key.upper()]
+    return next((e for e in found.values() if e.name.lower() == key.lower()), None)
+
+
+def closest(key: str, rule_dirs: Iterable[str] = ()) -> Optional[str]:
+    """The code or name nearest to a mistyped one (GK2O3 -> GK203), for error messages."""
+    import difflib
+
+    found = catalogue(rule_dirs)
+    words = list(found) + [e.name for e in found.values()] + [c.value for c in Category] + [
+        s.value for s in StageName]
+    fixed = key.upper().replace("O", "0").replace("I", "1").replace("L", "1")
+    if fixed in found:
+        return fixed
+    match = difflib.get_close_matches(key, words, n=1, cutoff=0.6) or difflib.get_close_matches(
+        key.upper(), list(found), n=1, cutoff=0.5)
+    return match[0] if match else None
+
+
+def matches(entry: Entry, selector: str) -> bool:
+    """--select/--ignore: a code (GK203), a code prefix (GK2, GK20), a category
+    (hardcoded-shape), a stage (behaviour) or ALL."""
+    selector = selector.strip()
+    if selector.upper() == "ALL":
+        return True
+    if selector.upper().startswith("GK"):
+        return entry.code.startswith(selector.upper())
+    return selector.lower() in (entry.category.value, entry.stage.value, entry.name.lower())
+
+
+def selector_known(selector: str, rule_dirs: Iterable[str] = ()) -> bool:
+    return any(matches(e, selector) for e in catalogue(rule_dirs).values())
+
+
+def configured(findings: list[Finding], config) -> list[Finding]:
+    """Run-time findings under the configuration: `enabled = false` drops a code, a
+    `severity` replaces its default, like a static rule's settings."""
+    out = []
+    for finding in findings:
+        settings = config.rule(finding.rule)
+        if not settings.enabled:
+            continue
+        if settings.severity is not None and settings.severity != finding.severity:
+            finding = finding.model_copy(update={"severity": settings.severity})
+        out.append(finding)
+    return out

@@ -1,0 +1,145 @@
+"""`gatekeeper check`: resolve the submissions, their problems and the configuration, run
+the checks, render the reports, and choose the exit code. Kept apart from cli.py so that
+the command's options stay readable there."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, TextIO
+
+from rich.console import Console
+
+from gatekeeper.config import Config, load_config
+from gatekeeper.errors import UsageError
+from gatekeeper.report import Location, Report
+
+
+@dataclass
+class CheckRequest:
+    paths: list[str]
+    problem: Optional[Path]
+    stages: str
+    fmt: str
+    profile: Optional[str]
+    config: Optional[Path]
+    select: Optional[list[str]]
+    ignore: Optional[list[str]]
+    exit_zero: bool
+    output_file: Optional[Path]
+    verbosity: int
+    stdin_filename: Optional[str]
+    submissions_only: bool
+    jobs: Optional[int]
+    keep_going: bool
+    seed: Optional[int]
+    time: bool
+
+
+def defines_submission(path: Path, config: Config) -> bool:
+    """Whether the file defines one of the configured submission classes (ModelNew)."""
+    try:
+        text = path.read_text("utf-8", errors="replace")
+    except OSError:
+        return True  # let the check itself report what is wrong with it
+    names = "|".join(re.escape(n) for n in config.submission_classes)
+    return re.search(rf"^\s*(class\s+({names})\b|({names})\s*=)", text, re.MULTILINE) is not None
+
+
+def _renamed(report: Report, name: str) -> Report:
+    """A report on stdin text, under the name given for it."""
+    findings = [f.model_copy(update={"location": Location(**{**f.location.model_dump(), "path": name})})
+                if f.location and f.location.path == "<submission>" else f for f in report.findings]
+    return report.model_copy(update={"submission": report.submission.model_copy(update={"path": name}),
+                                     "findings": findings})
+
+
+def _problem_for(path: Path, request: CheckRequest, config: Config) -> Optional[Path]:
+    if request.problem is not None:
+        return request.problem
+    from gatekeeper.problem.mapping import map_problem
+
+    return map_problem(path, config)
+
+
+def _reports(request: CheckRequest, config: Config, files: list[Path], stdin_text: Optional[str]):
+    from gatekeeper.api import check, check_many
+
+    kwargs = dict(stages=request.stages, config=config, keep_going=request.keep_going, seed=request.seed,
+                  time=request.time)
+    if stdin_text is not None:
+        name = request.stdin_filename or "-"
+        problem = _problem_for(Path(name), request, config) if request.stdin_filename else request.problem
+        yield _renamed(check(stdin_text, problem, **kwargs), name)
+        return
+    problems = [_problem_for(path, request, config) for path in files]
+    yield from check_many(files, problems, jobs=request.jobs or config.jobs, **kwargs)
+
+
+def run_check(request: CheckRequest, out: Console, stream: TextIO, err: Console) -> int:
+    from gatekeeper.api import expand_paths
+
+    stdin_text: Optional[str] = None
+    if "-" in request.paths:
+        if len(request.paths) > 1:
+            raise UsageError("- (stdin) must be the only submission argument")
+        stdin_text = sys.stdin.buffer.read().decode("utf-8", errors="surrogateescape")
+        if "\n" not in stdin_text:
+            stdin_text += "\n"  # one line of code is still code, never a path
+        files: list[Path] = []
+        start = Path(request.stdin_filename) if request.stdin_filename else Path.cwd()
+    else:
+        files = expand_paths([Path(p) for p in request.paths])
+        start = files[0]
+    config = load_config(config_file=request.config, search_from=start,
+                         overrides={"profile": request.profile, "select": request.select, "ignore": request.ignore})
+    if request.submissions_only and files:
+        from gatekeeper.problem.mapping import is_problem_file
+
+        files = [f for f in files if defines_submission(f, config) and not is_problem_file(f, config)]
+        if not files:
+            if request.verbosity >= 0 and request.fmt == "text":
+                err.print("gatekeeper: no submissions among the files (none defines "
+                          f"{' or '.join(config.submission_classes)}); nothing to check")
+            return 0
+    single = stdin_text is not None or (len(request.paths) == 1 and Path(request.paths[0]).is_file())
+    return _render(request, config, _reports(request, config, files, stdin_text), single, out, stream)
+
+
+def _render(request: CheckRequest, config: Config, reports, single: bool, out: Console, stream: TextIO) -> int:
+    from gatekeeper.render.text import print_report, print_totals, totals
+
+    worst = 0
+    collected: list[Report] = []
+    for report in reports:
+        worst = max(worst, report.exit_code)
+        collected.append(report)
+        if request.fmt == "text":
+            print_report(report, out, request.verbosity)
+        elif request.fmt == "jsonl":
+            stream.write(report.model_dump_json() + "\n")
+            stream.flush()
+    if request.fmt == "text" and len(collected) > 1:
+        out.print()
+        print_totals(totals(collected), out)
+    elif request.fmt == "json":
+        if single:
+            stream.write(collected[0].model_dump_json(indent=2) + "\n")
+        else:
+            stream.write(json.dumps([r.model_dump(mode="json") for r in collected], indent=2) + "\n")
+    elif request.fmt == "sarif":
+        from gatekeeper.render.sarif import to_sarif
+
+        stream.write(json.dumps(to_sarif(collected, config.rule_dirs), indent=2) + "\n")
+    elif request.fmt == "github":
+        from gatekeeper.render.github import to_github
+
+        text = to_github(collected)
+        if text:
+            stream.write(text + "\n")
+    if request.exit_zero and worst == 1:
+        return 0  # rejects are reported, not failed on; gatekeeper's own errors still exit 3
+    return worst

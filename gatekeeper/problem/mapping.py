@@ -1,0 +1,121 @@
+"""From a submission's path to its problem, by the configuration's `[[problem_map]]`
+entries, so that `check`, the pre-commit hook and ingest need no `--problem` flag.
+
+    [[tool.gatekeeper.problem_map]]
+    submissions = "runs/level{level}/{id}_*.py"       # glob; {field} captures part of a segment
+    problem = "KernelBench/level{level}/{id}_*.py"    # template; a glob must match one file
+
+The first entry whose `submissions` pattern matches wins. Paths are relative to the folder
+of the configuration file (the current folder when there is none). Besides the captured
+fields, a template may use `{stem}` (file name without .py), `{name}` (file name) and
+`{dir}` (the submission's folder, relative).
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional
+
+from gatekeeper.errors import UsageError
+
+_TOKEN = re.compile(r"\*\*/|\*\*|\*|\?|\{([A-Za-z_][A-Za-z0-9_]*)\}|\[[^\]/]*\]")
+
+
+@lru_cache(maxsize=64)
+def pattern_regex(pattern: str) -> re.Pattern:
+    """A submissions glob as a regex over posix paths: `**/` any folders, `*` and `?`
+    within a segment, `{field}` a named capture within a segment (the same name twice
+    must match the same text)."""
+    out, seen, pos = [], set(), 0
+    for match in _TOKEN.finditer(pattern):
+        out.append(re.escape(pattern[pos:match.start()]))
+        token = match.group(0)
+        if token == "**/":
+            out.append(r"(?:[^/]+/)*")
+        elif token == "**":
+            out.append(r".*")
+        elif token == "*":
+            out.append(r"[^/]*")
+        elif token == "?":
+            out.append(r"[^/]")
+        elif token.startswith("["):
+            out.append(token)
+        else:
+            name = match.group(1)
+            out.append(f"(?P={name})" if name in seen else f"(?P<{name}>[^/]+?)")
+            seen.add(name)
+        pos = match.end()
+    out.append(re.escape(pattern[pos:]))
+    return re.compile("".join(out) + r"\Z")
+
+
+def _base(config) -> Path:
+    return Path(config.source).resolve().parent if config.source else Path.cwd().resolve()
+
+
+def _relative(path: Path, base: Path) -> Optional[str]:
+    try:
+        return path.resolve().relative_to(base).as_posix()
+    except ValueError:
+        return None
+
+
+def map_problem(submission: Path, config) -> Optional[Path]:
+    """The problem file for `submission`, or None when no entry's pattern matches it.
+    A matching entry whose problem cannot be found is a usage error (exit 2) that names
+    the entry and the path it tried."""
+    if not config.problem_map:
+        return None
+    base = _base(config)
+    rel = _relative(submission, base)
+    if rel is None:
+        return None
+    for number, entry in enumerate(config.problem_map, 1):
+        match = pattern_regex(entry.submissions).match(rel)
+        if match is None:
+            continue
+        fields = {"stem": submission.stem, "name": submission.name,
+                  "dir": str(Path(rel).parent.as_posix()), **match.groupdict()}
+        try:
+            target = entry.problem.format(**fields)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise UsageError(f"problem_map entry {number} in {config.source or 'the configuration'}: the problem "
+                             f"template {entry.problem!r} uses {exc}, which the submissions pattern "
+                             f"{entry.submissions!r} does not capture") from None
+        where = f"problem_map entry {number} ({entry.submissions!r} -> {entry.problem!r}) in " \
+                f"{config.source or 'the configuration'}"
+        if glob.has_magic(target):
+            found = sorted(p for p in base.glob(target) if p.is_file())
+            if len(found) == 1:
+                return found[0]
+            if not found:
+                raise UsageError(f"{rel}: {where} gives {target!r}, which matches no file under {base}; "
+                                 "fix the template or give --problem")
+            shown = ", ".join(p.relative_to(base).as_posix() for p in found[:4])
+            raise UsageError(f"{rel}: {where} gives {target!r}, which matches {len(found)} files ({shown}); "
+                             "make the template specific enough to match one")
+        path = base / target
+        if not path.is_file():
+            raise UsageError(f"{rel}: {where} gives {target}, which does not exist under {base}; "
+                             "fix the template or give --problem")
+        return path
+    return None
+
+
+def is_problem_file(path: Path, config) -> bool:
+    """Whether `path` is the target of some problem_map entry's template (a problem file
+    that sits beside the submissions and must not be checked as one)."""
+    if not config.problem_map:
+        return False
+    base = _base(config)
+    rel = _relative(path, base)
+    if rel is None:
+        return False
+    for entry in config.problem_map:
+        template = re.sub(r"\{[A-Za-z_][A-Za-z0-9_]*\}", "*", entry.problem)
+        if pattern_regex(template).match(rel):
+            return True
+    return False
