@@ -51,7 +51,8 @@ class ProblemSizeInKernelSource(Rule):
       `DEF_TILE(64, 256)`): every use is a tile width's use (the block of a launch whose
       grid is computed, the divisor of a ceil-div, `blockIdx.x * T`, a loop stride
       `i += T`, a `__shared__` extent, `__launch_bounds__`), and a power of two up to 1024
-      in a function that reads its sizes is a tile width;
+      in a function that reads its sizes is a tile width (unless it is the stride or offset
+      of an index into a pointer argument: global memory is laid out by the input's shape);
     - a cap or clamp (`std::min(blocks, 4096)`), a bit pattern (`0x4B000000u`), an
       addend that is not an index (`t0 + 48` with no pointer in the expression), a
       `__shared__ float s[256]` or register array extent: none is a size role;
@@ -119,6 +120,16 @@ class ProblemSizeInKernelSource(Rule):
         "    for (int j = threadIdx.x; j < BK && k0 + j < n; j += blockDim.x) s[j] = x[k0 + j];\n"
         "    __syncthreads();\n    if (threadIdx.x == 0) for (int j = 0; j < min(BK, n - k0); ++j) acc += s[j];\n"
         "    __syncthreads();\n  }\n  if (threadIdx.x == 0) y[0] = acc;\n}\n'''\n",
+        # a tiled matmul with TILE = 48 (= D): 2-D shared tiles, t * TILE + threadIdx.x, a loop
+        # over the tile, and a pointer argument named x next to threadIdx.x
+        "src = '''\n#define TILE 48\n__global__ void mm(const float* x, const float* w, float* y, int M, int N, int K) {\n"
+        "  __shared__ float xs[TILE][TILE];\n  __shared__ float ws[TILE][TILE];\n"
+        "  int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;\n  float acc = 0;\n"
+        "  for (int t = 0; t < (K + TILE - 1) / TILE; ++t) {\n    int xc = t * TILE + threadIdx.x, wr = t * TILE + threadIdx.y;\n"
+        "    xs[threadIdx.y][threadIdx.x] = (row < M && xc < K) ? x[row * K + xc] : 0.f;\n"
+        "    ws[threadIdx.y][threadIdx.x] = (wr < K && col < N) ? w[wr * N + col] : 0.f;\n    __syncthreads();\n"
+        "    for (int i = 0; i < TILE; ++i) acc += xs[threadIdx.y][i] * ws[i][threadIdx.x];\n    __syncthreads();\n  }\n"
+        "  if (row < M && col < N) y[row * N + col] = acc;\n}\n'''\n",
     ]
     INVALID = [
         "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x, y, BLOCK: tl.constexpr):\n"
@@ -135,6 +146,9 @@ class ProblemSizeInKernelSource(Rule):
         # the kernel is given n but loops to the nominal row length and strides by it
         "src = '''\n__global__ void k(const float* x, float* y, int n) {\n  int r = blockIdx.x * blockDim.x + threadIdx.x;\n"
         "  if (r < n) { float s = 0; for (int k = 0; k < 48; ++k) s += x[r * 48 + k]; y[r] = s; }\n}\n'''\n",
+        # a power-of-two row stride (64 = R*B) into an input pointer, in a kernel given n
+        "src = '''\n__global__ void k(const float* x, float* y, int n) {\n  int r = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (r < n) y[r] = x[r * 64 + 1];\n}\n'''\n",
         # an output allocated at the nominal shape in C++
         "src = '''\ntorch::Tensor f(torch::Tensor x) { auto y = torch::empty({16, 48}, x.options()); return y; }\n'''\n",
     ]
@@ -221,8 +235,9 @@ class ProblemSizeInKernelSource(Rule):
             uses = facts.uses.get(const.name, [])
             # a constant that is a tile width somewhere (`k0 += BK`) bounds loops over its tile
             tile = any(facts.tile_use(i) for i in uses)
-            hits = [h for i in uses if (h := self._judge(facts, roles, i, const.value))
-                    and not (tile and h[1] == "bound" and tile_bound(facts.tokens, i))]
+            hits = [h for i in uses if (h := self._judge(facts, roles, i, const.value, exact_only=tile))
+                    and not (tile and h[1] == "bound" and tile_bound(facts.tokens, i))
+                    and not (tile and _steps_tiles(facts.tokens, i))]
             if not hits:
                 continue
             reported.add(const.value)
@@ -240,17 +255,20 @@ class ProblemSizeInKernelSource(Rule):
                             evidence={"value": value, "meaning": why, "role": role},
                             confidence=Confidence.SUSPECT if reads else Confidence.LIKELY)
 
-    def _judge(self, facts: CppFacts, roles: CppRoles, index: int, value: int) -> Optional[tuple[str, str, bool]]:
-        """(why, role, the function reads its sizes) when the token at index is a size."""
+    def _judge(self, facts: CppFacts, roles: CppRoles, index: int, value: int,
+               exact_only: bool = False) -> Optional[tuple[str, str, bool]]:
+        """(why, role, the function reads its sizes) when the token at index is a size.
+        `exact_only` for a constant that is a tile width elsewhere: no derived relations."""
         if facts.tile_use(index):
             return None
         role = roles.role(index)
         if role is None:
             return None
         reads = roles.reads_sizes_at(index)
-        if reads and _is_tile_like(value):
-            return None
-        why = _meaning(self.ctx.problem, value, role, vector=facts.vector_types)
+        if reads and _is_tile_like(value) and not (role in ("offset", "stride") and roles.indexes_global(index)):
+            return None  # a power-of-two width next to run-time sizes, unless it lays out an input
+        why = self.ctx.problem.explain(value) if exact_only else _meaning(self.ctx.problem, value, role,
+                                                                          vector=facts.vector_types)
         return (why, role, reads) if why is not None else None
 
     def _report_named(self, source: CppSource, facts: CppFacts, const: CppConstant, why: str, role: str,
@@ -278,6 +296,12 @@ def _meaning(problem, value: int, role: str, vector: bool) -> Optional[str]:
         derived = problem.explain_offset(value)
         return derived if derived is not None and "vectors" in derived else None
     return None
+
+
+def _steps_tiles(toks, i: int) -> bool:
+    """`t * T + threadIdx.x`: the start of tile t, for a constant that is a tile elsewhere."""
+    return (i > 0 and toks[i - 1].text == "*" and i + 2 < len(toks) and toks[i + 1].text == "+"
+            and toks[i + 2].text in ("threadIdx", "tid", "tx", "ty", "lane"))
 
 
 def _mentions_program_id(expr: cst.BaseExpression) -> bool:

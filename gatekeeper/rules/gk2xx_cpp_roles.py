@@ -103,6 +103,21 @@ class CppRoles:
         fn = self.function_at(i)
         return fn.reads_sizes if fn is not None else False
 
+    def indexes_global(self, i: int) -> bool:
+        """The offset or stride at i indexes a pointer parameter (`x[row * 1024 + k]`,
+        `x + 1024 + off`): global memory laid out by the input's shape, not a shared tile."""
+        fn = self.function_at(i)
+        if fn is None or not fn.pointers:
+            return False
+        opener = _opener(self.tokens, i)
+        if opener is not None and self.tokens[opener].text == "[":
+            return self._pointer(fn, opener - 1)
+        return any(self._pointer(fn, k) for k in _chain(self.tokens, i))
+
+    def _pointer(self, fn: _Function, k: int) -> bool:
+        """Token k names one of fn's pointer parameters (not `threadIdx.x` when x is one)."""
+        return self.tokens[k].text in fn.pointers and _text(self.tokens, k - 1) not in (".", "->", "::")
+
     # roles ---------------------------------------------------------------------------
     def role(self, i: int) -> Optional[str]:
         toks = self.tokens
@@ -122,7 +137,7 @@ class CppRoles:
             return "alloc"
         if prev in _ADDITIVE or nxt in _ADDITIVE:
             fn = self.function_at(i)
-            if fn is not None and fn.pointers and any(toks[k].text in fn.pointers for k in _chain(toks, i)):
+            if fn is not None and fn.pointers and any(self._pointer(fn, k) for k in _chain(toks, i)):
                 return "offset"  # pointer arithmetic: x + 768 + off
         return None
 
@@ -169,8 +184,16 @@ def _opener(toks: list[Token], i: int) -> Optional[int]:
 def _is_index(toks: list[Token], bracket: int) -> bool:
     """`x[...]` is an index; `float buf[96]` and `__shared__ float s[256]` declare arrays."""
     before = _text(toks, bracket - 1)
-    if before in ("]", ")"):
-        return True  # a[i][j], f(x)[i]
+    if before == "]":
+        depth, k = 0, bracket - 1
+        while k >= 0:  # a[i][j] indexes as a[i] does; float t[N][M] declares as t[N] does
+            depth += {"]": 1, "[": -1}.get(toks[k].text, 0)
+            if depth == 0:
+                return _is_index(toks, k)
+            k -= 1
+        return True
+    if before == ")":
+        return True  # f(x)[i]
     if bracket < 1 or toks[bracket - 1].kind != "ident":
         return False
     two_before = toks[bracket - 2] if bracket >= 2 else None
