@@ -19,7 +19,7 @@ import libcst as cst
 
 from gatekeeper.static.names import int_value
 
-from gatekeeper.static.problem_facts import MIN_SIGNIFICANT, ProblemFacts
+from gatekeeper.static.problem_facts import MIN_SIGNIFICANT, ProblemFacts, names_by_value
 
 if TYPE_CHECKING:
     from gatekeeper.static.context import FileContext
@@ -56,7 +56,7 @@ def sizes_for(problem: ProblemFacts) -> ProblemSizes:
     cached = _CACHE.get(id(problem))
     if cached is not None:
         return cached
-    label = {v: k for k, v in problem.constants.items() if v > 1}
+    label = {v: k for v, k in names_by_value(problem.constants).items() if v > 1}
     dims = sorted(problem.dims)[:10]
     out = ProblemSizes(names={d: label.get(d, str(d)) for d in dims})
     for d in dims:
