@@ -97,13 +97,27 @@ def condition_of(node: cst.CSTNode) -> str:
 
 
 def _following(usage: "TorchUsage", stmt: cst.CSTNode) -> set[int]:
-    block = usage.ctx.parent(stmt)
-    body = getattr(block, "body", None)
-    if not isinstance(body, (list, tuple)):
-        return set()
-    for index, item in enumerate(body):
-        if item is stmt:
-            return {id(s) for s in body[index + 1 :]}
+    """Statements that run after `stmt` when it does not return: the rest of its block, or,
+    at the end of a block, what follows the enclosing if/try/with (`if ok: try: return
+    k(x) except: log()` then `return torch...`)."""
+    node = stmt
+    for _ in range(8):
+        block = usage.ctx.parent(node)
+        body = getattr(block, "body", None)
+        if not isinstance(body, (list, tuple)):
+            return set()
+        for index, item in enumerate(body):
+            if item is node:
+                rest = body[index + 1 :]
+                if rest:
+                    return {id(s) for s in rest}
+                break
+        owner = usage.ctx.parent(block) if block is not None else None
+        while owner is not None and isinstance(owner, (cst.Else, cst.ExceptHandler, cst.Finally)):
+            owner = usage.ctx.parent(owner)
+        if not isinstance(owner, (cst.If, cst.Try, cst.With)):
+            return set()
+        node = owner
     return set()
 
 

@@ -12,6 +12,7 @@ Read once per problem file and kept on the ProblemFacts object.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -33,12 +34,12 @@ _BUILTINS = frozenset(dir(__import__("builtins")))
 
 @dataclass(frozen=True)
 class ProblemOps:
-    reference: frozenset[str]  # op families the reference computes
+    reference: Counter[str]  # op families the reference computes, and at how many places
     forbidden: tuple[str, ...]
     allowed: tuple[str, ...]
 
 
-EMPTY = ProblemOps(frozenset(), (), ())
+EMPTY = ProblemOps(Counter(), (), ())
 
 
 def problem_ops(problem: Optional[ProblemFacts]) -> ProblemOps:
@@ -79,10 +80,10 @@ def _yaml_forbidden(path: Path) -> list[str]:
     return [str(v) for v in values] if isinstance(values, list) else []
 
 
-def _reference_families(module: cst.Module) -> frozenset[str]:
+def _reference_families(module: cst.Module) -> Counter[str]:
     ops = torch_ops()
     table = policy()
-    names: set[str] = set()
+    names: list[str] = []
     for stmt in module.body:
         if not (isinstance(stmt, cst.ClassDef) and stmt.name.value == "Model"):
             continue
@@ -90,7 +91,7 @@ def _reference_families(module: cst.Module) -> frozenset[str]:
             if not entering:
                 continue
             if isinstance(node, cst.BinaryOperation) and type(node.operator) in _OPERATORS:
-                names.add(_OPERATORS[type(node.operator)])
+                names.append(_OPERATORS[type(node.operator)])
             elif isinstance(node, cst.Call):
                 func = node.func
                 name = func.attr.value if isinstance(func, cst.Attribute) else None
@@ -99,8 +100,8 @@ def _reference_families(module: cst.Module) -> frozenset[str]:
                 if isinstance(func, cst.Name) and func.value not in _BUILTINS:
                     name = func.value  # from torch import relu; a builtin such as len() is not an op
                 if name and name not in _NOT_OPS and _computes(ops, name):
-                    names.add(short_op(name))
-    return frozenset(table.family(n) for n in names)
+                    names.append(short_op(name))
+    return Counter(table.family(n) for n in names)
 
 
 def _computes(ops, name: str) -> bool:  # type: ignore[no-untyped-def]

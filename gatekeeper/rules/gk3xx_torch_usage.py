@@ -312,6 +312,7 @@ class TorchUsage(TorchCalls, TensorValues):
             else:
                 kept.append(k)
         forward = [k for k in kept if self.in_forward(k.function)]
+        forward += self._helper_launches(forward, [k for k in self.kernels if k.needs_def is not None and k not in kept])
         for k in forward:  # parents are complete now; only the kept ones need a path
             k.path = self._path(k.node)
         # A launch only on a constant sliver (`x[:1]`) is not the kernel doing the work.
@@ -323,6 +324,20 @@ class TorchUsage(TorchCalls, TensorValues):
         self.uses = [u for u in self.uses if u.cpp is not None or self.in_forward(u.function)
                      or (u.deferred and self._deferred(u.function))]
         find_fallbacks(self)
+
+    def _helper_launches(self, forward: list[Kernel], dropped: list[Kernel]) -> list[Kernel]:
+        """Calls of a helper of the file that launches a kernel (`self._run_kernel(x)`,
+        `launch(x)`) are launches too, where they are called: fallbacks and data flow in
+        forward see them."""
+        helpers = {k.function.rsplit(".", 1)[-1] for k in forward if k.function != "<module>"}
+        helpers -= {"forward", "__call__"}
+        if not helpers:
+            return []
+        out = [Kernel(f"self.{attr}", key, (), node) for attr, node, key, _ in self.self_calls
+               if attr in helpers and self.in_forward(key)]
+        out += [Kernel(k.what, k.function, (), k.node) for k in dropped
+                if k.needs_def in helpers and self.in_forward(k.function)]
+        return out
 
     def _functions(self, source: CppSource) -> list[CppFunction]:
         """C++ function definitions of a source, computed once per file."""
