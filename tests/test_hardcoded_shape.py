@@ -222,3 +222,17 @@ def test_weak_derived_relations_do_not_make_tile_widths_sizes():
            "  const int blocks = std::min((n + 255) / 256, 4096);\n"
            "  k<<<blocks, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n); return y; }\n'''\n")
     assert not _shape(static_findings(src, problem, profile="strict"))
+
+
+@pytest.mark.parametrize("body", [
+    "#define N " + "(" * 600 + "768" + ")" * 600 + "\n",
+    "#define M0 " + "(" * 40 + "768" + ")" * 40 + "\n"
+    + "".join(f"#define M{k} " + "(" * 40 + f"M{k - 1}" + ")" * 40 + "\n" for k in range(1, 14))
+    + "#define N M13\n",
+])
+def test_deeply_nested_cpp_constants_are_not_constant_not_a_crash(body):
+    """C++ text escapes the Python nesting screen: a macro nested 600 deep (or 13 macros of
+    40) once exhausted the evaluator's stack and was reported as "nests too deeply"."""
+    src = "src = '''\n" + body + "__global__ void k(float* y) { y[threadIdx.x + N] = 0; }\n'''\n"
+    findings = static_findings(src, SEED_PROBLEM_SRC)
+    assert not [f for f in findings if f.rule == "GK003" or "nests too deeply" in f.message]

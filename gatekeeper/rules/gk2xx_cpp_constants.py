@@ -27,6 +27,7 @@ _VECTOR_TYPES = frozenset({
     "__nv_bfloat162", "longlong2",
 })
 _MAX_DEPTH = 12
+_MAX_NESTING = 48
 _ASSIGN_OPS = frozenset({"=", "+=", "-=", "*=", "/=", "++", "--"})
 _DECL_PREV = _INT_TYPES | _QUALIFIERS
 _CONST = frozenset({"const", "constexpr"})
@@ -199,12 +200,12 @@ class CppFacts:
             product *= value
         return product if parts else None
 
-    def evaluate(self, indices: list[int], depth: int = 0) -> Optional[int]:
+    def evaluate(self, indices: list[int], depth: int = 0, nesting: int = 0) -> Optional[int]:
         if not indices or depth > _MAX_DEPTH:
             return None
-        return _Evaluator(self, [self.tokens[i] for i in indices], depth).run()
+        return _Evaluator(self, [self.tokens[i] for i in indices], depth, nesting).run()
 
-    def value_of(self, name: str, depth: int) -> Optional[int]:
+    def value_of(self, name: str, depth: int, nesting: int = 0) -> Optional[int]:
         const = self.constants.get(name)
         if const is None or const.kind == "dim3" or not const.body:
             return None
@@ -213,7 +214,7 @@ class CppFacts:
         if const.kind == "local" and (const.body and self.tokens[const.body[0]].kind == "ident"
                                       and self.tokens[const.body[0]].text not in self.constants):
             return None  # `int n = x.size(0)` and the like: cheap early exit
-        return self.evaluate(const.body, depth + 1)
+        return self.evaluate(const.body, depth + 1, nesting)
 
     # how a token is used -----------------------------------------------------------
     def tile_use(self, i: int) -> bool:
@@ -247,8 +248,11 @@ class CppFacts:
 class _Evaluator:
     """Integer constant expressions: literals, names, parentheses, unary -, * / % + - << >>."""
 
-    def __init__(self, facts: CppFacts, toks: list[Token], depth: int) -> None:
+    def __init__(self, facts: CppFacts, toks: list[Token], depth: int, nesting: int = 0) -> None:
         self.facts, self.toks, self.pos, self.depth = facts, toks, 0, depth
+        # parentheses and unary signs open, through the macros being expanded: deep ones
+        # answer "not constant" instead of exhausting Python's stack
+        self.nesting = nesting
 
     def run(self) -> Optional[int]:
         try:
@@ -284,6 +288,15 @@ class _Evaluator:
         return value
 
     def unary(self) -> int:
+        self.nesting += 1
+        try:
+            return self._unary()
+        finally:
+            self.nesting -= 1
+
+    def _unary(self) -> int:
+        if self.nesting > _MAX_NESTING:
+            raise ValueError("nested too deeply to be a size")  # never a RecursionError
         tok = self.toks[self.pos]
         self.pos += 1
         if tok.text == "-":
@@ -305,7 +318,7 @@ class _Evaluator:
                 raise ValueError("not an integer")
             return value
         if tok.kind == "ident":
-            value = self.facts.value_of(tok.text, self.depth)
+            value = self.facts.value_of(tok.text, self.depth, self.nesting)
             if value is None:
                 raise ValueError("not constant")
             return value
