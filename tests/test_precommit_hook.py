@@ -52,7 +52,7 @@ def test_gatekeeper_static_hook_definition():
     hook = _hook("gatekeeper-static")
     assert hook["language"] == "python"
     assert hook["pass_filenames"] is True
-    assert shlex.split(hook["entry"]) == ["gatekeeper", "check", "--static-only"]
+    assert shlex.split(hook["entry"]) == ["gatekeeper", "check", "--static-only", "--submissions-only"]
     files = re.compile(hook["files"])
     assert files.search("solutions/kernel.py") and files.search("a.py")
     assert not files.search("kernel.pyc") and not files.search("kernel.cu") and not files.search("notes.py.txt")
@@ -93,3 +93,31 @@ def test_entry_usage_error_is_exit_2_without_traceback():
     done = _run_entry("--problem", "no/such/problem.py", str(HONEST))
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "problem" in done.stderr
+
+
+def test_entry_skips_problem_files_and_helpers_and_maps_problems(tmp_path):
+    """A KernelBench-like repository: the hook gets every staged .py file; only the
+    submissions are checked, each against the problem its problem_map entry names."""
+    (tmp_path / "problems" / "level1").mkdir(parents=True)
+    (tmp_path / "problems" / "level1" / "1_seed_mean.py").write_text(PROBLEM.read_text())
+    (tmp_path / "solutions" / "level1").mkdir(parents=True)
+    hacked = tmp_path / "solutions" / "level1" / "1_try.py"
+    hacked.write_text(HACKED.read_text())
+    helper = tmp_path / "solutions" / "helpers.py"
+    helper.write_text("def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n")
+    (tmp_path / "gatekeeper.toml").write_text(
+        '[[problem_map]]\nsubmissions = "solutions/level{n}/{id}_*.py"\nproblem = "problems/level{n}/{id}_*.py"\n')
+    entry = shlex.split(_hook("gatekeeper-static")["entry"])
+    script = Path(sys.executable).parent / entry[0]
+    command = [str(script) if script.exists() else entry[0], *entry[1:], "--format", "json"]
+    files = [str(tmp_path / "problems/level1/1_seed_mean.py"), str(helper), str(hacked)]
+    proc = subprocess.run([*command, *files], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    import json
+
+    reports = json.loads(proc.stdout)
+    assert [Path(r["submission"]["path"]).name for r in reports] == ["1_try.py"]
+    assert reports[0]["problem"]["name"] == "1_seed_mean"
+    assert "GK203" in {f["rule"] for f in reports[0]["findings"]}  # a rule that needs the problem ran
+    only_helpers = subprocess.run([*command, str(helper)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert only_helpers.returncode == 0 and "nothing to check" not in only_helpers.stdout

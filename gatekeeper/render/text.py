@@ -42,8 +42,7 @@ def _confidence(f: Finding) -> str:
     if f.confidence != Confidence.CERTAIN:
         parts.append(f"confidence {f.confidence.value}")
     if f.confirmed_by:
-        parts.append(f"confirmed by {f.confirmed_by} at run time" if f.stage.value == "static" else
-                     f"confirms {f.confirmed_by}")
+        parts.append(f"run-time check {f.confirmed_by}")
     return "; ".join(parts)
 
 
