@@ -267,5 +267,9 @@ def _early_returns(usage: "TorchUsage", uses: list["Use"]) -> None:
             is_after = any(id(p) in after for p in use.path)
             if is_after and inside_k and not after_k:
                 use.fallback = _make(usage, stmt, inside_k[0], kernel_in_body=True)
-            elif in_body and after_k and isinstance(stmt, cst.If) and not inside_k:
-                use.fallback = _make(usage, stmt, after_k[0], kernel_in_body=False)
+            elif in_body and isinstance(stmt, cst.If) and not inside_k:
+                # `if not ok: return torch(x)` before the launch, or `if bad(result): return
+                # torch(x)` after it: either way one return path is torch's instead of the kernel's
+                same = after_k or [k for k in usage.kernels if k.function == use.function]
+                if same:
+                    use.fallback = _make(usage, stmt, same[0], kernel_in_body=False)

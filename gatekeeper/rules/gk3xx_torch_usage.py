@@ -312,7 +312,7 @@ class TorchUsage(TorchCalls, TensorValues):
             else:
                 kept.append(k)
         forward = [k for k in kept if self.in_forward(k.function)]
-        forward += self._helper_launches(forward, [k for k in self.kernels if k.needs_def is not None and k not in kept])
+        forward += self._helper_launches(forward, [k for k in self.kernels if k not in kept])
         for k in forward:  # parents are complete now; only the kept ones need a path
             k.path = self._path(k.node)
         # A launch only on a constant sliver (`x[:1]`) is not the kernel doing the work.
@@ -330,13 +330,15 @@ class TorchUsage(TorchCalls, TensorValues):
         `launch(x)`) are launches too, where they are called: fallbacks and data flow in
         forward see them."""
         helpers = {k.function.rsplit(".", 1)[-1] for k in forward if k.function != "<module>"}
+        # autograd Functions whose forward launches: `Fn.apply(x)`
+        functions = {k.function.rsplit(".", 2)[-2] for k in forward if k.function.endswith(".forward")}
         helpers -= {"forward", "__call__"}
-        if not helpers:
+        if not helpers and not functions:
             return []
         out = [Kernel(f"self.{attr}", key, (), node) for attr, node, key, _ in self.self_calls
                if attr in helpers and self.in_forward(key)]
-        out += [Kernel(k.what, k.function, (), k.node) for k in dropped
-                if k.needs_def in helpers and self.in_forward(k.function)]
+        out += [Kernel(k.what, k.function, (), k.node) for k in dropped if self.in_forward(k.function) and (
+            k.needs_def in helpers or (k.needs_ext is not None and k.needs_ext[1] == "apply" and k.needs_ext[0] in functions))]
         return out
 
     def _functions(self, source: CppSource) -> list[CppFunction]:
