@@ -96,6 +96,7 @@ def _die_with_parent() -> None:
     """Linux: the kernel kills this worker when the thread that started it goes away, so a
     killed or crashed gatekeeper leaves no hung worker behind (the worker has its own
     session, so signals to the parent's group do not reach it)."""
+    parent = os.getppid()  # under bwrap --unshare-pid the parent is pid 1 (its init): compare, not test for 1
     try:
         import ctypes
         import signal
@@ -104,7 +105,7 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         return
-    if os.getppid() == 1:  # the parent died before the call above
+    if os.getppid() != parent:  # the parent died before the call above
         os._exit(1)
 
 
