@@ -5,12 +5,11 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
-from gatekeeper.static.cpp_sources import CppSource
-from gatekeeper.static.returns import NONE, OPAQUE, VISIBLE, ReturnFlow, ReturnSite, storage_key
-from gatekeeper.static.rule import Rule
+from gatekeeper.rules.gk1xx_flow import FlowRule
+from gatekeeper.static.returns import NONE, OPAQUE, VISIBLE, ReturnSite, storage_key
 
 
-class ReturnsPersistentTensor(Rule):
+class ReturnsPersistentTensor(FlowRule):
     """The model's output is storage kept across calls: a value that reaches
     `ModelNew.forward`'s return (directly, through helpers it returns, inside a returned
     tuple, or through an extension function whose C++ body returns the buffer it was
@@ -112,36 +111,16 @@ class ReturnsPersistentTensor(Rule):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.flow = ReturnFlow(self.ctx)
         # Everything assigned to `self.X` and to module names, to tell a stored extension
         # handle (`_EXT = load_inline(...)`, returned by a lazy getter) from a stored tensor.
         self.assigned: dict[str, list[cst.BaseExpression]] = {}
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.flow.enter_function()
-
-    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.flow.leave_function()
-
-    def visit_Global(self, node: cst.Global) -> None:
-        self.flow.declare(node)
-
-    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-        self.flow.declare(node)
-
     def visit_Assign(self, node: cst.Assign) -> None:
-        self.flow.assign(node)
+        super().visit_Assign(node)
         for target in node.targets:
             key = _store_key(target.target)
             if key is not None:
                 self.assigned.setdefault(key, []).append(node.value)
-
-    def visit_Return(self, node: cst.Return) -> None:
-        if self.ctx.functions and self.ctx.functions[-1].name.value != "__init__":
-            self.flow.on_return(node)
-
-    def check_cpp(self, source: CppSource) -> None:
-        self.flow.add_cpp(source.functions)
 
     def _holds_handle(self, origin: str) -> bool:
         values = self.assigned.get(storage_key(origin), [])

@@ -5,7 +5,7 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.rules.gk1xx_memo import MemoRule
+from gatekeeper.rules.gk1xx_memo import Frame, MemoRule
 from gatekeeper.static.walk import subtree
 
 # Expressions that identify a tensor's storage, not its values.
@@ -81,7 +81,7 @@ class MemoisesByInputIdentity(MemoRule):
         "        self._ptr, self._ver = x.data_ptr(), x._version\n        self._out = compute(x)\n        return self._out\n",
     ]
 
-    def key_of(self, expr: cst.BaseExpression) -> Optional[str]:
+    def key_of(self, expr: cst.BaseExpression, frame: Frame) -> Optional[str]:
         for current in subtree(expr, into_functions=False):
             if isinstance(current, cst.Call):
                 qual = self.ctx.qualname(current.func)

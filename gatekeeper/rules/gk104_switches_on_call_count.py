@@ -5,12 +5,11 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
-from gatekeeper.static.returns import ReturnFlow
-from gatekeeper.static.rule import Rule
+from gatekeeper.rules.gk1xx_flow import FlowRule
 from gatekeeper.static.walk import subtree
 
 
-class SwitchesOnCallCount(Rule):
+class SwitchesOnCallCount(FlowRule):
     """A call counter decides which path returns: state that outlives the call (an
     attribute of `self`, or a module global / closure variable the function declares
     `global`/`nonlocal`, or an `itertools.count` held there) is advanced on every call on
@@ -67,29 +66,27 @@ class SwitchesOnCallCount(Rule):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.flow = ReturnFlow(self.ctx)
         self.counters: dict[str, str] = {}  # counter -> function key advancing it
         self.declared: list[set[str]] = []
         self.tests: list[tuple[str, cst.CSTNode, cst.BaseExpression]] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.flow.enter_function()
+        super().visit_FunctionDef(node)
         self.declared.append(set())
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.flow.leave_function()
+        super().leave_FunctionDef(node)
         self.declared.pop()
 
     def visit_Global(self, node: cst.Global) -> None:
-        self.flow.declare(node)
+        super().visit_Global(node)
         if self.declared:
             self.declared[-1].update(n.name.value for n in node.names)
 
     def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-        self.visit_Global(node)  # type: ignore[arg-type]
-
-    def visit_Return(self, node: cst.Return) -> None:
-        self.flow.on_return(node)
+        super().visit_Nonlocal(node)
+        if self.declared:
+            self.declared[-1].update(n.name.value for n in node.names)
 
     def _counter(self, target: cst.BaseExpression) -> Optional[str]:
         """The name of call-surviving state `target` denotes, or None for a local."""
@@ -106,7 +103,7 @@ class SwitchesOnCallCount(Rule):
                 self.counters.setdefault(name, self.ctx.function_key)
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        self.flow.assign(node)
+        super().visit_Assign(node)
         if not self.ctx.functions or not isinstance(node.value, cst.BinaryOperation):
             return
         if not isinstance(node.value.operator, (cst.Add, cst.Subtract)):
@@ -117,6 +114,7 @@ class SwitchesOnCallCount(Rule):
                 self.counters.setdefault(name, self.ctx.function_key)
 
     def visit_Call(self, node: cst.Call) -> None:
+        super().visit_Call(node)
         if self.ctx.functions and self.ctx.qualname(node.func) == "builtins.next" and node.args:
             arg = node.args[0].value
             name = self._counter(arg) or (arg.value if isinstance(arg, cst.Name) and self._module_level(arg.value) else None)
@@ -147,7 +145,7 @@ class SwitchesOnCallCount(Rule):
         return found
 
     def visit_If(self, node: cst.If) -> None:
-        if self.ctx.functions and (_contains_return(node.body) or (node.orelse is not None and _contains_return(node.orelse))):
+        if self.ctx.functions:  # whether the branch returns is checked at the end, if a counter is tested
             self.tests.append((self.ctx.function_key, node, node.test))
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
@@ -162,7 +160,8 @@ class SwitchesOnCallCount(Rule):
             if self.ctx.is_init_only(key):
                 continue
             hit = sorted(n for n in self._test_names(test) if n in live)
-            if not hit:
+            if not hit or (isinstance(node, cst.If) and not _contains_return(node.body)
+                           and not (node.orelse is not None and _contains_return(node.orelse))):
                 continue
             stored = self.flow.guarded_returns(key, test)
             self.report(

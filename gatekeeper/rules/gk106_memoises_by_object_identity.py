@@ -5,7 +5,8 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.rules.gk1xx_memo import MemoRule
+from gatekeeper.rules.gk1xx_memo import Candidate, Frame, MemoRule
+from gatekeeper.static.returns import NONE
 
 
 class MemoisesByObjectIdentity(MemoRule):
@@ -51,42 +52,32 @@ class MemoisesByObjectIdentity(MemoRule):
         "            self._last = x\n            self._out = _ext.run(x)\n        return self._out.clone()\n",
     ]
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.visit_Subscript = None  # type: ignore[assignment]  # only `is` comparisons matter here
+    lookups = False  # only `is` comparisons
 
-    def key_of(self, expr: cst.BaseExpression) -> Optional[str]:
-        return None
-
-    def visit_Call(self, node: cst.Call) -> None:
+    def key_of(self, expr: cst.BaseExpression, frame: Frame) -> Optional[str]:
         return None
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
-        if not self.params:
+        if not self.frames:
             return
         left = node.left
         for target in node.comparisons:
             if isinstance(target.operator, (cst.Is, cst.IsNot)):
                 right = target.comparator
                 for mine, other in ((left, right), (right, left)):
-                    if self._is_input(mine):
-                        stored = self.flow.tracker.origin(other)
-                        if stored is not None and not self._is_input(other):
-                            self.candidates.append((self.ctx.function_key, node, stored, "is"))
+                    stored = self.flow.tracker.origin(other) if isinstance(mine, cst.Name) else None
+                    if stored is not None:
+                        self.candidates.append(Candidate(self.ctx.function_key, node, stored, (mine, other), self.frames[-1]))
             left = target.comparator
 
-    def _is_input(self, expr: cst.BaseExpression) -> bool:
-        return isinstance(expr, cst.Name) and expr.value in self.params[-1]
-
-    def returns_stored(self, key: str, node: cst.CSTNode) -> bool:
-        if key not in self.flow.reaching():
-            return False
-        return any(s.stored is not None and s.write == "none" for s in self.flow.sites.get(key, ()))
-
     def finish(self) -> None:
-        for key, node, origin, _ in self.candidates:
-            if not self.returns_stored(key, node):
+        reaching = self.flow.reaching()
+        for c in self.candidates:
+            mine, other = c.exprs
+            if c.key not in reaching or not self.is_input(mine, c.frame) or self.is_input(other, c.frame):
                 continue
-            stored = next(s.stored for s in self.flow.sites[key] if s.stored is not None and s.write == "none")
-            self.report(node, self.message.format(container=origin, stored=stored),
-                        evidence={"compared_with": origin, "returns": stored})
+            stored = next((s.stored for s in self.flow.sites.get(c.key, ()) if s.stored is not None and s.write == NONE), None)
+            if stored is None:
+                continue
+            self.report(c.node, self.message.format(container=c.origin, stored=stored),
+                        evidence={"compared_with": c.origin, "returns": stored})

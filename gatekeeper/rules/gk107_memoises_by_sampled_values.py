@@ -5,7 +5,7 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.rules.gk1xx_memo import MemoRule
+from gatekeeper.rules.gk1xx_memo import Frame, MemoRule
 from gatekeeper.static.walk import subtree
 
 # Methods that turn tensor elements into Python values a dict can be keyed on.
@@ -61,10 +61,10 @@ class MemoisesBySampledValues(MemoRule):
         "            return out\n        _ext.run(x, out)\n        self._memo[k] = out.clone()\n        return out\n",
     ]
 
-    def key_of(self, expr: cst.BaseExpression) -> Optional[str]:
+    def key_of(self, expr: cst.BaseExpression, frame: Frame) -> Optional[str]:
         for current in subtree(expr, into_functions=False):
             if (isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute)
-                    and current.func.attr.value in _TO_PYTHON and self.mentions_param(current.func.value)):
+                    and current.func.attr.value in _TO_PYTHON and self.is_input(current.func.value, frame)):
                 return _text(current)
         return None
 

@@ -77,8 +77,8 @@ class ReplaysGraphWithoutFreshInputs(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         # `x_in = x.contiguous()`: a local computed from an input is an input too.
-        if not self.frames:
-            return
+        if not self.frames or self.ctx.functions[-1].name.value != "forward":
+            return  # only forward is reported on
         frame = self.frames[-1]
         if any(isinstance(n, cst.Name) and n.value in frame["inputs"] for n in subtree(node.value, into_functions=False)):
             for target in node.targets:

@@ -8,118 +8,142 @@ That last condition is what separates a memo of results from the sound caches ho
 code keeps: a weight prepared once and re-prepared when its `._version` changes, a
 CUDA graph keyed on the input's pointer that replays (and so recomputes) on the live
 buffer, a launch configuration keyed by shape. None of those returns a stored result.
+
+Keys are worked out lazily, at the end, and only for lookups of persistent storage: the
+traversal itself just records each function's assignments and returns.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Optional
 
 import libcst as cst
 
-from gatekeeper.static.returns import ReturnFlow
-from gatekeeper.static.rule import Rule
+from gatekeeper.rules.gk1xx_flow import FlowRule
 from gatekeeper.static.walk import subtree
 
+_DEPTH = 4  # how far a key is followed through locals and key helpers
 
-class MemoRule(Rule):
+
+@dataclass
+class Frame:
+    """What a function binds: parameters and every value assigned to each local."""
+
+    params: set[str]
+    assigned: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
+    returned: list[cst.BaseExpression] = field(default_factory=list)
+
+
+@dataclass
+class Candidate:
+    key: str  # function key
+    node: cst.CSTNode
+    origin: str  # the persistent cache or stored value
+    exprs: tuple[cst.BaseExpression, ...]  # expressions that may hold the key
+    frame: Frame
+
+
+class MemoRule(FlowRule):
     """Base class (no code: discovery skips it). Subclasses define `key_of`."""
+
+    lookups = True  # container lookups and `==` comparisons (GK106 looks at `is` only)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.flow = ReturnFlow(self.ctx)
-        self.key_locals: list[dict[str, str]] = []
-        self.params: list[set[str]] = []
-        # Helpers whose result is a key: `def _key(t): return (t.data_ptr(), ...)`.
-        self.key_functions: dict[str, str] = {}
-        # (function key, node, container or stored origin, key description)
-        self.candidates: list[tuple[str, cst.CSTNode, str, str]] = []
+        self.frames: list[Frame] = []
+        self.by_name: dict[str, Frame] = {}  # function name -> its frame, for key helpers
+        self.candidates: list[Candidate] = []
 
-    def key_of(self, expr: cst.BaseExpression) -> Optional[str]:
+    def key_of(self, expr: cst.BaseExpression, frame: Frame) -> Optional[str]:
         raise NotImplementedError
 
     # traversal -------------------------------------------------------------------
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.flow.enter_function()
-        self.key_locals.append({})
-        self.params.append({p.name.value for p in node.params.params if p.name.value != "self"})
+        super().visit_FunctionDef(node)
+        frame = Frame({p.name.value for p in node.params.params if p.name.value != "self"})
+        self.frames.append(frame)
+        self.by_name[node.name.value] = frame
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.flow.leave_function()
-        self.key_locals.pop()
-        self.params.pop()
-
-    def visit_Global(self, node: cst.Global) -> None:
-        self.flow.declare(node)
-
-    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-        self.flow.declare(node)
+        super().leave_FunctionDef(node)
+        self.frames.pop()
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        self.flow.assign(node)
-        if not self.key_locals:
-            return
-        key = self._key(node.value)
-        derived = self.mentions_param(node.value)
-        for target in node.targets:
-            if isinstance(target.target, cst.Name):
-                if key:
-                    self.key_locals[-1][target.target.value] = key
-                if derived:  # `flat = x.reshape(-1)`: computed from an input, an input too
-                    self.params[-1].add(target.target.value)
+        super().visit_Assign(node)
+        if self.frames:
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    self.frames[-1].assigned.setdefault(target.target.value, []).append(node.value)
 
     def visit_Return(self, node: cst.Return) -> None:
-        if not self.ctx.functions or node.value is None:
-            return
-        self.flow.on_return(node)
-        key = self._key(node.value)
-        if key:
-            self.key_functions[self.ctx.functions[-1].name.value] = key
+        super().visit_Return(node)
+        if self.frames and node.value is not None:
+            self.frames[-1].returned.append(node.value)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
-        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        if self.lookups and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             self._lookup(node, node.value, node.slice[0].slice.value)
 
     def visit_Call(self, node: cst.Call) -> None:
-        self.flow.note_call(node)
+        super().visit_Call(node)
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in ("get", "setdefault", "pop") and node.args:
+        if self.lookups and isinstance(func, cst.Attribute) and func.attr.value in ("get", "setdefault", "pop") and node.args:
             self._lookup(node, func.value, node.args[0].value)
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
-        if not self.key_locals:
+        if not self.frames or not self.lookups:
             return
         for target in node.comparisons:
             if isinstance(target.operator, (cst.In, cst.NotIn)):
                 self._lookup(node, target.comparator, node.left)
             elif isinstance(target.operator, (cst.Equal, cst.NotEqual)):
                 # `if sig == self._sig:` compares a key with a stored one
-                key = self._key(node.left) or self._key(target.comparator)
-                stored = self.flow.tracker.origin(target.comparator) or self.flow.tracker.origin(node.left) \
+                tracker = self.flow.tracker
+                stored = tracker.origin(target.comparator) or tracker.origin(node.left) \
                     or _getattr_self(target.comparator) or _getattr_self(node.left)
-                if key and stored:
-                    self.candidates.append((self.ctx.function_key, node, stored, key))
+                if stored:
+                    self.candidates.append(Candidate(self.ctx.function_key, node, stored,
+                                                     (node.left, target.comparator), self.frames[-1]))
 
     def _lookup(self, node: cst.CSTNode, container: cst.BaseExpression, key_expr: cst.BaseExpression) -> None:
-        if not self.key_locals:
+        if not self.frames:
             return
         origin = self.flow.tracker.origin(container)
-        if origin is None:
-            return
-        key = self._key(key_expr)
-        if key:
-            self.candidates.append((self.ctx.function_key, node, origin, key))
+        if origin is not None:
+            self.candidates.append(Candidate(self.ctx.function_key, node, origin, (key_expr,), self.frames[-1]))
 
-    def _key(self, expr: cst.BaseExpression) -> Optional[str]:
+    # keys --------------------------------------------------------------------------
+    def key(self, expr: cst.BaseExpression, frame: Frame, depth: int = 0) -> Optional[str]:
+        """A description of the key read in expr, following locals and key helpers."""
+        found = self.key_of(expr, frame)
+        if found or depth >= _DEPTH:
+            return found
         for current in subtree(expr, into_functions=False):
-            if isinstance(current, cst.Call) and isinstance(current.func, cst.Name) and current.func.value in self.key_functions:
-                return f"{current.func.value}(...), which returns {self.key_functions[current.func.value]}"
-            if isinstance(current, cst.Name) and self.key_locals and current.value in self.key_locals[-1]:
-                return self.key_locals[-1][current.value]
-        return self.key_of(expr)
+            if isinstance(current, cst.Call) and isinstance(current.func, cst.Name) and current.func.value in self.by_name:
+                helper = self.by_name[current.func.value]
+                for value in helper.returned:
+                    inner = self.key(value, helper, depth + 1)
+                    if inner:
+                        return f"{current.func.value}(...), which returns {inner}"
+            if isinstance(current, cst.Name) and current.value in frame.assigned:
+                for value in frame.assigned[current.value]:
+                    if value is not expr:
+                        inner = self.key(value, frame, depth + 1)
+                        if inner:
+                            return inner
+        return None
 
-    def mentions_param(self, expr: cst.CSTNode) -> bool:
-        names = self.params[-1] if self.params else set()
-        return any(isinstance(n, cst.Name) and n.value in names for n in subtree(expr, into_functions=False))
+    def is_input(self, expr: cst.CSTNode, frame: Frame, depth: int = 0) -> bool:
+        """expr mentions a parameter, or a local computed from one (`flat = x.reshape(-1)`)."""
+        for node in subtree(expr, into_functions=False):
+            if isinstance(node, cst.Name):
+                if node.value in frame.params:
+                    return True
+                if depth < _DEPTH and any(v is not expr and self.is_input(v, frame, depth + 1)
+                                          for v in frame.assigned.get(node.value, ())):
+                    return True
+        return False
 
     # results ---------------------------------------------------------------------
     def returns_stored(self, key: str, node: cst.CSTNode) -> bool:
@@ -130,11 +154,15 @@ class MemoRule(Rule):
 
     def finish(self) -> None:
         seen: set[tuple[str, str]] = set()  # one finding per function and cache
-        for key, node, origin, what in self.candidates:
-            if (key, origin) in seen or not self.returns_stored(key, node):
+        for c in self.candidates:
+            if (c.key, c.origin) in seen or not self.returns_stored(c.key, c.node):
                 continue
-            seen.add((key, origin))
-            self.report(node, self.message.format(container=origin, key=what), evidence={"container": origin, "key": what})
+            what = next((k for k in (self.key(e, c.frame) for e in c.exprs) if k), None)
+            if what is None:
+                continue
+            seen.add((c.key, c.origin))
+            self.report(c.node, self.message.format(container=c.origin, key=what),
+                        evidence={"container": c.origin, "key": what})
 
 
 def _getattr_self(expr: cst.BaseExpression) -> Optional[str]:

@@ -87,14 +87,17 @@ class PersistenceTracker:
         if self.globals_declared and name in self.globals_declared[-1]:
             return True
         binding = self.ctx.resolver.lookup(name)
-        if binding is None or binding.kind != "local":
+        if binding is None or binding.kind != "local" or not _mutable_holder(binding.value):
             return False
-        # Bound in an enclosing function (closure) or at module level.
-        owner = next((s for s in reversed(self.ctx.resolver.stack) if name in s.names), None)
-        if owner is self.ctx.resolver.stack[-1]:
-            return False
-        value = binding.value
-        return _mutable_holder(value)
+        # Bound in an enclosing function (closure) or at module level, not in this one
+        # (a comprehension or lambda inside the function still reads the function's local).
+        for scope in reversed(self.ctx.resolver.stack):
+            if scope.kind in ("comprehension", "lambda"):
+                if name in scope.names:
+                    return False
+                continue
+            return name not in scope.names if scope.kind == "function" else True
+        return True
 
 
 def _mutable_holder(value: Optional[cst.BaseExpression]) -> bool:

@@ -66,6 +66,16 @@ class ReturnFlow:
         self.copies: dict[str, set[tuple[str, str]]] = {}  # key -> (dest local, source local) of `dest.copy_(src)`
         self._reaching: Optional[set[str]] = None
 
+    @classmethod
+    def shared(cls, ctx: FileContext, owner: object) -> tuple["ReturnFlow", bool]:
+        """One flow per file for all the rules that use it; the first rule to ask feeds it
+        (whichever rules are enabled), the others only read it."""
+        flow = ctx.__dict__.get("_return_flow")
+        if flow is None:
+            flow = ctx.__dict__["_return_flow"] = cls(ctx)
+            return flow, True
+        return flow, False
+
     # feeding -------------------------------------------------------------------
     def enter_function(self) -> None:
         self.tracker.enter_function()
@@ -106,7 +116,7 @@ class ReturnFlow:
                 self.cpp_returns.setdefault(fn.name, set()).update(fn.returns_params)
 
     def on_return(self, node: cst.Return) -> None:
-        if not self.stack or node.value is None:
+        if not self.stack or node.value is None or self.stack[-1].key.endswith("__init__"):
             return
         frame = self.stack[-1]
         for value in _elements(node.value):
