@@ -4,7 +4,7 @@ forbids and the ops it allows. Not a rule file: it defines no rule with a `code`
 - forbidden: the sidecar's `forbidden = [...]` (`<problem>.toml`) and, for
   KernelBench-Hard layouts, the `forbidden:` list of a `problem.yaml` beside the problem.
 - allowed: the sidecar's `allowed_ops = [...]`.
-- reference: the compute ops the reference `Model` calls, as op families
+- reference: the compute ops the reference's classes (`Model` and its blocks) call, as op families
   (torch_policy.toml `[families]`): `nn.Linear` and `x @ w.t()` are both `matmul`.
 
 Read once per problem file and kept on the ProblemFacts object.
@@ -85,23 +85,36 @@ def _reference_families(module: cst.Module) -> Counter[str]:
     table = policy()
     names: list[str] = []
     for stmt in module.body:
-        if not (isinstance(stmt, cst.ClassDef) and stmt.name.value == "Model"):
+        # Model and the blocks it is built from (level-3 references define several classes)
+        if not isinstance(stmt, cst.ClassDef):
             continue
-        for entering, node in walk(stmt):
-            if not entering:
-                continue
-            if isinstance(node, cst.BinaryOperation) and type(node.operator) in _OPERATORS:
-                names.append(_OPERATORS[type(node.operator)])
-            elif isinstance(node, cst.Call):
-                func = node.func
-                name = func.attr.value if isinstance(func, cst.Attribute) else None
-                if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-                    continue  # self.fc(x): the layer is counted where it is built (nn.Linear)
-                if isinstance(func, cst.Name) and func.value not in _BUILTINS:
-                    name = func.value  # from torch import relu; a builtin such as len() is not an op
-                if name and name not in _NOT_OPS and _computes(ops, name):
-                    names.append(short_op(name))
+        for method in stmt.body.body:
+            if isinstance(method, cst.FunctionDef):
+                # __init__ builds the layers (nn.Conv2d); its other work is parameter set-up
+                names += _ops_in(method, ops, layers_only=method.name.value == "__init__")
     return Counter(table.family(n) for n in names)
+
+
+def _ops_in(method: cst.FunctionDef, ops, *, layers_only: bool) -> list[str]:  # type: ignore[no-untyped-def]
+    names: list[str] = []
+    for entering, node in walk(method):
+        if not entering:
+            continue
+        if isinstance(node, cst.BinaryOperation) and type(node.operator) in _OPERATORS:
+            if not layers_only:
+                names.append(_OPERATORS[type(node.operator)])
+        elif isinstance(node, cst.Call):
+            func = node.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else None
+            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+                continue  # self.fc(x): the layer is counted where it is built (nn.Linear)
+            if isinstance(func, cst.Name) and func.value not in _BUILTINS:
+                name = func.value  # from torch import relu; a builtin such as len() is not an op
+            if not name or name in _NOT_OPS or (layers_only and not name[:1].isupper()):
+                continue
+            if _computes(ops, name):
+                names.append(short_op(name))
+    return names
 
 
 def _computes(ops, name: str) -> bool:  # type: ignore[no-untyped-def]
