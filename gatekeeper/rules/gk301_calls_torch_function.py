@@ -17,22 +17,26 @@ class CallsTorchFunction(TorchFallbackRule):
     Any `torch.*` function is compute unless rules/torch_ops.toml lists it as allocation,
     a view, metadata, a move or a utility (`torch.empty`, `torch.empty_like`,
     `torch.reshape`, `torch.cuda.*`, `torch.utils.cpp_extension.*`, `torch.no_grad`...).
-    Not flagged: module-level and `__init__`-only code (weight set-up), `get_inputs`,
-    `backward`, comments, docstrings and strings, a local variable named `torch`.
-    Severity (the torch-fallback policy, shared by GK301-GK307):
 
-        situation                                             strict  default  lenient
-        the forward launches no kernel of its own             error   error    error
-        an op the reference computes (with --problem)         error   error    error
-        a heavy op: reduction, matmul, conv, norm, softmax    error   error    warning
-        other torch glue around the submission's own kernel   error   warning  warning
+    Severity is the torch-fallback policy (rules/torch_policy.toml, shared by GK301-GK310,
+    table below). Under `default` it follows KernelBench: torch may do part of the work when
+    the submission's own kernel does real work on the forward path, so such a use is
+    `suspect` (a warning) until the run-time work attribution (GK660) says torch did the
+    timed work; it is an error when the forward launches no kernel of its own (none, only in
+    `__init__`, only on a constant sliver such as `x[:1]`), when the problem forbids the op,
+    or when torch computes every op of the reference. `strict` rejects every use. An own
+    kernel is a Triton (or other JIT) kernel launch, a function of an extension built with
+    load_inline/load whose source defines a kernel (or loops, for CPU extensions), also
+    when stored on self (`self.op = _ext.fused`), a prebuilt extension module,
+    torch.ops.<own namespace>, or a helper / autograd Function of the file that launches one.
 
-    An own kernel is a Triton (or other JIT) kernel launch, a function of an extension
-    built with load_inline/load whose source defines a kernel (or loops, for CPU
-    extensions), a prebuilt extension module, or torch.ops.<own namespace>. A severity set
-    for the rule in the configuration, when it differs from the profile's default,
-    replaces the table. Allow ops per problem with
-    `[rules.GK301.options] allow = ["torch.relu", "mean"]` (names or fnmatch patterns).
+    Known false-positive patterns and why it does not fire on them: module-level and
+    `__init__`-only code (weight set-up) and functions only they reach; `get_inputs`,
+    `backward`, a copy of the reference `Model` kept for testing; comments, docstrings and
+    strings; a local variable or parameter named `torch`; a torch call on a fallback branch
+    (GK310 reports it once per branch). Allow ops per problem with
+    `[rules.GK301.options] allow = ["torch.relu", "mean"]` (names or fnmatch patterns) or the
+    problem sidecar's `allowed_ops`.
     """
 
     code = "GK301"

@@ -13,10 +13,18 @@ class CallsTorchLayer(TorchFallbackRule):
     Why it games the benchmark: the layer's forward is torch's kernel, so the work being
     timed is torch's, not the submission's.
 
-    Holding an nn layer only for its parameters is fine: `_ext.linear(x, self.fc.weight,
-    self.fc.bias)` is not a finding. Containers and `nn.Identity`, `nn.Flatten` compute
-    nothing. Severity follows the torch-fallback policy (see GK301); allow layers with
-    `[rules.GK302.options] allow = ["torch.nn.ReLU"]`.
+    Under the default profile a cuDNN convolution or a cuBLAS `nn.Linear` next to the
+    submission's own fused kernel is what KernelBench accepts: a warning (suspect, confirmed
+    by the run-time work attribution GK660). It rejects when no own kernel does real work on
+    the forward path, when the problem forbids the layer, or when torch's layers compute
+    every op of the reference; strict rejects every layer call (policy table below).
+
+    Known false-positive patterns and why it does not fire on them: holding an nn layer only
+    for its parameters (`_ext.linear(x, self.fc.weight, self.fc.bias)`); containers and
+    `nn.Identity`, `nn.Flatten`, which compute nothing; a submodule class of the
+    submission's own (`self.block = Block()`); a self attribute bound to an extension
+    function (`self.op = _ext.fused`), which is the submission's kernel; layers called only
+    in `__init__`. Allow layers with `[rules.GK302.options] allow = ["torch.nn.ReLU"]`.
     """
 
     code = "GK302"

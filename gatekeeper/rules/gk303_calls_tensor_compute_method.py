@@ -17,8 +17,14 @@ class CallsTensorComputeMethod(TorchFallbackRule):
     `"".join(...)`, `math.exp(v)`, `self.helper(x)` and the extension's own functions
     (`_ext.mean(x)`, even when named like a tensor method) are not findings. Views, moves,
     casts and metadata (`view`, `reshape`, `contiguous`, `to`, `float`, `size`, `stride`,
-    `data_ptr`, `copy_`, `fill_`) are fine. Severity follows the torch-fallback policy
-    (see GK301); allow methods with `[rules.GK303.options] allow = ["mean", "Tensor.exp"]`.
+    `data_ptr`, `copy_`, `fill_`) are fine.
+
+    Known false-positive patterns and why it does not fire on them: a method of the
+    submission's extension named like a tensor method (`_ext.mean(x)`, `self.ext.sum(x)`):
+    the receiver is the extension; `.sum()` inside a `@triton.jit` kernel (kernel code, not
+    torch); a method on a container or a non-torch object (`self.seen.add`, `logger.log`).
+    Severity follows the torch-fallback policy (see GK301 and the table below); allow
+    methods with `[rules.GK303.options] allow = ["mean", "Tensor.exp"]`.
     """
 
     code = "GK303"

@@ -15,8 +15,11 @@ class TensorArithmetic(TorchFallbackRule):
     Size arithmetic is not tensor arithmetic: `x.size(0) * x.size(1)`, `x.shape[1] // 4`,
     `(n + 255) // 256`, `x.numel() * 4` are fine, and so are forward parameters annotated
     `int` / `float` / `bool`, parameters with a default, and everything inside
-    `@triton.jit` (and other JIT) kernels. Severity follows the torch-fallback policy
-    (see GK301): elementwise glue around an own kernel is a warning under the default
+    `@triton.jit` (and other JIT) kernels. Known false-positive patterns and why it does
+    not fire on them: grid and size arithmetic (`triton.cdiv(n, BLOCK)`, `x.numel() * 4`),
+    because the operands are sizes, not tensors; arithmetic in `__init__` on weights
+    (construction time). Severity follows the torch-fallback policy (see GK301 and the
+    table below): elementwise glue around an own kernel is a warning under the default
     profile and an error under strict. Allow with `[rules.GK304.options] allow = ["mul"]`
     (op names: matmul, add, sub, mul, div, floor_divide, remainder, pow, neg; or the
     symbol, e.g. "*").

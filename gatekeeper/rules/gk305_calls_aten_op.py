@@ -13,8 +13,10 @@ class CallsAtenOp(TorchFallbackRule):
 
     `torch.ops.<namespace>.*` for any namespace not owned by torch (rules/torch_ops.toml,
     `torch_op_namespaces`) is the submission's own registered op and counts as its kernel.
-    Severity follows the torch-fallback policy (see GK301); allow with
-    `[rules.GK305.options] allow = ["torch.ops.aten.relu*"]`.
+    Known false-positive patterns and why it does not fire on them: the submission's own
+    registered ops (`torch.ops.mylib.fused(x)`), because only torch-owned namespaces count;
+    `torch.ops.load_library`. Severity follows the torch-fallback policy (see GK301 and the
+    table below); allow with `[rules.GK305.options] allow = ["torch.ops.aten.relu*"]`.
     """
 
     code = "GK305"

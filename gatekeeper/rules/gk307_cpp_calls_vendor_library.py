@@ -14,8 +14,13 @@ class CppCallsVendorLibrary(TorchFallbackRule):
     Handle, descriptor and setup calls are fine (`cublasCreate`, `cublasSetStream`,
     `cudnnCreateTensorDescriptor`...), and so is including the header. Header-only template
     libraries compiled into the submission's own kernel (CUTLASS, CUB, CuTe) are not
-    flagged. Vendor calls count as heavy ops under the torch-fallback policy (see GK301);
-    allow with `[rules.GK307.options] allow = ["cublasGemmEx"]`.
+    flagged (known false-positive pattern: they are the submission's code, not a library
+    call). Vendor calls are heavy ops under the torch-fallback policy (see GK301 and the
+    table below): next to an own kernel that does real work a warning under default (a
+    cuBLAS GEMM with a fused epilogue kernel is valid KernelBench), an error when the own
+    kernel only transposes or copies and cuBLAS does the reference's whole op, or when
+    the problem forbids it (`forbidden = ["cublas*"]`); allow with
+    `[rules.GK307.options] allow = ["cublasGemmEx"]`.
     """
 
     code = "GK307"

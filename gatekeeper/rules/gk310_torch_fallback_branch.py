@@ -39,14 +39,20 @@ class TorchFallbackBranch(TorchFallbackRule):
     fallback path. The ops on a fallback path are reported here once per branch, not by
     GK301-GK305.
 
-    Not flagged: `try: import triton` / `except ImportError:` with no torch compute, a
-    fallback that only raises an error, and branches that both launch own kernels.
-    Severity: error under strict; under default an error for `except` fallbacks and for
-    conditions on the input's shape, size, dtype or layout, a warning for conditions on the
-    device or on a flag; a warning under lenient. A condition fixed in the file
-    (`USE_KERNEL = False`, `if False and x.is_cuda:`) that selects the torch path is an
-    error under every profile: the kernel never runs. Allow ops with
-    `[rules.GK310.options] allow = [...]`.
+    Severity (policy table below): which branch runs is a run-time question, so under the
+    default profile a fallback is `suspect` (a warning) and the run-time work attribution
+    (GK660) confirms it; strict rejects it. A switch fixed in the file to the torch path is
+    an error under every profile, because the kernel never runs: a constant
+    (`USE_KERNEL = False`, `if False and x.is_cuda:`) or an environment variable read with a
+    default that selects torch (`os.environ.get("USE_KERNEL", "0") == "1"`, `"X" in
+    os.environ`): the harness does not set the submission's own variables. Also found:
+    early returns (`if not ok: return torch(x)` before or after the launch, through nested
+    if/try), launches through a helper or an autograd Function of the file.
+
+    Known false-positive patterns and why it does not fire on them: `try: import triton` /
+    `except ImportError:` with no torch compute; a fallback that only raises an error;
+    branches that both launch own kernels; an `os.environ[...]` read with no default (not
+    fixed in the file, so not "dead"). Allow ops with `[rules.GK310.options] allow = [...]`.
     """
 
     code = "GK310"
