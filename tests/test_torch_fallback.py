@@ -304,3 +304,145 @@ def test_disabling_some_rules_leaves_the_others_working():
     assert everything == {"GK301", "GK303", "GK304"}
     config = _config(GK301={"enabled": False}, GK303={"enabled": False})
     assert {r for r, _ in _mine(static_findings(source, config=config))} == {"GK304"}
+
+
+# --- the policy as data, problem-declared ops, honest "own kernel", discarded output -------
+
+def test_policy_table_is_data_and_the_docs_render_it():
+    from gatekeeper.rules.gk3xx_policy_table import policy
+    from gatekeeper.static.discovery import discover_rules
+
+    table = policy()
+    assert table.confirmed_by == "GK660"
+    assert table.verdict("reference_op", "default").confidence.value == "suspect"
+    assert table.verdict("reference_op", "strict").severity == "error"
+    assert table.verdict("no_own_kernel", "lenient").severity == "error"
+    assert table.family("Linear") == table.family("mm") == table.family("cublasSgemm") == "matmul"
+    rules = {r.code: r for r in discover_rules()}
+    for code in ("GK301", "GK302", "GK307", "GK308", "GK310"):
+        assert "rules/torch_policy.toml" in rules[code].docs()
+        assert "false-positive" in rules[code].docs(), code
+    assert "env var default" in rules["GK310"].docs()
+
+
+def _problem(tmp_path, sidecar=None, yaml=None, name="p.py"):
+    # a folder per problem: facts about a problem file are cached by its path
+    folder = tmp_path / f"prob{len(list(tmp_path.glob('prob*')))}"
+    folder.mkdir()
+    problem = folder / name
+    problem.write_text(LINEAR_PROBLEM, "utf-8")
+    if sidecar is not None:
+        problem.with_suffix(".toml").write_text(sidecar, "utf-8")
+    if yaml is not None:
+        (folder / "problem.yaml").write_text(yaml, "utf-8")
+    return problem
+
+
+def _check(tmp_path, source, problem, profile="default"):
+    import gatekeeper
+
+    sub = tmp_path / "sub.py"
+    sub.write_text(source, "utf-8")
+    return [f for f in gatekeeper.check_static(sub, problem, profile=profile).findings if f.rule.startswith("GK3")]
+
+
+def test_an_op_the_problem_forbids_is_an_error_next_to_a_real_kernel(tmp_path):
+    source = (FIXTURES / "submissions/fallback_nn_linear.py").read_text("utf-8")
+    plain = _problem(tmp_path)
+    assert [(f.rule, f.severity) for f in _check(tmp_path, source, plain)] == [("GK302", Severity.WARNING)]
+    forbidding = _problem(tmp_path, sidecar='forbidden = ["torch.nn.Linear"]\n')
+    found = _check(tmp_path, source, forbidding)
+    assert [(f.rule, f.severity, f.confidence.value) for f in found] == [("GK302", Severity.ERROR, "certain")]
+    assert "forbids" in found[0].message
+    # fnmatch patterns, on the C++ side too
+    cublas = (FIXTURES / "submissions/fallback_cpp_at_matmul.py").read_text("utf-8")
+    assert {f.severity for f in _check(tmp_path, cublas, _problem(tmp_path, sidecar='forbidden = ["at::mat*"]\n'))} \
+        == {Severity.ERROR}
+
+
+def test_problem_yaml_forbidden_list_and_sidecar_allowed_ops(tmp_path):
+    source = (FIXTURES / "submissions/fallback_nn_linear.py").read_text("utf-8")
+    problem = _problem(tmp_path, yaml="name: x\nforbidden:\n  - torch.nn.Linear\n")
+    assert [(f.rule, f.severity) for f in _check(tmp_path, source, problem)] == [("GK302", Severity.ERROR)]
+    not_a_list = _problem(tmp_path, yaml="name: x\nforbidden: torch.nn.Linear\n")
+    assert [(f.rule, f.severity) for f in _check(tmp_path, source, not_a_list)] == [("GK302", Severity.WARNING)]
+    allowed = _problem(tmp_path, sidecar='allowed_ops = ["torch.nn.Linear"]\n', name="q.py")
+    assert _check(tmp_path, source, allowed, profile="strict") == []
+
+
+@pytest.mark.parametrize("launch,real", [
+    ("_ext.run(x[:1])", False), ("_ext.run(x[..., 0:8].contiguous())", False),
+    ("_ext.run(torch.empty(1))", False), ("_ext.run()", False),
+    ("_ext.run(x[: x.size(0)])", True), ("_ext.run(x.view(-1))", True), ("_ext.run(x[:, 0])", True),
+    ("_ext.run(x[0])", True), ("_ext.run(x[:, :64])", True),
+])
+def test_a_launch_on_a_constant_sliver_is_not_an_own_kernel(launch, real):
+    source = WITH_KERNEL.replace("        y = _ext.run(x)\n", f"        {launch}\n").format(expr="x.mean(0)")
+    findings = [f for f in static_findings(source) if f.rule.startswith("GK3")]
+    assert [(f.rule, f.severity) for f in findings] == [("GK303", Severity.WARNING if real else Severity.ERROR)]
+    if not real:
+        assert "constant sliver" in findings[0].message or "no kernel of its own" in findings[0].message
+
+
+def test_an_extension_function_stored_on_self_is_an_own_kernel():
+    source = WITH_KERNEL.replace("class ModelNew(torch.nn.Module):\n",
+                                 "class ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                                 "        self.op = _ext.run\n").replace("y = _ext.run(x)", "y = self.op(x)")
+    assert _mine(static_findings(source.format(expr="torch.relu(y)"))) == [("GK301", Severity.WARNING)]
+
+
+def test_the_reference_counted_by_sites_two_mish_are_not_covered_by_one():
+    problem = ("import torch\nimport torch.nn.functional as F\nclass Model(torch.nn.Module):\n"
+               "    def forward(self, x):\n        return F.mish(F.mish(x))\n")
+    one = WITH_KERNEL.format(expr="F.mish(y)")
+    assert _mine(static_findings(one, problem)) == [("GK301", Severity.WARNING)]
+    two = WITH_KERNEL.format(expr="F.mish(F.mish(y))")
+    assert {s for _, s in _mine(static_findings(two, problem))} == {Severity.ERROR}
+
+
+KEEPS = '''import torch
+from torch.utils.cpp_extension import load_inline
+_ext = load_inline("m", "", "__global__ void k() {{}}", functions=["f"])
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+{body}
+'''
+# GK308 near misses: the kernel's output does reach what forward returns (or escapes the analysis).
+KEEPS_OUTPUT = {
+    "appended then stacked": "        outs = []\n        for i in range(2):\n            h = _ext.f(x)\n"
+                             "            outs.append(h)\n        return torch.stack(outs).sum(0)",
+    "stored on self": "        self.last = _ext.f(x)\n        return torch.relu(x)",
+    "in-place bare launch": "        _ext.f(x)\n        return torch.relu(x)",
+    "dict of outputs": "        d = {}\n        d['a'] = _ext.f(x)\n        return torch.relu(d['a'])",
+    "returned through a helper": "        y = _ext.f(x)\n        return self.post(y)",
+    "reassigned in a branch": "        y = _ext.f(x)\n        if x.dim() > 2:\n            y = torch.relu(x)\n        return y",
+    "tuple unpacked": "        a, b = _ext.f(x)\n        return torch.cat([a, b])",
+}
+
+
+@pytest.mark.parametrize("name", sorted(KEEPS_OUTPUT))
+def test_kernel_output_that_reaches_the_return_is_not_discarded(name):
+    source = KEEPS.format(body=KEEPS_OUTPUT[name])
+    assert "GK308" not in {r for r, _ in _mine(static_findings(source, profile="strict"))}, name
+
+
+DISCARDS = {
+    "overwritten": "        y = _ext.f(x)\n        y = torch.relu(x)\n        return y",
+    "never read": "        _ = _ext.f(x)\n        return x.mean(0)",
+    "copied over": "        y = _ext.f(x)\n        y.copy_(torch.tanh(x))\n        return y",
+    "only checked": "        y = _ext.f(x)\n        assert torch.allclose(y, x.mean(0))\n        return x.mean(0)",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DISCARDS))
+def test_discarded_kernel_output_is_an_error_under_default(name):
+    findings = [f for f in static_findings(KEEPS.format(body=DISCARDS[name])) if f.rule == "GK308"]
+    assert [(f.severity, f.confidence.value) for f in findings] == [(Severity.ERROR, "likely")], name
+
+
+def test_a_helper_that_launches_makes_the_torch_branch_a_fallback():
+    source = (H + EXT + "class ModelNew(nn.Module):\n    def _run(self, x):\n        return _ext.f(x)\n"
+              "    def forward(self, x):\n        if x.is_cuda:\n            try:\n                return self._run(x)\n"
+              "            except RuntimeError:\n                pass\n        return x.mean(0)\n")
+    assert _mine(static_findings(source)) == [("GK310", Severity.WARNING)]
+    assert _mine(static_findings(source, profile="strict")) == [("GK310", Severity.ERROR)]

@@ -69,25 +69,41 @@ def _literal(expr: cst.BaseExpression) -> bool:
     return False
 
 
+_SLIVER = 16  # at most this many rows / columns: a sample, not the data
+
+
 def _constant_slice(expr: cst.Subscript) -> bool:
-    """`x[:1]`, `x[0]`, `x[..., 0:8]`: at least one constant index or bounded constant
-    slice, every other element `:` or `...`."""
+    """`x[:1]`, `x[0:8]`, `x[..., :4]`: a slice with constant bounds at most _SLIVER wide,
+    every other element `:` or `...`. A constant index (`qkv[:, 0]`, `x[0]`) is not one:
+    honest code splits q/k/v or real/imaginary parts that way and hands every part over."""
     narrowed = False
     for element in expr.slice:
         index = element.slice
         if isinstance(index, cst.Index):
-            if isinstance(index.value, cst.Integer):
-                narrowed = True
-            elif not (isinstance(index.value, cst.Ellipsis)):
+            if not isinstance(index.value, cst.Ellipsis):
                 return False
         elif isinstance(index, cst.Slice):
-            bounds = [index.lower, index.upper]
-            if any(b is not None and not isinstance(b, cst.Integer) for b in bounds):
-                return False
             if index.step is not None:
                 return False
-            narrowed |= index.upper is not None
+            if index.lower is None and index.upper is None:
+                continue
+            bounds = [_int(b) for b in (index.lower, index.upper)]
+            if index.upper is None or None in [b for b, e in zip(bounds, (index.lower, index.upper)) if e is not None]:
+                return False
+            width = (bounds[1] or 0) - (bounds[0] or 0)
+            if not 0 < width <= _SLIVER:
+                return False
+            narrowed = True
     return narrowed
+
+
+def _int(expr: Optional[cst.BaseExpression]) -> Optional[int]:
+    if isinstance(expr, cst.Integer):
+        try:
+            return int(expr.value.replace("_", ""), 0)
+        except ValueError:
+            return None
+    return None
 
 
 def _local_values(function: Optional[cst.FunctionDef], name: str) -> list[cst.BaseExpression]:
