@@ -30,7 +30,10 @@ class ReturnsPersistentTensor(FlowRule):
       reach forward's return are considered, and stored extension handles are skipped;
     - `get_inputs`/`get_init_inputs` returning module-level lists: not forward's return;
     - `self.out = compute(x); return self.out`: rebound to a fresh tensor on every call;
-    - a persistent workspace written by the kernel but not returned.
+    - a persistent workspace written by the kernel but not returned;
+    - `self.static_out.clone()` after a graph replay: the replay recomputes it.
+    A copy of a stored result returned on a path that writes nothing (`return
+    self._res[shape].clone()`) is flagged as certain: fresh storage, stale contents.
     """
 
     code = "GK101"
@@ -44,6 +47,8 @@ class ReturnsPersistentTensor(FlowRule):
     reused = ("forward returns {origin}, which persists across calls; this call writes it first ({how}), so the "
               "work is done but every call hands back the same storage (output storage reused){why}. "
               "The two-call run-time check (GK610) confirms or clears this.")
+    copied = ("forward returns a copy of {origin}, which persists across calls, on a path that does not recompute "
+              "it: the copy is fresh storage, but its contents are an earlier call's result.")
     hint = (
         "Allocate the output on every call from the input's sizes, e.g. "
         "`out = torch.empty((x.size(1), x.size(2)), device=x.device, dtype=x.dtype)`, write it "
@@ -103,6 +108,10 @@ class ReturnsPersistentTensor(FlowRule):
         # in-place method on a stored tensor returns the stored tensor
         "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
         "        return self.buf.copy_(x * 2)\n",
+        # a shape-keyed result cache handed back as a clone
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        k = tuple(x.shape)\n"
+        "        if k in self._res:\n            return self._res[k].clone()\n        y = run(x)\n"
+        "        self._res[k] = y\n        return y\n",
         # a helper returns the stored result, forward returns the helper's result in a tuple
         "import torch\nclass ModelNew(torch.nn.Module):\n    def _run(self, x):\n        if self._last is not None:\n"
         "            return self._last\n        self._last = compute(x)\n        return self._last\n"
@@ -131,6 +140,11 @@ class ReturnsPersistentTensor(FlowRule):
             handed = self.flow.extension_returns(site)
             if site.origin is not None and not self._holds_handle(site.origin) and self.ctx.qualname(site.value) is None:
                 self._report_site(site)
+            elif (site.origin is None and site.stored is not None and site.write == NONE
+                  and not self._holds_handle(site.stored)):
+                # `return self._cache[shape].clone()`: fresh storage, an earlier call's contents
+                self.report(site.node, self.copied.format(origin=site.stored),
+                            evidence={"returns_copy_of": site.stored, "write": NONE, "function": site.key})
             elif handed is not None:
                 name, index, origin = handed
                 self.report(
