@@ -93,6 +93,37 @@ CATALOGUE: dict[str, Check] = {c.code: c for c in [
           "the problem could not be jittered ({detail}): shapes baked into the submission cannot be detected",
           "problem authors: size get_inputs from module constants or popcorn_pri.jitter_int, or give "
           "ranges in the sidecar <problem>.toml"),
+    Check("GK671", "IgnoresSmallInputChange", C.CACHED_OUTPUT, E,
+          "the output did not follow {what} of an earlier call's input ({where}): {detail}",
+          "compute from every input value on every call; a cache keyed on a few sampled elements, a "
+          "fingerprint or spot checks returns stale results when other elements change"),
+    Check("GK672", "IgnoresAddressReuse", C.CACHED_OUTPUT, E,
+          "with new values in a tensor at the same address and with the same _version as the previous "
+          "call's input, the output did not follow ({where}): {detail}",
+          "do not key anything on data_ptr, _version, id() or sizes: the allocator hands the same address "
+          "to new data"),
+    Check("GK673", "SniffsInputValues", C.INCORRECT, E,
+          "the output is correct on benchmark-like values but wrong on {dists} inputs ({where}): {detail}",
+          "take the same, general path for every input the problem accepts; a branch on a sampled magnitude, "
+          "a std or zero rows must check what it relies on over the whole input"),
+    Check("GK674", "ArmsAfterCalls", C.CACHED_OUTPUT, E,
+          "the output was correct on the first {first} scheduled calls and wrong on {wrong} later ones "
+          "({where}): the behaviour depends on how many calls were made",
+          "compute the result on every call; do not switch on a memo or a shortcut after a number of calls"),
+    Check("GK675", "OutputWrittenAfterReturn", C.LAZY_OUTPUT, E,
+          "the output kept changing after forward returned ({where}): the work was still running",
+          "finish the work before forward returns: wait for the futures of at::launch, thread pools and "
+          "threads; do not hand the output to a pool"),
+    Check("GK676", "BehavesDifferentlyWhenTimed", C.INTROSPECTION, E,
+          "the output was correct until the process looked like a timing run and wrong on {wrong} calls "
+          "after that ({where})",
+          "do not look for signs of being timed (the reference Model among nn.Module subclasses, harness "
+          "modules); compute the same way on every call"),
+    Check("GK677", "WrongOnScheduledCalls", C.INCORRECT, E,
+          "the output differs from the reference on {wrong} of {total} scheduled calls with new inputs "
+          "({where}): {detail}",
+          "compute the same function as the reference for every input; a submission that is right only on "
+          "some calls keeps state between calls"),
     Check("GK680", "BuildFails", C.BUILD_FAILURE, E,
           "the extension does not compile: {detail}",
           "fix the compiler error shown; build it locally with torch.utils.cpp_extension.load_inline(verbose=True)"),

@@ -87,6 +87,7 @@ def reference_job(params: dict[str, Any], channel: Any) -> None:
     channel.send("env", torch=torch.__version__, cuda=torch.cuda.is_available(), device=device,
                  gpu=torch.cuda.get_device_name(0) if device == "cuda" else None)
     names = params["jitter_names"]
+    nominal_source = None
     for index, trial in enumerate(params["trials"]):
         channel.phase("trial")
         failures = []
@@ -99,6 +100,19 @@ def reference_job(params: dict[str, Any], channel: Any) -> None:
                                  "traceback": traceback.format_exc()[-3000:]})
                 continue
             channel.send("trial", name=trial["name"], attempt=number, failures=failures, **result)
+            if trial["name"] == "nominal":
+                nominal_source = attempt["source"]
             break
         else:
             channel.send("trial-failed", name=trial["name"], failures=failures)
+    schedule = params.get("schedule")
+    if schedule and nominal_source is not None:
+        channel.phase("schedule")
+        from gatekeeper.behaviour.schedule_ref import schedule_calls
+
+        try:
+            channel.send("schedule", **schedule_calls(params["problem"], nominal_source, schedule["init_seed"],
+                                                      names, device, schedule["plan"], schedule["fixed"]))
+        except Exception as exc:  # the reference rejects a value distribution: say so, check the rest
+            channel.send("schedule-failed", error=f"{type(exc).__name__}: {exc}"[:500],
+                         traceback=traceback.format_exc()[-3000:])

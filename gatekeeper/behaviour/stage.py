@@ -12,6 +12,7 @@ from typing import Any, Optional
 from gatekeeper.behaviour.failures import job_errors, model_location, needs_cuda_reason, worker_failure
 from gatekeeper.behaviour.findings import finding
 from gatekeeper.behaviour.judge import Judge
+from gatekeeper.behaviour.schedule_judge import ScheduleJudge
 from gatekeeper.build.cache import cuda_present, exclusive, extensions_dir, is_built
 from gatekeeper.build.sources import extract
 from gatekeeper.build.stage import submission_file
@@ -19,6 +20,8 @@ from gatekeeper.config import Config
 from gatekeeper.errors import InfrastructureError
 from gatekeeper.pipeline import RunOptions, StageOutcome, Submission
 from gatekeeper.problem.plan import Trial, draw_seed, plan_trials
+from gatekeeper.problem.schedule import plan_schedule
+from gatekeeper.problem.secret import init_seed
 from gatekeeper.problem.sidecar import load_sidecar
 from gatekeeper.report import Finding, StageName, StageStatus
 from gatekeeper.sandbox import JobResult, run_job
@@ -28,8 +31,11 @@ STAGE = StageName.BEHAVIOUR
 # Trusted start-up (python + torch import, before any submission code) gets at least this
 # long, so that a short import limit meant for the submission does not fail a busy machine.
 TRUSTED_START_S = 120.0
+# The call schedule (problem.schedule): hundreds of calls; its phase gets at least this long.
+SCHEDULE_S = 120.0
 # Phase durations of the last run in this process (for bench/bench_behaviour.py).
 LAST_TIMINGS: dict[str, float] = {}
+LAST_SCHEDULE: dict[str, Any] = {}  # the call schedule of the last run: planned, sent, observed
 
 
 def _error(reason: str, environment: Optional[dict[str, Any]] = None) -> StageOutcome:
@@ -37,14 +43,15 @@ def _error(reason: str, environment: Optional[dict[str, Any]] = None) -> StageOu
 
 
 def run_reference(problem_path: Path, trials: list[Trial], seed: int, config: Config,
-                  device: Optional[str] = None) -> JobResult:
+                  device: Optional[str] = None, schedule: Optional[dict[str, Any]] = None) -> JobResult:
     limits = config.limits
     attempts = max(len(t.attempts) for t in trials)
     params = {"problem": str(problem_path.resolve()), "jitter_names": list(config.jitter.names), "device": device,
-              "trials": [t.to_json(init_seed=seed ^ 0x1234) for t in trials]}
+              "trials": [t.to_json(init_seed=init_seed(seed)) for t in trials], "schedule": schedule}
     return run_job("gatekeeper.behaviour.reference_job:reference_job", params,
                    timeouts={"load": max(limits.import_timeout_s, TRUSTED_START_S),
-                             "trial": limits.call_timeout_s * (attempts + 1)},
+                             "trial": limits.call_timeout_s * (attempts + 1),
+                             "schedule": max(limits.call_timeout_s, SCHEDULE_S)},
                    default_timeout_s=max(limits.import_timeout_s, TRUSTED_START_S), memory_mb=limits.memory_mb,
                    cap_address_space=not cuda_present(), env={"OMP_NUM_THREADS": "1"})
 
@@ -62,14 +69,20 @@ def start_subject(path: Path, device_hint: str, config: Config, ext_dir: Optiona
     return Job("gatekeeper.behaviour.subject_job:subject_job",
                {"submission": str(path), "device": device_hint, "poison": True},
                timeouts={"start": max(limits.import_timeout_s, TRUSTED_START_S), "import": first, "init": first,
-                         "wait-trials": wait_s, "call": limits.call_timeout_s},
+                         "wait-trials": wait_s, "call": limits.call_timeout_s,
+                         "schedule": max(limits.call_timeout_s, SCHEDULE_S)},
                default_timeout_s=limits.call_timeout_s, memory_mb=limits.memory_mb,
                cap_address_space=device_hint == "cpu", env=env, write_roots=roots, keep_stdin=True)
 
 
-def feed_trials(job: Job, references: dict[str, dict[str, Any]], seed: int, device: str) -> None:
-    job.feed({"device": device, "trials": [{"name": name, "init": ref["init"], "inputs": ref["inputs"], "init_seed": seed ^ 0x1234}
-                         for name, ref in references.items()]})
+def feed_trials(job: Job, references: dict[str, dict[str, Any]], seed: int, device: str,
+                schedule: Optional[dict[str, Any]] = None) -> None:
+    """The trials, then the call schedule's inputs (never its reference outputs)."""
+    job.feed({"device": device, "trials": [{"name": name, "init": ref["init"], "inputs": ref["inputs"],
+                                            "init_seed": init_seed(seed)} for name, ref in references.items()]},
+             close=False)
+    calls = [{"index": c["index"], "kind": c["kind"], "inputs": c["inputs"]} for c in (schedule or {}).get("calls", [])]
+    job.feed({"calls": calls, "timed_from": (schedule or {}).get("timed_from", 0)})
 
 
 def _import_torch() -> None:
@@ -145,7 +158,9 @@ def _run_behaviour(submission: Submission, problem_path: Optional[Path], config:
         mark = time.perf_counter()
         budget = config.limits.import_timeout_s + config.limits.call_timeout_s * 5 * len(trials)
         subject = start_subject(path, device_hint, config, ext_dir, bool(key) and not is_built(key), budget)
-        ref = run_reference(problem_path, trials, seed, config, sidecar.device)
+        schedule = {"plan": plan_schedule(seed, sidecar.values.allowed()).to_json(), "init_seed": init_seed(seed),
+                    "fixed": sidecar.values.fixed} if sidecar.values.enabled else None
+        ref = run_reference(problem_path, trials, seed, config, sidecar.device, schedule)
         timings["reference_s"] = time.perf_counter() - mark
         environment: dict[str, Any] = {"isolation": ref.isolation}
         failure = _reference_failure(ref, environment)
@@ -154,7 +169,8 @@ def _run_behaviour(submission: Submission, problem_path: Optional[Path], config:
             return failure
         references = {m["name"]: m for m in ref.of_kind("trial")}
         failed = {m["name"]: m for m in ref.of_kind("trial-failed")}
-        feed_trials(subject, references, seed, environment["device"])
+        scheduled = ref.first("schedule") or {}
+        feed_trials(subject, references, seed, environment["device"], scheduled)
         result = subject.wait()
         timings["both_workers_s"] = time.perf_counter() - mark
     device = environment["device"]
@@ -167,10 +183,13 @@ def _run_behaviour(submission: Submission, problem_path: Optional[Path], config:
 
     mark = time.perf_counter()
     judge = Judge(references, sidecar.tolerance, location)
+    calls = ScheduleJudge(scheduled, sidecar.tolerance)
     for message in result.messages:
         kind = message.get("kind")
         try:
-            if kind == "call":
+            if str(kind).startswith("schedule-"):
+                calls.observe(message)
+            elif kind == "call":
                 judge.call(message)
             elif kind == "call-error":
                 judge.call_error(message)
@@ -186,6 +205,10 @@ def _run_behaviour(submission: Submission, problem_path: Optional[Path], config:
             judge.add("GK664", str(kind), {"kind": str(kind)},
                       detail=f"a signed '{kind}' observation is malformed ({type(exc).__name__}: {exc})")
     judge.determinism()
+    calls.judge(judge.add)
+    LAST_SCHEDULE.clear()
+    LAST_SCHEDULE.update(planned=scheduled.get("planned", 0), sent=len(scheduled.get("calls", [])),
+                         observed=len(calls.outcomes), skipped=scheduled.get("skipped", []))
     found = judge.findings() + job_errors(result, STAGE, location)
     if result.status != "ok":
         limits = {"call": config.limits.call_timeout_s, "import": config.limits.import_timeout_s}

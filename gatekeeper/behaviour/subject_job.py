@@ -218,3 +218,13 @@ def subject_job(params: dict[str, Any], channel: Any) -> None:
     if trials:
         subject.run(trials)
         channel.send("timing", waited_for_reference_s=checks - waiting, calls_s=time.perf_counter() - checks)
+    # The call schedule (issue 15), fed after the trials: behaviour.schedule_subject.
+    schedule = channel.receive()
+    nominal = next((t for t in trials or [] if t["name"] == "nominal"), None)
+    if schedule.get("calls") and nominal is not None:
+        from gatekeeper.behaviour.schedule_subject import run_schedule
+
+        began = time.perf_counter()
+        subject.ensure_model(nominal)
+        run_schedule(subject.model, channel, subject.device, schedule)
+        channel.send("timing", schedule_s=time.perf_counter() - began)

@@ -1,0 +1,119 @@
+"""Judging the call schedule (problem.schedule) in the parent: every scheduled call's output
+against the reference, and which mechanism a wrong answer points to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from gatekeeper.behaviour.compare import compare
+
+ARMING_PREFIX = 8  # a correct run of at least this many calls before the first wrong one
+TIMED_WINDOW = 16  # a memo switched on when the process looks timed may need a few calls to fill
+
+
+@dataclass
+class Outcome:
+    index: int
+    kind: str
+    dist: str
+    base: Any
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class ScheduleJudge:
+    reference: dict[str, Any]
+    tolerances: Callable[[str], tuple[float, float]]
+    outcomes: dict[int, Outcome] = field(default_factory=dict)
+    late: list[int] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+    def observe(self, message: dict[str, Any]) -> None:
+        kind = message.get("kind")
+        if kind == "schedule-late":
+            self.late.append(int(message["index"]))
+        elif kind == "schedule-error":
+            self.errors.append(message)
+        elif kind == "schedule-call":
+            index = int(message["index"])
+            ref = self._calls().get(index)
+            if ref is None:
+                return
+            if message.get("output") is None:
+                ok, detail = False, "forward returned no tensor"
+            else:
+                result = compare(ref["output"], message["output"], self.tolerances)
+                ok, detail = result.ok, result.detail
+            self.outcomes[index] = Outcome(index, ref["kind"], ref["dist"], ref.get("base"), ok, detail)
+
+    def _calls(self) -> dict[int, dict[str, Any]]:
+        if not hasattr(self, "_by_index"):
+            self._by_index = {int(c["index"]): c for c in self.reference.get("calls", [])}
+        return self._by_index
+
+    def _where(self, outcomes: list[Outcome]) -> str:
+        shown = ", ".join(str(o.index) for o in outcomes[:6]) + (", ..." if len(outcomes) > 6 else "")
+        return f"scheduled call{'s' if len(outcomes) > 1 else ''} {shown} of {len(self.outcomes)}"
+
+    def _evidence(self, outcomes: list[Outcome]) -> dict[str, Any]:
+        return {"calls": [{"index": o.index, "kind": o.kind, "dist": o.dist, "base": o.base, "detail": o.detail}
+                          for o in outcomes[:10]],
+                "scheduled_calls": len(self.outcomes), "timed_from": self.reference.get("timed_from")}
+
+    def judge(self, add: Callable[..., None]) -> None:
+        """Calls `add(code, trial, evidence, **fields)` (behaviour.judge.Judge.add) per finding."""
+        ordered = [self.outcomes[i] for i in sorted(self.outcomes)]
+        wrong = [o for o in ordered if not o.ok]
+        ok = {o.index for o in ordered if o.ok}
+        if self.late:
+            late = [self.outcomes.get(i) or Outcome(i, "?", "?", None, False) for i in sorted(self.late)]
+            add("GK675", "schedule", self._evidence(late), where=self._where(late))
+        for error in self.errors[:1]:
+            add("GK660", "schedule", {"traceback": str(error.get("traceback", ""))[-2000:],
+                                      "failed_calls": len(self.errors)},
+                type=error.get("type"), phase=f"scheduled call {error.get('index')}",
+                message=str(error.get("message"))[:500])
+        if not wrong:
+            return
+        previous = {o.index: p.index for p, o in zip(ordered, ordered[1:])}
+        plain = [o for o in wrong if o.kind == "fresh" and o.dist == "normal"]
+        near = [o for o in wrong if o.kind.startswith("near") and o.base in ok]
+        reuse = [o for o in wrong if o.kind == "reuse" and previous.get(o.index) in ok]
+        overwrite = [o for o in wrong if o.kind == "overwrite" and previous.get(o.index) in ok]
+        plain_ok = any(o.ok and o.kind == "fresh" and o.dist == "normal" for o in ordered)
+        dists = [o for o in wrong if o.kind == "fresh" and o.dist != "normal"] if not plain else []
+        if near:
+            one = any(o.kind == "near-one" for o in near)
+            add("GK671", "schedule", self._evidence(near), where=self._where(near), detail=near[0].detail,
+                what="a change of one element" if one else "a change of a sparse set of elements")
+        if reuse:
+            add("GK672", "schedule", self._evidence(reuse), where=self._where(reuse), detail=reuse[0].detail)
+        if overwrite:
+            add("GK611", "schedule", self._evidence(overwrite), detail=f"{self._where(overwrite)}: "
+                f"{overwrite[0].detail}")
+        if dists and plain_ok:
+            names = sorted({o.dist for o in dists})
+            add("GK673", "schedule", self._evidence(dists), dists=", ".join(names), where=self._where(dists),
+                detail=dists[0].detail)
+        self._when(ordered, wrong, add, explained=bool(near or reuse or overwrite or (dists and plain_ok)))
+
+    def _when(self, ordered: list[Outcome], wrong: list[Outcome], add: Callable[..., None], explained: bool) -> None:
+        """Wrong only from some call on: when the process began to look timed, or after a count.
+        Every kind of call that fails later must have passed before, so a submission that is
+        simply wrong on some kind of input is not mistaken for one that changes over time."""
+        first = wrong[0].index
+        before = [o for o in ordered if o.index < first]
+        passed_kinds = {o.kind for o in before}
+        changes = bool(before) and {o.kind for o in wrong} <= passed_kinds
+        timed_from = int(self.reference.get("timed_from") or 0)
+        window = [o.index for o in ordered if o.index >= timed_from][:TIMED_WINDOW]
+        if changes and timed_from > 0 and first in window:
+            add("GK676", "schedule", self._evidence(wrong), wrong=len(wrong), where=self._where(wrong))
+        elif changes and len(before) >= ARMING_PREFIX and any(o.kind == "fresh" for o in wrong):
+            add("GK674", "schedule", self._evidence(wrong), first=len(before), wrong=len(wrong),
+                where=self._where(wrong))
+        elif not explained:
+            add("GK677", "schedule", self._evidence(wrong), wrong=len(wrong), total=len(ordered),
+                where=self._where(wrong), detail=wrong[0].detail)

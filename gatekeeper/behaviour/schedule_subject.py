@@ -1,0 +1,133 @@
+"""The call schedule, submission side (runs in the submission's worker). Observes, decides nothing.
+
+For each scheduled call (problem.schedule): builds the inputs as asked (fresh tensors,
+written in place into the previous call's tensors, or new tensors over the previous call's
+storage: same address, same `_version`), calls the model, copies the output at once (before
+anything that lets other threads run on), and on the next call looks at that output again:
+an output that changed after forward returned was still being written (lazy completion).
+From `timed_from` on, the process carries what a timing process would (DECOY).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import traceback
+import types
+from typing import Any, Optional
+
+from gatekeeper.behaviour.observe import changed, counts, identities
+from gatekeeper.sandbox.tensors import digest, pack, pack_tree, unpack
+
+# What a timing worker holds that a submission could look for: a module with the reference
+# `Model` (an nn.Module subclass), get_inputs / get_init_inputs, and the timing method.
+DECOY_SOURCE = '''
+import torch
+
+class Model(torch.nn.Module):
+    def forward(self, *args):
+        raise RuntimeError("not the reference")
+
+def get_inputs():
+    return []
+
+def get_init_inputs():
+    return []
+'''
+
+
+def plant_decoy() -> None:
+    module = types.ModuleType("gk_problem")
+    exec(compile(DECOY_SOURCE, "<problem>", "exec"), module.__dict__)
+    sys.modules["gk_problem"] = module
+    try:
+        import gatekeeper.timing.method  # noqa: F401  (what the timing worker imports first)
+    except Exception:
+        pass
+
+
+def _over(storage: Any, like: Any) -> Any:
+    """A new tensor object over `storage` with `like`'s shape: its `_version` is always 1."""
+    import torch
+
+    return torch.empty(0, dtype=like.dtype, device=like.device).set_(storage, 0, like.shape, like.stride())
+
+
+def build_inputs(kind: str, packed: list[Any], previous: Optional[list[Any]], device: str) -> list[Any]:
+    import torch
+
+    fresh = [unpack(p, device) if isinstance(p, dict) and p.get("__tensor__") else p for p in packed]
+    if previous is None or kind not in ("overwrite", "reuse"):
+        return [_over(t.untyped_storage(), t) if isinstance(t, torch.Tensor) else t for t in fresh]
+    out = []
+    for old, new in zip(previous, fresh):
+        if not (isinstance(old, torch.Tensor) and isinstance(new, torch.Tensor) and old.shape == new.shape
+                and old.dtype == new.dtype):
+            out.append(_over(new.untyped_storage(), new) if isinstance(new, torch.Tensor) else new)
+        elif kind == "overwrite":
+            old.copy_(new)  # the same objects, new values
+            out.append(old)
+        else:
+            _over(old.untyped_storage(), old).copy_(new)  # written through another tensor object
+            out.append(_over(old.untyped_storage(), old))
+    return out
+
+
+class Runner:
+    def __init__(self, model: Any, channel: Any, device: str) -> None:
+        self.model, self.channel, self.device = model, channel, device
+        self.previous: Optional[list[Any]] = None
+        self.last: Optional[tuple[int, Any, str]] = None  # (index, output, digest at return)
+
+    def _check_last(self) -> None:
+        """The previous output, looked at again one call later."""
+        if self.last is None:
+            return
+        index, out, early = self.last
+        try:
+            later = digest(out)
+        except Exception:
+            later = early
+        if later != early:
+            self.channel.send("schedule-late", index=index)
+        self.last = None
+
+    def call(self, entry: dict[str, Any]) -> None:
+        import torch
+
+        index = entry["index"]
+        inputs = build_inputs(entry["kind"], entry["inputs"], self.previous, self.device)
+        self.previous = None  # the previous call's tensors are released before this call
+        self._check_last()
+        before = counts()
+        try:
+            out = self.model(*inputs)
+            packed = pack_tree(out) if isinstance(out, torch.Tensor) else [pack(t) for t in out] \
+                if isinstance(out, (list, tuple)) and all(isinstance(t, torch.Tensor) for t in out) else None
+        except Exception as exc:
+            self.channel.send("schedule-error", index=index, type=type(exc).__name__, message=str(exc)[:1000],
+                              traceback=traceback.format_exc()[-2000:])
+            self.previous = inputs
+            return
+        after = counts()
+        if isinstance(out, torch.Tensor):
+            self.last = (index, out, hashlib.sha256(packed["data"]).hexdigest())  # as it was at return
+        self.channel.send("schedule-call", index=index, output=packed, threads_before=before, threads_after=after)
+        self.previous = inputs
+
+
+def run_schedule(model: Any, channel: Any, device: str, fed: dict[str, Any]) -> None:
+    channel.phase("schedule")
+    baseline = identities()
+    runner = Runner(model, channel, device)
+    timed_from = int(fed.get("timed_from", 0))
+    for entry in fed.get("calls", []):
+        if entry["index"] >= timed_from and not fed.get("decoy_planted"):
+            plant_decoy()
+            fed["decoy_planted"] = True
+            baseline = identities()
+        runner.call(entry)
+    runner._check_last()
+    now = identities()
+    if changed(baseline, now):
+        channel.send("tampering", when="during the call schedule", names=changed(baseline, now))
