@@ -446,3 +446,17 @@ def test_a_helper_that_launches_makes_the_torch_branch_a_fallback():
               "            except RuntimeError:\n                pass\n        return x.mean(0)\n")
     assert _mine(static_findings(source)) == [("GK310", Severity.WARNING)]
     assert _mine(static_findings(source, profile="strict")) == [("GK310", Severity.ERROR)]
+
+
+def test_an_extension_function_passed_to_a_block_counts_as_its_kernel():
+    source = ('import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n'
+              '_ext = load_inline("m", "", "__global__ void k(float* y) { y[0] = 0; }", functions=["f"])\n'
+              "class Block(nn.Module):\n    def __init__(self, fused_op):\n        super().__init__()\n"
+              "        self.conv = nn.Conv2d(3, 3, 1)\n        self.fused_op = fused_op\n"
+              "    def forward(self, x):\n        return self.fused_op(self.conv(x))\n"
+              "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+              "        self.block = Block(_ext.f)\n    def forward(self, x):\n        return self.block(x)\n")
+    assert _mine(static_findings(source)) == [("GK302", Severity.WARNING)]
+    # without a kernel of its own in the file, a callable handed in is not one
+    no_kernel = source.replace('"__global__ void k(float* y) { y[0] = 0; }"', '""')
+    assert _mine(static_findings(no_kernel)) == [("GK302", Severity.ERROR)]

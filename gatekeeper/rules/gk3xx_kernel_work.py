@@ -20,10 +20,11 @@ import libcst as cst
 
 from gatekeeper.rules.gk3xx_policy_table import policy
 from gatekeeper.rules.gk3xx_problem_ops import problem_ops
+from gatekeeper.rules.gk3xx_usage_model import Kernel
 from gatekeeper.static.walk import walk
 
 if TYPE_CHECKING:
-    from gatekeeper.rules.gk3xx_torch_usage import Kernel, TorchUsage
+    from gatekeeper.rules.gk3xx_torch_usage import TorchUsage
     from gatekeeper.rules.gk3xx_usage_model import Use
 
 _ALLOCATORS = frozenset({"empty", "zeros", "ones", "full", "tensor", "randn", "rand", "empty_strided"})
@@ -151,3 +152,21 @@ def cpp_fallback(use: "Use") -> bool:
     text = source.text
     before = text[max(0, offset - 200):offset].rstrip()
     return before.endswith("return") and "<<<" in text
+
+
+def helper_launches(usage: "TorchUsage", forward: list["Kernel"], dropped: list["Kernel"]) -> list["Kernel"]:
+    """Calls of a helper of the file that launches a kernel (`self._run_kernel(x)`,
+    `launch(x)`) are launches too, where they are called: fallbacks and data flow in
+    forward see them."""
+    helpers = {k.function.rsplit(".", 1)[-1] for k in forward if k.function != "<module>"}
+    # autograd Functions whose forward launches: `Fn.apply(x)`
+    functions = {k.function.rsplit(".", 2)[-2] for k in forward if k.function.endswith(".forward")}
+    helpers -= {"forward", "__call__"}
+    if not helpers and not functions:
+        return []
+    out = [Kernel(f"self.{attr}", key, (), node) for attr, node, key, _ in usage.self_calls
+           if attr in helpers and usage.in_forward(key)]
+    out += [Kernel(k.what, k.function, (), k.node) for k in dropped if usage.in_forward(k.function) and (
+        k.needs_def in helpers or (k.needs_ext is not None and k.needs_ext[1] == "apply" and k.needs_ext[0] in functions))]
+    return out
+

@@ -20,7 +20,7 @@ import libcst as cst
 
 from gatekeeper.rules.gk3xx_cpp_usage import scan_cpp
 from gatekeeper.rules.gk3xx_fallbacks import find_fallbacks
-from gatekeeper.rules.gk3xx_kernel_work import is_token_launch, torch_does_whole_op
+from gatekeeper.rules.gk3xx_kernel_work import helper_launches, is_token_launch, torch_does_whole_op
 from gatekeeper.rules.gk3xx_tensor_values import TensorValues
 from gatekeeper.rules.gk3xx_torch_calls import TorchCalls
 from gatekeeper.rules.gk3xx_torch_ops import TorchOps, short_op, torch_ops
@@ -52,6 +52,7 @@ class TorchUsage(TorchCalls, TensorValues):
         self.self_foreign: set[str] = set()  # self attrs holding containers or non-torch objects
         self.class_attrs: dict[str, str] = {}  # class-body `op = torch.mean`
         self.self_ext: dict[str, tuple[str, str, Optional[str]]] = {}  # self attr -> (receiver, attr, qualname)
+        self.self_passed: set[str] = set()  # self attrs bound to a constructor parameter
         self.self_calls: list[tuple[str, cst.Call, str, tuple[cst.CSTNode, ...]]] = []
         self.has_cuda_kernel = False
         self.has_own_loops = False
@@ -117,6 +118,8 @@ class TorchUsage(TorchCalls, TensorValues):
                     receiver = _receiver_key(value.value)
                     if receiver is not None:
                         self.self_ext[attr] = (receiver, value.attr.value, self.ctx.qualname(value))
+                elif isinstance(value, cst.Name) and self.ctx.functions and value.value in _param_names(self.ctx.functions[-1]):
+                    self.self_passed.add(attr)  # self.op = op: a callable handed in by the caller
             elif isinstance(target, cst.Name):
                 name = target.value
                 if self.ctx.classes and not self.frames:
@@ -276,6 +279,12 @@ class TorchUsage(TorchCalls, TensorValues):
                 elif qual is None or not qual.startswith("torch."):
                     self.kernels.append(Kernel(f"self.{attr}", key, (), node, needs_ext=(receiver, name)))
                 continue
+            if attr in self.self_passed and attr not in self.self_layers and attr not in self.class_attrs \
+                    and self.has_cuda_kernel and (self.holders or self.loader_functions):
+                # `Block(fused_op=self.ext.fused_cuda)` then `self.fused_op(out, ...)`: in a file
+                # that builds its own kernels, a callable passed in may be one of them
+                self.kernels.append(Kernel(f"self.{attr}", key, (), node))
+                continue
             if attr not in self.class_attrs and attr not in self.self_layers:
                 continue
             path = self._path(node)
@@ -312,7 +321,7 @@ class TorchUsage(TorchCalls, TensorValues):
             else:
                 kept.append(k)
         forward = [k for k in kept if self.in_forward(k.function)]
-        forward += self._helper_launches(forward, [k for k in self.kernels if k not in kept])
+        forward += helper_launches(self, forward, [k for k in self.kernels if k not in kept])
         for k in forward:  # parents are complete now; only the kept ones need a path
             k.path = self._path(k.node)
         # A launch only on a constant sliver (`x[:1]`) is not the kernel doing the work.
@@ -324,22 +333,6 @@ class TorchUsage(TorchCalls, TensorValues):
         self.uses = [u for u in self.uses if u.cpp is not None or self.in_forward(u.function)
                      or (u.deferred and self._deferred(u.function))]
         find_fallbacks(self)
-
-    def _helper_launches(self, forward: list[Kernel], dropped: list[Kernel]) -> list[Kernel]:
-        """Calls of a helper of the file that launches a kernel (`self._run_kernel(x)`,
-        `launch(x)`) are launches too, where they are called: fallbacks and data flow in
-        forward see them."""
-        helpers = {k.function.rsplit(".", 1)[-1] for k in forward if k.function != "<module>"}
-        # autograd Functions whose forward launches: `Fn.apply(x)`
-        functions = {k.function.rsplit(".", 2)[-2] for k in forward if k.function.endswith(".forward")}
-        helpers -= {"forward", "__call__"}
-        if not helpers and not functions:
-            return []
-        out = [Kernel(f"self.{attr}", key, (), node) for attr, node, key, _ in self.self_calls
-               if attr in helpers and self.in_forward(key)]
-        out += [Kernel(k.what, k.function, (), k.node) for k in dropped if self.in_forward(k.function) and (
-            k.needs_def in helpers or (k.needs_ext is not None and k.needs_ext[1] == "apply" and k.needs_ext[0] in functions))]
-        return out
 
     def _functions(self, source: CppSource) -> list[CppFunction]:
         """C++ function definitions of a source, computed once per file."""
@@ -382,6 +375,11 @@ class TorchUsage(TorchCalls, TensorValues):
         if self._whole_op is None:
             self._whole_op = torch_does_whole_op(self)
         return self._whole_op
+
+
+def _param_names(function: cst.FunctionDef) -> set[str]:
+    params = function.params
+    return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
 
 
 def _looks_like_code(ctx: FileContext, source: CppSource) -> bool:
