@@ -141,3 +141,34 @@ def test_graph_copy_from_an_input_derived_local_counts_as_fresh_input():
     assert _mine(src, "GK111", "strict") == []
     stale = ("class ModelNew(nn.Module):\n    def forward(self, x):\n        self.g.replay()\n        return self.sy.clone()\n")
     assert len(_mine(stale, "GK111")) == 1
+
+
+def test_copy_of_a_shape_keyed_stored_result_is_certain():
+    src = ("class ModelNew(nn.Module):\n    def forward(self, x):\n        k = tuple(x.shape)\n        if k in self._res:\n"
+           "            return self._res[k].clone()\n        y = run(x)\n        self._res[k] = y\n        return y\n")
+    found = _mine(src, "GK101")
+    assert [(f.confidence.value, f.location.line) for f in found] == [("certain", 7)]
+    assert "copy of self._res" in found[0].message
+
+
+def test_result_kept_on_the_input_object_is_identity_caching():
+    src = ("class ModelNew(nn.Module):\n    def forward(self, x):\n        hit = getattr(x, '_r', None)\n"
+           "        if hit is not None:\n            return hit.clone()\n        y = run(x)\n        x._r = y\n        return y\n")
+    found = _mine(src, "GK106")
+    assert len(found) == 1 and "x._r" in found[0].message
+    honest = ("class ModelNew(nn.Module):\n    def forward(self, x):\n        n = getattr(x, 'shape')\n        return run(x, n)\n")
+    assert _mine(honest, "GK106", "strict") == []
+
+
+CPP = "src = '''\n#include <torch/extension.h>\n#include <unordered_map>\ntorch::Tensor f(torch::Tensor x) {\n{body}}}\n'''\n"
+
+
+def test_cpp_static_table_entry_returned_is_a_result_memo_but_a_used_static_workspace_is_not():
+    memo = ("  static std::unordered_map<uint64_t, torch::Tensor> table;\n  uint64_t key = fp(x);\n"
+            "  auto hit = table.find(key);\n  if (hit != table.end()) return hit->second.clone();\n"
+            "  auto y = torch::empty_like(x);\n  table[key] = y;\n  return y;\n")
+    found = [f for f in static_findings(CPP.replace("{body}", memo)) if f.rule == "GK105"]
+    assert len(found) == 1 and "hit->second.clone()" in found[0].message
+    workspace = ("  static torch::Tensor ws;\n  if (!ws.defined()) ws = torch::empty({1024}, x.options());\n"
+                 "  auto out = at::add(x, ws);\n  return out;\n")
+    assert not [f for f in static_findings(CPP.replace("{body}", workspace), profile="strict") if f.rule == "GK105"]

@@ -12,8 +12,14 @@ class ReturnsStaticTensorFromExtension(Rule):
     returns it: `static torch::Tensor out; if (!out.defined()) out = ...; return out;`.
 
     Why it games the benchmark: it is the Python cached-output hack moved where Python-only
-    checkers do not look. Every call returns the same storage. A `static` scratch workspace
-    that is never returned is not flagged.
+    checkers do not look. Every call returns the same storage. The same holds for an entry
+    of a `static` table of tensors (keyed on a pointer or on a fingerprint of sampled
+    elements) returned directly or as a copy (`auto hit = table.find(key); ... return
+    hit->second.clone();`): a result memo in C++.
+
+    Known false-positive patterns it does not fire on, and why: a `static` scratch
+    workspace or plan table that is used but never returned (`return out;` of a fresh
+    tensor), and statics of non-tensor types (launch configurations, handles).
     """
 
     code = "GK105"
@@ -22,6 +28,8 @@ class ReturnsStaticTensorFromExtension(Rule):
     severity = Severity.ERROR
     summary = "C++ extension returns a tensor kept in a static variable"
     message = "The extension returns `{name}`, a `static` tensor that survives between calls: every call hands back the same storage."
+    entry = ("The extension returns `{expr}`, an entry of the `static` table `{name}` that survives between calls: "
+             "a result stored by an earlier call is handed back without computing.")
     hint = "Allocate the output inside the function on every call (`auto out = torch::empty_like(x);`) and return that; keep only scratch buffers static."
 
     VALID = [
@@ -34,6 +42,11 @@ class ReturnsStaticTensorFromExtension(Rule):
         "src = '''\n#include <torch/extension.h>\n#include <unordered_map>\nat::Tensor f(at::Tensor x) {\n"
         "  static std::unordered_map<int64_t, at::Tensor> cache;\n  auto key = (int64_t)x.data_ptr();\n"
         "  if (cache.count(key)) return cache[key];\n  auto y = x * 2;\n  cache[key] = y;\n  return y;\n}\n'''\n",
+        # fingerprint-keyed static table, hit returned as a clone through an iterator
+        "src = '''\n#include <torch/extension.h>\n#include <unordered_map>\ntorch::Tensor f(torch::Tensor x) {\n"
+        "  static std::unordered_map<uint64_t, torch::Tensor> table;\n  uint64_t key = fp(x.data_ptr<float>());\n"
+        "  auto hit = table.find(key);\n  if (hit != table.end()) return hit->second.clone();\n"
+        "  auto y = torch::empty_like(x);\n  k(x, y);\n  table[key] = y.clone();\n  return y;\n}\n'''\n",
     ]
 
     def check_cpp(self, source: CppSource) -> None:
@@ -66,7 +79,36 @@ class ReturnsStaticTensorFromExtension(Rule):
         if not statics:
             return
         for fn in source.functions:
+            aliases: dict[str, str] = {}  # local bound from a static table -> that table
             for k in range(fn.body_start, fn.body_end):
-                if tokens[k].text == "return" and k + 1 < len(tokens) and tokens[k + 1].text in statics:
-                    name = tokens[k + 1].text
-                    self.report_cpp(source, tokens[k].offset, self.message.format(name=name), evidence={"static": name})
+                text = tokens[k].text
+                if text == "=" and k > 0 and tokens[k - 1].kind == "ident":
+                    # `auto hit = table.find(key)`, `auto& y = cache[k]`: a lookup, not a use
+                    rhs = next((t.text for t in tokens[k + 1:k + 3] if t.text not in ("&", "*")), None)
+                    if rhs in statics:
+                        aliases[tokens[k - 1].text] = rhs
+                if text != "return" or k + 1 >= len(tokens):
+                    continue
+                first = tokens[k + 1].text
+                end = _statement_end(tokens, k, fn.body_end)
+                if first in statics and end == k + 2:
+                    self.report_cpp(source, tokens[k].offset, self.message.format(name=first), evidence={"static": first})
+                elif first in statics or first in aliases:
+                    table = first if first in statics else aliases[first]
+                    expr = "".join(t.text for t in tokens[k + 1:end])[:60]
+                    self.report_cpp(source, tokens[k].offset, self.entry.format(expr=expr, name=table),
+                                    evidence={"static": table, "returns": expr})
+
+
+def _statement_end(tokens, start: int, limit: int) -> int:
+    """Index of the `;` that ends the statement starting at `start`."""
+    depth = 0
+    for i in range(start, min(limit, len(tokens))):
+        text = tokens[i].text
+        if text in ("(", "[", "{"):
+            depth += 1
+        elif text in (")", "]", "}"):
+            depth -= 1
+        elif text == ";" and depth <= 0:
+            return i
+    return limit
