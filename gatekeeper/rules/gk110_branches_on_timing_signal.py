@@ -33,6 +33,11 @@ class BranchesOnTimingSignal(Rule):
     take a cheaper (wrong) path while timed or graph-captured. Reads of these at import time
     or in `__init__` (configuration) are not flagged; only conditions in code that runs per
     call are.
+
+    Known false-positive patterns it does not fire on, and why: `os.environ` read at import
+    or in `__init__` (a debug or build switch decided once); helpers reached only from
+    `get_inputs`/`__init__` (not on the forward path); `torch.is_grad_enabled()` (honest
+    autograd handling, not a harness signal).
     """
 
     code = "GK110"
