@@ -4,6 +4,9 @@ the mcp package's own client session, real tool calls, real reports."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -42,9 +45,10 @@ def _texts(result) -> list[str]:
 def _report(result) -> dict:
     assert not result.is_error, _texts(result)
     texts = _texts(result)
-    report = json.loads(texts[-1])  # the last text block is the Report JSON
-    assert result.structured_content == report
-    return report
+    # The summary is the one text block; the Report travels once, as structured content.
+    assert len(texts) == 1 and texts[0].startswith("Verdict:"), texts
+    assert '"schema_version"' not in texts[0]
+    return result.structured_content
 
 
 def test_lists_the_workflow_tools_with_their_arguments():
@@ -58,6 +62,9 @@ def test_lists_the_workflow_tools_with_their_arguments():
         assert tools["static_check"].input_schema["properties"]["profile"]["anyOf"][0]["enum"] == [
             "strict", "default", "lenient"]
         assert "seed" in tools["run_correctness"].input_schema["properties"]
+        for tool in tools.values():  # the structured result is described: the Report's schema
+            assert tool.output_schema and "verdict" in tool.output_schema["properties"], tool.name
+            assert "ctx" not in tool.input_schema["properties"]
 
     _session_run(steps)
 
@@ -83,9 +90,12 @@ def test_static_check_rejects_seed_then_passes_honest_then_survives_garbage():
         empty = await session.call_tool("static_check", {"code": "   "})
         assert empty.is_error and "`code` is empty" in _texts(empty)[0]
         wrong_type = await session.call_tool("static_check", {"code": 42})
-        assert wrong_type.is_error and "code" in _texts(wrong_type)[0]
+        assert wrong_type.is_error and _texts(wrong_type)[0].startswith("static_check: `code` is 42 (int)")
+        assert "validation error" not in _texts(wrong_type)[0] and "pydantic" not in _texts(wrong_type)[0]
         bad_profile = await session.call_tool("static_check", {"code": HONEST, "profile": "yolo"})
-        assert bad_profile.is_error and "profile" in _texts(bad_profile)[0]
+        assert bad_profile.is_error and "`profile` is 'yolo'" in _texts(bad_profile)[0]
+        missing = await session.call_tool("run_correctness", {"code": HONEST})
+        assert missing.is_error and "`problem` is missing" in _texts(missing)[0]
         missing_problem = await session.call_tool("compile", {"code": HONEST, "problem": ""})
         assert missing_problem.is_error and "`problem` is empty" in _texts(missing_problem)[0]
 
@@ -176,3 +186,72 @@ def test_each_tool_runs_up_to_its_stage_and_the_summary_names_what_did_not_run()
         assert hacked["verdict"] == "reject"
 
     _session_run(steps)
+
+
+def test_progress_notifications_while_a_check_runs():
+    """run_correctness builds and runs the submission (seconds to a minute): the client that
+    sends a progress token hears from the server meanwhile, so it does not time out."""
+    heard: list[tuple[float, str]] = []
+
+    async def on_progress(progress: float, total, message) -> None:
+        heard.append((progress, message or ""))
+
+    async def steps(session: ClientSession) -> None:
+        result = await session.call_tool("run_correctness", {"code": HONEST, "problem": PROBLEM, "seed": 7},
+                                         progress_callback=on_progress)
+        assert _report(result)["verdict"] in ("pass", "error")
+
+    server = StdioServerParameters(command=sys.executable, args=["-m", "gatekeeper", "mcp"], cwd=str(ROOT),
+                                   env={**os.environ, "GATEKEEPER_MCP_PROGRESS_S": "0.05"})
+
+    async def main() -> None:
+        with anyio.fail_after(TIMEOUT_S):
+            async with stdio_client(server) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    await steps(session)
+
+    anyio.run(main)
+    assert heard and all("still running" in message for _, message in heard)
+    assert [p for p, _ in heard] == sorted(p for p, _ in heard)
+
+
+def _raw_server() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "gatekeeper", "mcp"], cwd=ROOT, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+
+
+def _send(process: subprocess.Popen, line: str) -> dict:
+    process.stdin.write(line + "\n")
+    process.stdin.flush()
+    return json.loads(process.stdout.readline())
+
+
+INITIALIZE = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}})
+
+
+def test_malformed_json_rpc_gets_an_error_reply_and_the_server_keeps_serving():
+    process = _raw_server()
+    try:
+        assert _send(process, "this is not json")["error"]["code"] == -32700
+        reply = _send(process, json.dumps({"jsonrpc": "2.0", "id": 7, "params": {}}))
+        assert reply["error"]["code"] == -32600 and reply["id"] == 7
+        assert _send(process, json.dumps([1, 2]))["error"]["code"] == -32600
+        assert _send(process, INITIALIZE)["result"]["serverInfo"]["name"] == "gatekeeper"
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_ctrl_c_stops_the_server():
+    process = _raw_server()
+    assert _send(process, INITIALIZE)["id"] == 1  # it is up and serving
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=30)
+    finally:
+        process.kill()
+    err = process.stderr.read()
+    assert process.returncode in (0, 130, -signal.SIGINT), err
+    assert "Traceback" not in err

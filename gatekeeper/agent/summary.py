@@ -19,7 +19,8 @@ def _finding_lines(findings: list[Finding]) -> list[str]:
     for f in findings:
         # The same rule often fires on several lines with one fix: say the fix once.
         fix = "same fix as above" if f.hint == last_hint else f.hint
-        lines.append(f"- {_where(f)}: [{f.rule} {f.category.value}] {f.message} — fix: {fix}")
+        sure = "" if f.confidence.value == "certain" else f"({f.confidence.value}) "
+        lines.append(f"- {_where(f)}: [{f.rule} {f.category.value}] {sure}{f.message} — fix: {fix}")
         last_hint = f.hint
     return lines
 
@@ -50,6 +51,6 @@ def summarise(report: Report) -> str:
                  + (f" Not checked: {', '.join(skipped)}." if skipped else ""))
     if report.score:
         parts.append(f"Score: {report.score}.")
-    parts.append("The full report follows as JSON (schema_version "
+    parts.append("The full report is the structured content (schema_version "
                  f"{report.schema_version}); each finding has a `hint` saying what to write instead.")
     return "\n".join(parts)

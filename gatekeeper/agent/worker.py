@@ -136,3 +136,9 @@ class Worker:
     def close(self) -> None:
         with self._lock:
             self._stop()
+
+    def kill_now(self) -> None:
+        """For a signal handler: end the process without waiting for a call in flight."""
+        process = self._process
+        if process is not None and process.is_alive():
+            process.kill()
