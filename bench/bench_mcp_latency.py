@@ -46,7 +46,7 @@ async def measure(repeat: int, corpus: int) -> float:
             for _ in range(repeat):
                 t0 = time.perf_counter()
                 result = await session.call_tool("static_check", arguments)
-                report = json.loads(result.content[-1].text)
+                report = result.structured_content
                 samples.append((time.perf_counter() - t0) * 1000)
             assert not result.is_error, result
             medians.append(statistics.median(samples))

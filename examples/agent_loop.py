@@ -142,7 +142,7 @@ async def mcp_checker() -> AsyncIterator[Check]:
             texts = [block.text for block in result.content if block.type == "text"]
             if result.is_error:
                 raise RuntimeError(f"the gatekeeper tool failed: {texts[0] if texts else result}")
-            return json.loads(texts[-1])  # the last text block is the Report JSON
+            return result.structured_content  # the Report; the text block is the summary
 
         yield check
 
