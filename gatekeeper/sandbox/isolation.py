@@ -1,47 +1,210 @@
-"""Which OS isolation the sandbox can use on this machine, detected once per process.
+"""Which OS isolation the sandbox uses on this machine, detected once per process.
 
-Order of preference: bubblewrap (new user, network, pid namespaces), then `unshare -rn`
-(new user and network namespace: no network), then none. The name of the one in force
-goes into the report (environment.isolation).
+Order of preference (`GATEKEEPER_ISOLATION` = auto | bwrap | unshare | none picks one;
+auto is the default):
+
+- `bwrap`: bubblewrap. The worker sees a read-only view of only what it needs (the system
+  toolchain under /usr, the interpreter's prefix, gatekeeper's own package, the files named
+  in its job), a private writable working directory and /tmp (size-capped tmpfs), the
+  folders it may write (its build cache key), no network, its own user, pid, ipc and uts
+  namespaces (it cannot see or signal the parent or other workers), no capabilities, a new
+  session, and it dies with the parent.
+- `unshare`: `unshare -rn --pid --fork --kill-child`: own user, network and pid namespace
+  (no network; the worker cannot see or signal processes outside; its tree dies with it),
+  but the file system is the user's.
+- `none`: today's Python-level layers only (audit hook, limits, process-group kill).
+
+The name in force goes into the report (`environment.isolation`).
 """
 
 from __future__ import annotations
 
 import functools
+import glob
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Optional
+
+LEVELS = ("bwrap", "unshare", "none")
+# Size of the private /tmp and working directory tmpfs inside bubblewrap (disk cap).
+WORKDIR_BYTES = 2 * 1024 ** 3
+# Side files a submission may compile (`load(sources=[...])`): visible next to it.
+_SIDE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".inl")
+# The few files under /etc that the interpreter, the compiler and torch need.
+_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "passwd", "group", "nsswitch.conf",
+        "localtime", "os-release", "ssl/certs")
+
+
+class IsolationRequired(RuntimeError):
+    """`--require-isolation` (or `require_isolation = true`) and bubblewrap is not usable."""
 
 
 @dataclass(frozen=True)
 class Isolation:
-    name: str  # "bwrap-net" | "unshare-net" | "none"
-    prefix: tuple[str, ...]  # argv prefix that wraps the worker command
+    name: str  # "bwrap" | "unshare" | "none"
     detail: str
+    tool: Optional[str] = None
+    own_pid_namespace: bool = False
+    extra_ro: tuple[str, ...] = field(default_factory=tuple)
+
+    def wrap(self, argv: list[str], *, workdir: Path, read_paths: Iterable[str] = (),
+             write_paths: Iterable[str] = ()) -> list[str]:
+        """The command line that runs `argv` under this isolation."""
+        if self.name == "unshare":
+            return [str(self.tool), "-rn", "--pid", "--fork", "--kill-child", "--", *argv]
+        if self.name != "bwrap":
+            return list(argv)
+        return [str(self.tool), *bwrap_args(workdir, read_paths, write_paths, self.extra_ro), "--", *argv]
 
 
-def _works(argv: list[str]) -> bool:
+def _gatekeeper_package() -> str:
+    return str(Path(__file__).resolve().parents[1])
+
+
+def _interpreter_roots() -> list[str]:
+    roots = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix),
+             os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
+    # site-packages outside the prefix (a user site, a distro's dist-packages).
+    for entry in sys.path:
+        if entry.endswith(("site-packages", "dist-packages")) and os.path.isdir(entry):
+            roots.add(os.path.realpath(entry))
+    return sorted(roots)
+
+
+def _read_only_system() -> list[str]:
+    args: list[str] = []
+    for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    for name in _ETC:
+        path = os.path.join("/etc", name)
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    for cuda in {os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda", "/opt/cuda"}:
+        if cuda and os.path.isdir(cuda) and not cuda.startswith("/usr/"):
+            args += ["--ro-bind", cuda, cuda]
+    return args
+
+
+def _devices() -> list[str]:
+    args = ["--dev", "/dev", "--tmpfs", "/dev/shm"]
+    for device in sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri/*")):
+        args += ["--dev-bind", device, device]
+    if os.path.isdir("/dev/nvidia-caps"):
+        args += ["--dev-bind", "/dev/nvidia-caps", "/dev/nvidia-caps"]
+    return args
+
+
+def visible_files(paths: Iterable[str]) -> list[str]:
+    """The files a job names plus, for each, its side sources in the same folder (C++/CUDA
+    files a submission compiles), never the folder itself."""
+    out: list[str] = []
+    for raw in paths:
+        path = os.path.realpath(raw)
+        if not os.path.isfile(path):
+            continue
+        out.append(path)
+        folder = os.path.dirname(path)
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        out += [os.path.join(folder, n) for n in sorted(names)
+                if n.endswith(_SIDE_SUFFIXES) and os.path.isfile(os.path.join(folder, n))]
+    return list(dict.fromkeys(out))
+
+
+def bwrap_args(workdir: Path, read_paths: Iterable[str], write_paths: Iterable[str],
+               extra_ro: Iterable[str] = ()) -> list[str]:
+    work = os.path.realpath(workdir)
+    args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--hostname", "sandbox", *_read_only_system(), *_devices(), "--proc", "/proc"]
+    if os.path.isdir("/sys"):
+        args += ["--ro-bind", "/sys", "/sys"]
+    args += ["--size", str(WORKDIR_BYTES), "--tmpfs", "/tmp"]
+    for root in _interpreter_roots() + [_gatekeeper_package(), *extra_ro]:
+        args += ["--ro-bind", root, root]
+    for path in visible_files(read_paths):
+        args += ["--ro-bind", path, path]
+    # The working directory is a fresh size-capped tmpfs: the parent's stdout/stderr files
+    # in the real folder stay out of the worker's reach.
+    args += ["--size", str(WORKDIR_BYTES), "--tmpfs", work]
+    for path in write_paths:
+        real = os.path.realpath(path)
+        os.makedirs(real, exist_ok=True)
+        args += ["--bind", real, real]
+    args += ["--chdir", work]
+    return args
+
+
+def _works(isolation: Isolation) -> bool:
+    probe = Path("/tmp")
     try:
-        done = subprocess.run(argv + ["true"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, timeout=10)
+        argv = isolation.wrap([sys.executable, "-I", "-c", "import os; os.kill(os.getppid() or 1, 0)"],
+                              workdir=probe)
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=20)
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0
 
 
-@functools.lru_cache(maxsize=1)
+def _candidate(name: str) -> Optional[Isolation]:
+    if name == "bwrap":
+        tool = shutil.which("bwrap")
+        if tool:
+            return Isolation("bwrap", "bubblewrap: read-only view of the toolchain and the job's files, private "
+                             "working dir and /tmp, no network, own user/pid/ipc namespaces, no capabilities, "
+                             "new session, dies with the parent", tool, True)
+    elif name == "unshare":
+        tool = shutil.which("unshare")
+        if tool:
+            return Isolation("unshare", "unshare -rn --pid: own user, network and pid namespace (no network, "
+                             "cannot signal outside processes); the file system is shared", tool, True)
+    return None
+
+
+def requested() -> str:
+    value = os.environ.get("GATEKEEPER_ISOLATION", "auto").strip().lower() or "auto"
+    return value if value in LEVELS + ("auto",) else "auto"
+
+
+@functools.lru_cache(maxsize=4)
+def _detect(choice: str) -> Isolation:
+    if choice == "none":
+        return Isolation("none", "disabled by GATEKEEPER_ISOLATION=none")
+    order = ("bwrap", "unshare") if choice == "auto" else (choice,)
+    for name in order:
+        candidate = _candidate(name)
+        if candidate is not None and _works(candidate):
+            return candidate
+    if choice != "auto":
+        return Isolation("none", f"GATEKEEPER_ISOLATION={choice} asked for {choice}, which does not work on this "
+                         "machine: the network and the file system are reachable")
+    return Isolation("none", "no bubblewrap and no user namespaces on this machine: the network and the file "
+                     "system are reachable")
+
+
 def detect() -> Isolation:
-    if os.environ.get("GATEKEEPER_ISOLATION") == "none":
-        return Isolation("none", (), "disabled by GATEKEEPER_ISOLATION=none")
-    bwrap = shutil.which("bwrap")
-    if bwrap:
-        argv = [bwrap, "--dev-bind", "/", "/", "--unshare-net", "--unshare-pid", "--die-with-parent", "--"]
-        if _works(argv):
-            return Isolation("bwrap-net", tuple(argv), "bubblewrap: no network, own pid namespace")
-    unshare = shutil.which("unshare")
-    if unshare:
-        argv = [unshare, "-rn", "--"]
-        if _works(argv):
-            return Isolation("unshare-net", tuple(argv), "unshare -rn: own user and network namespace, no network")
-    return Isolation("none", (), "no user namespaces or bubblewrap on this machine: the network is reachable")
+    return _detect(requested())
+
+
+def isolation_required() -> bool:
+    return os.environ.get("GATEKEEPER_REQUIRE_ISOLATION", "").strip().lower() in ("1", "true", "yes")
+
+
+def require(isolation: Optional[Isolation] = None) -> Isolation:
+    """Raise IsolationRequired when isolation is required and bubblewrap is not in force."""
+    found = isolation or detect()
+    if isolation_required() and found.name != "bwrap":
+        raise IsolationRequired(
+            f"isolation required (--require-isolation or require_isolation = true) but this machine gives "
+            f"'{found.name}' ({found.detail}); install bubblewrap (apt-get install bubblewrap) and allow user "
+            f"namespaces, or run without --require-isolation")
+    return found

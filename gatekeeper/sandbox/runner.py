@@ -22,12 +22,16 @@ from pathlib import Path
 from typing import Any, Optional
 
 from gatekeeper.sandbox.channel import ChannelError, FrameReader, pack_message
-from gatekeeper.sandbox.isolation import Isolation, detect
+from gatekeeper.sandbox.isolation import Isolation, detect, require
+from gatekeeper.sandbox.reaper import reap_tagged, tag
 
 # Environment variables a worker may inherit; everything else is dropped.
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
              "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "TERM")
 _TAIL = 4000
+# stdout/stderr of a worker: past this many bytes the file is emptied (it is opened in
+# append mode, so writing continues at the start) and only the tail is kept for the report.
+OUTPUT_CAP_BYTES = 8 * 1024 * 1024
 WORKER_SCRIPT = str(Path(__file__).resolve().with_name("worker.py"))
 
 
@@ -49,6 +53,7 @@ class JobResult:
     isolation: str = "none"
     elapsed_s: float = 0.0
     detail: str = ""
+    output_dropped_bytes: int = 0
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [m for m in self.messages if m.get("kind") == kind]
@@ -60,6 +65,8 @@ class JobResult:
 
 def scrubbed_env(extra: Optional[dict[str, str]], workdir: Path) -> dict[str, str]:
     env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
+    # The interpreter's own bin first (ninja, the compiler wrappers pip installed next to it).
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "/usr/bin:/bin")])
     tmp = workdir / "tmp"
     tmp.mkdir(exist_ok=True)
     env.update({"HOME": str(workdir), "TMPDIR": str(tmp), "PYTHONHASHSEED": "0",
@@ -74,7 +81,7 @@ def _tail(path: Path) -> str:
             handle.seek(0, os.SEEK_END)
             size = handle.tell()
             handle.seek(max(0, size - _TAIL))
-            return handle.read().decode("utf-8", errors="replace")
+            return handle.read().replace(b"\x00", b"").decode("utf-8", errors="replace")
     except OSError:
         return ""
 
@@ -104,6 +111,9 @@ def _rss_mb(pid: int) -> float:
 
 
 def _kill(proc: subprocess.Popen) -> None:
+    # Under bwrap/unshare the worker's whole tree is in its own pid namespace and dies with
+    # its init (the wrapper); without them the process group goes here and the rest of the
+    # tree (setsid, double forks) by its environment tag in `Job._reap`.
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -148,7 +158,7 @@ class Job:
         workdir: Optional[Path] = None,
         keep_stdin: bool = False,
     ) -> None:
-        self.isolation: Isolation = detect() if isolate else Isolation("none", (), "isolation not requested")
+        self.isolation: Isolation = require(detect()) if isolate else Isolation("none", "isolation not requested")
         self.own_dir = workdir is None
         self.work = Path(tempfile.mkdtemp(prefix="tmp")) if self.own_dir else Path(workdir)
         self.timeouts, self.default_timeout_s = timeouts, default_timeout_s
@@ -162,12 +172,16 @@ class Job:
         self.started = time.monotonic()
         self.result = JobResult(status="crashed", isolation=self.isolation.name)
         self.out_path, self.err_path = self.work / ".stdout", self.work / ".stderr"
+        worker_env = scrubbed_env(env, self.work)
+        self.tag = tag(worker_env)
         try:
-            with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
-                argv = [*self.isolation.prefix, sys.executable, "-I", "-B", WORKER_SCRIPT, str(write_fd)]
+            # Append mode: when the parent empties a file past OUTPUT_CAP_BYTES, writes restart at 0.
+            with open(self.out_path, "ab") as out, open(self.err_path, "ab") as err:
+                argv = self.isolation.wrap([sys.executable, "-I", "-B", WORKER_SCRIPT, str(write_fd)],
+                                           workdir=self.work, read_paths=_named_files(params),
+                                           write_paths=list(write_roots or []))
                 self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=self.work,
-                                             env=scrubbed_env(env, self.work), pass_fds=(write_fd,),
-                                             start_new_session=True)
+                                             env=worker_env, pass_fds=(write_fd,), start_new_session=True)
         finally:
             os.close(write_fd)
         del secret  # the FrameReader keeps only its HMAC state
@@ -206,6 +220,7 @@ class Job:
     def kill(self) -> JobResult:
         """Stop the worker now (its result says so) and clean up."""
         _kill(self.proc)
+        reap_tagged(self.tag)
         self.result.status, self.result.detail = "killed", "stopped by the parent"
         self.close_stdin()
         os.close(self.read_fd)
@@ -217,12 +232,14 @@ class Job:
         result = self.result
         try:
             _collect(self.proc, self.read_fd, self.reader, result, self.timeouts, self.default_timeout_s,
-                     self.rss_cap_mb)
+                     self.rss_cap_mb, (self.out_path, self.err_path))
             self.close_stdin()
             result.returncode = self.proc.returncode
             result.stdout_tail = _tail(self.out_path)
             result.stderr_tail = _tail(self.err_path)
         finally:
+            _kill(self.proc)  # the wrapper (bwrap's init) and with it everything the job started
+            reap_tagged(self.tag)
             os.close(self.read_fd)
             if self.own_dir:
                 shutil.rmtree(self.work, ignore_errors=True)
@@ -231,7 +248,8 @@ class Job:
 
 
 def _collect(proc: subprocess.Popen, fd: int, reader: FrameReader, result: JobResult,
-             timeouts: dict[str, float], default_timeout_s: float, rss_cap_mb: Optional[int]) -> None:
+             timeouts: dict[str, float], default_timeout_s: float, rss_cap_mb: Optional[int],
+             outputs: tuple[Path, ...] = ()) -> None:
     deadline = time.monotonic() + timeouts.get("start", default_timeout_s)
     next_poll = 0.0
     exited: Optional[float] = None
@@ -242,8 +260,11 @@ def _collect(proc: subprocess.Popen, fd: int, reader: FrameReader, result: JobRe
             result.detail = f"phase '{result.phase}' ran past its {timeouts.get(result.phase, default_timeout_s):g} s limit"
             _kill(proc)
             return
-        if rss_cap_mb and now >= next_poll:
+        polling = now >= next_poll
+        if polling:
             next_poll = now + 0.25
+            result.output_dropped_bytes += _cap_outputs(outputs)
+        if rss_cap_mb and polling:
             rss = _rss_mb(proc.pid)
             if rss > rss_cap_mb:
                 result.status = "memory"
@@ -303,3 +324,28 @@ def _reap_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _named_files(params: dict[str, Any]) -> list[str]:
+    """Files a job's parameters name (the submission, the problem): the only user files a
+    bubblewrap worker sees, read-only, at the same path."""
+    return [v for v in params.values() if isinstance(v, str) and os.path.isabs(v) and os.path.isfile(v)]
+
+
+def _cap_outputs(paths: tuple[Path, ...]) -> int:
+    """Empty a worker's stdout/stderr file once it passes OUTPUT_CAP_BYTES; returns the bytes dropped."""
+    dropped = 0
+    for path in paths:
+        try:
+            size = path.stat().st_size
+            if size > OUTPUT_CAP_BYTES:
+                with open(path, "rb") as handle:  # keep the latest tail across the cut
+                    handle.seek(size - _TAIL)
+                    tail = handle.read(_TAIL)
+                os.truncate(path, 0)
+                with open(path, "ab") as handle:
+                    handle.write(b"[... output cut by gatekeeper ...]\n" + tail)
+                dropped += size
+        except OSError:
+            continue
+    return dropped
