@@ -99,7 +99,7 @@ def ingest(options: IngestOptions, console: Console) -> IngestSummary:
     config = load_config(config_file=options.config_file, search_from=options.problems,
                          overrides={"profile": options.profile})
     problems = load_problems(options.problems)
-    items = read_source(options.source, options.mapping)  # raises before the store is touched
+    items = read_source(options.source, options.mapping, _problem_mapper(config))  # raises before the store is touched
     run_key = RunKey(__version__, config.profile, options.stages, config_sha(config))
     source = str(options.source.resolve())
     store = Store(options.store)
@@ -113,6 +113,19 @@ def ingest(options: IngestOptions, console: Console) -> IngestSummary:
     finally:
         store.close()
     return _summarise(options, run_key, source, plan, len(envs), gpus, time.monotonic() - started)
+
+
+def _problem_mapper(config: Config):
+    """The configuration's problem_map as a folder source's mapper: file -> problem name."""
+    if not config.problem_map:
+        return None
+    from gatekeeper.problem.mapping import map_problem
+
+    def mapper(path: Path) -> Optional[str]:
+        found = map_problem(path, config)
+        return found.stem if found is not None else None
+
+    return mapper
 
 
 def _run_tasks(plan, store: Store, run_key: RunKey, config: Config, options: IngestOptions,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterator, Optional, Union
+from typing import Callable, Iterator, Optional, Union
 
 from gatekeeper.errors import UsageError
 from gatekeeper.ingest.records import BadRecord, Record
@@ -22,9 +22,11 @@ MAPPING_NAMES = ("problems.json", "mapping.toml")
 FIELDS = ("id", "problem", "code")
 
 
-def read_source(source: Path, mapping: Optional[Path] = None) -> Iterator[Item]:
+def read_source(source: Path, mapping: Optional[Path] = None,
+                mapper: Optional[Callable[[Path], Optional[str]]] = None) -> Iterator[Item]:
+    """`mapper`: a file's problem name from the configuration's problem_map (folders only)."""
     if source.is_dir():
-        return read_folder(source, mapping)
+        return read_folder(source, mapping, mapper)
     if not source.is_file():
         raise UsageError(f"ingest source not found: {source}; give a folder, a .jsonl or a .parquet file")
     if mapping is not None:
@@ -54,20 +56,28 @@ def _load_mapping(path: Path) -> dict[str, str]:
     return {k.replace("\\", "/"): v for k, v in data.items()}
 
 
-def read_folder(root: Path, mapping_file: Optional[Path] = None) -> Iterator[Item]:
+def read_folder(root: Path, mapping_file: Optional[Path] = None,
+                mapper: Optional[Callable[[Path], Optional[str]]] = None) -> Iterator[Item]:
     if mapping_file is None:
         mapping_file = next((root / n for n in MAPPING_NAMES if (root / n).is_file()), None)
     mapping = _load_mapping(mapping_file) if mapping_file is not None else {}
     files = sorted(p for p in root.rglob("*.py") if p.is_file())
     if not files:
         raise UsageError(f"no submissions in {root}: looked for *.py files")
-    return _folder_items(root, files, mapping)
+    return _folder_items(root, files, mapping, mapper)
 
 
-def _folder_items(root: Path, files: list[Path], mapping: dict[str, str]) -> Iterator[Item]:
+def _folder_items(root: Path, files: list[Path], mapping: dict[str, str],
+                  mapper: Optional[Callable[[Path], Optional[str]]] = None) -> Iterator[Item]:
     for path in files:
         rel = path.relative_to(root).as_posix()
         problem = mapping.get(rel)
+        if problem is None and mapper is not None:
+            try:
+                problem = mapper(path)
+            except UsageError as exc:  # a matching entry whose problem is missing: this record only
+                yield BadRecord(ref=rel, source_id=rel, message=str(exc))
+                continue
         if problem is None and path.parent != root:
             problem = path.parent.name
         if problem is None:
