@@ -59,6 +59,9 @@ class SwitchesOnCallCount(FlowRule):
         "    def forward(self, x):\n        self.n += 1\n        if self.n > 3:\n            return self.fast(x)\n        return self.exact(x)\n",
         "import torch\n_calls = 0\ndef forward(x):\n    global _calls\n    _calls = _calls + 1\n    if _calls <= 5:\n        return exact(x)\n    return cheap(x)\n",
         "import itertools\n_tick = itertools.count()\ndef forward(x):\n    return exact(x) if next(_tick) < 3 else cheap(x)\n",
+        # a counter kept in a module-level dict
+        "import torch\n_STATE = {'n': 0}\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        _STATE['n'] += 1\n"
+        "        if _STATE['n'] > 10:\n            return cheap(x)\n        return exact(x)\n",
         # certain: after three calls the stored result is handed back
         "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        self.seen = getattr(self, 'seen', 0) + 1\n"
         "        if self.seen > 3:\n            return self.last\n        self.last = run(x)\n        return self.last\n",
@@ -94,6 +97,12 @@ class SwitchesOnCallCount(FlowRule):
             return f"self.{target.attr.value}"
         if isinstance(target, cst.Name) and self.declared and target.value in self.declared[-1]:
             return target.value
+        if isinstance(target, cst.Subscript):
+            # `self.state['n'] += 1`, `_STATE['calls'] += 1`: a counter inside held state
+            base = target.value
+            if isinstance(base, cst.Name) and self._module_level(base.value):
+                return base.value
+            return self._counter(base)
         return None
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:

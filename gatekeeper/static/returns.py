@@ -343,7 +343,9 @@ def unwrap(expr: cst.BaseExpression) -> cst.BaseExpression:
 
 def _elements(value: cst.BaseExpression) -> list[cst.BaseExpression]:
     if isinstance(value, (cst.Tuple, cst.List)):
-        return [e.value for e in value.elements]
+        return [e.value for e in value.elements if isinstance(e, cst.Element)]
+    if isinstance(value, cst.Dict):
+        return [e.value for e in value.elements if isinstance(e, cst.DictElement)]
     return [value]
 
 
