@@ -460,3 +460,40 @@ def test_an_extension_function_passed_to_a_block_counts_as_its_kernel():
     # without a kernel of its own in the file, a callable handed in is not one
     no_kernel = source.replace('"__global__ void k(float* y) { y[0] = 0; }"', '""')
     assert _mine(static_findings(no_kernel)) == [("GK302", Severity.ERROR)]
+
+
+MATMUL_PROBLEM = ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, a, b):\n"
+                  "        return torch.matmul(a, b)\n")
+CUBLAS = '''import torch
+from torch.utils.cpp_extension import load_inline
+_src = r"""
+#include <cublas_v2.h>
+__global__ void {kernel}(const float* a, float* b, int n) {{ int i = threadIdx.x; if (i < n) b[i] = a[i]; }}
+torch::Tensor mm(torch::Tensor a, torch::Tensor b) {{
+  auto c = torch::empty({{a.size(0), b.size(1)}}, a.options());
+  int K = a.size(1);
+  {body}
+  return c;
+}}
+"""
+_ext = load_inline("m", "torch::Tensor mm(torch::Tensor a, torch::Tensor b);", _src, functions=["mm"])
+class ModelNew(torch.nn.Module):
+    def forward(self, a, b):
+        return _ext.mm(a, b)
+'''
+GEMM = "cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, K, &one, a.data_ptr<float>(), 1, b.data_ptr<float>(), 1, &zero, c.data_ptr<float>(), 1);"
+
+
+def test_cublas_doing_the_whole_matmul_next_to_a_copy_kernel_is_an_error():
+    source = CUBLAS.format(kernel="transpose", body="transpose<<<1, 256>>>(b.data_ptr<float>(), c.data_ptr<float>(), K);\n  " + GEMM)
+    assert _mine(static_findings(source, MATMUL_PROBLEM)) == [("GK307", Severity.ERROR)]
+
+
+@pytest.mark.parametrize("body", [
+    "if (K <= 64) {{ small<<<1, 256>>>(a.data_ptr<float>(), c.data_ptr<float>(), K); }} else {{ " + GEMM + " }}",
+    "if (K > 64) {{ " + GEMM + " return c; }}\n  small<<<1, 256>>>(a.data_ptr<float>(), c.data_ptr<float>(), K);",
+])
+def test_a_cpp_branch_chosen_by_shape_is_a_run_time_question(body):
+    source = CUBLAS.format(kernel="small", body=body.replace("{{", "{").replace("}}", "}"))
+    assert _mine(static_findings(source, MATMUL_PROBLEM)) == [("GK307", Severity.WARNING)]
+    assert _mine(static_findings(source, MATMUL_PROBLEM, profile="strict")) == [("GK307", Severity.ERROR)]

@@ -144,14 +144,50 @@ def torch_does_whole_op(usage: "TorchUsage") -> bool:
 
 
 def cpp_fallback(use: "Use") -> bool:
-    """`return torch::mean(x, dim);` in C++ that also launches a kernel (`<<<`): one return
-    path of a function whose other path is the kernel, chosen at run time (by shape)."""
+    """A C++ torch / vendor call on one branch of a choice made at run time, in a source
+    that also launches a kernel (`<<<`): `return torch::mean(x, dim);` as the other return
+    path, or `if (K <= 64) { k<<<...>>>(...); } else { cublasSgemm(...); }`. Which branch
+    runs depends on the shapes, so it never counts towards "torch does every op"."""
     if use.cpp is None:
         return False
     source, offset = use.cpp
     text = source.text
-    before = text[max(0, offset - 200):offset].rstrip()
-    return before.endswith("return") and "<<<" in text
+    if "<<<" not in text:
+        return False
+    if text[max(0, offset - 200):offset].rstrip().endswith("return"):
+        return True
+    return _in_conditional_block(text, offset)
+
+
+def _in_conditional_block(text: str, offset: int) -> bool:
+    """The innermost `{ ... }` around `offset` is the body of an `if (...)` or an `else`."""
+    depth = 0
+    i = offset - 1
+    while i >= 0:
+        ch = text[i]
+        if ch == "}":
+            depth += 1
+        elif ch == "{":
+            if depth == 0:
+                break
+            depth -= 1
+        i -= 1
+    if i < 0:
+        return False
+    head = text[max(0, i - 300):i].rstrip()
+    if head.endswith("else"):
+        return True
+    if not head.endswith(")"):
+        return False
+    parens = 0
+    for j in range(len(head) - 1, -1, -1):
+        if head[j] == ")":
+            parens += 1
+        elif head[j] == "(":
+            parens -= 1
+            if parens == 0:
+                return head[:j].rstrip().endswith("if")
+    return False
 
 
 def helper_launches(usage: "TorchUsage", forward: list["Kernel"], dropped: list["Kernel"]) -> list["Kernel"]:
