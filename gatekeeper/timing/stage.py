@@ -104,7 +104,8 @@ def run_timing(submission: Any, problem_path: Optional[Path], config: Any, optio
     if problem_path is None:
         return _error("timing needs the reference problem (--problem) to time against", gpu=name, device="cuda")
     if any(f.severity == Severity.ERROR for f in findings_so_far):
-        return _error("timing runs only on a submission with no error findings", gpu=name, device="cuda")
+        return StageOutcome(status=StageStatus.SKIPPED, reason="timing runs only on a submission with no error "
+                            "findings", environment={"gpu": name, "device": "cuda"})
     try:
         from gatekeeper.sandbox import run_job
     except ImportError:
