@@ -1,4 +1,7 @@
-"""`gatekeeper leaderboard --html DIR`: one self-contained index.html.
+"""`gatekeeper leaderboard --html DIR`: self-contained pages, index.html first.
+
+The submissions are split into pages of PAGE_SIZE (submissions-2.html, ...), so that a
+store of 100,000 submissions gives 200 light pages instead of one file of 170 MB.
 
 Inline CSS, inline SVG, one small inline script; no external resource, no network. A
 Content-Security-Policy allows only that script (by its hash), so even markup that slipped
@@ -34,6 +37,7 @@ summary{cursor:pointer}.verdict{font-weight:600;padding:0 6px;border-radius:3px;
 pre.code{background:#f7f7fa;padding:8px;overflow-x:auto;font-size:12px}pre.code span{display:block}
 pre.code .hit{background:#ffe9a8}pre.code b{color:#999;font-weight:400}.hint{color:#2e6b3a;margin-top:2px}
 .error{color:#8a1f11}.controls{margin:8px 0}.controls input{width:280px}.hidden{display:none}
+nav.pages{margin:8px 0;line-height:1.9}nav.pages a,nav.pages b{padding:0 3px}.warn{color:#9a6700}
 """
 
 # Static: its hash goes in the CSP, so it must not be built from data.
@@ -68,16 +72,57 @@ def _csp() -> str:
             f"script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'")
 
 
-def render_page(conn: sqlite3.Connection, boards: list[Board], items: list[Entry]) -> str:
-    counts = {v: sum(1 for e in items if e.verdict == v) for v in ("pass", "reject", "error")}
-    generated = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+PAGE_SIZE = 500  # submissions per page: a page stays a few hundred kB however large the store
+
+
+def page_name(number: int) -> str:
+    return "index.html" if number == 1 else f"submissions-{number}.html"
+
+
+def _nav(number: int, pages: int) -> str:
+    """Links to every page of submissions (the current one in bold)."""
+    if pages <= 1:
+        return ""
+    links = []
+    for n in range(1, pages + 1):
+        links.append(f"<b>{n}</b>" if n == number else f'<a href="{page_name(n)}">{n}</a>')
+    prev = f'<a rel="prev" href="{page_name(number - 1)}">previous</a> ' if number > 1 else ""
+    nxt = f' <a rel="next" href="{page_name(number + 1)}">next</a>' if number < pages else ""
+    return f'<nav class="pages">page {number} of {pages}: {prev}{" ".join(links)}{nxt}</nav>'
+
+
+def _head(title: str) -> str:
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{esc(_csp())}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>gatekeeper leaderboard</title><style>{CSS}</style></head>
+<title>{esc(title)}</title><style>{CSS}</style></head>
 <body>
-<h1>gatekeeper leaderboard</h1>
+"""
+
+
+def _submissions_section(conn: sqlite3.Connection, items: list[Entry], number: int, pages: int) -> str:
+    chunk = items[(number - 1) * PAGE_SIZE: number * PAGE_SIZE]
+    first = (number - 1) * PAGE_SIZE + 1
+    where = (f"<p>Submissions {first}–{first + len(chunk) - 1} of {len(items)}; the filter applies to "
+             "this page (for a store-wide view use <code>--problem</code> or <code>gatekeeper export</code>).</p>"
+             if pages > 1 else "")
+    return f"""{_nav(number, pages)}{where}
+<div class="controls"><input id="filter" type="search" placeholder="filter by id, problem or category">
+<select id="verdict"><option value="">every verdict</option><option>pass</option><option>reject</option>
+<option>error</option></select> <span id="shown">{len(chunk)}</span> shown</div>
+<div id="submissions">{submission_details(conn, chunk, open_bad=len(items) <= 200)}</div>
+{_nav(number, pages)}
+<script>{SCRIPT}</script>
+</body></html>
+"""
+
+
+def render_page(conn: sqlite3.Connection, boards: list[Board], items: list[Entry], pages: int = 1) -> str:
+    """The first page: totals, the leaderboard, the charts and the first submissions."""
+    counts = {v: sum(1 for e in items if e.verdict == v) for v in ("pass", "reject", "error")}
+    generated = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    return _head("gatekeeper leaderboard") + f"""<h1>gatekeeper leaderboard</h1>
 <p id="totals">{len(items)} submissions: {counts['pass']} passed, {counts['reject']} rejected,
 {counts['error']} could not be checked. Generated {esc(generated)} by gatekeeper {esc(__version__)}.</p>
 <h2>Best passing submission per problem</h2>
@@ -87,20 +132,27 @@ def render_page(conn: sqlite3.Connection, boards: list[Board], items: list[Entry
 <h2>Rejects by category</h2>
 {bars(reject_counts(items), empty_note="no rejects")}
 <h2>Submissions and their findings</h2>
-<div class="controls"><input id="filter" type="search" placeholder="filter by id, problem or category">
-<select id="verdict"><option value="">every verdict</option><option>pass</option><option>reject</option>
-<option>error</option></select> <span id="shown">{len(items)}</span> shown</div>
-<div id="submissions">{submission_details(conn, items)}</div>
-<script>{SCRIPT}</script>
-</body></html>
-"""
+""" + _submissions_section(conn, items, 1, pages)
+
+
+def render_submissions_page(conn: sqlite3.Connection, items: list[Entry], number: int, pages: int) -> str:
+    return _head(f"gatekeeper leaderboard: submissions, page {number}") + (
+        f'<h1><a href="index.html">gatekeeper leaderboard</a>: submissions</h1>\n'
+        + _submissions_section(conn, items, number, pages))
 
 
 def write_page(conn: sqlite3.Connection, boards: list[Board], items: list[Entry], folder: Path) -> Path:
+    """index.html, plus submissions-N.html for every further PAGE_SIZE submissions."""
+    pages = max(1, -(-len(items) // PAGE_SIZE))
     try:
         folder.mkdir(parents=True, exist_ok=True)
+        for stale in folder.glob("submissions-*.html"):  # pages of an earlier, larger store
+            stale.unlink()
         page = folder / "index.html"
-        page.write_text(render_page(conn, boards, items), encoding="utf-8")
+        page.write_text(render_page(conn, boards, items, pages), encoding="utf-8")
+        for number in range(2, pages + 1):
+            (folder / page_name(number)).write_text(render_submissions_page(conn, items, number, pages),
+                                                    encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot write the page into {folder}: {exc.strerror}") from None
     return page

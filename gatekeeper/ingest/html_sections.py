@@ -13,7 +13,15 @@ from gatekeeper.ingest.queries import Entry, checked_sha, code_for, report_json
 from gatekeeper.ingest.svg_charts import esc
 
 CONTEXT_LINES = 2
-MAX_DETAILED = 5000  # submissions with findings and code on the page; the rest are counted
+
+
+def _best_cell(best) -> str:
+    """The best pass, saying when it carries warnings (precision, timing review, ...): it is
+    ranked by speed alone, and a reader must not take it for a clean pass."""
+    if not best.warnings:
+        return esc(best.source_id)
+    return (f'{esc(best.source_id)} <span class="warn">(passed with {best.warnings} warning(s); '
+            'not ranked above clean passes on speed alone: read its findings)</span>')
 
 
 def leaderboard_table(boards: list[Board]) -> str:
@@ -24,7 +32,7 @@ def leaderboard_table(boards: list[Board]) -> str:
         rows.append(
             f"<tr><td>{esc(b.problem)}</td><td>{esc(b.board)}</td><td class=num>{b.submissions}</td>"
             f"<td class=num>{b.passed}</td><td class=num>{b.rejected}</td><td class=num>{b.errors}</td>"
-            f"<td>{esc(best.source_id) if best else '<em>none passed</em>'}</td>"
+            f"<td>{_best_cell(best) if best else '<em>none passed</em>'}</td>"
             f"<td class=num>{esc(format_speedup(best.speedup)) if best else '-'}</td>"
             f"<td class=num>{esc(format_sol(best.sol_fraction)) if best else '-'}</td><td>{cats}</td></tr>")
     if not rows:
@@ -76,12 +84,12 @@ def _findings_table(findings: list[dict]) -> str:
             '<th>message and hint</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table>")
 
 
-def submission_details(conn: sqlite3.Connection, items: list[Entry]) -> str:
+def submission_details(conn: sqlite3.Connection, items: list[Entry], open_bad: bool = True) -> str:
+    """Every entry of `items` (one page of them) with its findings and code excerpt.
+    `open_bad`: rejects and errors start open (a small board: read without a click)."""
     reports: dict[int, dict] = {}
     parts = []
-    # On a small board, rejects and errors open, so their findings are read without a click.
-    open_bad = len(items) <= 200
-    for entry in items[:MAX_DETAILED]:
+    for entry in items:
         if entry.result_id not in reports:
             try:
                 reports[entry.result_id] = json.loads(report_json(conn, entry.result_id))
@@ -106,7 +114,4 @@ def submission_details(conn: sqlite3.Connection, items: list[Entry]) -> str:
             f'<summary><span class="verdict v-{esc(entry.verdict)}">{esc(entry.verdict)}</span> '
             f'<code>{esc(entry.source_id)}</code> · {esc(entry.problem)} · {esc(entry.board)} · '
             f'{len(findings)} finding(s) · {esc(cats)}</summary>{note}{error}{body}</details>')
-    if len(items) > MAX_DETAILED:
-        parts.append(f'<p class="note">{len(items) - MAX_DETAILED} more submissions are in the store; '
-                     'filter with --problem, or use `gatekeeper export`.</p>')
     return "".join(parts)

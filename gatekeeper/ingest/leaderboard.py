@@ -16,6 +16,7 @@ class Best(BaseModel):
     speedup: Optional[float] = None
     sol_fraction: Optional[float] = None
     result_id: int
+    warnings: int = 0  # a pass carries only warnings and notes; said next to it wherever it is shown
 
     @property
     def timed(self) -> bool:
@@ -36,10 +37,17 @@ class Board(BaseModel):
 def _better(entry: Entry, best: Optional[Best]) -> bool:
     if best is None:
         return True
-    # A timed pass beats an untimed one; among timed, the larger speedup; ties keep the first id.
+    # A timed pass beats an untimed one; then a clean pass beats one with warnings (a
+    # precision downgrade or a speedup under review must not outrank an honest pass on
+    # speed); then the larger speedup; ties keep the first id.
     if entry.speedup is None:
         return False
-    return best.speedup is None or entry.speedup > best.speedup
+    if best.speedup is None:
+        return True
+    clean, best_clean = entry.findings_count == 0, best.warnings == 0
+    if clean != best_clean:
+        return clean
+    return entry.speedup > best.speedup
 
 
 def build_boards(items: Iterable[Entry]) -> list[Board]:
@@ -53,7 +61,8 @@ def build_boards(items: Iterable[Entry]) -> list[Board]:
             board.passed += 1
             if _better(entry, board.best):
                 board.best = Best(source_id=entry.source_id, speedup=entry.speedup,
-                                  sol_fraction=entry.sol_fraction, result_id=entry.result_id)
+                                  sol_fraction=entry.sol_fraction, result_id=entry.result_id,
+                                  warnings=entry.findings_count)
         elif entry.verdict == "reject":
             board.rejected += 1
             categories.setdefault(key, Counter()).update(entry.categories)
@@ -81,7 +90,8 @@ def print_boards(boards: list[Board], console) -> None:
         best = b.best
         cats = ", ".join(f"{c} {n}" for c, n in b.rejects_by_category.items()) or "-"
         table.add_row(b.problem, b.board, str(b.submissions), str(b.passed), str(b.rejected), str(b.errors),
-                      best.source_id if best else "(none passed)",
+                      (best.source_id + (f" ({best.warnings} warning(s))" if best.warnings else "")) if best
+                      else "(none passed)",
                       format_speedup(best.speedup) if best else "-", format_sol(best.sol_fraction) if best else "-",
                       cats)
     console.print(table)

@@ -46,7 +46,7 @@ def scatter(points: Sequence[tuple[float, float, str]], *, empty_note: str) -> s
         y = PAD_T + plot_h - plot_h * value / y_top
         parts.append(f'<line class="grid" x1="{PAD_L}" y1="{y:.1f}" x2="{PAD_L + plot_w}" y2="{y:.1f}"/>')
         parts.append(f'<text class="tick" x="{PAD_L - 6}" y="{y + 4:.1f}" text-anchor="end">{value:g}x</text>')
-    if y_top >= 1:
+    if y_top >= 1 and points:  # with no points, the 1x line would strike through the note
         y_one = PAD_T + plot_h - plot_h / y_top
         parts.append(f'<line class="parity" x1="{PAD_L}" y1="{y_one:.1f}" x2="{PAD_L + plot_w}" y2="{y_one:.1f}"/>')
     parts.append(f'<text class="axis" x="{PAD_L + plot_w / 2}" y="{HEIGHT - 8}" text-anchor="middle">'
