@@ -199,3 +199,13 @@ def test_py_typed_is_shipped():
     assert (Path(gatekeeper.__file__).parent / "py.typed").is_file()
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert '"py.typed"' in pyproject
+
+
+def test_every_code_has_its_section_in_docs_rules_md():
+    """SARIF's helpUri points at docs/rules.md#<code>: every code must have its anchor there."""
+    from gatekeeper.catalogue import catalogue
+
+    text = (ROOT / "docs" / "rules.md").read_text("utf-8")
+    missing = [code for code in catalogue() if f'<a id="{code.lower()}"></a>' not in text]
+    assert not missing, (f"docs/rules.md lacks {missing}: regenerate it with "
+                         "`gatekeeper rules --format markdown > docs/rules.md`")
