@@ -138,8 +138,9 @@ class TorchFallbackRule(Rule):
                                          "sliver of the data, so torch does the work being timed")
             return "no_own_kernel", "the forward path launches no kernel of its own, so torch does the work being timed"
         if usage.torch_does_whole_op():
-            return "torch_does_whole_op", ("torch computes every op the reference computes and the submission's own "
-                                           "kernel only moves data, so torch does the work being timed")
+            return "torch_does_whole_op", ("torch (or a vendor library) computes every op the reference computes, as "
+                                           "often as the reference does, so the submission's own kernel does none of "
+                                           "the reference's work (it copies, transposes, or never runs)")
         where = f" `{kernel.what}`" if kernel is not None else ""
         if self.ctx.problem is not None and policy().family(use.op) in facts.reference:
             return "reference_op", (f"`{use.op}` is part of what the reference computes; KernelBench accepts torch for "
