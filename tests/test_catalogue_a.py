@@ -263,3 +263,61 @@ def test_fixture_is_caught_by_a_catalogue_a_rule_of_its_category(case):
         return
     expected = {c for c in case["categories"] if c in {k.value for k in RANGES}}
     assert expected <= mine, f"{case['submission']}: {expected - mine} missing"
+
+
+# reference reuse: pasted and rewritten reference classes (issue 10) -------------------------
+_LAYERED = (
+    "import torch\nimport torch.nn as nn\nclass Block(nn.Module):\n    def __init__(self):\n"
+    "        super().__init__()\n        self.fc = nn.Linear(8, 8)\n    def forward(self, x):\n"
+    "        return torch.relu(self.fc(x))\nclass Model(nn.Module):\n    def __init__(self):\n"
+    "        super().__init__()\n        self.b = Block()\n    def forward(self, x):\n        return self.b(x).sum(1)\n"
+)
+_OWN_BLOCK = (
+    "import torch\nimport torch.nn as nn\nclass Block(nn.Module):\n    def __init__(self):\n"
+    "        super().__init__()\n        self.w = nn.Parameter(torch.randn(8, 8))\n    def forward(self, x):\n"
+    "        return _ext.linear_relu(x, self.w)\n"
+)
+
+
+def test_a_rewritten_reference_class_is_the_submissions_own():
+    source = _OWN_BLOCK + ("class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                           "        self.b = Block()\n    def forward(self, x):\n        return self.b(x).sum(1)\n")
+    assert not {"GK401", "GK403"} & codes(source, _LAYERED)
+
+
+def test_a_pasted_helper_class_is_suspect_and_the_model_copy_certain():
+    pasted = _LAYERED.replace("class Model(", "class ModelNew(")
+    assert [f.severity for f in findings(pasted, "GK403", _LAYERED)] == [Severity.ERROR]
+    helper = _LAYERED.split("class Model(")[0] + (
+        "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.b = Block()\n    def forward(self, x):\n        return _ext.rowsum(self.b(x))\n")
+    assert [f.severity for f in findings(helper, "GK401", _LAYERED)] == [Severity.WARNING]
+    assert [f.severity for f in findings(helper, "GK401", _LAYERED, profile="strict")] == [Severity.ERROR]
+
+
+def test_a_pasted_class_that_builds_own_code_is_own():
+    # `Block` pasted unchanged, but the `Inner` it builds is the submission's rewrite
+    problem = _LAYERED.replace("self.fc = nn.Linear(8, 8)", "self.fc = Inner()").replace(
+        "class Block(", "class Inner(nn.Module):\n    def forward(self, x):\n        return x * 2\nclass Block(")
+    source = problem.split("class Model(")[0].replace("return x * 2", "return _ext.twice(x)") + (
+        "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.b = Block()\n    def forward(self, x):\n        return self.b(x).sum(1)\n")
+    assert not {"GK401", "GK403"} & codes(source, problem)
+
+
+def test_borrowing_the_reference_layers_in_init_is_suspect_running_it_certain():
+    borrow = ("import torch.nn as nn\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+              "        orig = Model()\n        self.w = orig.b.fc.weight\n    def forward(self, x):\n"
+              "        return _ext.fused(x, self.w)\n")
+    assert [f.severity for f in findings(borrow, "GK401", _LAYERED)] == [Severity.WARNING]
+    keep = borrow.replace("orig = Model()\n        self.w = orig.b.fc.weight", "self.ref = Model()").replace(
+        "_ext.fused(x, self.w)", "self.ref(x)")
+    assert [f.severity for f in findings(keep, "GK401", _LAYERED)] == [Severity.ERROR]
+
+
+def test_subclassing_a_pasted_model_with_an_own_forward_is_suspect():
+    pasted = _LAYERED.replace("class Model(", "class Model(")  # the whole reference, pasted
+    own_forward = pasted + "class ModelNew(Model):\n    def forward(self, x):\n        return _ext.fused(x)\n"
+    inherits = pasted + "class ModelNew(Model):\n    pass\n"
+    assert [f.severity for f in findings(own_forward, "GK400", _LAYERED)] == [Severity.WARNING]
+    assert [f.severity for f in findings(inherits, "GK400", _LAYERED)] == [Severity.ERROR]

@@ -4,7 +4,8 @@ from typing import Optional
 
 import libcst as cst
 
-from gatekeeper.report import Category, Severity
+from gatekeeper.report import Category, Confidence, Severity
+from gatekeeper.rules.gk4_local import delegates_to_own_code
 from gatekeeper.rules.gk4_normalise import fingerprint, import_map
 from gatekeeper.rules.gk4_reference import model_names
 from gatekeeper.static.problem_facts import ProblemFacts
@@ -16,7 +17,9 @@ _REFERENCE_CACHE: dict[str, list[tuple[str, tuple[int, str]]]] = {}
 _PROBLEM = (
     "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self):\n"
     "        super().__init__()\n\n    def forward(self, a, b):\n        c = torch.matmul(a, b)\n"
-    "        return torch.relu(c) * 2.0\n\ndef get_inputs():\n    return [torch.randn(64, 64), torch.randn(64, 64)]\n"
+    "        return torch.relu(c) * 2.0\n\nclass Block(nn.Module):\n    def __init__(self):\n"
+    "        super().__init__()\n        self.lin = nn.Linear(64, 64)\n\n    def forward(self, x):\n"
+    "        return torch.relu(self.lin(x))\n\ndef get_inputs():\n    return [torch.randn(64, 64), torch.randn(64, 64)]\n"
 )
 
 
@@ -59,6 +62,22 @@ class CopiesReferenceForward(Rule):
 
     Not flagged: a pasted `class Model` itself (kept for a self-test; GK400/GK401 report it
     if it is used), and bodies that differ in any operation, argument or constant.
+
+    Known false-positive pattern, not flagged: a `forward` whose text is the reference's
+    but whose layers are the submission's own. Level-3 submissions keep the reference's
+    `x = self.features(x); x = self.classifier(x)` and build `self.features` in `__init__`
+    from their own fused modules (`FusedConvReLU`, a class calling a `load_inline`
+    extension), or call a module-level helper the submission rewrote. Same text, other
+    computation: the copy is reported only when nothing the body names or reads (a
+    top-level name, a `self.` attribute traced through `__init__`, its locals and helper
+    methods, and bases the submission defines) is built from the submission's own code
+    (gk4_local.py). Torch layers the body still runs are the GK3xx rules' business.
+
+    A copy of a reference helper class's forward (`WindowAttention.forward` pasted as
+    `WindowAttentionNew.forward`, with torch layers) is `suspect`: torch doing part of the
+    work, which KernelBench allows next to the submission's own kernels (a warning under
+    `default`, confirmed by who did the work at run time). A copy of `Model.forward` stays
+    certain.
     """
 
     code = "GK403"
@@ -74,6 +93,12 @@ class CopiesReferenceForward(Rule):
     )
     EXAMPLE_PROBLEM = _PROBLEM
     VALID = [
+        # the reference block's forward text, but its layer is the submission's own module,
+        # built through a local list in `__init__`
+        "import torch\nclass FusedLinear(torch.nn.Module):\n    def forward(self, x):\n        return _ext.linear(x)\n"
+        "class BlockNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        layers = []\n        layers.append(FusedLinear())\n        self.fc = torch.nn.Sequential(*layers)\n"
+        "    def forward(self, y):\n        return torch.relu(self.fc(y))\n",
         "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n"
         "        return _ext.matmul_relu_scale(a, b, 2.0)\n",
         "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n"
@@ -87,6 +112,10 @@ class CopiesReferenceForward(Rule):
         "from torch import matmul as mm, relu\nclass ModelNew:\n    def forward(self, p, q):\n"
         "        t = mm(p, q)\n        return relu(t) * 2.0\n",
         "import torch as T\ndef _fallback(a, b):\n    r = T.matmul(a, b)\n    return T.relu(r) * 2.0\n",
+        # the reference block's layers and forward; an unused own attribute does not change that
+        "import torch\nclass BlockNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(64, 64)\n        self.k = _ext\n    def forward(self, y):\n"
+        "        return torch.relu(self.fc(y))\n",
     ]
 
     def __init__(self, *args, **kwargs) -> None:
@@ -111,6 +140,13 @@ class CopiesReferenceForward(Rule):
             return
         for ref, fp in self._reference:
             if fp == mine:
+                cls = self.ctx.classes[-1] if self.ctx.classes else None
+                if delegates_to_own_code(self.ctx, cls, node):
+                    return
+                # A helper block's forward (`WindowAttention`) is torch doing part of the work,
+                # which KernelBench allows; the model's own forward is the whole computation.
+                confidence = None if ref.split(".")[0] == "Model" else Confidence.SUSPECT
                 func = f"{self.ctx.class_name}.{node.name.value}" if self.ctx.class_name else node.name.value
-                self.report(node, self.message.format(func=func, ref=ref), evidence={"reference": ref})
+                self.report(node, self.message.format(func=func, ref=ref), evidence={"reference": ref},
+                            confidence=confidence)
                 return
