@@ -53,13 +53,18 @@ class ReplaysGraphWithoutFreshInputs(Rule):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         params = [p.name.value for p in node.params.params if p.name.value != "self"]
-        self.frames.append({"params": set(params), "inputs": set(params), "copied": False, "replays": []})
+        self.frames.append({"params": set(params), "sources": set(), "ptrs": set(), "replays": [], "assigns": []})
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         frame = self.frames.pop()
-        if node.name.value == "forward" and frame["replays"] and not frame["copied"] and not frame.get("keyed"):
-            for replay in frame["replays"]:
-                self.report(replay, self.message.format(params=", ".join(sorted(frame["params"])) or "none"))
+        if node.name.value != "forward" or not frame["replays"]:
+            return
+        inputs = _inputs(frame)
+        # a graph keyed on the live input's address replays on it: it recomputes
+        if frame["sources"] & inputs or frame["ptrs"] & inputs:
+            return
+        for replay in frame["replays"]:
+            self.report(replay, self.message.format(params=", ".join(sorted(frame["params"])) or "none"))
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.frames or not isinstance(node.func, cst.Attribute):
@@ -69,18 +74,20 @@ class ReplaysGraphWithoutFreshInputs(Rule):
         if method == "replay" and not node.args:
             frame["replays"].append(node)
         elif method in ("copy_", "set_", "index_copy_"):
-            for arg in node.args:
-                if isinstance(arg.value, cst.Name) and arg.value.value in frame["inputs"]:
-                    frame["copied"] = True
-        elif method == "data_ptr" and isinstance(node.func.value, cst.Name) and node.func.value.value in frame["inputs"]:
-            frame["keyed"] = True  # a graph keyed on the live input's address replays on it
+            frame["sources"].update(a.value.value for a in node.args if isinstance(a.value, cst.Name))
+        elif method == "data_ptr" and isinstance(node.func.value, cst.Name):
+            frame["ptrs"].add(node.func.value.value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        # `x_in = x.contiguous()`: a local computed from an input is an input too.
-        if not self.frames or self.ctx.functions[-1].name.value != "forward":
-            return  # only forward is reported on
-        frame = self.frames[-1]
-        if any(isinstance(n, cst.Name) and n.value in frame["inputs"] for n in subtree(node.value, into_functions=False)):
-            for target in node.targets:
-                if isinstance(target.target, cst.Name):
-                    frame["inputs"].add(target.target.value)
+        if self.frames:  # worked out at the end, only for a forward that replays
+            self.frames[-1]["assigns"].append(node)
+
+
+def _inputs(frame: dict) -> set[str]:
+    """The parameters and the locals computed from them (`x_in = x.contiguous()`)."""
+    inputs = set(frame["params"])
+    for _ in range(2):  # twice: a local may be bound from one assigned later in a loop
+        for node in frame["assigns"]:
+            if any(isinstance(n, cst.Name) and n.value in inputs for n in subtree(node.value, into_functions=False)):
+                inputs.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
+    return inputs
