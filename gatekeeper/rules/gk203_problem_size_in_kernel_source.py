@@ -259,16 +259,20 @@ class ProblemSizeInKernelSource(Rule):
                exact_only: bool = False) -> Optional[tuple[str, str, bool]]:
         """(why, role, the function reads its sizes) when the token at index is a size.
         `exact_only` for a constant that is a tile width elsewhere: no derived relations."""
+        if value < 17:
+            return None
+        exact = self.ctx.problem.explain(value)
+        if exact is None and exact_only:
+            return None
         if facts.tile_use(index):
             return None
         role = roles.role(index)
-        if role is None:
-            return None
+        if role is None or (exact is None and role not in ("offset", "bound")):
+            return None  # derived relations (offsets, vector counts) are asked only here
         reads = roles.reads_sizes_at(index)
         if reads and _is_tile_like(value) and not (role in ("offset", "stride") and roles.indexes_global(index)):
             return None  # a power-of-two width next to run-time sizes, unless it lays out an input
-        why = self.ctx.problem.explain(value) if exact_only else _meaning(self.ctx.problem, value, role,
-                                                                          vector=facts.vector_types)
+        why = exact or _meaning(self.ctx.problem, value, role, vector=facts.vector_types)
         return (why, role, reads) if why is not None else None
 
     def _report_named(self, source: CppSource, facts: CppFacts, const: CppConstant, why: str, role: str,

@@ -59,9 +59,14 @@ class CppRoles:
         if cached is not None:
             return cached
         roles = cls(source.tokens)
-        roles._collect(source)
+        roles._source = source  # functions are indexed on first use: most sources never ask
         source._gk2_roles = roles  # type: ignore[attr-defined]
         return roles
+
+    def _ensure(self) -> None:
+        source = self.__dict__.pop("_source", None)
+        if source is not None:
+            self._collect(source)
 
     def _collect(self, source: CppSource) -> None:
         toks = self.tokens
@@ -91,6 +96,7 @@ class CppRoles:
         self._starts = [f.start for f in self.functions]
 
     def function_at(self, i: int) -> Optional[_Function]:
+        self._ensure()
         k = bisect_right(self._starts, i) - 1
         while k >= 0:
             fn = self.functions[k]

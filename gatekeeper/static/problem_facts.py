@@ -52,9 +52,12 @@ class ProblemFacts:
 
     def explain_offset(self, value: int) -> Optional[str]:
         """Like `explain`, plus offsets built from the sizes (768, 1536, 2304 for R = 4
-        slices of B*D) and sizes counted in 2-, 4- or 8-wide vectors."""
+        slices of B*D) and sizes counted in 2-, 4- or 8-wide vectors. Computed on first use:
+        most submissions never ask (no kernel source, or no number in an offset role)."""
         if value < MIN_SIGNIFICANT:
             return None
+        if not self.derived:
+            self.derived = derive_sizes(sorted(self.dims), self.constants)
         return self.derived.get(value)
 
 
@@ -92,7 +95,6 @@ def _load_cached(name: str, size: int, mtime_ns: int) -> ProblemFacts:
     )
     _read_constants(module, facts)
     _read_input_sizes(module, facts)
-    facts.derived = derive_sizes(sorted(facts.dims), facts.constants)
     facts.exact = derive_sizes(sorted(facts.dims), facts.constants, derived_relations=False)
     return facts
 
@@ -165,8 +167,8 @@ def derive_sizes(dims: list[int], constants: dict[str, int], derived_relations: 
     for k in range(2, 64):
         for product, expr, rest in products:
             for outer in rest:
-                if k < outer:
-                    derived.setdefault(k * product, f"{k}*({expr}) = {k * product}, an offset into {label(outer)} slices")
+                if k < outer and k * product not in derived:  # build the text only when new
+                    derived[k * product] = f"{k}*({expr}) = {k * product}, an offset into {label(outer)} slices"
     for product, expr, _ in [(d, label(d), []) for d in dims] + products:
         for width in _VECTOR_WIDTHS:
             if product % width == 0:
