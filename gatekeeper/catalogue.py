@@ -71,14 +71,14 @@ def _from_rule(rule) -> Entry:
     )
 
 
-_PLACEHOLDER = re.compile(r"\s*\{[a-z_]+\}")
+def _words(name: str) -> str:
+    """ReturnsEarlierOutput -> returns earlier output."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name).lower()
 
 
-def _sentence(template: str) -> str:
-    """A message template as prose: placeholders dropped, dangling punctuation tidied."""
-    text = _PLACEHOLDER.sub(" …", template)
-    text = re.sub(r"\s+", " ", text).replace("( …)", "").replace(" …:", ":").strip()
-    return text.rstrip(": …").strip() or template
+def _template(message: str) -> str:
+    """A message template as the reader sees it, its parts to be filled in as <part>."""
+    return re.sub(r"\{([a-z_]+)\}", lambda m: f"<{m.group(1)}>", message)
 
 
 def _run_time_entries() -> list[Entry]:
@@ -89,11 +89,13 @@ def _run_time_entries() -> list[Entry]:
         CATALOGUE = {}
     for check in CATALOGUE.values():
         stage = StageName.BUILD if check.code.startswith("GK68") else StageName.BEHAVIOUR
-        summary = _sentence(check.message)
+        where = "builds the submission's extensions" if stage == StageName.BUILD else \
+            "runs the submission and the reference in separate sandboxed workers and compares them"
         out.append(Entry(
             code=check.code, name=check.name, category=check.category, stage=stage, severity=check.severity,
-            summary=summary, docs=f"Found by the {stage.value} stage, which runs the submission in a sandbox: "
-            f"{summary}.", hint=check.hint, kind="check"))
+            summary=_words(check.name), docs=f"The {stage.value} stage {where}. This check reports: "
+            f"\"{_template(check.message)}\" (docs/behaviour.md describes each check).",
+            hint=check.hint, kind="check"))
     try:
         from gatekeeper.timing.findings import RULES
     except ImportError:
