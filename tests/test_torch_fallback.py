@@ -497,3 +497,17 @@ def test_a_cpp_branch_chosen_by_shape_is_a_run_time_question(body):
     source = CUBLAS.format(kernel="small", body=body.replace("{{", "{").replace("}}", "}"))
     assert _mine(static_findings(source, MATMUL_PROBLEM)) == [("GK307", Severity.WARNING)]
     assert _mine(static_findings(source, MATMUL_PROBLEM, profile="strict")) == [("GK307", Severity.ERROR)]
+
+
+def test_a_flag_on_self_read_from_the_environment_is_read_at_its_default():
+    body = ("import os\n" + FALLBACK.replace("class ModelNew(torch.nn.Module):\n",
+            "class ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.use_kernel = os.environ.get('USE_KERNEL', '{default}') == '1'\n"))
+    dead = body.replace("{cond}", "self.use_kernel").replace("{default}", "0")
+    live = body.replace("{cond}", "self.use_kernel").replace("{default}", "1")
+    assert [(f.severity, f.evidence["condition"]) for f in static_findings(dead) if f.rule == "GK310"] == \
+        [(Severity.ERROR, "dead")]
+    assert [f.severity for f in static_findings(live) if f.rule == "GK310"] == [Severity.WARNING]
+    # a flag the forward flips (an except that disables the kernel) is not fixed
+    flipped = dead.replace("        return x.mean(0)\n", "        self.use_kernel = True\n        return x.mean(0)\n")
+    assert [f.severity for f in static_findings(flipped) if f.rule == "GK310"] == [Severity.WARNING]

@@ -170,6 +170,9 @@ def _static_value(usage: "TorchUsage", expr: cst.BaseExpression, depth: int) -> 
             return {"True": True, "False": False, "None": None}[expr.value]
         values = usage.ctx.constants.get(expr.value, [])
         return _static_value(usage, values[0], depth + 1) if len(values) == 1 else _UNKNOWN
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        values = _self_assignments(usage).get(expr.attr.value, [])
+        return _static_value(usage, values[0], depth + 1) if len(values) == 1 else _UNKNOWN
     if isinstance(expr, (cst.Integer, cst.Float)):
         try:
             return int(expr.value.replace("_", ""), 0) if isinstance(expr, cst.Integer) else float(expr.value)
@@ -198,6 +201,27 @@ def _static_value(usage: "TorchUsage", expr: cst.BaseExpression, depth: int) -> 
     if isinstance(expr, cst.Call):
         return _call_value(usage, expr, depth)
     return _UNKNOWN
+
+
+def _self_assignments(usage: "TorchUsage") -> dict[str, list[cst.BaseExpression]]:
+    """`self.X = value` anywhere in the file (every value, so that a flag flipped at run
+    time, `self.use_kernel = False` in an except, has two and is not fixed)."""
+    found = usage.ctx.__dict__.get("_gk3_self_assignments")
+    if found is None:
+        found = {}
+        for entering, node in walk(usage.ctx.module):
+            if entering and isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) \
+                            and target.value.value == "self":
+                        values = found.setdefault(target.attr.value, [])
+                        if isinstance(node, cst.AugAssign) or node.value is None:
+                            values += [cst.Name("None"), cst.Name("None")]  # changed in place: not fixed
+                        else:
+                            values.append(node.value)
+        usage.ctx.__dict__["_gk3_self_assignments"] = found
+    return found
 
 
 def _compare(usage: "TorchUsage", expr: cst.Comparison, depth: int) -> object:
