@@ -209,3 +209,17 @@ def test_every_code_has_its_section_in_docs_rules_md():
     missing = [code for code in catalogue() if f'<a id="{code.lower()}"></a>' not in text]
     assert not missing, (f"docs/rules.md lacks {missing}: regenerate it with "
                          "`gatekeeper rules --format markdown > docs/rules.md`")
+
+
+def test_github_annotations_carry_confidence_and_the_confirming_check():
+    from gatekeeper.render.github import to_github
+    from gatekeeper.report import Category, Environment, FileRef, Finding, Location, Report, Severity, StageName
+
+    finding = Finding(rule="GK201", name="LiteralAllocationShape", category=Category.HARDCODED_SHAPE,
+                      severity=Severity.WARNING, stage=StageName.STATIC, message="m", hint="h",
+                      location=Location(path="k.py", line=3, column=1), confidence="likely", confirmed_by="GK602")
+    report = Report(verdict="pass", submission=FileRef(path="k.py", sha256="0"), profile="default",
+                    findings=[finding], environment=Environment(gatekeeper="0", python="3"))
+    line = to_github([report])
+    assert line.startswith("::warning file=k.py,line=3")
+    assert "title=GK201 LiteralAllocationShape (hardcoded-shape%2C likely%2C run-time check GK602)" in line
