@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import libcst as cst
@@ -20,9 +21,13 @@ def _is_tile_like(value: int) -> bool:
     return value <= 1024 and value & (value - 1) == 0
 
 
+_WIDTH_NAME = re.compile(r"^(B[MNKD]|BLK_?[MNK]?|[MNK]_?(BLOCK|TILE)|WARPS|STAGES|SPLIT_?K|VEC(_SIZE)?|UNROLL)$")
+
+
 def _is_width_keyword(name: str) -> bool:
-    upper = name.upper()
-    return "BLOCK" in upper or "TILE" in upper or upper.startswith("GROUP")
+    """BLOCK_SIZE, TILE_M, GROUP_M, and the short Triton tile names BM, BN, BK."""
+    upper = name.upper().lstrip("_")
+    return "BLOCK" in upper or "TILE" in upper or upper.startswith("GROUP") or bool(_WIDTH_NAME.match(upper))
 
 
 class LiteralSizeArgument(Rule):
@@ -41,7 +46,8 @@ class LiteralSizeArgument(Rule):
 
     Known false-positive patterns, and why it does not fire on them:
     - block and tile widths, by keyword or by name (`BLOCK_SIZE=`, `TILE_M=`, `num_warps=`,
-      a positional `BLOCK_SIZE_M` or `TILE_H` constant): a width's name says what it is;
+      `BK=BK` with `BK = 512`, a positional `BLOCK_SIZE_M` or `TILE_H` constant): a width's
+      name says what it is;
     - powers of two up to 1024 next to a size read from the inputs: a tile width;
     - a width that is a problem size only by arithmetic (128 = in_features / 8): only
       exact sizes and products of sizes count;
@@ -73,6 +79,9 @@ class LiteralSizeArgument(Rule):
         _EXT + "        _ext.run(x, y, x.numel(), 256)\n        return y\n",
         "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x)\n"
         "        n = x.numel()\n        k[(triton.cdiv(n, 1024),)](x, y, n, BLOCK_SIZE=1024, num_warps=4)\n        return y\n",
+        # a reduction tile BK = 768 (= B*D) passed by keyword and positionally
+        "import torch\nBK = 768\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x)\n"
+        "        n = x.numel()\n        k[(triton.cdiv(n, BK),)](x, y, n, BK, BK=BK)\n        return y\n",
         # a tile width passed positionally under its name, equal to B*D by coincidence
         "import torch\nTILE_M = 768\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x)\n"
         "        n = x.numel()\n        k[(triton.cdiv(n, TILE_M),)](x, y, n, TILE_M)\n        return y\n",
