@@ -114,3 +114,27 @@ def test_ten_thousand_row_pages_render_in_chromium(large):
         assert dump.returncode == 0, dump.stderr[-2000:]
         assert console_messages(dump.stderr) == [f"gatekeeper leaderboard ready: {PAGE_SIZE} submissions"]
         assert 'data-ready="yes"' in dump.stdout
+
+
+def test_model_and_author_columns_when_the_source_has_them(tmp_path):
+    from test_leaderboard import FOLDER, PROBLEMS  # noqa: F401
+
+    honest = (Path(__file__).resolve().parent.parent / "fixtures/submissions/seed_honest_generic.py").read_text()
+    source = tmp_path / "subs.jsonl"
+    source.write_text("\n".join(json.dumps(r) for r in [
+        {"id": "a", "problem": "seed_mean", "code": honest, "model": "kevin-32b", "author": "<b>lab</b>"},
+        {"id": "b", "problem": "seed_mean", "code": honest + "\nX = 1\n"},
+    ]) + "\n")
+    run = gk("ingest", source, "--problems", PROBLEMS, "--store", tmp_path / "r.db", "--stages", "static")
+    assert run.returncode == 0, run.stderr
+    text = gk("leaderboard", "--store", tmp_path / "r.db")
+    assert "model" in text.stdout and "kevin-32b" in text.stdout
+    page = gk("leaderboard", "--store", tmp_path / "r.db", "--html", tmp_path / "html")
+    assert page.returncode == 0, page.stderr
+    html = (tmp_path / "html" / "index.html").read_text("utf-8")
+    assert "<th>model</th><th>author</th>" in html and "kevin-32b" in html and "&lt;b&gt;lab&lt;/b&gt;" in html
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text(json.dumps({"id": "c", "problem": "seed_mean", "code": honest}) + "\n")
+    gk("ingest", plain, "--problems", PROBLEMS, "--store", tmp_path / "p.db", "--stages", "static")
+    gk("leaderboard", "--store", tmp_path / "p.db", "--html", tmp_path / "plain")
+    assert "<th>model</th>" not in (tmp_path / "plain" / "index.html").read_text("utf-8")

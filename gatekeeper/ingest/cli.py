@@ -95,7 +95,7 @@ def leaderboard(
     from rich.console import Console
 
     from gatekeeper.errors import GatekeeperError
-    from gatekeeper.ingest.leaderboard import build_boards, print_boards
+    from gatekeeper.ingest.leaderboard import build_boards, load_meta, print_boards
     from gatekeeper.ingest.queries import Filters, entries
     from gatekeeper.ingest.store import connect
 
@@ -108,7 +108,7 @@ def leaderboard(
         conn = connect(store, readonly=True)
         try:
             items = list(entries(conn, filters))
-            boards = build_boards(items)
+            boards = build_boards(items, load_meta(conn))
             if html is not None:
                 from gatekeeper.ingest.html_page import write_page
 

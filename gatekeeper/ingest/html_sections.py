@@ -8,7 +8,7 @@ import sqlite3
 from collections import Counter
 from typing import Iterable, Optional
 
-from gatekeeper.ingest.leaderboard import Board, format_sol, format_speedup
+from gatekeeper.ingest.leaderboard import Board, format_sol, format_speedup, has_meta
 from gatekeeper.ingest.queries import Entry, checked_sha, code_for, report_json
 from gatekeeper.ingest.svg_charts import esc
 
@@ -26,20 +26,25 @@ def _best_cell(best) -> str:
 
 def leaderboard_table(boards: list[Board]) -> str:
     rows = []
+    with_meta = has_meta(boards)  # model and author columns only when the source has them
     for b in boards:
         best = b.best
         cats = ", ".join(f"{esc(c)} {n}" for c, n in b.rejects_by_category.items()) or "-"
+        meta = (f"<td>{esc(best.model or '-') if best else '-'}</td><td>{esc(best.author or '-') if best else '-'}</td>"
+                if with_meta else "")
         rows.append(
             f"<tr><td>{esc(b.problem)}</td><td>{esc(b.board)}</td><td class=num>{b.submissions}</td>"
             f"<td class=num>{b.passed}</td><td class=num>{b.rejected}</td><td class=num>{b.errors}</td>"
-            f"<td>{_best_cell(best) if best else '<em>none passed</em>'}</td>"
+            f"<td>{_best_cell(best) if best else '<em>none passed</em>'}</td>{meta}"
             f"<td class=num>{esc(format_speedup(best.speedup)) if best else '-'}</td>"
             f"<td class=num>{esc(format_sol(best.sol_fraction)) if best else '-'}</td><td>{cats}</td></tr>")
     if not rows:
-        rows.append('<tr><td colspan=10><em>no results in this store</em></td></tr>')
+        rows.append('<tr><td colspan=12><em>no results in this store</em></td></tr>')
     return ('<table id="leaderboard"><thead><tr><th>problem</th><th>board (stages · profile · version)</th>'
-            '<th>subs</th><th>pass</th><th>reject</th><th>error</th><th>best passing</th><th>speedup</th>'
-            '<th>SOL</th><th>rejects by category</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table>")
+            '<th>subs</th><th>pass</th><th>reject</th><th>error</th><th>best passing</th>'
+            + ('<th>model</th><th>author</th>' if with_meta else '') +
+            '<th>speedup</th><th>SOL</th><th>rejects by category</th></tr></thead><tbody>' + "".join(rows)
+            + "</tbody></table>")
 
 
 def reject_counts(items: Iterable[Entry]) -> list[tuple[str, int]]:

@@ -17,6 +17,8 @@ class Best(BaseModel):
     sol_fraction: Optional[float] = None
     result_id: int
     warnings: int = 0  # a pass carries only warnings and notes; said next to it wherever it is shown
+    model: Optional[str] = None
+    author: Optional[str] = None
 
     @property
     def timed(self) -> bool:
@@ -50,7 +52,25 @@ def _better(entry: Entry, best: Optional[Best]) -> bool:
     return entry.speedup > best.speedup
 
 
-def build_boards(items: Iterable[Entry]) -> list[Board]:
+Meta = dict[str, tuple[Optional[str], Optional[str]]]
+
+
+def load_meta(conn) -> Meta:
+    """source id -> (model, author), for sources that carry them; {} for older stores."""
+    import sqlite3
+
+    try:
+        rows = conn.execute("SELECT source_id, model, author FROM submission_meta").fetchall()
+    except sqlite3.OperationalError:  # a store written before the table existed
+        return {}
+    return {source_id: (model, author) for source_id, model, author in rows}
+
+
+def has_meta(boards: list[Board]) -> bool:
+    return any(b.best is not None and (b.best.model or b.best.author) for b in boards)
+
+
+def build_boards(items: Iterable[Entry], meta: Optional[Meta] = None) -> list[Board]:
     boards: dict[tuple[str, str], Board] = {}
     categories: dict[tuple[str, str], Counter] = {}
     for entry in items:
@@ -62,7 +82,9 @@ def build_boards(items: Iterable[Entry]) -> list[Board]:
             if _better(entry, board.best):
                 board.best = Best(source_id=entry.source_id, speedup=entry.speedup,
                                   sol_fraction=entry.sol_fraction, result_id=entry.result_id,
-                                  warnings=entry.findings_count)
+                                  warnings=entry.findings_count,
+                                  model=(meta or {}).get(entry.source_id, (None, None))[0],
+                                  author=(meta or {}).get(entry.source_id, (None, None))[1])
         elif entry.verdict == "reject":
             board.rejected += 1
             categories.setdefault(key, Counter()).update(entry.categories)
@@ -84,14 +106,17 @@ def format_sol(value: Optional[float]) -> str:
 def print_boards(boards: list[Board], console) -> None:
     from rich.table import Table
 
-    table = Table("problem", "board", "subs", "pass", "reject", "error", "best passing", "speedup", "SOL",
-                  "rejects by category", box=None)
+    columns = ["problem", "board", "subs", "pass", "reject", "error", "best passing", "speedup", "SOL",
+               "rejects by category"]
+    with_meta = has_meta(boards)
+    table = Table(*columns[:7], *(["model", "author"] if with_meta else []), *columns[7:], box=None)
     for b in boards:
         best = b.best
         cats = ", ".join(f"{c} {n}" for c, n in b.rejects_by_category.items()) or "-"
+        meta_cells = [(best.model or "-") if best else "-", (best.author or "-") if best else "-"] if with_meta else []
         table.add_row(b.problem, b.board, str(b.submissions), str(b.passed), str(b.rejected), str(b.errors),
                       (best.source_id + (f" ({best.warnings} warning(s))" if best.warnings else "")) if best
-                      else "(none passed)",
+                      else "(none passed)", *meta_cells,
                       format_speedup(best.speedup) if best else "-", format_sol(best.sol_fraction) if best else "-",
                       cats)
     console.print(table)

@@ -75,6 +75,8 @@ def make_plan(items: Iterable[Union[Record, BadRecord]], *, source: str, problem
         submission_sha = sha256_bytes(data)
         code_key = (normalised_sha(item.code) if dedupe else None) or submission_sha
         store.add_submission(source, item.source_id, problem.name, problem.sha256, submission_sha, code_key, item.code)
+        if item.model is not None or item.author is not None:
+            store.add_meta(source, item.source_id, item.model, item.author)
         key = (code_key, problem.sha256)
         if key in done:
             if not retry_errors:

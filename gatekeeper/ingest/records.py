@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -13,6 +14,9 @@ class Record:
     problem: str
     code: str
     ref: str
+    # Optional, when the source has them: shown as leaderboard columns.
+    model: Optional[str] = None
+    author: Optional[str] = None
 
 
 @dataclass(frozen=True)

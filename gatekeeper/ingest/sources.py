@@ -20,6 +20,7 @@ from gatekeeper.ingest.records import BadRecord, Record
 Item = Union[Record, BadRecord]
 MAPPING_NAMES = ("problems.json", "mapping.toml")
 FIELDS = ("id", "problem", "code")
+META_FIELDS = ("model", "author")  # optional; the leaderboard shows them when present
 
 
 def read_source(source: Path, mapping: Optional[Path] = None,
@@ -122,7 +123,13 @@ def _from_fields(ref: str, values: dict) -> Item:
     code = values["code"]
     if not isinstance(code, (str, bytes)):
         return BadRecord(ref=ref, source_id=source_id, problem=problem, message=f"{ref}: code must be a string")
-    return _decoded(ref, source_id, problem, code)
+    item = _decoded(ref, source_id, problem, code)
+    meta = {k: str(values[k])[:200] for k in META_FIELDS if isinstance(values.get(k), (str, int))}
+    if meta and isinstance(item, Record):
+        from dataclasses import replace
+
+        item = replace(item, **meta)
+    return item
 
 
 def read_jsonl(path: Path) -> Iterator[Item]:
@@ -182,7 +189,8 @@ def _parquet_items(parquet) -> Iterator[Item]:
         size = parquet.metadata.row_group(group).num_rows
         row = first
         try:
-            for batch in parquet.iter_batches(batch_size=256, row_groups=[group], columns=list(FIELDS)):
+            columns = list(FIELDS) + [f for f in META_FIELDS if f in parquet.schema_arrow.names]
+            for batch in parquet.iter_batches(batch_size=256, row_groups=[group], columns=columns):
                 for values in batch.to_pylist():
                     row += 1
                     yield _from_fields(f"row {row}", values)

@@ -69,6 +69,13 @@ CREATE TABLE IF NOT EXISTS problems (
     name TEXT NOT NULL,
     path TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS submission_meta (
+    source TEXT NOT NULL,
+    source_id TEXT NOT NULL,
+    model TEXT,
+    author TEXT,
+    PRIMARY KEY (source, source_id)
+);
 CREATE TABLE IF NOT EXISTS input_errors (
     id INTEGER PRIMARY KEY,
     source TEXT NOT NULL,
@@ -191,6 +198,13 @@ class Store:
             " code_key=excluded.code_key",
             (source, source_id, problem, problem_sha, submission_sha, code_key))
         self.conn.execute("INSERT OR IGNORE INTO sources VALUES (?, ?)", (submission_sha, code))
+
+    def add_meta(self, source: str, source_id: str, model: Optional[str], author: Optional[str]) -> None:
+        """The submission's model and author, when its source has them (leaderboard columns)."""
+        self._begin()
+        self.conn.execute("INSERT INTO submission_meta VALUES (?, ?, ?, ?) ON CONFLICT (source, source_id)"
+                          " DO UPDATE SET model=excluded.model, author=excluded.author",
+                          (source, source_id, model, author))
 
     def add_input_error(self, source: str, ref: str, source_id: str, problem: str, message: str) -> None:
         self._begin()
