@@ -172,3 +172,22 @@ def test_cpp_static_table_entry_returned_is_a_result_memo_but_a_used_static_work
     workspace = ("  static torch::Tensor ws;\n  if (!ws.defined()) ws = torch::empty({1024}, x.options());\n"
                  "  auto out = at::add(x, ws);\n  return out;\n")
     assert not [f for f in static_findings(CPP.replace("{body}", workspace), profile="strict") if f.rule == "GK105"]
+
+
+def test_reference_class_sniffed_through_a_helper_handed_to_the_extension():
+    src = ("def _timed():\n    return any(c.__name__ == 'Model' for c in nn.Module.__subclasses__())\n"
+           "class ModelNew(nn.Module):\n    def forward(self, x):\n        return _ext.f(x, _timed())\n")
+    found = _mine(src, "GK110")
+    assert len(found) == 1 and "_timed()" in found[0].message and "__subclasses__" in found[0].message
+    init_only = ("def _timed():\n    return any(c.__name__ == 'Model' for c in nn.Module.__subclasses__())\n"
+                 "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.flag = _timed()\n"
+                 "    def forward(self, x):\n        return _ext.f(x)\n")
+    assert _mine(init_only, "GK110", "strict") == []
+
+
+def test_static_tensor_copied_out_is_likely_but_computing_from_it_is_not_flagged():
+    copy = "  static torch::Tensor last;\n  if (last.defined()) return last.clone();\n  last = g(x);\n  return last.clone();\n"
+    found = [f for f in static_findings(CPP.replace("{body}", copy)) if f.rule == "GK105"]
+    assert found and all(f.confidence.value == "likely" for f in found)
+    weight = "  static torch::Tensor wt;\n  if (!wt.defined()) wt = x.t().contiguous();\n  return wt.mm(x);\n"
+    assert not [f for f in static_findings(CPP.replace("{body}", weight), profile="strict") if f.rule == "GK105"]

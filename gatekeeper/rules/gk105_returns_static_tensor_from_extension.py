@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from gatekeeper.report import Category, Severity
+from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 
@@ -28,6 +28,8 @@ class ReturnsStaticTensorFromExtension(Rule):
     severity = Severity.ERROR
     summary = "C++ extension returns a tensor kept in a static variable"
     message = "The extension returns `{name}`, a `static` tensor that survives between calls: every call hands back the same storage."
+    copy = ("The extension returns `{expr}`, a copy of `{name}`, a `static` tensor that survives between calls: "
+            "unless this call rewrote it, the contents stored by an earlier call are handed back.")
     entry = ("The extension returns `{expr}`, an entry of the `static` table `{name}` that survives between calls: "
              "a result stored by an earlier call is handed back without computing.")
     hint = "Allocate the output inside the function on every call (`auto out = torch::empty_like(x);`) and return that; keep only scratch buffers static."
@@ -52,12 +54,14 @@ class ReturnsStaticTensorFromExtension(Rule):
     def check_cpp(self, source: CppSource) -> None:
         tokens = source.tokens
         statics: dict[str, int] = {}
+        plain: set[str] = set()  # a single static tensor, not a table of them
         for i, tok in enumerate(tokens):
             if tok.text != "static" or tok.kind != "ident":
                 continue
             # static <type tokens...> NAME ; | = | ( | {
             j = i + 1
             saw_tensor = False
+            container = False
             depth = 0
             while j < len(tokens) and j < i + 40:
                 text = tokens[j].text
@@ -69,9 +73,13 @@ class ReturnsStaticTensorFromExtension(Rule):
                     depth -= 2
                 if tokens[j].kind == "ident" and text in ("Tensor",):
                     saw_tensor = True
+                if text in ("map", "unordered_map", "vector", "array", "deque", "list"):
+                    container = True
                 if depth <= 0 and tokens[j].kind == "ident" and j + 1 < len(tokens) and tokens[j + 1].text in (";", "=", "{") and j > i + 1:
                     if saw_tensor:
                         statics[text] = tok.offset
+                        if not container:
+                            plain.add(text)
                     break
                 if text in ("(", ";", "{") and depth <= 0:
                     break
@@ -93,11 +101,21 @@ class ReturnsStaticTensorFromExtension(Rule):
                 end = _statement_end(tokens, k, fn.body_end)
                 if first in statics and end == k + 2:
                     self.report_cpp(source, tokens[k].offset, self.message.format(name=first), evidence={"static": first})
+                elif first in plain:
+                    # `return last.clone();`: a copy of the static tensor (a method other
+                    # than a copy or view, `w_t.mm(x)`, computes from it and is fine)
+                    if k + 3 < end and tokens[k + 2].text == "." and tokens[k + 3].text in _COPIES:
+                        expr = "".join(t.text for t in tokens[k + 1:end])[:60]
+                        self.report_cpp(source, tokens[k].offset, self.copy.format(expr=expr, name=first),
+                                        evidence={"static": first, "returns": expr}, confidence=Confidence.LIKELY)
                 elif first in statics or first in aliases:
                     table = first if first in statics else aliases[first]
                     expr = "".join(t.text for t in tokens[k + 1:end])[:60]
                     self.report_cpp(source, tokens[k].offset, self.entry.format(expr=expr, name=table),
                                     evidence={"static": table, "returns": expr})
+
+
+_COPIES = frozenset({"clone", "detach", "contiguous", "to", "view", "reshape"})
 
 
 def _statement_end(tokens, start: int, limit: int) -> int:

@@ -21,6 +21,9 @@ _SIGNALS = {
     "inspect.currentframe": "the caller's stack",
     "traceback.extract_stack": "the caller's stack",
     "torch.is_grad_enabled": None,  # common and honest; listed so it is never flagged
+    # The timing process loads the reference: its `Model` among nn.Module's subclasses.
+    "torch.nn.Module.__subclasses__": "which nn.Module classes the process has loaded (the harness's reference)",
+    "torch.nn.modules.module.Module.__subclasses__": "which nn.Module classes the process has loaded (the harness's reference)",
 }
 
 
@@ -34,6 +37,11 @@ class BranchesOnTimingSignal(Rule):
     or in `__init__` (configuration) are not flagged; only conditions in code that runs per
     call are.
 
+    A predicate helper that returns such a read (`def _timed(): return any(c.__name__ ==
+    "Model" for c in nn.Module.__subclasses__())`) tested in a branch counts as the read, and
+    so does handing such a read to a call on the forward path (`_ext.f(x, _timed())`): the
+    branch is then in the callee, often C++.
+
     Known false-positive patterns it does not fire on, and why: `os.environ` read at import
     or in `__init__` (a debug or build switch decided once); helpers reached only from
     `get_inputs`/`__init__` (not on the forward path); `torch.is_grad_enabled()` (honest
@@ -46,6 +54,8 @@ class BranchesOnTimingSignal(Rule):
     severity = Severity.ERROR
     summary = "forward branches on a signal that tells checking from timing"
     message = "This condition reads {what} (`{name}`) on every call, so the submission can behave differently when it is timed than when it is checked."
+    handed = ("`{callee}()` reads {what} (`{name}`) and its result is handed to a call on every call, so the "
+              "submission can behave differently when it is timed than when it is checked.")
     hint = "Take the same path on every call; decide configuration once in `__init__` from the inputs' properties, never from the harness's state."
 
     VALID = [
@@ -58,11 +68,33 @@ class BranchesOnTimingSignal(Rule):
         "import sys, torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        if 'bench' in ' '.join(sys.argv):\n"
         "            return cheap(x)\n        return run(x)\n",
         "from os import getenv as ge\nimport torch\ndef forward(x):\n    return cheap(x) if ge('TIMING') else run(x)\n",
+        # the reference class loaded in the process, read through a predicate helper
+        "import torch\nimport torch.nn as nn\ndef _timed():\n    return any(c.__name__ == 'Model' for c in nn.Module.__subclasses__())\n"
+        "class ModelNew(nn.Module):\n    def forward(self, x):\n        if _timed():\n            return self.memo\n        return run(x)\n",
+        "import torch\nimport torch.nn as nn\ndef _timed():\n    return any(c.__name__ == 'Model' for c in nn.Module.__subclasses__())\n"
+        "class ModelNew(nn.Module):\n    def forward(self, x):\n        return _ext.f(x, _timed())\n",
     ]
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.hits: list[tuple[str, cst.CSTNode, str]] = []
+        self.helpers: dict[str, str] = {}  # function name -> signal its return value reads
+        self.calls: list[tuple[str, cst.Call, str, bool]] = []  # (function key, call, callee, in a branch test)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        # `_ext.f(x, _being_timed())`: the signal handed to code that branches on it
+        if not self.ctx.functions:
+            return
+        for arg in node.args:
+            value = arg.value
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+                self.calls.append((self.ctx.function_key, value, value.func.value, False))
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if self.ctx.functions and node.value is not None:
+            signal = self._signal_in(node.value)
+            if signal:
+                self.helpers[self.ctx.functions[-1].name.value] = signal
 
     def visit_If(self, node: cst.If) -> None:
         self._scan(node.test)
@@ -83,8 +115,30 @@ class BranchesOnTimingSignal(Rule):
                 if name and _SIGNALS.get(name):
                     self.hits.append((key, current, name))
                     return
+            if isinstance(current, cst.Call):
+                func = current.func
+                callee = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+                if callee:
+                    self.calls.append((key, current, callee, True))
+
+    def _signal_in(self, expr: cst.BaseExpression) -> str | None:
+        for current in subtree(expr):
+            if isinstance(current, (cst.Name, cst.Attribute)):
+                name = self.ctx.qualname(current)
+                if name and _SIGNALS.get(name):
+                    return name
+        return None
 
     def finish(self) -> None:
+        reported: set[int] = set()
+        for key, node, callee, in_test in self.calls:
+            if callee not in self.helpers or id(node) in reported or self.ctx.is_init_only(key):
+                continue
+            reported.add(id(node))
+            name = self.helpers[callee]
+            message = self.message.format(what=_SIGNALS[name], name=name) if in_test else self.handed.format(
+                callee=callee, what=_SIGNALS[name], name=name)
+            self.report(node, message, evidence={"signal": name, "through": callee})
         for key, node, name in self.hits:
             if not self.ctx.is_init_only(key):
                 self.report(node, self.message.format(what=_SIGNALS[name], name=name), evidence={"signal": name})
