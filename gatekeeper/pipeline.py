@@ -178,7 +178,7 @@ def run(
     return Report(
         verdict=verdict, submission=FileRef(path=submission.path, sha256=submission.sha256),
         problem=problem_ref, profile=config.profile, stages=stages, findings=findings,
-        environment=env, seed=options.seed, **{k: v for k, v in extra.items() if k in ("timing", "score")},
+        environment=env, seed=options.seed, **{k: v for k, v in extra.items() if k in ("timing", "score", "work")},
     )
 
 

@@ -140,6 +140,9 @@ class Report(_Model):
     findings: list[Finding] = Field(default_factory=list)
     timing: Optional[dict[str, Any]] = None
     score: Optional[dict[str, Any]] = None
+    work: Optional[dict[str, Any]] = Field(
+        default=None, description="who did the work at run time: per class (own, torch, vendor, glue) the count "
+        "and share of time, the top operators/kernels, and the error-budget ratios (behaviour stage)")
     environment: Environment
     seed: Optional[int] = None
     error: Optional[str] = Field(

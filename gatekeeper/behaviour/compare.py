@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from gatekeeper.sandbox.tensors import is_packed, unpack
 
@@ -73,3 +73,30 @@ def _compare_one(reference: Any, got: Any, tolerances: Any) -> Comparison:
                           {"mismatched": count, "numel": out64.numel(), "max_abs_error": worst,
                            "atol": atol, "rtol": rtol})
     return Comparison(True)
+
+
+def error_ratio(reference: Any, reference64: Any, got: Any, max_numel: int = 1 << 26) -> Optional[dict[str, Any]]:
+    """The error budget: the submission's RMS error against a float64 reference, over the RMS
+    error of the honest computation in the reference's own dtype (floored at that dtype's
+    epsilon times the output's RMS, so an exact reference does not make every ratio infinite).
+    None when it does not apply (not floating, shapes differ, too large, no float64 reference)."""
+    import torch
+
+    if not (is_packed(reference) and is_packed(reference64) and is_packed(got)):
+        return None
+    if list(reference["shape"]) != list(got["shape"]) or list(reference64["shape"]) != list(got["shape"]):
+        return None
+    ref, ref64, out = unpack(reference), unpack(reference64), unpack(got)
+    if not ref.is_floating_point() or not out.is_floating_point() or ref.numel() == 0 or ref.numel() > max_numel:
+        return None
+    ref64 = ref64.double()
+    finite = torch.isfinite(ref64) & torch.isfinite(ref.double()) & torch.isfinite(out.double())
+    if not bool(finite.any()):
+        return None
+    exact = ref64[finite]
+    scale = float(exact.pow(2).mean().sqrt())
+    honest = float((ref.double()[finite] - exact).pow(2).mean().sqrt())
+    error = float((out.double()[finite] - exact).pow(2).mean().sqrt())
+    floor = torch.finfo(ref.dtype).eps * max(scale, 1e-30)
+    return {"ratio": error / max(honest, floor), "error": error, "honest": honest, "floor": floor,
+            "dtype": reference["dtype"]}

@@ -89,6 +89,15 @@ CATALOGUE: dict[str, Check] = {c.code: c for c in [
     Check("GK666", "NoModelNew", C.RUNTIME_FAILURE, E,
           "the submission defines no callable ModelNew class",
           "define `class ModelNew(torch.nn.Module)` with the reference Model's constructor signature"),
+    Check("GK667", "TorchDidTheWork", C.TORCH_FALLBACK, E,
+          "torch did the work at run time on {trial}: {detail}",
+          "compute the result in your own kernel (CUDA/C++/Triton) on every call; torch and vendor libraries "
+          "may do a part of the work only when your kernel does real work (the `default` profile)"),
+    Check("GK668", "LosesPrecision", C.PRECISION_DOWNGRADE, E,
+          "the output is within tolerance on {trial} but {ratio:.0f}x less accurate than an honest {dtype} "
+          "computation of the reference (error against a float64 reference: {error:.3g}, honest: {honest:.3g})",
+          "compute in the reference's dtype (no bf16/fp16 truncation, no dropped terms or low-rank shortcuts); "
+          "the allowed ratio is the setting rules.GK668.options.max_error_ratio"),
     Check("GK670", "NotJitterable", C.HARDCODED_SHAPE, W,
           "the problem could not be jittered ({detail}): shapes baked into the submission cannot be detected",
           "problem authors: size get_inputs from module constants or popcorn_pri.jitter_int, or give "

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from gatekeeper.behaviour.failures import job_errors, model_location, needs_cuda_reason, worker_failure
+from gatekeeper.behaviour.evidence import runtime_evidence
 from gatekeeper.behaviour.findings import finding
 from gatekeeper.behaviour.judge import Judge
 from gatekeeper.behaviour.schedule_judge import ScheduleJudge
@@ -114,7 +115,7 @@ def run_behaviour(submission: Submission, problem_path: Optional[Path], config: 
     """The stage entry point (pipeline.STAGE_RUNNERS). Never raises: a fault of the gatekeeper
     itself is an ERROR outcome (exit 3), never a reject or a traceback."""
     try:
-        return _run_behaviour(submission, problem_path, config, options)
+        return _run_behaviour(submission, problem_path, config, options, findings_so_far)
     except Exception as exc:  # noqa: BLE001 - the last line of defence, reported with its type
         import traceback
 
@@ -123,7 +124,7 @@ def run_behaviour(submission: Submission, problem_path: Optional[Path], config: 
 
 
 def _run_behaviour(submission: Submission, problem_path: Optional[Path], config: Config,
-                   options: RunOptions) -> StageOutcome:
+                   options: RunOptions, findings_so_far: Optional[list[Finding]] = None) -> StageOutcome:
     if problem_path is None:
         return StageOutcome(StageStatus.SKIPPED, reason="no problem given (--problem): nothing to run against")
     timings: dict[str, float] = {}
@@ -214,6 +215,9 @@ def _run_behaviour(submission: Submission, problem_path: Optional[Path], config:
         limits = {"call": config.limits.call_timeout_s, "import": config.limits.import_timeout_s}
         found += worker_failure(result, STAGE, limits, location)
     found += _problem_notes(references, failed, trials, constants, location)
+    work, more = runtime_evidence(result.messages, references, judge, config, location, findings_so_far or [],
+                                  submission.data.decode("utf-8", "replace"))
+    found += more
     timings["judge_s"] = time.perf_counter() - mark
     shapes = {name: r.get("shapes") for name, r in references.items()}
     for f in found:
@@ -221,7 +225,8 @@ def _run_behaviour(submission: Submission, problem_path: Optional[Path], config:
     from gatekeeper.report import Severity
 
     status = StageStatus.FAILED if any(f.severity == Severity.ERROR for f in found) else StageStatus.PASSED
-    outcome = StageOutcome(status, found, environment={k: v for k, v in environment.items() if v is not None})
+    outcome = StageOutcome(status, found, environment={k: v for k, v in environment.items() if v is not None},
+                           report={"work": work} if work else {})
     _attach_run_facts(found, shapes, timings)
     LAST_TIMINGS.clear()
     LAST_TIMINGS.update(timings, reference_worker_s=ref.elapsed_s, submission_worker_s=result.elapsed_s)

@@ -12,9 +12,12 @@ Fresh allocations are poisoned (deterministic mode with fill_uninitialized_memor
 
 from __future__ import annotations
 
+import contextlib
+import time
 import traceback
 from typing import Any, Optional
 
+from gatekeeper.behaviour.attribution import Recorder
 from gatekeeper.behaviour.observe import (
     changed, counts, identities, input_digests, overlaps, settle, storage_range, tensors_of,
 )
@@ -76,6 +79,11 @@ class Subject:
         torch.set_grad_enabled(False)
         warm = torch.randn(64, 64)
         (warm @ warm).sum()  # start torch's own pools before counting threads
+        if self.params.get("attribute", True):
+            from gatekeeper.behaviour.attribution import warm_up, watch_extension_loads
+
+            watch_extension_loads()
+            warm_up(self.device if self.device.startswith("cuda") and torch.cuda.is_available() else "cpu")
         self.baseline = identities()
         torch_ready = time.perf_counter()
         self.channel.phase("import")
@@ -114,13 +122,21 @@ class Subject:
             if isinstance(self.model, torch.nn.Module) else []
         before_counts = counts()
         before = input_digests(inputs)
+        recorder = Recorder(self.device) if self.params.get("attribute", True) else None
         try:
-            out = self.model(*inputs)
+            began = time.perf_counter()
+            with recorder if recorder is not None else contextlib.nullcontext():
+                out = self.model(*inputs)
+            wall = time.perf_counter() - began
             if self.device.startswith("cuda") and isinstance(out, torch.Tensor):
                 torch.cuda.current_stream().synchronize()
                 early = digest(out)
+            if recorder is not None:
+                recorder.finish_device()
             settle(self.device)
         except Exception as exc:
+            if recorder is not None:
+                recorder.finish_device()
             self.channel.send("call-error", trial=label, type=type(exc).__name__, message=str(exc)[:2000],
                               traceback=traceback.format_exc()[-4000:])
             return None
@@ -150,6 +166,8 @@ class Subject:
                 else [pack(t) for t in tensors]
             if self.device.startswith("cuda") and isinstance(out, torch.Tensor):
                 observation["stream_escape"] = early != digest(out)
+        if recorder is not None:
+            observation["work"] = recorder.summary(out, wall)
         self.channel.send("call", **observation)
         self.earlier_outputs.append((label, out))
         return out

@@ -1,0 +1,75 @@
+"""Run-time evidence beyond correctness, judged in the parent after the Judge: who did the
+work (GK667, the report's `work`), the error budget (GK668), and the settling of static
+torch-fallback suspicions."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from gatekeeper.behaviour.compare import error_ratio
+from gatekeeper.behaviour.findings import finding
+from gatekeeper.behaviour.work import judge as judge_work
+from gatekeeper.behaviour.work import settle_static
+from gatekeeper.report import Finding, Location, Severity, StageName
+
+STAGE = StageName.BEHAVIOUR
+DEFAULT_MAX_ERROR_RATIO = 100.0
+
+
+def _options(config: Any, code: str) -> dict[str, Any]:
+    try:
+        return dict(config.rule(code).options)
+    except Exception:
+        return {}
+
+
+def _enabled(config: Any, code: str) -> bool:
+    try:
+        return bool(config.rule(code).enabled)
+    except Exception:
+        return True
+
+
+def runtime_evidence(messages: list[dict[str, Any]], references: dict[str, dict[str, Any]], judge: Any,
+                     config: Any, location: Optional[Location],
+                     static: list[Finding], source: str = "") -> tuple[Optional[dict[str, Any]], list[Finding]]:
+    """(the report's `work` section or None, findings). Mutates `static`: each torch-fallback
+    suspicion that names GK667 (or GK660) gets `runtime: confirmed | cleared`."""
+    found: list[Finding] = []
+    work: Optional[dict[str, Any]] = None
+    calls = {m["trial"]: m["work"] for m in messages if m.get("kind") == "call" and isinstance(m.get("work"), dict)}
+    if calls and _enabled(config, "GK667"):
+        reference_ops = sorted({op for r in references.values() for op in r.get("compute_ops", [])})
+        work, more = judge_work(calls, reference_ops, config.profile, _options(config, "GK667"), location,
+                                 source)
+        found += more
+        settle_static(static, work)
+    if _enabled(config, "GK668"):
+        measured, more = _error_budget(references, judge, config)
+        found += more
+        if measured:
+            work = dict(work or {})
+            work["error_ratio"] = {t: round(r["ratio"], 2) for t, r in measured.items()}
+    return work, found
+
+
+def _error_budget(references: dict[str, dict[str, Any]], judge: Any,
+                  config: Any) -> tuple[dict[str, dict[str, Any]], list[Finding]]:
+    limit = float(_options(config, "GK668").get("max_error_ratio", DEFAULT_MAX_ERROR_RATIO))
+    measured: dict[str, dict[str, Any]] = {}
+    for trial, reference in references.items():
+        if "output64" not in reference or not judge.correct.get(trial) or trial not in judge.outputs:
+            continue
+        result = error_ratio(reference["output"], reference["output64"], judge.outputs[trial])
+        if result is not None:
+            measured[trial] = result
+    over = {t: r for t, r in measured.items() if r["ratio"] > limit}
+    if not over:
+        return measured, []
+    trial, worst = max(over.items(), key=lambda kv: kv[1]["ratio"])
+    f = finding("GK668", STAGE, {"ratios": {t: round(r["ratio"], 1) for t, r in measured.items()},
+                                 "max_error_ratio": limit, **worst, "trials": sorted(over)}, judge.location,
+                trial=trial, ratio=worst["ratio"], dtype=worst["dtype"], error=worst["error"], honest=worst["honest"])
+    if config.profile == "lenient":
+        f.severity = Severity.WARNING
+    return measured, [f]

@@ -1,0 +1,172 @@
+"""Who did the work, judged in the parent from the recorder's per-call summaries
+(gatekeeper.behaviour.attribution): the report's `work` section and the GK667 findings.
+
+Classes: `own` (the submission's compiled functions, custom operators, its kernels),
+`torch` (ATen compute operators and torch's own kernels, inductor's Triton kernels), `vendor`
+(cuBLAS, cuDNN, CUTLASS kernels on a GPU), `glue` (allocation, views, copies: not counted).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from gatekeeper.behaviour.findings import finding
+from gatekeeper.report import Category, Finding, Location, Severity, StageName
+
+STAGE = StageName.BEHAVIOUR
+CODE = "GK667"
+# Static torch-fallback suspicions name the run-time check that settles them. The torch
+# policy engineer was told "GK660", which already means RaisesAtRunTime here; both are accepted.
+CONFIRMING_CODES = ("GK667", "GK660")
+
+_VENDOR = re.compile(r"cublas|cutlass|cudnn|xmma|nvjet|gemv2?[NT]?_kernel|gemmSN|gemmk1|splitKreduce|cufft|"
+                     r"implicit_convolve|^(ampere|hopper|volta|turing|sm\d+)_", re.I)
+_TORCH = re.compile(r"\bat::|at_cuda_detail|\bc10::|^void (at|native|c10)\b|^triton_(poi|per|red|tem|for)_|"
+                    r"CatArrayBatched|cunn_|\bcub::|\bflash::|pytorch_flash", re.I)
+_GLUE_KERNEL = re.compile(r"^Memcpy|^Memset|FillFunctor|direct_copy_kernel|copy_kernel_impl", re.I)
+_GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+)?(?:void\s+)?"
+                     r"(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(")
+_TRITON = re.compile(r"@(?:triton\.)?(?:jit|autotune)[^\n]*\n(?:\s*@[^\n]*\n)*\s*def\s+(\w+)")
+
+
+def own_kernel_names(source: str) -> set[str]:
+    """Kernels the submission defines: CUDA __global__ functions and Triton jit functions. A
+    submission that instantiates CUTLASS templates in its own source owns those kernels too."""
+    names = set(_GLOBAL.findall(source)) | set(_TRITON.findall(source))
+    if "cutlass" in source.lower():
+        names.add("cutlass")
+    return {n for n in names if len(n) > 2}
+
+
+def kernel_class(name: str, own: frozenset[str] | set[str] = frozenset()) -> str:
+    if any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(n)}(?![A-Za-z0-9_])", name) for n in own):
+        return "own"
+    if _GLUE_KERNEL.search(name):
+        return "glue"
+    if _VENDOR.search(name):
+        return "vendor"
+    if _TORCH.search(name):
+        return "torch"
+    return "own"  # not a library's name: an extension kernel whose source we did not parse
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= 120 else name[:117] + "..."
+
+
+def summarise(calls: list[dict[str, Any]], own_kernels: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
+    """Sum every checked call: per class, count and share of time; top names."""
+    classes: dict[str, dict[str, float]] = {c: {"count": 0, "time_s": 0.0} for c in ("own", "torch", "vendor", "glue")}
+    names: dict[tuple[str, str], list[float]] = {}
+    gpu = any(c.get("kernels") for c in calls)
+    wall = 0.0
+    for call in calls:
+        wall += float(call.get("wall_s", 0.0))
+        for own in call.get("own_calls", []):
+            # On a GPU an own call only launches; its kernels carry the device time.
+            _add(classes, names, "own", own["name"], own["count"], 0.0 if gpu else float(own["self_s"]))
+        for op in call.get("ops", []):
+            name = op["name"]
+            cls = "own" if name.startswith("own-op:") else "glue" if op["glue"] else "torch"
+            _add(classes, names, cls, name, op["count"], 0.0 if gpu else float(op["s"]))
+        for kernel in call.get("kernels", []):
+            _add(classes, names, kernel_class(kernel["name"], own_kernels), kernel["name"], 1, float(kernel["s"]))
+    compute = sum(v["time_s"] for k, v in classes.items() if k != "glue")
+    total = compute + classes["glue"]["time_s"]
+    own_of_compute = classes["own"]["time_s"] / compute if compute > 0 else (1.0 if classes["own"]["count"] else 0.0)
+    for value in classes.values():
+        value["share"] = round(value["time_s"] / total, 4) if total > 0 else 0.0
+        value["time_s"] = round(value["time_s"], 6)
+    top = {c: [{"name": _short(n), "count": int(v[0]), "time_s": round(v[1], 6)}
+               for (k, n), v in sorted(names.items(), key=lambda kv: -kv[1][1]) if k == c][:5]
+           for c in classes}
+    return {"device": "cuda" if gpu else "cpu", "calls": len(calls), "wall_s": round(wall, 6),
+            "time_basis": "device time of kernels (CUPTI)" if gpu else "host time of operators and own functions",
+            "classes": classes, "own_share_of_compute": round(own_of_compute, 4), "top": top}
+
+
+def _add(classes: dict, names: dict, cls: str, name: str, count: float, seconds: float) -> None:
+    classes[cls]["count"] += int(count)
+    classes[cls]["time_s"] += seconds
+    entry = names.setdefault((cls, name), [0, 0.0])
+    entry[0] += count
+    entry[1] += seconds
+
+
+def judge_call(call: dict[str, Any], settings: dict[str, Any],
+               own_kernels: frozenset[str] | set[str] = frozenset()) -> Optional[tuple[str, dict[str, Any]]]:
+    """None when the submission's own code did the work; else (why, evidence)."""
+    work = summarise([call], own_kernels)
+    own, torch_, vendor = (work["classes"][c] for c in ("own", "torch", "vendor"))
+    theirs = torch_["count"] + vendor["count"]
+    own_share = work["own_share_of_compute"]
+    evidence = {"shares": {c: v["share"] for c, v in work["classes"].items()}, "own_share_of_compute": own_share,
+                "top_torch": work["top"]["torch"][:3] + work["top"]["vendor"][:3],
+                "producer": call.get("producer")}
+    if call.get("tampered"):
+        return "the submission interfered with the recorder: " + "; ".join(call["tampered"]), evidence
+    if theirs == 0:
+        return None
+    if own["count"] == 0:
+        return "no function or kernel of the submission's own ran; torch computed the output", evidence
+    producer = (call.get("producer") or {}).get("by")
+    min_share = float(settings.get("min_own_share", 0.005))
+    output_share = float(settings.get("torch_output_max_own_share", 0.5))
+    if producer in ("torch", "torch-inside-own") and own_share < output_share:
+        where = "inside the extension (an at:: call)" if producer == "torch-inside-own" else "after the own code ran"
+        return (f"torch computed the returned tensor {where} with {call['producer'].get('op')}; the submission's "
+                f"own code took {own_share:.1%} of the compute time"), evidence
+    if own_share < min_share:
+        return f"the submission's own code took only {own_share:.2%} of the compute time", evidence
+    return None
+
+
+def judge(calls: dict[str, dict[str, Any]], reference_ops: list[str], profile: str, settings: dict[str, Any],
+          location: Optional[Location], source: str = "") -> tuple[dict[str, Any], list[Finding]]:
+    """The report's `work` section and the findings for every checked call."""
+    own_kernels = own_kernel_names(source)
+    work = summarise(list(calls.values()), own_kernels)
+    found: list[Finding] = []
+    failing = {}
+    for trial, call in calls.items():
+        verdict = judge_call(call, settings, own_kernels)
+        if verdict is not None:
+            failing[trial] = verdict
+    if failing:
+        trial, (why, evidence) = next(iter(failing.items()))
+        found.append(finding(CODE, STAGE, dict(evidence, trials=list(failing), work=work["classes"]), location,
+                             detail=why, trial=trial))
+        work["torch_did_the_work"] = True
+        return work, found
+    work["torch_did_the_work"] = False
+    shares = work["classes"]
+    if shares["torch"]["count"] + shares["vendor"]["count"]:
+        used = sorted({o["name"] for c in calls.values() for o in c.get("ops", [])
+                       if not o["glue"] and not o["name"].startswith("own-op:")})
+        overlap = sorted(set(used) & set(reference_ops))
+        strict = profile == "strict" and bool(overlap or shares["vendor"]["count"])
+        own_share = work["own_share_of_compute"]
+        detail = (f"torch or vendor libraries did part of the work (own code {own_share:.0%} of the compute time; "
+                  f"{shares['torch']['count']} torch and {shares['vendor']['count']} vendor operators/kernels)"
+                  + (f"; it computes {', '.join(overlap[:5])}, which the reference computes" if overlap else ""))
+        f = finding(CODE, STAGE, {"shares": {c: v["share"] for c, v in shares.items()}, "own_share_of_compute":
+                                  own_share, "torch_ops": used[:20],
+                                  "reference_ops": overlap}, location, detail=detail, trial="every call")
+        f.severity = Severity.ERROR if strict else Severity.WARNING
+        found.append(f)
+    return work, found
+
+
+def settle_static(static: list[Finding], work: dict[str, Any]) -> None:
+    """Confirm or clear each static torch-fallback suspicion with the run-time evidence:
+    evidence `runtime` = confirmed | cleared; a confirmed one becomes an error."""
+    for f in static:
+        if f.confirmed_by not in CONFIRMING_CODES or f.category != Category.TORCH_FALLBACK:
+            continue
+        if work.get("torch_did_the_work"):
+            f.evidence["runtime"] = "confirmed"
+            f.severity = Severity.ERROR
+        else:
+            f.evidence["runtime"] = "cleared"
+            f.evidence["runtime_own_share"] = work.get("own_share_of_compute")
