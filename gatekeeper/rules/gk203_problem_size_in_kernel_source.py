@@ -55,7 +55,8 @@ class ProblemSizeInKernelSource(Rule):
       of an index into a pointer argument: global memory is laid out by the input's shape);
     - a cap or clamp (`std::min(blocks, 4096)`), a bit pattern (`0x4B000000u`), an
       addend that is not an index (`t0 + 48` with no pointer in the expression), a
-      `__shared__ float s[256]` or register array extent: none is a size role;
+      `__shared__ float s[256]` or register array extent, or an offset into such an array
+      (`s[t0 + 48]`, tile geometry): none is a size role;
     - a number that is 16*48 / 4 or 25*(K*N) by arithmetic: derived relations are only
       asked of literals already used as an index offset or a bound.
     Needs the problem file, whose constants and `get_inputs()` give the dimensions.
@@ -120,6 +121,10 @@ class ProblemSizeInKernelSource(Rule):
         "    for (int j = threadIdx.x; j < BK && k0 + j < n; j += blockDim.x) s[j] = x[k0 + j];\n"
         "    __syncthreads();\n    if (threadIdx.x == 0) for (int j = 0; j < min(BK, n - k0); ++j) acc += s[j];\n"
         "    __syncthreads();\n  }\n  if (threadIdx.x == 0) y[0] = acc;\n}\n'''\n",
+        # a halo of 48 (= D) inside a shared tile: shared-memory geometry, not the input's layout
+        "src = '''\n__global__ void k(const float* x, float* y, int n) {\n  __shared__ float s[96];\n"
+        "  int t0 = threadIdx.x, i = blockIdx.x * 48 + t0;\n  if (i < n) s[t0 + 48] = x[i];\n  __syncthreads();\n"
+        "  if (i < n) y[i] = s[t0 + 48] + s[t0];\n}\n'''\n",
         # a tiled matmul with TILE = 48 (= D): 2-D shared tiles, t * TILE + threadIdx.x, a loop
         # over the tile, and a pointer argument named x next to threadIdx.x
         "src = '''\n#define TILE 48\n__global__ void mm(const float* x, const float* w, float* y, int M, int N, int K) {\n"

@@ -52,6 +52,7 @@ class CppRoles:
     tokens: list[Token]
     functions: list[_Function] = field(default_factory=list)
     _starts: list[int] = field(default_factory=list)
+    _arrays: Optional[set[str]] = None
 
     @classmethod
     def of(cls, source: CppSource) -> "CppRoles":
@@ -95,6 +96,15 @@ class CppRoles:
         self.functions.sort(key=lambda f: f.start)
         self._starts = [f.start for f in self.functions]
 
+    @property
+    def local_arrays(self) -> set[str]:
+        """Names declared as arrays in this source (`__shared__ float s[256]`, `float acc[8]`)."""
+        if self._arrays is None:
+            toks = self.tokens
+            self._arrays = {toks[k - 1].text for k, t in enumerate(toks)
+                            if t.text == "[" and k > 0 and toks[k - 1].kind == "ident" and not _is_index(toks, k)}
+        return self._arrays
+
     def function_at(self, i: int) -> Optional[_Function]:
         self._ensure()
         k = bisect_right(self._starts, i) - 1
@@ -134,6 +144,8 @@ class CppRoles:
             return "bound"
         opener = _opener(toks, i)
         if opener is not None and toks[opener].text == "[" and _is_index(toks, opener):
+            if _text(toks, opener - 1) in self.local_arrays:
+                return None  # s[t0 + 48] into a __shared__ or register array: tile geometry
             if prev in _ADDITIVE or nxt in _ADDITIVE or (prev == "[" and nxt == "]"):
                 return "offset"
             if prev == "*" or nxt == "*":
