@@ -112,6 +112,8 @@ def check(
                              overrides={"profile": profile})
     elif profile is not None:
         config = config.model_copy(update={"profile": profile})
+    if stages != "static":
+        _require_isolation(config)
     scratch: list[Path] = []
     try:
         options = RunOptions(last_stage=STAGE_NAMES[stages], keep_going=keep_going or config.keep_going,
@@ -125,6 +127,19 @@ def check(
     finally:
         for folder in scratch:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _require_isolation(config: Config) -> None:
+    """`--require-isolation` / `require_isolation = true`: refuse before any code runs."""
+    from gatekeeper.errors import InfrastructureError
+    from gatekeeper.sandbox.isolation import IsolationRequired, require
+
+    if config.require_isolation:
+        os.environ["GATEKEEPER_REQUIRE_ISOLATION"] = "1"
+    try:
+        require()
+    except IsolationRequired as exc:
+        raise InfrastructureError(str(exc)) from None
 
 
 def check_static(source_or_path: PathOrCode, problem: Optional[PathOrCode] = None, **kwargs) -> Report:
@@ -160,5 +175,50 @@ def check_many(paths: list[Path], problem: Union[Optional[Path], list[Optional[P
         for item in work:
             yield _check_one(item)
         return
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        yield from pool.map(_check_one, work, chunksize=max(1, len(work) // (jobs * 8)))
+    yield from _pooled(work, jobs)
+
+
+def _pooled(work: list[tuple], jobs: int) -> Iterable[Report]:
+    """Reports from a process pool, in order. A worker that dies (a native crash, a kill)
+    breaks the pool for every file in flight: those are re-run one at a time in a fresh
+    single-process pool, so the file that crashes it gets an error report of its own and
+    the others get theirs."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    pool = ProcessPoolExecutor(max_workers=jobs)
+    try:
+        futures = [pool.submit(_check_one, item) for item in work]
+        for item, future in zip(work, futures):
+            try:
+                yield future.result()
+            except BrokenProcessPool:
+                yield _alone(item)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _alone(item: tuple) -> Report:
+    from concurrent.futures.process import BrokenProcessPool
+
+    with ProcessPoolExecutor(max_workers=1) as single:
+        try:
+            return single.submit(_check_one, item).result()
+        except BrokenProcessPool:
+            return _crash_report(item)
+
+
+def _crash_report(item: tuple) -> Report:
+    """The error report of a file whose checking process died (exit 3 for that file only)."""
+    from gatekeeper.pipeline import environment
+    from gatekeeper.report import FileRef, Verdict
+
+    path, _problem, kwargs = item
+    try:
+        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        digest = ""
+    return Report(verdict=Verdict.ERROR, submission=FileRef(path=str(path), sha256=digest),
+                  profile=kwargs.get("profile") or "default", environment=environment(),
+                  error=("the process checking this file died (a crash in a native library, or it was killed); "
+                         "the other files were checked; re-run this one alone to see more, and report it: "
+                         "gatekeeper must never crash on any input"))

@@ -107,9 +107,16 @@ def check(
     keep_going: bool = typer.Option(False, "--keep-going", help="run every stage even after error findings"),
     seed: Optional[int] = typer.Option(None, "--seed", help="reproduce a run's random inputs"),
     time: bool = typer.Option(False, "--time", help="time and score on the GPU after the gate"),
+    require_isolation: bool = typer.Option(
+        False, "--require-isolation", help="refuse to run submission code unless bubblewrap isolation works"),
 ) -> None:
     """Check submissions. Exit 0 pass, 1 reject, 2 usage error, 3 internal error."""
     from gatekeeper.cli_check import CheckRequest, run_check
+
+    if require_isolation:  # read by every sandboxed job, in this process and in --jobs workers
+        import os
+
+        os.environ["GATEKEEPER_REQUIRE_ISOLATION"] = "1"
 
     request = CheckRequest(
         paths=paths, problem=problem, stages="static" if static_only else ("timing" if time else "behaviour"),

@@ -110,6 +110,9 @@ class Config(_Strict):
         description="honour `# gatekeeper: ignore[GK###]` comments inside submissions",
     )
     max_file_bytes: int = 2_000_000
+    max_file_lines: int = Field(default=20_000, ge=1, description="longer submissions are refused unanalysed")
+    require_isolation: bool = Field(
+        default=False, description="refuse to run code (build, behaviour, timing) unless bubblewrap isolation works")
     jobs: int = Field(default=1, ge=1)
     keep_going: bool = False
     rules: dict[str, RuleSettings] = Field(default_factory=dict)

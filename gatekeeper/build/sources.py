@@ -11,6 +11,7 @@ from typing import Optional
 
 import libcst as cst
 
+from gatekeeper.static.parse_screen import ParseRefused, safe_parse
 from gatekeeper.static.context import FileContext
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.engine import _collect_constants, _Traversal  # the engine's own extraction
@@ -67,8 +68,8 @@ def extract(data: bytes, path: str) -> Optional[Extracted]:
     """None when the file does not parse (the static stage has said so already)."""
     try:
         text = data.decode("utf-8")
-        module = cst.parse_module(text)
-    except (UnicodeDecodeError, cst.ParserSyntaxError):
+        module = safe_parse(text, data)  # screened: libcst's parser must not crash the checker
+    except (UnicodeDecodeError, cst.ParserSyntaxError, ParseRefused):
         return None
     folder = Path(path).parent if path != "<submission>" else None
     ctx = FileContext(path=path, text=text, module=module, profile="default", problem=None, folder=folder)

@@ -16,7 +16,10 @@ def load_module(path: str, name: str, source: Optional[str] = None,
     `inject` puts names into the module's globals before its code runs (the jitter object).
     """
     file = Path(path)
-    text = source if source is not None else file.read_text("utf-8")
+    # utf-8-sig: a byte-order mark is valid in a Python file (the interpreter skips it) but
+    # compile() of a str that starts with U+FEFF fails.
+    text = source if source is not None else file.read_text("utf-8-sig")
+    text = text.removeprefix("\ufeff")
     spec = importlib.util.spec_from_loader(name, loader=None, origin=str(file))
     assert spec is not None
     module = importlib.util.module_from_spec(spec)

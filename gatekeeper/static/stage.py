@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 from typing import Optional, Sequence
@@ -17,8 +16,8 @@ from gatekeeper.static.load_checks import (
     LOAD_RULES,     SubmissionEmpty, SubmissionNotText, SubmissionSyntaxError, SubmissionTooLarge,
 )
 from gatekeeper.static.no_problem import no_problem_notice
+from gatekeeper.static.parse_screen import ParseRefused, safe_parse, syntax_location
 from gatekeeper.static.problem_facts import ProblemFacts
-from gatekeeper.static.python_ast import parse_python
 from gatekeeper.static.rule import Rule
 
 _SUPPRESS = re.compile(r"#\s*gatekeeper:\s*ignore\[([A-Z0-9, ]+)\]")
@@ -49,36 +48,6 @@ def severities(rules: Sequence[type[Rule]], config: Config) -> dict[str, Severit
     return out
 
 
-# libcst's native parser is quadratic in expression depth and crashes (SIGSEGV) past a few
-# thousand levels. A file with few operator characters cannot nest that deep; one with many
-# is parsed by CPython first, whose parser fails cleanly, and its depth is bounded.
-_OPERATOR_BYTES = b"-+~*/%@&|^<>.([{"
-_NOT_OPERATORS = bytes(b for b in range(256) if b not in _OPERATOR_BYTES)
-_OPERATOR_WORDS = (b"if ", b"lambda", b"not ", b"and ", b"or ", b"await ", b"yield")
-_SCREEN_ABOVE = 800
-MAX_DEPTH = 200
-
-
-def nesting_problem(data: bytes, text: str) -> Optional[str]:
-    """Why the file is too deeply nested to analyse safely, or None."""
-    count = len(data.translate(None, _NOT_OPERATORS)) + sum(data.count(w) for w in _OPERATOR_WORDS)
-    if count < _SCREEN_ABOVE:
-        return None
-    try:
-        tree = parse_python(text)
-    except SyntaxError as exc:
-        return f"Python rejects it: {exc.msg} (line {exc.lineno})."
-    except (RecursionError, MemoryError):
-        return "Its expressions nest too deeply for Python's own parser."
-    stack = [(tree, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            return f"Its expressions nest more than {MAX_DEPTH} levels deep."
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-    return None
-
-
 def run_static(data: bytes, path: str, config: Config, problem: Optional[ProblemFacts]) -> list[Finding]:
     if len(data) > config.max_file_bytes:
         return [_load_finding(SubmissionTooLarge, path,
@@ -91,15 +60,20 @@ def run_static(data: bytes, path: str, config: Config, problem: Optional[Problem
         return [_load_finding(SubmissionNotText, path, "It contains NUL bytes.")]
     if not text.strip():
         return [_load_finding(SubmissionEmpty, path)]
-    too_deep = nesting_problem(data, text)
-    if too_deep is not None:
-        return [_load_finding(SubmissionSyntaxError, path, too_deep)]
+    lines = text.count("\n") + 1
+    if lines > config.max_file_lines:
+        return [_load_finding(SubmissionTooLarge, path,
+                              f"It has {lines:,} lines; the limit is {config.max_file_lines:,}.")]
+    text = text.removeprefix("\ufeff")  # a byte-order mark is valid Python; positions count without it
     try:
-        module = cst.parse_module(text)
+        module = safe_parse(text, data)
+    except ParseRefused as exc:
+        return [_load_finding(SubmissionSyntaxError, path, exc.reason)]
     except cst.ParserSyntaxError as exc:
-        return [_load_finding(SubmissionSyntaxError, path, exc.message, exc.raw_line, exc.raw_column + 1)]
-    except RecursionError:
-        return [_load_finding(SubmissionSyntaxError, path, "It nests too deeply to parse.")]
+        line, column, message = syntax_location(text)  # CPython's location is the accurate one
+        if line is None:
+            line, column, message = exc.raw_line, exc.raw_column + 1, exc.message
+        return [_load_finding(SubmissionSyntaxError, path, message, line, column)]
     rules = active_rules(config)
     settings = {code: s.options for code, s in config.rules.items()}
     folder = Path(path).parent if path and Path(path).exists() else None
