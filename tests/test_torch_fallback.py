@@ -511,3 +511,11 @@ def test_a_flag_on_self_read_from_the_environment_is_read_at_its_default():
     # a flag the forward flips (an except that disables the kernel) is not fixed
     flipped = dead.replace("        return x.mean(0)\n", "        self.use_kernel = True\n        return x.mean(0)\n")
     assert [f.severity for f in static_findings(flipped) if f.rule == "GK310"] == [Severity.WARNING]
+
+
+def test_a_module_flag_rebound_in_a_try_block_is_not_fixed():
+    source = ("USE_KERNEL = False\ntry:\n    import triton\n    USE_KERNEL = True\nexcept ImportError:\n    pass\n"
+              + FALLBACK.format(cond="USE_KERNEL"))
+    assert [f.severity for f in static_findings(source) if f.rule == "GK310"] == [Severity.WARNING]
+    once = "USE_KERNEL = False\n" + FALLBACK.format(cond="USE_KERNEL")
+    assert [f.severity for f in static_findings(once) if f.rule == "GK310"] == [Severity.ERROR]

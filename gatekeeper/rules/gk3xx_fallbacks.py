@@ -162,17 +162,22 @@ _CASTS = {"builtins.int": int, "builtins.bool": bool, "builtins.str": str, "buil
 _STR_METHODS = frozenset({"lower", "upper", "strip", "casefold"})
 
 
-def _static_value(usage: "TorchUsage", expr: cst.BaseExpression, depth: int) -> object:
+def _static_value(usage: "TorchUsage", expr: cst.BaseExpression, depth: int, names: bool = True) -> object:
+    """The value of an expression fixed in the file, or _UNKNOWN. `names=False` inside a
+    `self.X = ...` value: a bare name there is usually a parameter (`self.dim = dim`), not
+    the module constant of the same name."""
     if depth > 8:
         return _UNKNOWN
     if isinstance(expr, cst.Name):
         if expr.value in ("True", "False", "None"):
             return {"True": True, "False": False, "None": None}[expr.value]
-        values = usage.ctx.constants.get(expr.value, [])
-        return _static_value(usage, values[0], depth + 1) if len(values) == 1 else _UNKNOWN
+        values = usage.ctx.constants.get(expr.value, []) if names else []
+        if len(values) != 1 or _bindings(usage).get(expr.value, 0) != 1:
+            return _UNKNOWN  # rebound somewhere (`X = None` then `try: X = load(...)`): not fixed
+        return _static_value(usage, values[0], depth + 1, names)
     if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
         values = _self_assignments(usage).get(expr.attr.value, [])
-        return _static_value(usage, values[0], depth + 1) if len(values) == 1 else _UNKNOWN
+        return _static_value(usage, values[0], depth + 1, False) if len(values) == 1 else _UNKNOWN
     if isinstance(expr, (cst.Integer, cst.Float)):
         try:
             return int(expr.value.replace("_", ""), 0) if isinstance(expr, cst.Integer) else float(expr.value)
@@ -181,14 +186,14 @@ def _static_value(usage: "TorchUsage", expr: cst.BaseExpression, depth: int) -> 
     if isinstance(expr, cst.SimpleString):
         return expr.evaluated_value
     if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
-        items = [_static_value(usage, e.value, depth + 1) for e in expr.elements]
+        items = [_static_value(usage, e.value, depth + 1, names) for e in expr.elements]
         return _UNKNOWN if any(i is _UNKNOWN for i in items) else tuple(items)
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
-        inner = _static_value(usage, expr.expression, depth + 1)
+        inner = _static_value(usage, expr.expression, depth + 1, names)
         return _UNKNOWN if inner is _UNKNOWN else not inner
     if isinstance(expr, cst.BooleanOperation):
-        left = _static_value(usage, expr.left, depth + 1)
-        right = _static_value(usage, expr.right, depth + 1)
+        left = _static_value(usage, expr.left, depth + 1, names)
+        right = _static_value(usage, expr.right, depth + 1, names)
         if isinstance(expr.operator, cst.And):
             if (left is not _UNKNOWN and not left) or (right is not _UNKNOWN and not right):
                 return False
@@ -197,10 +202,34 @@ def _static_value(usage: "TorchUsage", expr: cst.BaseExpression, depth: int) -> 
             return True
         return _UNKNOWN if _UNKNOWN in (left, right) else False
     if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
-        return _compare(usage, expr, depth)
+        return _compare(usage, expr, depth, names)
     if isinstance(expr, cst.Call):
-        return _call_value(usage, expr, depth)
+        return _call_value(usage, expr, depth, names)
     return _UNKNOWN
+
+
+def _bindings(usage: "TorchUsage") -> dict[str, int]:
+    """How many times each name is bound anywhere in the file (module level, in try/if
+    blocks, through `global` in functions, as a loop target)."""
+    found = usage.ctx.__dict__.get("_gk3_bindings")
+    if found is None:
+        found = {}
+        for entering, node in walk(usage.ctx.module):
+            if not entering:
+                continue
+            targets: list[cst.CSTNode] = []
+            if isinstance(node, cst.Assign):
+                targets = [t.target for t in node.targets]
+            elif isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For)):
+                targets = [node.target]
+            elif isinstance(node, cst.Global):
+                targets = [n.name for n in node.names]
+            for target in targets:
+                for sub_entering, sub in walk(target):
+                    if sub_entering and isinstance(sub, cst.Name):
+                        found[sub.value] = found.get(sub.value, 0) + 1
+        usage.ctx.__dict__["_gk3_bindings"] = found
+    return found
 
 
 def _self_assignments(usage: "TorchUsage") -> dict[str, list[cst.BaseExpression]]:
@@ -224,13 +253,13 @@ def _self_assignments(usage: "TorchUsage") -> dict[str, list[cst.BaseExpression]
     return found
 
 
-def _compare(usage: "TorchUsage", expr: cst.Comparison, depth: int) -> object:
+def _compare(usage: "TorchUsage", expr: cst.Comparison, depth: int, names: bool) -> object:
     target = expr.comparisons[0]
     op = target.operator
     if isinstance(op, (cst.In, cst.NotIn)) and usage.ctx.qualname(target.comparator) == "os.environ":
         return isinstance(op, cst.NotIn)  # "USE_X" in os.environ: unset under the harness
-    left = _static_value(usage, expr.left, depth + 1)
-    right = _static_value(usage, target.comparator, depth + 1)
+    left = _static_value(usage, expr.left, depth + 1, names)
+    right = _static_value(usage, target.comparator, depth + 1, names)
     if _UNKNOWN in (left, right):
         return _UNKNOWN
     try:
@@ -249,13 +278,13 @@ def _compare(usage: "TorchUsage", expr: cst.Comparison, depth: int) -> object:
     return _UNKNOWN
 
 
-def _call_value(usage: "TorchUsage", call: cst.Call, depth: int) -> object:
+def _call_value(usage: "TorchUsage", call: cst.Call, depth: int, names: bool) -> object:
     qual = usage.ctx.qualname(call.func) or ""
     args = [a.value for a in call.args if a.keyword is None]
     if qual in _ENV_GETTERS:
-        return _static_value(usage, args[1], depth + 1) if len(args) > 1 else None
+        return _static_value(usage, args[1], depth + 1, names) if len(args) > 1 else None
     if qual in _CASTS and len(args) == 1:
-        value = _static_value(usage, args[0], depth + 1)
+        value = _static_value(usage, args[0], depth + 1, names)
         if value is _UNKNOWN:
             return _UNKNOWN
         try:
@@ -264,7 +293,7 @@ def _call_value(usage: "TorchUsage", call: cst.Call, depth: int) -> object:
         except (TypeError, ValueError):
             return _UNKNOWN
     if isinstance(call.func, cst.Attribute) and call.func.attr.value in _STR_METHODS and not args:
-        value = _static_value(usage, call.func.value, depth + 1)
+        value = _static_value(usage, call.func.value, depth + 1, names)
         return getattr(value, call.func.attr.value)() if isinstance(value, str) else _UNKNOWN
     return _UNKNOWN
 
