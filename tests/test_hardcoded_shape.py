@@ -236,3 +236,23 @@ def test_deeply_nested_cpp_constants_are_not_constant_not_a_crash(body):
     src = "src = '''\n" + body + "__global__ void k(float* y) { y[threadIdx.x + N] = 0; }\n'''\n"
     findings = static_findings(src, SEED_PROBLEM_SRC)
     assert not [f for f in findings if f.rule == "GK003" or "nests too deeply" in f.message]
+
+
+HONEST_SEED = (FIXTURES / "submissions" / "seed_honest_generic.py").read_text("utf-8")
+
+
+@pytest.mark.parametrize("old,new,rule,confidence", [
+    # a literal bound or stride where the kernel also gets n: suspect, confirmed at run time
+    ("if (i >= n) return;", "if (i >= 768) return;", "GK203", "suspect"),
+    ("x[(long)r * n + i]", "x[(long)r * 768 + i]", "GK203", "suspect"),
+    # the output allocated at (16, 48), or the size handed to the launch as a constant: likely
+    ("torch::empty({x.size(1), x.size(2)}, x.options())", "torch::empty({16, 48}, x.options())", "GK203", "likely"),
+    ("int n = x.size(1) * x.size(2);", "int n = 768;", "GK203", "likely"),
+    # a constant grid whose blocks cover B*D exactly, next to size reads: suspect
+    ("int blocks = (n + threads - 1) / threads;", "int blocks = 3;", "GK204", "suspect"),
+])
+def test_one_baked_in_size_in_the_honest_seed_is_found(old, new, rule, confidence):
+    assert old in HONEST_SEED
+    found = [f for f in static_findings(HONEST_SEED.replace(old, new), SEED_PROBLEM_SRC) if f.rule == rule]
+    assert found and found[0].confidence.value == confidence
+    assert found[0].severity == (Severity.WARNING if confidence == "suspect" else Severity.ERROR)

@@ -247,6 +247,7 @@ class ProblemSizeInKernelSource(Rule):
                 continue
             reported.add(const.value)
             self._report_named(source, facts, const, hits[0][0], _ROLES[hits[0][1]], all(reads for _, _, reads in hits))
+        self._local_size_arguments(source, facts, problem, reported)
         for index in [k for k, t in enumerate(tokens) if t.kind == "number"]:
             value = tokens[index].int_value
             if value is None or value in reported or index in in_bodies:
@@ -278,7 +279,24 @@ class ProblemSizeInKernelSource(Rule):
         if reads and _is_tile_like(value) and not (role in ("offset", "stride") and roles.indexes_global(index)):
             return None  # a power-of-two width next to run-time sizes, unless it lays out an input
         why = exact or _meaning(self.ctx.problem, value, role, vector=facts.vector_types)
-        return (why, role, reads) if why is not None else None
+        # an output allocated at literal sizes is likely whatever else the function reads
+        return (why, role, reads and role != "alloc") if why is not None else None
+
+    def _local_size_arguments(self, source: CppSource, facts: CppFacts, problem, reported: set[int]) -> None:
+        """`int n = 768;` handed to a kernel launch as its size: the C++ form of GK206."""
+        arguments = _launch_arguments(facts)
+        if not arguments:
+            return
+        for const in facts.constants.values():
+            if const.kind != "local" or not const.body:
+                continue
+            value = facts.value_of(const.name, 0)
+            why = problem.explain(value) if value is not None and value not in reported else None
+            if why is None or _is_tile_like(value):
+                continue  # a power of two passed along is a block or tile width as often as a size
+            if any(i in arguments for i in facts.uses.get(const.name, [])):
+                reported.add(value)
+                self._report_named(source, facts, const, why, "a size argument of a kernel launch", False)
 
     def _report_named(self, source: CppSource, facts: CppFacts, const: CppConstant, why: str, role: str,
                       reads: bool) -> None:
@@ -305,6 +323,24 @@ def _meaning(problem, value: int, role: str, vector: bool) -> Optional[str]:
         derived = problem.explain_offset(value)
         return derived if derived is not None and "vectors" in derived else None
     return None
+
+
+def _launch_arguments(facts: CppFacts) -> set[int]:
+    """Token indices of the arguments of every `k<<<grid, block>>>(...)` call."""
+    out: set[int] = set()
+    toks = facts.tokens
+    for launch in facts.launches:
+        end = launch.index
+        while end < len(toks) and toks[end].text != ">>>":
+            end += 1
+        if end + 1 < len(toks) and toks[end + 1].text == "(":
+            depth = 0
+            for k in range(end + 1, len(toks)):
+                depth += {"(": 1, ")": -1}.get(toks[k].text, 0)
+                if depth == 0:
+                    break
+                out.add(k)
+    return out
 
 
 def _steps_tiles(toks, i: int) -> bool:
