@@ -41,10 +41,14 @@ class ProblemSizeInKernelSource(Rule):
     Why it games the benchmark: the kernel is only right for the nominal shapes, which the
     benchmark happens to use; any other input gives wrong values or reads out of bounds.
 
+    A local constant handed to a kernel launch as an argument (`int n = 768;` then
+    `k<<<g, b>>>(..., n)`) is reported too: the kernel is told the nominal size.
+
     Confidence: likely where the function holding the literal learns no size at run time
-    (no integer parameter, no `size()`/`numel()`); suspect where it also reads sizes (the
-    literal may be a tile width), which the behaviour stage's jittered-shape check (GK602)
-    confirms or clears. A suspect is a warning outside the `strict` profile.
+    (no integer parameter, no `size()`/`numel()`), for an allocation at literal sizes, and
+    for a constant size argument; suspect where the function also reads sizes (the literal
+    may be a tile width), which the behaviour stage's jittered-shape check (GK602) confirms
+    or clears. A suspect is a warning outside the `strict` profile.
 
     Known false-positive patterns, and why it does not fire on them:
     - a tile or block width equal to a size (`#define TILE 48`, `BK = 512`,
