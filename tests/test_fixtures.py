@@ -78,3 +78,6 @@ def test_run_fixture(case):
         assert not runtime, f"{case['submission']}: run-time error findings on an honest-at-run-time fixture\n{detail}"
     for category in case["categories"]:
         assert category in runtime, f"{case['submission']}: {category} not reported at run time\n{detail}"
+    codes = {f.rule for f in report.errors() if f.stage.value in ("build", "behaviour")}
+    for rule in case.get("rules", []):  # the run-time check that must name the mechanism
+        assert rule in codes, f"{case['submission']}: {rule} not reported at run time\n{detail}"

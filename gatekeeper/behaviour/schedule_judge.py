@@ -46,7 +46,11 @@ class ScheduleJudge:
             else:
                 result = compare(ref["output"], message["output"], self.tolerances)
                 ok, detail = result.ok, result.detail
-            self.outcomes[index] = Outcome(index, ref["kind"], ref["dist"], ref.get("base"), ok, detail)
+            dist = ref["dist"]
+            base = self._calls().get(ref.get("base")) if ref.get("base") is not None else None
+            if base is not None and dist == "normal":
+                dist = base["dist"]  # a near-duplicate keeps its base's structure
+            self.outcomes[index] = Outcome(index, ref["kind"], dist, ref.get("base"), ok, detail)
 
     def _calls(self) -> dict[int, dict[str, Any]]:
         if not hasattr(self, "_by_index"):
@@ -78,12 +82,14 @@ class ScheduleJudge:
         if not wrong:
             return
         previous = {o.index: p.index for p, o in zip(ordered, ordered[1:])}
-        plain = [o for o in wrong if o.kind == "fresh" and o.dist == "normal"]
+        # Each wrong call in one bucket, by what was special about its input.
         near = [o for o in wrong if o.kind.startswith("near") and o.base in ok]
-        reuse = [o for o in wrong if o.kind == "reuse" and previous.get(o.index) in ok]
-        overwrite = [o for o in wrong if o.kind == "overwrite" and previous.get(o.index) in ok]
-        plain_ok = any(o.ok and o.kind == "fresh" and o.dist == "normal" for o in ordered)
-        dists = [o for o in wrong if o.kind == "fresh" and o.dist != "normal"] if not plain else []
+        dists = [o for o in wrong if o not in near and o.dist != "normal"]
+        reuse = [o for o in wrong if o.kind == "reuse" and o.dist == "normal" and previous.get(o.index) in ok]
+        overwrite = [o for o in wrong if o.kind == "overwrite" and o.dist == "normal" and previous.get(o.index) in ok]
+        special = {o.index for o in near + dists + reuse + overwrite}
+        inherited = {o.index for o in wrong if o.kind.startswith("near") and o.base not in ok}  # as its base
+        plain = [o for o in wrong if o.index not in special and o.index not in inherited]
         if near:
             one = any(o.kind == "near-one" for o in near)
             add("GK671", "schedule", self._evidence(near), where=self._where(near), detail=near[0].detail,
@@ -93,27 +99,27 @@ class ScheduleJudge:
         if overwrite:
             add("GK611", "schedule", self._evidence(overwrite), detail=f"{self._where(overwrite)}: "
                 f"{overwrite[0].detail}")
-        if dists and plain_ok:
+        if dists and not plain:
             names = sorted({o.dist for o in dists})
             add("GK673", "schedule", self._evidence(dists), dists=", ".join(names), where=self._where(dists),
                 detail=dists[0].detail)
-        self._when(ordered, wrong, add, explained=bool(near or reuse or overwrite or (dists and plain_ok)))
+        if plain:
+            self._when(ordered, wrong, plain, add)
 
-    def _when(self, ordered: list[Outcome], wrong: list[Outcome], add: Callable[..., None], explained: bool) -> None:
-        """Wrong only from some call on: when the process began to look timed, or after a count.
-        Every kind of call that fails later must have passed before, so a submission that is
-        simply wrong on some kind of input is not mistaken for one that changes over time."""
+    def _when(self, ordered: list[Outcome], wrong: list[Outcome], plain: list[Outcome],
+              add: Callable[..., None]) -> None:
+        """Plain calls (new values, nothing special) wrong only from some call on: from when
+        the process began to look timed, or after a number of calls; else simply wrong."""
         first = wrong[0].index
         before = [o for o in ordered if o.index < first]
-        passed_kinds = {o.kind for o in before}
-        changes = bool(before) and {o.kind for o in wrong} <= passed_kinds
+        changes = any(o.kind == "fresh" and o.dist == "normal" for o in before)
         timed_from = int(self.reference.get("timed_from") or 0)
         window = [o.index for o in ordered if o.index >= timed_from][:TIMED_WINDOW]
         if changes and timed_from > 0 and first in window:
             add("GK676", "schedule", self._evidence(wrong), wrong=len(wrong), where=self._where(wrong))
-        elif changes and len(before) >= ARMING_PREFIX and any(o.kind == "fresh" for o in wrong):
+        elif changes and len(before) >= ARMING_PREFIX:
             add("GK674", "schedule", self._evidence(wrong), first=len(before), wrong=len(wrong),
                 where=self._where(wrong))
-        elif not explained:
-            add("GK677", "schedule", self._evidence(wrong), wrong=len(wrong), total=len(ordered),
-                where=self._where(wrong), detail=wrong[0].detail)
+        else:
+            add("GK677", "schedule", self._evidence(plain), wrong=len(plain), total=len(ordered),
+                where=self._where(plain), detail=plain[0].detail)

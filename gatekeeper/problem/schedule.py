@@ -77,7 +77,7 @@ def plan_schedule(seed: int, distributions: list[str], low: int = LOW, high: int
             kind = "fresh"
         else:
             kind = rng.choices(KINDS, weights=(50, 15, 15, 8, 12))[0]
-        dist = rng.choice(dists) if kind in ("fresh", "overwrite", "reuse") and rng.random() < 0.5 else "normal"
+        dist = rng.choice(dists) if kind in ("fresh", "overwrite", "reuse") and rng.random() < 0.6 else "normal"
         base = None
         if kind.startswith("near"):
             base = rng.randrange(max(0, index - 16), index)  # recent: a cache may keep only a few
