@@ -185,7 +185,9 @@ def _pooled(work: list[tuple], jobs: int) -> Iterable[Report]:
     the others get theirs."""
     from concurrent.futures.process import BrokenProcessPool
 
-    pool = ProcessPoolExecutor(max_workers=jobs)
+    from gatekeeper.sandbox.lifeline import die_with_parent
+
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=die_with_parent)
     try:
         futures = [pool.submit(_check_one, item) for item in work]
         for item, future in zip(work, futures):
@@ -200,7 +202,9 @@ def _pooled(work: list[tuple], jobs: int) -> Iterable[Report]:
 def _alone(item: tuple) -> Report:
     from concurrent.futures.process import BrokenProcessPool
 
-    with ProcessPoolExecutor(max_workers=1) as single:
+    from gatekeeper.sandbox.lifeline import die_with_parent
+
+    with ProcessPoolExecutor(max_workers=1, initializer=die_with_parent) as single:
         try:
             return single.submit(_check_one, item).result()
         except BrokenProcessPool:

@@ -80,7 +80,7 @@ def _build_job(path: Path, limits: dict[str, float], config: Config, folder: Pat
                    default_timeout_s=config.limits.build_timeout_s, memory_mb=config.limits.memory_mb,
                    cap_address_space=not cuda_present(),
                    env={"TORCH_EXTENSIONS_DIR": str(folder), "MAX_JOBS": "2"},
-                   write_roots=[str(folder)])
+                   write_roots=[str(folder)], verbatim_errors=True)  # compiler output maps to lines
 
 
 def _outcome(result, submission: Submission, extracted: Extracted, key: str, config: Config,

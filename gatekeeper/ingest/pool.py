@@ -75,7 +75,7 @@ class WorkerPool:
         self.pids: list[int] = []  # every worker ever started, for tests and diagnostics
 
     def _start(self, slot: int) -> _Worker:
-        env = {**os.environ, **self.envs[slot]}
+        env = {**os.environ, **self.envs[slot], "GATEKEEPER_PARENT_PID": str(os.getpid())}
         log = tempfile.TemporaryFile()
         process = subprocess.Popen(
             [sys.executable, "-m", "gatekeeper.ingest.worker"], stdin=subprocess.PIPE,

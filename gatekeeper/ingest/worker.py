@@ -50,6 +50,9 @@ def check_task(task: dict, stages: str, config) -> dict:
 
 
 def main() -> int:
+    from gatekeeper.sandbox.lifeline import die_with_parent
+
+    die_with_parent()  # a killed `ingest` takes its workers (and their sandboxes) with it
     channel = _protocol_channel()
     setup_line = sys.stdin.readline()
     if not setup_line:

@@ -24,6 +24,7 @@ from typing import Any, Optional
 from gatekeeper.sandbox.channel import ChannelError, FrameReader, pack_message
 from gatekeeper.sandbox.isolation import Isolation, detect, require
 from gatekeeper.sandbox.reaper import reap_tagged, tag
+from gatekeeper.sandbox.scrub import scrub_message, scrub_text
 
 # Environment variables a worker may inherit; everything else is dropped.
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
@@ -157,11 +158,15 @@ class Job:
         isolate: bool = True,
         workdir: Optional[Path] = None,
         keep_stdin: bool = False,
+        verbatim_errors: bool = False,
     ) -> None:
         self.isolation: Isolation = require(detect()) if isolate else Isolation("none", "isolation not requested")
         self.own_dir = workdir is None
         self.work = Path(tempfile.mkdtemp(prefix="tmp")) if self.own_dir else Path(workdir)
         self.timeouts, self.default_timeout_s = timeouts, default_timeout_s
+        # What a submission says goes into reports only scrubbed (docs/threat-model.md):
+        # the build's compiler output is the exception, and even there the view is bwrap's.
+        self.verbatim_errors = verbatim_errors
         self.rss_cap_mb = memory_mb if not cap_address_space else None
         secret = os.urandom(32)
         self.reader = FrameReader(secret)
@@ -235,8 +240,10 @@ class Job:
                      self.rss_cap_mb, (self.out_path, self.err_path))
             self.close_stdin()
             result.returncode = self.proc.returncode
-            result.stdout_tail = _tail(self.out_path)
-            result.stderr_tail = _tail(self.err_path)
+            result.stdout_tail = scrub_text(_tail(self.out_path), 1000)
+            result.stderr_tail = _tail(self.err_path) if self.verbatim_errors else scrub_text(_tail(self.err_path), 2000)
+            if not self.verbatim_errors:
+                result.messages = [scrub_message(m) for m in result.messages]
         finally:
             _kill(self.proc)  # the wrapper (bwrap's init) and with it everything the job started
             reap_tagged(self.tag)
