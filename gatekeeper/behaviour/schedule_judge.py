@@ -112,7 +112,10 @@ class ScheduleJudge:
         the process began to look timed, or after a number of calls; else simply wrong."""
         first = wrong[0].index
         before = [o for o in ordered if o.index < first]
-        changes = any(o.kind == "fresh" and o.dist == "normal" for o in before)
+        # Changes over time: right before, and wrong on most plain calls after (not a lone slip).
+        after = [o for o in ordered if o.index >= first and o.kind == "fresh" and o.dist == "normal"]
+        changes = any(o.kind == "fresh" and o.dist == "normal" for o in before) \
+            and sum(not o.ok for o in after) >= 0.5 * max(len(after), 1)
         timed_from = int(self.reference.get("timed_from") or 0)
         window = [o.index for o in ordered if o.index >= timed_from][:TIMED_WINDOW]
         if changes and timed_from > 0 and first in window:

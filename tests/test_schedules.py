@@ -1,0 +1,190 @@
+"""The call schedule (issue 15) and value distributions (issue 11 item 2), piece by piece with
+real torch: the plan, the one-way secrets, the distributions, near-duplicates, same-address
+inputs, small-size jitter and how the parent buckets wrong calls. The end-to-end fixtures
+(hacked + honest pairs) are in fixtures/manifest/behaviour.toml."""
+
+import libcst as cst
+import pytest
+import torch
+
+from gatekeeper.behaviour.schedule_judge import ScheduleJudge
+from gatekeeper.behaviour.schedule_subject import build_inputs, plant_decoy
+from gatekeeper.problem.implicit import small_input_constants
+from gatekeeper.problem.jitter import JitterSpec
+from gatekeeper.problem.plan import plan_trials
+from gatekeeper.problem.schedule import HIGH, LOW, MIN_CALLS, Schedule, budgeted_count, plan_schedule
+from gatekeeper.problem.secret import derive, init_seed
+from gatekeeper.problem.sidecar import Sidecar
+from gatekeeper.problem.values import DISTRIBUTIONS, apply_distribution, near_duplicate
+from gatekeeper.sandbox.tensors import pack
+
+
+def test_schedule_is_drawn_per_run_and_reproducible_from_the_seed():
+    a, b, again = plan_schedule(1, list(DISTRIBUTIONS)), plan_schedule(2, list(DISTRIBUTIONS)), plan_schedule(1, list(DISTRIBUTIONS))
+    assert a.to_json() == again.to_json()
+    assert len(a.steps) != len(b.steps) or a.timed_from != b.timed_from
+    for plan in (a, b):
+        assert LOW <= len(plan.steps) <= HIGH
+        assert len(plan.steps) // 4 <= plan.timed_from <= len(plan.steps) // 2
+        kinds = {s.kind for s in plan.steps}
+        assert kinds == {"fresh", "near-one", "near-sparse", "overwrite", "reuse"}
+        assert all(s.base is not None and s.base < s.index for s in plan.steps if s.kind.startswith("near"))
+        assert len({s.seed for s in plan.steps}) == len(plan.steps)  # no two calls share values
+        assert {s.dist for s in plan.steps} - {"normal"} == set(DISTRIBUTIONS)
+    assert Schedule.from_json(a.to_json()).to_json() == a.to_json()
+
+
+def test_sidecar_limits_the_distributions():
+    plan = plan_schedule(3, Sidecar.model_validate({"values": {"distributions": ["positive"]}}).values.allowed())
+    assert {s.dist for s in plan.steps} == {"normal", "positive"}
+    assert Sidecar.model_validate({"values": {"enabled": False}}).values.allowed() == []
+
+
+def test_the_seed_the_submission_sees_is_not_the_run_seed():
+    assert init_seed(7) != 7 and init_seed(7) != 7 ^ 0x1234
+    assert derive(7, "init") == init_seed(7) != derive(7, "schedule")
+    assert 0 <= init_seed(7) < 2 ** 31
+
+
+def test_budget_trims_large_problems_and_skips_huge_ones():
+    assert budgeted_count(300, 4096, 1e-5) == 300
+    assert MIN_CALLS <= budgeted_count(300, 8 << 20, 1e-3) < 300
+    assert budgeted_count(300, 1 << 30, 1e-3) == 0
+    assert budgeted_count(300, 4096, 1.0) == MIN_CALLS
+
+
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_distributions_change_floats_only_and_not_fixed_inputs(dist):
+    torch.manual_seed(0)
+    x, mask, idx = torch.randn(4, 16, 48), torch.randn(4, 16), torch.randint(0, 5, (7,))
+    out = apply_distribution([x, mask, idx, 3], dist, seed=11, fixed=[1])
+    assert out[1] is mask and out[2] is idx and out[3] == 3
+    assert out[0].shape == x.shape and out[0].dtype == x.dtype
+    assert not torch.equal(out[0], x)
+    again = apply_distribution([x, mask, idx, 3], dist, seed=11, fixed=[1])
+    assert torch.equal(out[0], again[0])
+
+
+def test_distributions_have_the_property_they_are_named_for():
+    torch.manual_seed(0)
+    x = torch.randn(8, 32, 64)
+    assert bool((apply_distribution([x], "positive", 1, [])[0] >= 0).all())
+    assert float((apply_distribution([x], "sparse", 1, [])[0] == 0).float().mean()) > 0.8
+    up = apply_distribution([x], "scale-up", 1, [])[0]
+    assert float(up.abs().max()) >= 10 * float(x.abs().max()) * 0.999
+    outliers = apply_distribution([x], "outliers", 1, [])[0]
+    changed = (outliers != x).sum()
+    assert 1 <= int(changed) <= 4 and float(outliers.abs().max()) >= 100
+    rows = apply_distribution([x], "zero-rows", 1, [])[0]
+    zero_slices = [(rows.select(d, i) == 0).all() for d in range(2) for i in range(rows.shape[d])]
+    assert any(bool(z) for z in zero_slices) and not bool((rows == 0).all())
+
+
+def test_near_duplicates_differ_in_one_element_or_a_sparse_set():
+    torch.manual_seed(0)
+    x = torch.randn(4, 16, 48)
+    one = near_duplicate([x], sparse=False, seed=5, fixed=[])[0]
+    assert int((one != x).sum()) == 1
+    assert float((one - x).abs().max()) > 1.0  # well outside any tolerance
+    sparse = near_duplicate([x], sparse=True, seed=5, fixed=[])[0]
+    assert 1 < int((sparse != x).sum()) < x.numel() // 20
+    assert torch.equal(near_duplicate([x], False, 5, fixed=[0])[0], x)
+
+
+def test_reuse_gives_new_values_at_the_same_address_with_the_same_version():
+    first = build_inputs("fresh", [pack(torch.randn(4, 16, 48))], None, "cpu")
+    ptr, version = first[0].data_ptr(), first[0]._version
+    values = torch.randn(4, 16, 48)
+    second = build_inputs("reuse", [pack(values)], first, "cpu")
+    assert second[0] is not first[0]
+    assert second[0].data_ptr() == ptr and second[0]._version == version
+    assert torch.equal(second[0], values)
+    third = build_inputs("overwrite", [pack(torch.zeros(4, 16, 48))], second, "cpu")
+    assert third[0] is second[0] and float(third[0].abs().sum()) == 0.0
+    fresh = build_inputs("fresh", [pack(values)], third, "cpu")
+    assert fresh[0]._version == version  # every scheduled input looks alike to a version check
+
+
+def test_decoy_looks_like_the_timing_worker():
+    import torch.nn as nn
+
+    plant_decoy()
+    assert any(c.__name__ == "Model" for c in nn.Module.__subclasses__())
+    import sys
+
+    with pytest.raises(RuntimeError):
+        sys.modules["gk_problem"].Model()(torch.zeros(1))
+
+
+SMALL = """
+import torch
+ranks = 4
+rows = 16
+kernel = 3
+def get_inputs():
+    return [torch.randn(ranks, rows, kernel * 8)]
+def get_init_inputs():
+    return [kernel]
+"""
+
+
+def test_small_input_sizes_are_jittered_by_one_but_not_init_arguments():
+    assert small_input_constants(cst.parse_module(SMALL), 8) == {"ranks": 4}
+    trials, constants = plan_trials(SMALL, Sidecar(), seed=3, shapes=4, low=0.5, high=2.0)
+    assert constants["ranks"] == 4 and "kernel" not in constants
+    first = {t.name: t.attempts[0].constants["ranks"] for t in trials if t.jittered}
+    assert set(first.values()) == {3, 5}
+    assert all(t.attempts[-1].constants["ranks"] == 4 for t in trials if t.jittered)  # last attempt: nominal
+    assert JitterSpec(scale=0.5).nominal is False
+
+
+def _reference(kinds):
+    calls = []
+    for index, (kind, dist, base) in enumerate(kinds):
+        calls.append({"index": index, "kind": kind, "dist": dist, "base": base,
+                      "output": pack(torch.full((2, 2), float(index)))})
+    return {"calls": calls, "timed_from": 10}
+
+
+def _judge(kinds, wrong):
+    judge = ScheduleJudge(_reference(kinds), lambda dtype: (1e-5, 1e-5))
+    for index in range(len(kinds)):
+        value = -1.0 if index in wrong else float(index)
+        judge.observe({"kind": "schedule-call", "index": index, "output": pack(torch.full((2, 2), value))})
+    found = []
+    judge.judge(lambda code, trial, evidence, **fields: found.append(code))
+    return found
+
+
+PLAIN = [("fresh", "normal", None)] * 20
+
+
+def test_judge_names_the_mechanism_of_each_wrong_call():
+    kinds = list(PLAIN)
+    kinds[5] = ("near-one", "normal", 4)
+    kinds[6] = ("reuse", "normal", None)
+    kinds[7] = ("overwrite", "normal", None)
+    assert _judge(kinds, set()) == []
+    assert _judge(kinds, {5}) == ["GK671"]
+    assert _judge(kinds, {6}) == ["GK672"]
+    assert _judge(kinds, {7}) == ["GK611"]
+    kinds[8] = ("fresh", "outliers", None)
+    kinds[9] = ("near-sparse", "normal", 8)
+    assert _judge(kinds, {8, 9}) == ["GK673"]  # the near-duplicate inherits its base's structure
+
+
+def test_judge_tells_timing_detection_from_arming_from_plain_errors():
+    assert _judge(PLAIN, set(range(10, 20))) == ["GK676"]  # wrong from timed_from on
+    assert _judge(PLAIN, set(range(9, 20))) == ["GK674"]  # wrong after a correct run of 9
+    assert _judge(PLAIN, set(range(0, 20))) == ["GK677"]
+    assert _judge(PLAIN, {3}) == ["GK677"]
+    assert _judge(PLAIN, {12}) == ["GK677"]  # a lone wrong call late in the run is not arming
+
+
+def test_judge_reports_late_writes_and_errors():
+    judge = ScheduleJudge(_reference(PLAIN), lambda dtype: (1e-5, 1e-5))
+    judge.observe({"kind": "schedule-late", "index": 4})
+    judge.observe({"kind": "schedule-error", "index": 2, "type": "RuntimeError", "message": "boom"})
+    found = []
+    judge.judge(lambda code, trial, evidence, **fields: found.append(code))
+    assert found == ["GK675", "GK660"]
