@@ -519,3 +519,13 @@ def test_a_module_flag_rebound_in_a_try_block_is_not_fixed():
     assert [f.severity for f in static_findings(source) if f.rule == "GK310"] == [Severity.WARNING]
     once = "USE_KERNEL = False\n" + FALLBACK.format(cond="USE_KERNEL")
     assert [f.severity for f in static_findings(once) if f.rule == "GK310"] == [Severity.ERROR]
+
+
+def test_an_extension_held_by_a_class_attribute_is_an_own_kernel():
+    source = (H + "from torch.utils.cpp_extension import load_inline\n"
+              "class Fn(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+              "        if not hasattr(Fn, 'ext'):\n"
+              "            Fn.ext = load_inline('m', '', '__global__ void k(float* y) { y[0] = 0; }', functions=['run'])\n"
+              "        return Fn.ext.run(x)\n"
+              "class ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.relu(Fn.apply(x))\n")
+    assert _mine(static_findings(source)) == [("GK301", Severity.WARNING)]

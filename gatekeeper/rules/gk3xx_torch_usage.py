@@ -101,6 +101,10 @@ class TorchUsage(TorchCalls, TensorValues):
     def assign(self, targets: list[cst.BaseExpression], value: cst.BaseExpression) -> None:
         loader = self._is_loader_call(value)
         for target in targets:
+            if loader and isinstance(target, cst.Attribute):
+                key = _receiver_key(target)
+                if key is not None and not key.startswith("self."):
+                    self.holders.add(key)  # Fn.ext = load_inline(...): a class attribute holds it
             if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
                 attr = target.attr.value
                 if loader:

@@ -98,6 +98,8 @@ def _receiver_key(expr: cst.BaseExpression) -> Optional[str]:
         return f"self.{expr.attr.value}"  # type: ignore[union-attr]
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
         return f"call:{expr.func.value}"
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value[:1].isupper():
+        return f"{expr.value.value}.{expr.attr.value}"  # a class attribute: Fn.ext = load_inline(...)
     return None
 
 
