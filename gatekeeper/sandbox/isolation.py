@@ -31,7 +31,7 @@ from typing import Iterable, Optional
 
 LEVELS = ("bwrap", "unshare", "none")
 # Size of the private /tmp and working directory tmpfs inside bubblewrap (disk cap).
-WORKDIR_BYTES = 2 * 1024 ** 3
+WORKDIR_BYTES = 512 * 1024 ** 2
 # Side files a submission may compile (`load(sources=[...])`): visible next to it.
 _SIDE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".inl")
 # The few files under /etc that the interpreter, the compiler and torch need.
