@@ -232,3 +232,22 @@ def test_autocast_only_matters_on_a_float32_problem():
     source = "import torch\ndef f(x):\n    with torch.autocast('cuda'):\n        return _ext.run(x)\n"
     assert mine(source, "GK531", FP32)
     assert not mine(source, "GK531", FP16)
+
+
+# backend flags judged against PyTorch's defaults, on the dtype they concern (issue 10) --------
+def test_half_gemm_switches_are_judged_on_the_problem_they_concern():
+    fp16_acc = "import torch\ntorch.backends.cuda.matmul.allow_fp16_accumulation = True\n"
+    assert [f.severity for f in mine(fp16_acc, "GK532", FP16, "default")] == [Severity.WARNING]
+    assert [f.severity for f in mine(fp16_acc, "GK532", FP16, "strict")] == [Severity.ERROR]
+    assert not mine(fp16_acc, "GK532", FP32)
+    off = fp16_acc.replace("True", "False")
+    assert not mine(off, "GK532", FP16)
+    default_on = ("import torch\nsetattr(torch.backends.cuda.matmul, 'allow_fp16_reduced_precision_reduction', True)\n"
+                  "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True\n")
+    assert [f.severity for f in mine(default_on, "GK532", FP16)] == [Severity.INFO]
+    assert not mine(default_on, "GK532", FP32)
+
+
+def test_medium_matmul_precision_is_named_as_bfloat16():
+    found = mine("import torch\ntorch.set_float32_matmul_precision('medium')\n", "GK532", FP32)
+    assert found and "bfloat16" in found[0].message

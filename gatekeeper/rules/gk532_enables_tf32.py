@@ -14,15 +14,18 @@ from gatekeeper.static.rule import Rule
 
 FLAGS = frozenset({
     "torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32",
-    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
-    "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
-    "torch.backends.cuda.matmul.allow_fp16_accumulation",
 })
+# Switches that only concern half-precision GEMMs, with the problem dtype they touch and
+# PyTorch's default. Turning on one that is already on by default changes nothing: info.
+HALF_FLAGS = {
+    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction": ("float16", True),
+    "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction": ("bfloat16", True),
+    "torch.backends.cuda.matmul.allow_fp16_accumulation": ("float16", False),
+}
 # Private setters behind the public switches: enabling when the argument is not False.
 PRIVATE_SETTERS = frozenset({
     "torch._C._set_cublas_allow_tf32", "torch._C._set_cudnn_allow_tf32",
-    "torch._C._set_cublas_allow_fp16_reduced_precision_reduction",
-    "torch._C._set_cublas_allow_bf16_reduced_precision_reduction", "torch._C._set_float32_matmul_precision",
+    "torch._C._set_float32_matmul_precision",
 })
 LOW_PRECISION_NAMES = frozenset({"tf32", "bf16", "fp16", "high", "medium"})
 ENV_SWITCHES = frozenset({"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "NVIDIA_TF32_OVERRIDE", "TRITON_F32_DEFAULT"})
@@ -50,7 +53,19 @@ class EnablesTF32(Rule):
 
     Only on float32 problems (assumed when no problem file is given). Setting these switches
     to their exact values (`False`, `"highest"`, `"ieee"`, `input_precision="tf32x3"`) is not
-    flagged. A Triton `tl.dot` on float32 operands that does not choose its precision uses
+    flagged. `set_float32_matmul_precision("medium")` is named as what it is: float32
+    matmuls computed in bfloat16 (8 mantissa bits), worse than TF32.
+
+    The half-precision switches are judged on the problems they concern, against PyTorch's
+    defaults: `allow_fp16_accumulation = True` (fp16 GEMMs accumulate in fp16, off by
+    default) is a warning on float16 problems; `allow_fp16_reduced_precision_reduction` /
+    `allow_bf16_reduced_precision_reduction = True` are PyTorch's defaults, so setting them
+    changes nothing and is only `info` on a float16 / bfloat16 problem. Known false-positive
+    pattern, not flagged: these half-precision switches on a float32 problem (they do not
+    touch float32 matmuls). Whether set at import, in `__init__` or in `forward`, the switch
+    is process-wide: in a harness that runs the reference in the same process it changes the
+    reference too; gatekeeper computes the reference in a process that never imports the
+    submission. A Triton `tl.dot` on float32 operands that does not choose its precision uses
     TF32 on tensor-core GPUs by default: that is reported as `info`, not as a warning.
     A warning under `default`, an error under `strict`.
     """
@@ -69,6 +84,14 @@ class EnablesTF32(Rule):
         "`tl.dot` on float32 operands without `input_precision` uses TF32 on tensor-core GPUs by default, "
         "which is less accurate than the problem's float32."
     )
+    half_message = (
+        "{what} makes {dtype} matrix math accumulate in {dtype} instead of float32 (off by default): "
+        "faster than the problem's {dtype} reference because its sums lose precision."
+    )
+    default_on_message = (
+        "{what} sets a switch that is already on by default in PyTorch (reduced-precision reductions in "
+        "{dtype} GEMMs): it changes nothing for this {dtype} problem."
+    )
     hint = (
         "Leave the TF32 switches at their defaults (off for matmul), call "
         "`torch.set_float32_matmul_precision('highest')` if anything, and pass `input_precision=\"ieee\"` "
@@ -76,6 +99,9 @@ class EnablesTF32(Rule):
     )
     VALID = [
         "import torch\ntorch.backends.cuda.matmul.allow_tf32 = False\ntorch.set_float32_matmul_precision('highest')\n",
+        # half-precision GEMM switches do not touch a float32 problem
+        "import torch\ntorch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True\n"
+        "torch.backends.cuda.matmul.allow_fp16_accumulation = True\n",
         "import triton\nimport triton.language as tl\n@triton.jit\ndef k(a, b, c):\n"
         "    acc = tl.zeros((16, 16), dtype=tl.float32)\n    acc += tl.dot(tl.load(a), tl.load(b), input_precision='ieee')\n"
         "    tl.store(c, acc)\n",
@@ -86,6 +112,8 @@ class EnablesTF32(Rule):
         "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n",
         "import torch.backends.cudnn as cudnn\ncudnn.allow_tf32 = True\n",
         "import torch\ntorch.set_float32_matmul_precision('high')\n",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        torch.set_float32_matmul_precision('medium')\n        return _ext.run(x)\n",
         "import triton.language as tl\nimport triton\n@triton.jit\ndef k(a, b, c):\n"
         "    tl.store(c, tl.dot(tl.load(a), tl.load(b), allow_tf32=True))\n",
         "import torch\nsetattr(torch.backends.cuda.matmul, 'allow_tf32', True)\n",
@@ -106,7 +134,24 @@ class EnablesTF32(Rule):
                     evidence={"switch": what, "problem_dtype": dtype}, severity=severity)
 
     # Python ---------------------------------------------------------------------------
+    def _half_switch(self, node: cst.CSTNode, qual: str, value: cst.BaseExpression) -> None:
+        """`allow_fp16_accumulation = True` and friends, judged on the problem they concern."""
+        concerns, default = HALF_FLAGS[qual]
+        if self.dtype != concerns or is_false(value):
+            return
+        what = f"`{qual} = ...`"
+        if default:
+            self.report(node, self.default_on_message.format(what=what, dtype=concerns),
+                        evidence={"switch": what, "problem_dtype": concerns, "default": True}, severity=Severity.INFO)
+        else:
+            self.report(node, self.half_message.format(what=what, dtype=concerns),
+                        evidence={"switch": what, "problem_dtype": concerns})
+
     def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            qual = self.ctx.qualname(target.target) if not isinstance(target.target, cst.Subscript) else None
+            if qual in HALF_FLAGS:
+                self._half_switch(node, qual, node.value)
         dtype = self._on()
         if dtype is None:
             return
@@ -136,13 +181,22 @@ class EnablesTF32(Rule):
             self._flag(node, f"`os.environ[{key!r}] = ...`", dtype)
 
     def visit_Call(self, node: cst.Call) -> None:
+        qual = self.ctx.qualname(node.func)
+        if qual == "builtins.setattr" and len(node.args) >= 3:
+            base = self.ctx.qualname(node.args[0].value)
+            attr = string_value(node.args[1].value)
+            if base and attr and f"{base}.{attr}" in HALF_FLAGS:
+                self._half_switch(node, f"{base}.{attr}", node.args[2].value)
+                return
         dtype = self._on()
         if dtype is None:
             return
-        qual = self.ctx.qualname(node.func)
         if qual == "torch.set_float32_matmul_precision":
             text = string_value(call_arg(node, 0, "precision") or cst.Name("None"))
-            if text is None or text.lower() != "highest":
+            if text is not None and text.lower() == "medium":
+                self._flag(node, "`torch.set_float32_matmul_precision(\"medium\")` (bfloat16 inside float32 matmuls, "
+                                 "8 mantissa bits)", dtype)
+            elif text is None or text.lower() != "highest":
                 self._flag(node, "`torch.set_float32_matmul_precision(...)`", dtype)
         elif qual in PRIVATE_SETTERS and node.args:
             value = node.args[0].value
