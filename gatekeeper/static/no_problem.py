@@ -29,8 +29,8 @@ class NoProblemGiven(Rule):
     severity = Severity.WARNING
     summary = "no problem given: the rules that need it did not run"
     message = "No problem was given, so {count} rule(s) that need it did not run: {codes}."
-    hint = ("Pass the reference problem with --problem PATH, or map submissions to problems in the "
-            "configuration ([[tool.gatekeeper.problem_map]]).")
+    hint = ("Give the reference problem (--problem PATH on the command line, `problem=` in the Python API "
+            "and the MCP tools), or map submissions to problems in the configuration ([[problem_map]]).")
     source_file = __file__
 
 
