@@ -70,13 +70,40 @@ def _to_device(value: Any, device: torch.device) -> Any:
     return value
 
 
+def run_seeds(params: dict[str, Any]) -> tuple[int, int]:
+    """(model seed, inputs key), derived one way from the run seed, which is then dropped from
+    the params: the submission's process holds only the model seed (what torch.initial_seed()
+    shows it), from which neither the run seed nor the inputs' seeds can be recovered
+    (gatekeeper.problem.secret), so it cannot regenerate the timed inputs ahead of time."""
+    seed = int(params.pop("seed"))
+    try:
+        from gatekeeper.problem.secret import derive, init_seed
+    except ImportError:  # an installation without the problem package
+        import hashlib
+
+        master = hashlib.pbkdf2_hmac("sha256", str(seed).encode(), b"gatekeeper-run-secret", 20_000)
+
+        def derive(_: int, tag: str) -> int:
+            return int.from_bytes(hashlib.sha256(master + tag.encode()).digest()[:4], "big") & 0x7FFFFFFF
+
+        def init_seed(_: int) -> int:
+            return derive(_, "init")
+    return init_seed(seed), derive(seed, "timing-inputs")
+
+
+def _set_seed(key: int, k: int) -> int:
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(f"{key}:{k}".encode()).digest()[:4], "big") & 0x7FFFFFFF
+
+
 def input_sets(problem: types.ModuleType, seed: int, count: int, cap_bytes: int, device: torch.device) -> list[list[Any]]:
-    """Pre-generated inputs, one seed each, so both workers draw the same values."""
+    """Pre-generated inputs, one seed each (from the inputs key), so both workers draw the same values."""
     from gatekeeper.timing.floors import unique_bytes
 
     sets: list[list[Any]] = []
     for k in range(count):
-        torch.manual_seed(seed * 1009 + k)
+        torch.manual_seed(_set_seed(seed, k))
         sets.append(list(_to_device(list(problem.get_inputs()), device)))
         if k == 0 and count > 2:
             per = max(unique_bytes(sets[0]), 1)
@@ -145,9 +172,9 @@ def reference_job(params: dict[str, Any], channel: Any) -> None:
         channel.send("calibration", values=measure(facts.get("L2_cache_size") or 50 << 20))
     problem = load_problem(params["problem"], params.get("jitter_names", []))
     channel.phase("count")
-    seed = int(params["seed"])
-    sets = input_sets(problem, seed, int(params["input_sets"]), int(params["cap_bytes"]), device)
-    model = make_model(problem.Model, problem, seed, device)
+    model_seed, inputs_key = run_seeds(params)
+    sets = input_sets(problem, inputs_key, int(params["input_sets"]), int(params["cap_bytes"]), device)
+    model = make_model(problem.Model, problem, model_seed, device)
     from gatekeeper.timing.floors import count
 
     counts = count(model, sets[0], None)
@@ -168,15 +195,17 @@ def reference_job(params: dict[str, Any], channel: Any) -> None:
 def time_pair_job(params: dict[str, Any], channel: Any) -> None:
     channel.phase("import")
     device = torch.device("cuda", torch.cuda.current_device())
+    model_seed, inputs_key = run_seeds(params)  # before any submission code runs
     problem = load_problem(params["problem"], params.get("jitter_names", []))
+    # The inputs are drawn before the submission's code runs, and their key is dropped.
+    sets = input_sets(problem, inputs_key, int(params["input_sets"]), int(params["cap_bytes"]), device)
+    del inputs_key
     from gatekeeper.sandbox.loading import load_module
 
     submission = load_module(params["submission"], "gk_submission")
     channel.phase("setup")
-    seed = int(params["seed"])
-    sets = input_sets(problem, seed, int(params["input_sets"]), int(params["cap_bytes"]), device)
-    ref = method.Side("reference", make_model(problem.Model, problem, seed, device), sets)
-    sub = method.Side("submission", make_model(submission.ModelNew, problem, seed, device),
+    ref = method.Side("reference", make_model(problem.Model, problem, model_seed, device), sets)
+    sub = method.Side("submission", make_model(submission.ModelNew, problem, model_seed, device),
                       [list(s) for s in sets])
     channel.phase("time")
     mode = params.get("mode", "events")
