@@ -7,9 +7,12 @@ traversal events, and every rule reads the finished result in `finish()`.
 A *use* is one place where torch (or ATen, or a vendor library) computes: a torch function,
 an nn layer, a tensor compute method, an arithmetic operator on a tensor, a torch.ops.aten
 op, or a C++ call. An *own kernel* is a launch of the submission's own code: a Triton (or
-other JIT) kernel, a function of an extension built with load_inline/load, or a
-torch.ops.<own namespace> op. Whether a use is in the forward path is decided in
-`resolve()`, when the call graph is complete.
+other JIT) kernel, a function of an extension built with load_inline/load (held by a name,
+`self.X`, or a class attribute; also `self.op = _ext.fn` then `self.op(x)`), a
+torch.ops.<own namespace> op, or a call of a helper / autograd Function of the file that
+launches one. Whether a use or a launch is in the forward path is decided in `resolve()`,
+when the call graph is complete; launches only on a constant sliver (`x[:1]`) are set
+apart as token launches (gk3xx_kernel_work.py).
 """
 
 from __future__ import annotations
