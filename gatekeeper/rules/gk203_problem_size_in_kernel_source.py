@@ -103,6 +103,10 @@ class ProblemSizeInKernelSource(Rule):
         "  int i = blockIdx.x * 256 + threadIdx.x;\n  if (i < n) { float s = 0; for (int r = 0; r < rows; ++r) s += x[r * n + i]; y[i] = s / rows; }\n}\n"
         "torch::Tensor f(torch::Tensor x) { auto n = x.size(1) * x.size(2); auto y = torch::empty({x.size(1), x.size(2)}, x.options());\n"
         "  k<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n, x.size(0)); return y; }\n'''\n",
+        # Triton: 768 (= B*D) and 1536 scale and shift a value: not address layout
+        "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n"
+        "    pid = tl.program_id(0)\n    offs = pid * BLOCK + tl.arange(0, BLOCK)\n    m = offs < n\n"
+        "    v = tl.load(x_ptr + offs, mask=m)\n    tl.store(y_ptr + offs, v * 768 + 1536, mask=m)\n",
         # the number in a comment or string is not code
         "src = '''\n#include <torch/extension.h>\n// tuned for 768 elements\n__global__ void k(float* y, int n) { const char* s = \"1536\"; }\n'''\n",
         # a tile width of 48 (= D) used only as a tile width, with a computed grid
@@ -155,6 +159,10 @@ class ProblemSizeInKernelSource(Rule):
         # the kernel is given n but loops to the nominal row length and strides by it
         "src = '''\n__global__ void k(const float* x, float* y, int n) {\n  int r = blockIdx.x * blockDim.x + threadIdx.x;\n"
         "  if (r < n) { float s = 0; for (int k = 0; k < 48; ++k) s += x[r * 48 + k]; y[r] = s; }\n}\n'''\n",
+        # Triton: the row stride 48 (= D) baked into offsets that address the input
+        "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x_ptr, y_ptr, BLOCK: tl.constexpr):\n"
+        "    row = tl.program_id(0)\n    offs = row * 48 + tl.arange(0, BLOCK)\n"
+        "    tl.store(y_ptr + offs, tl.load(x_ptr + offs))\n",
         # a power-of-two row stride (64 = R*B) into an input pointer, in a kernel given n
         "src = '''\n__global__ void k(const float* x, float* y, int n) {\n  int r = blockIdx.x * blockDim.x + threadIdx.x;\n"
         "  if (r < n) y[r] = x[r * 64 + 1];\n}\n'''\n",
@@ -169,7 +177,8 @@ class ProblemSizeInKernelSource(Rule):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.kernels: list[tuple[cst.FunctionDef, bool]] = []  # (kernel, reads its sizes)
+        # (kernel, reads its sizes, names that take part in address arithmetic)
+        self.kernels: list[tuple[cst.FunctionDef, bool, set[str]]] = []
         self.triton_reported: set[tuple[str, int]] = set()
 
     # Triton kernels: the Python functions decorated with triton.jit / autotune / heuristics
@@ -179,7 +188,7 @@ class ProblemSizeInKernelSource(Rule):
         for deco in node.decorators:
             expr = deco.decorator.func if isinstance(deco.decorator, cst.Call) else deco.decorator
             if (self.ctx.qualname(expr) or "").startswith("triton."):
-                self.kernels.append((node, _triton_reads_sizes(node)))
+                self.kernels.append((node, _triton_reads_sizes(node), _address_names(node)))
                 return
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -218,13 +227,31 @@ class ProblemSizeInKernelSource(Rule):
             return None
         if isinstance(parent, cst.BinaryOperation):
             other = parent.right if parent.left is node else parent.left
-            if _mentions_program_id(other):
-                return None  # pid * 256: a tile's start
+            if _is_tile_like(int_value(node) or 0) and _mentions_program_id(other):
+                return None  # pid * 256: a tile's start (Triton tiles are powers of two; pid * 48 is a row)
+            if not self._pointer_arithmetic(parent):
+                return None  # x * 768 scales a value; only address arithmetic lays out data
             if isinstance(parent.operator, (cst.Add, cst.Subtract)):
                 return "offset"
             if isinstance(parent.operator, cst.Multiply):
                 return "stride"
         return None
+
+    def _pointer_arithmetic(self, expr: cst.BaseExpression) -> bool:
+        """The arithmetic around expr computes an address: it reaches a `tl.load`/`tl.store`
+        (or atomic) argument, involves a `*_ptr` name, or is assigned to a name that does."""
+        top = expr
+        while isinstance(self.ctx.parent(top), (cst.BinaryOperation, cst.UnaryOperation)):
+            top = self.ctx.parent(top)
+        if any(isinstance(n, cst.Name) and n.value.endswith("ptr") for n in subtree(top)):
+            return True
+        arg = self.ctx.parent(top)
+        if isinstance(arg, cst.Assign) and len(arg.targets) == 1 and isinstance(arg.targets[0].target, cst.Name):
+            return arg.targets[0].target.value in self.kernels[-1][2]  # offs = row * 768 + ...
+        call = self.ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+        return isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and bool(call.args) \
+            and call.args[0] is arg and (  # the address, not the value stored
+                call.func.attr.value in ("load", "store") or call.func.attr.value.startswith("atomic_"))
 
     # C++ / CUDA -------------------------------------------------------------------------
     def check_cpp(self, source: CppSource) -> None:
@@ -359,6 +386,22 @@ def _mentions_program_id(expr: cst.BaseExpression) -> bool:
                 isinstance(sub, cst.Attribute) and sub.attr.value == "program_id"):
             return True
     return False
+
+
+def _address_names(kernel: cst.FunctionDef) -> set[str]:
+    """Names used in a `tl.load`/`tl.store` address or next to a `*_ptr` name."""
+    out: set[str] = set()
+    for sub in subtree(kernel.body):
+        expr = None
+        if isinstance(sub, cst.Call) and isinstance(sub.func, cst.Attribute) and sub.args and (
+                sub.func.attr.value in ("load", "store") or sub.func.attr.value.startswith("atomic_")):
+            expr = sub.args[0].value
+        elif isinstance(sub, cst.BinaryOperation) and any(
+                isinstance(n, cst.Name) and n.value.endswith("ptr") for n in (sub.left, sub.right)):
+            expr = sub
+        if expr is not None:
+            out.update(n.value for n in subtree(expr) if isinstance(n, cst.Name))
+    return out
 
 
 def _triton_reads_sizes(kernel: cst.FunctionDef) -> bool:
