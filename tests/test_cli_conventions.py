@@ -131,7 +131,7 @@ def test_every_code_is_listed_and_explained():
     assert {"GK101", "GK006", "GK610", "GK650", "GK680", "GK701", "GK709"} <= codes
     stages = {line.split("\t")[3] for line in listed}
     assert stages == {"static", "build", "behaviour", "timing"}
-    for code in ("GK610", "GK701", "GK681", "GK006"):
+    for code in ("GK610", "GK701"):  # a behaviour and a timing check (static ones: test_cli)
         proc = gk("explain", code)
         assert proc.returncode == 0 and proc.stdout.startswith(code) and "Fix:" in proc.stdout, code
     near = gk("explain", "GK61O")
