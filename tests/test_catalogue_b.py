@@ -251,3 +251,43 @@ def test_half_gemm_switches_are_judged_on_the_problem_they_concern():
 def test_medium_matmul_precision_is_named_as_bfloat16():
     found = mine("import torch\ntorch.set_float32_matmul_precision('medium')\n", "GK532", FP32)
     assert found and "bfloat16" in found[0].message
+
+
+# the side-stream join must be on every path (issue 10) -----------------------------------------
+_SIDE = "import torch\ns = torch.cuda.Stream()\n"
+
+
+def _severities(source: str, code: str = "GK500", profile: str = "default"):
+    return sorted({f.severity for f in mine(source, code, None, profile)})
+
+
+def test_a_join_on_both_arms_or_in_the_same_branch_is_a_warning_only():
+    both_arms = _SIDE + ("def forward(x, big):\n    with torch.cuda.stream(s):\n        y = _ext.run(x)\n"
+                         "    if big:\n        torch.cuda.current_stream().wait_stream(s)\n    else:\n"
+                         "        torch.cuda.synchronize()\n    return y\n")
+    same_branch = _SIDE + ("def forward(x):\n    if x.is_cuda:\n        with torch.cuda.stream(s):\n"
+                           "            y = _ext.run(x)\n        torch.cuda.current_stream().wait_stream(s)\n"
+                           "        return y\n    return x\n")
+    assert _severities(both_arms) == [Severity.WARNING]
+    assert _severities(same_branch) == [Severity.WARNING]
+
+
+def test_a_join_on_a_rare_branch_in_a_loop_or_after_an_early_return_is_an_error():
+    rare = _SIDE + ("def forward(x, step):\n    with torch.cuda.stream(s):\n        y = _ext.run(x)\n"
+                    "    if step % 1000 == 0:\n        torch.cuda.synchronize()\n    return y\n")
+    one_arm = rare.replace("        torch.cuda.synchronize()\n", "        torch.cuda.synchronize()\n    elif step == 1:\n        pass\n")
+    loop = _SIDE + ("def forward(x, parts):\n    with torch.cuda.stream(s):\n        y = _ext.run(x)\n"
+                    "    for _ in parts:\n        torch.cuda.current_stream().wait_stream(s)\n    return y\n")
+    early = _SIDE + ("def forward(x):\n    with torch.cuda.stream(s):\n        y = _ext.run(x)\n"
+                     "    if x.numel() < 4096:\n        return y\n    s.synchronize()\n    return y\n")
+    for source in (rare, one_arm, loop, early):
+        assert Severity.ERROR in _severities(source), source
+
+
+def test_a_stream_only_created_and_tested_is_not_an_escape():
+    idle = ("import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.stream = torch.cuda.Stream()\n    def forward(self, x):\n"
+            "        if self.stream is None:\n            self.stream = torch.cuda.Stream()\n        return _ext.run(x)\n")
+    assert Severity.ERROR not in _severities(idle, profile="strict")
+    used = idle.replace("return _ext.run(x)", "return _ext.run(x, self.stream.cuda_stream)")
+    assert Severity.ERROR in _severities(used, profile="strict")

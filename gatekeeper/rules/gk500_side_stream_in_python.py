@@ -25,23 +25,86 @@ _JOIN_METHODS = frozenset({"wait_stream", "wait_event", "synchronize"})
 _DEVICE_SYNC = frozenset({"torch.cuda.synchronize", "torch.accelerator.synchronize", "cupy.cuda.Device.synchronize"})
 
 
+# A path is the tuple of branches that enclose a statement inside its function:
+# (id of the if/loop/try/boolean node, which arm). A join covers a use when it comes later
+# and every branch it sits in also encloses the use, with no return in between.
+Path = tuple[tuple[int, str], ...]
+
+
 @dataclass
 class _Use:
     node: cst.CSTNode
     seq: int
     kind: str  # create | switch | ref
     identity: Optional[str] = None
+    path: Path = ()
 
 
 @dataclass
 class _Frame:
     key: str
     uses: list[_Use] = field(default_factory=list)
-    joins: list[int] = field(default_factory=list)
+    joins: list[tuple[int, Path]] = field(default_factory=list)
+    returns: list[tuple[int, Path]] = field(default_factory=list)
     local_streams: set[str] = field(default_factory=set)
+    merged: bool = False
 
-    def joined_after(self, seq: int) -> bool:
-        return any(j > seq for j in self.joins)
+    def joined_after(self, use: _Use) -> bool:
+        if not self.merged:
+            self.joins = _merge_branches(self.joins)
+            self.merged = True
+        for seq, path in self.joins:
+            if seq <= use.seq or path != use.path[:len(path)]:
+                continue  # earlier, or on a branch the use's path need not take
+            if any(use.seq < r < seq and _compatible(rpath, use.path) for r, rpath in self.returns):
+                continue  # a return between them leaves on a path without the join
+            return True
+        return False
+
+
+def _compatible(a: Path, b: Path) -> bool:
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
+def _merge_branches(joins: list[tuple[int, Path]]) -> list[tuple[int, Path]]:
+    """An `if` whose body and `else` both join (directly in each arm) joins on every path."""
+    out = list(joins)
+    while True:
+        arms: dict[tuple[Path, int], dict[str, int]] = {}
+        for seq, path in out:
+            if path and path[-1][1] in ("body", "else"):
+                arm = arms.setdefault((path[:-1], path[-1][0]), {})
+                arm[path[-1][1]] = max(seq, arm.get(path[-1][1], 0))
+        added = [(max(a.values()), outer) for (outer, _), a in arms.items()
+                 if len(a) == 2 and (max(a.values()), outer) not in out]
+        if not added:
+            return out
+        out.extend(added)
+
+
+def branch_path(ctx, node: cst.CSTNode) -> Path:
+    """The branches enclosing `node` inside its function (outermost first)."""
+    path: list[tuple[int, str]] = []
+    child = node
+    for anc in ctx.ancestors(node):
+        if isinstance(anc, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            break
+        if isinstance(anc, (cst.If, cst.IfExp)):
+            if child is anc.orelse:
+                path.append((id(anc), "else"))
+            elif child is anc.body:
+                path.append((id(anc), "body"))
+        elif isinstance(anc, (cst.For, cst.While)):
+            if child is anc.body or child is anc.orelse:
+                path.append((id(anc), "loop"))  # may run zero times
+        elif isinstance(anc, cst.Try):
+            if child is not anc.body and child is not anc.finalbody:
+                path.append((id(anc), f"handler{id(child)}"))
+        elif isinstance(anc, cst.BooleanOperation) and child is anc.right:
+            path.append((id(anc), "right"))  # `ok and s.synchronize()`
+        child = anc
+    return tuple(reversed(path))
 
 
 class SideStreamInPython(Rule):
@@ -66,6 +129,12 @@ class SideStreamInPython(Rule):
     is not flagged, nor is a stream that only appears in a type annotation, nor
     `with torch.cuda.stream(stream):` on a function parameter: the caller's stream is judged
     where it is created (`torch.cuda.Stream()` there is reported).
+
+    The join must be on every path from the side-stream work to the return: a join inside
+    an `if` that the work is not also inside (`if self.calls % 100 == 0:
+    torch.cuda.synchronize()`), inside a loop body or an `except` handler, or behind an
+    early `return` does not count, since the steady-state call returns unjoined. A join in
+    both arms of an `if`/`else` counts, and so does a join in the same branch as the work.
     """
 
     code = "GK500"
@@ -108,6 +177,16 @@ class SideStreamInPython(Rule):
         "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        self.side = torch.cuda.Stream()\n    def forward(self, x):\n"
         "        with torch.cuda.stream(self.side):\n            out = _ext.run(x)\n        return out\n",
+        # joined only on a rarely taken branch: the steady-state call returns unjoined
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.side = torch.cuda.Stream()\n        self.calls = 0\n    def forward(self, x):\n"
+        "        with torch.cuda.stream(self.side):\n            out = _ext.run(x)\n        self.calls += 1\n"
+        "        if self.calls % 100 == 0:\n            torch.cuda.current_stream().wait_stream(self.side)\n"
+        "        return out\n",
+        # an early return skips the join
+        "import torch\ns = torch.cuda.Stream()\ndef forward(x):\n    with torch.cuda.stream(s):\n"
+        "        y = _ext.run(x)\n    if x.numel() < 4096:\n        return y\n"
+        "    torch.cuda.current_stream().wait_stream(s)\n    return y\n",
         # aliased import, stream handle handed to C++
         "from torch.cuda import Stream as S\n_s = S(priority=-1)\ndef forward(x):\n"
         "    return _ext.run(x, _s.cuda_stream)\n",
@@ -174,7 +253,7 @@ class SideStreamInPython(Rule):
         return binding is not None and binding.kind == "param"
 
     def _add_use(self, node: cst.CSTNode, kind: str, identity: Optional[str] = None) -> _Use:
-        use = _Use(node, self._tick(), kind, identity)
+        use = _Use(node, self._tick(), kind, identity, branch_path(self.ctx, node))
         self.frames[-1].uses.append(use)
         return use
 
@@ -190,7 +269,7 @@ class SideStreamInPython(Rule):
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value in _JOIN_METHODS:
             if self._is_join(node, func):
-                self.frames[-1].joins.append(self._tick())
+                self.frames[-1].joins.append((self._tick(), branch_path(self.ctx, node)))
                 self.join_depth += 1
                 self.join_calls.add(id(node))
                 return
@@ -198,7 +277,7 @@ class SideStreamInPython(Rule):
         if qual is None:
             return
         if qual in _DEVICE_SYNC:
-            self.frames[-1].joins.append(self._tick())
+            self.frames[-1].joins.append((self._tick(), branch_path(self.ctx, node)))
         elif qual in STREAM_CTORS:
             identity = self._creation_target(node)
             self._add_use(node, "create", identity)
@@ -218,6 +297,7 @@ class SideStreamInPython(Rule):
                     self.with_uses.setdefault(id(with_node), []).append(use)
                 else:
                     use.seq = self._tick()
+                    use.path = branch_path(self.ctx, node)
                     self.frames[-1].uses.append(use)
 
     def leave_Call(self, node: cst.Call) -> None:
@@ -236,7 +316,12 @@ class SideStreamInPython(Rule):
     def leave_With(self, node: cst.With) -> None:
         for use in self.with_uses.pop(id(node), []):
             use.seq = self._tick()  # joins count only after the block has ended
+            use.path = branch_path(self.ctx, node)
             self.frames[-1].uses.append(use)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if len(self.frames) > 1:
+            self.frames[-1].returns.append((self._tick(), branch_path(self.ctx, node)))
 
     def visit_Name(self, node: cst.Name) -> None:
         if node.value not in self.watch:
@@ -258,6 +343,8 @@ class SideStreamInPython(Rule):
             return False
         if isinstance(parent, cst.Attribute) and parent.attr is node:
             return False
+        if isinstance(parent, (cst.Comparison, cst.ComparisonTarget, cst.If, cst.UnaryOperation)):
+            return False  # `if self.stream is None:`: a test of the handle launches nothing on it
         return not isinstance(parent, (cst.Param, cst.ImportAlias, cst.Global, cst.Nonlocal))
 
     def _is_join(self, node: cst.Call, func: cst.Attribute) -> bool:
@@ -291,19 +378,20 @@ class SideStreamInPython(Rule):
                 if use.kind == "create" or use.identity is None:
                     continue
                 used.add(use.identity)
-                if not frame.joined_after(use.seq):
+                if not frame.joined_after(use):
                     unjoined.add(use.identity)
         for frame in frames:
             reported_ref: set[str] = set()
             for use in frame.uses:
-                joined = frame.joined_after(use.seq)
+                joined = frame.joined_after(use)
                 if use.kind == "create":
                     if use.identity is None:
                         bad = not joined
                     elif use.identity in used:
                         bad = use.identity in unjoined
                     else:
-                        bad = not joined  # created and never seen used again
+                        # created, kept under a name and never used: nothing runs on it
+                        bad = use.identity is None and not joined
                     where = "the functions that use it" if use.identity in used else f"`{frame.key}`"
                     self._emit(use, where, bad, "Creating a side stream here")
                 elif use.kind == "switch":
