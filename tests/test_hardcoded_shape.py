@@ -256,3 +256,22 @@ def test_one_baked_in_size_in_the_honest_seed_is_found(old, new, rule, confidenc
     found = [f for f in static_findings(HONEST_SEED.replace(old, new), SEED_PROBLEM_SRC) if f.rule == rule]
     assert found and found[0].confidence.value == confidence
     assert found[0].severity == (Severity.WARNING if confidence == "suspect" else Severity.ERROR)
+
+
+MATMUL_PROBLEM_SRC = (FIXTURES / "problems" / "shape_matmul.py").read_text("utf-8")
+HONEST_TRITON = (FIXTURES / "submissions" / "shape_honest_triton_matmul.py").read_text("utf-8")
+
+
+@pytest.mark.parametrize("old,new,rule", [
+    ("rm[:, None] * sam", "rm[:, None] * 4096", "GK203"),  # the row stride of A baked in (K)
+    ("kk[:, None] * sbk", "kk[:, None] * 2048", "GK203"),  # the row stride of B baked in (N)
+    ("range(0, tl.cdiv(K, BLOCK_K))", "range(0, 4096 // BLOCK_K)", "GK203"),  # the K loop's bound
+    ("A.stride(0), A.stride(1)", "4096, A.stride(1)", "GK206"),  # a stride handed in as a literal
+])
+def test_one_baked_in_size_in_the_honest_triton_matmul_is_a_suspect(old, new, rule):
+    """The kernel still reads M, N, K: each literal is a suspect (a warning under default),
+    for the jittered-shape check to confirm."""
+    assert old in HONEST_TRITON
+    found = [f for f in static_findings(HONEST_TRITON.replace(old, new), MATMUL_PROBLEM_SRC) if f.rule == rule]
+    assert found and found[0].confidence.value == "suspect" and found[0].severity == Severity.WARNING
+    assert not _shape(static_findings(HONEST_TRITON, MATMUL_PROBLEM_SRC, profile="strict"))

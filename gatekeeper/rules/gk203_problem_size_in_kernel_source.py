@@ -225,6 +225,9 @@ class ProblemSizeInKernelSource(Rule):
                     "range", "static_range"):
                 return "bound"
             return None
+        if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, (cst.FloorDivide, cst.Divide)) \
+                and self._in_range_bound(parent):
+            return "bound"  # range(0, 4096 // BLOCK_K)
         if isinstance(parent, cst.BinaryOperation):
             other = parent.right if parent.left is node else parent.left
             if _is_tile_like(int_value(node) or 0) and _mentions_program_id(other):
@@ -236,6 +239,15 @@ class ProblemSizeInKernelSource(Rule):
             if isinstance(parent.operator, cst.Multiply):
                 return "stride"
         return None
+
+    def _in_range_bound(self, expr: cst.BaseExpression) -> bool:
+        top = expr
+        while isinstance(self.ctx.parent(top), cst.BinaryOperation):
+            top = self.ctx.parent(top)
+        arg = self.ctx.parent(top)
+        call = self.ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+        return isinstance(call, cst.Call) and (self.ctx.qualname(call.func) or "").rsplit(".", 1)[-1] in (
+            "range", "static_range")
 
     def _pointer_arithmetic(self, expr: cst.BaseExpression) -> bool:
         """The arithmetic around expr computes an address: it reaches a `tl.load`/`tl.store`
