@@ -275,3 +275,21 @@ def test_one_baked_in_size_in_the_honest_triton_matmul_is_a_suspect(old, new, ru
     found = [f for f in static_findings(HONEST_TRITON.replace(old, new), MATMUL_PROBLEM_SRC) if f.rule == rule]
     assert found and found[0].confidence.value == "suspect" and found[0].severity == Severity.WARNING
     assert not _shape(static_findings(HONEST_TRITON, MATMUL_PROBLEM_SRC, profile="strict"))
+
+
+def test_a_rule_that_recurses_without_end_is_an_error_verdict_not_a_reject(tmp_path):
+    """Whatever rule recurses without end (a user rule here), the submission is not blamed:
+    the verdict is `error` (exit 3), never a GK003 "nests too deeply" reject."""
+    from gatekeeper.config import Config
+
+    (tmp_path / "gk999_recurse.py").write_text(
+        "import libcst as cst\nfrom gatekeeper.report import Category\nfrom gatekeeper.static.rule import Rule\n"
+        "def _down(n):\n    return _down(n + 1)\n"
+        "class Recurse(Rule):\n    code = 'GK999'\n    name = 'Recurse'\n    category = Category.HARDCODED_SHAPE\n"
+        "    summary = message = hint = 'recurses'\n"
+        "    def visit_Module(self, node: cst.Module) -> None:\n        _down(0)\n"
+    )
+    report = gatekeeper.check_static(FIXTURES / "submissions" / "seed_honest_generic.py", SEED_PROBLEM,
+                                     config=Config(rule_dirs=[str(tmp_path)]))
+    assert report.verdict.value == "error" and "gatekeeper bug" in report.error
+    assert not [f for f in report.findings if f.rule == "GK003"]

@@ -83,7 +83,11 @@ def run_static(data: bytes, path: str, config: Config, problem: Optional[Problem
             settings=settings, severities=severities(rules, config), problem=problem, folder=folder,
         )
     except RecursionError:
-        return [_load_finding(SubmissionSyntaxError, path, "It nests too deeply to analyse.")]
+        # The file parsed and passed the nesting screen: a rule that recursed is the
+        # gatekeeper's bug (e.g. `k = (k, k, k)` followed forever), never the submission's fault.
+        from gatekeeper.errors import InfrastructureError
+        raise InfrastructureError(f"a static rule recursed without end on {path}: a gatekeeper bug, "
+                                  "not a finding about the submission") from None
     if config.allow_suppressions:
         findings = _apply_suppressions(findings, text)
     notice = no_problem_notice(rules, problem, path, config)  # skipped rules are said, never silent
