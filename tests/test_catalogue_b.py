@@ -291,3 +291,20 @@ def test_a_stream_only_created_and_tested_is_not_an_escape():
     assert Severity.ERROR not in _severities(idle, profile="strict")
     used = idle.replace("return _ext.run(x)", "return _ext.run(x, self.stream.cuda_stream)")
     assert Severity.ERROR in _severities(used, profile="strict")
+
+
+def test_cpp_join_must_be_on_every_path():
+    head = ("void f(float* y, int n, int step) {\n  cudaStream_t side;\n"
+            "  cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);\n  k<<<1, 32, 0, side>>>(y);\n")
+    rare = _cpp(head + "  if (step % 1000 == 0) cudaStreamSynchronize(side);\n}")
+    rare_braced = _cpp(head + "  if (step % 1000 == 0) {\n    cudaStreamSynchronize(side);\n  }\n}")
+    early = _cpp(head + "  if (n < 4096) return;\n  cudaStreamSynchronize(side);\n}")
+    loop = _cpp(head + "  for (int i = 0; i < step; ++i) cudaStreamSynchronize(side);\n}")
+    for source in (rare, rare_braced, early, loop):
+        assert Severity.ERROR in _severities(source, "GK501"), source
+    both = _cpp(head + "  if (step) {\n    cudaStreamSynchronize(side);\n  } else {\n    cudaDeviceSynchronize();\n  }\n}")
+    plain = _cpp(head + "  cudaStreamSynchronize(side);\n}")
+    guarded_return = _cpp(head + "  if (n == 0) {\n    cudaStreamSynchronize(side);\n    return;\n  }\n"
+                          "  cudaStreamSynchronize(side);\n}")
+    for source in (both, plain, guarded_return):
+        assert Severity.ERROR not in _severities(source, "GK501", "strict"), source

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from gatekeeper.report import Category, Severity
+from gatekeeper.rules.gk5_branches import Region, covers, regions
 from gatekeeper.rules.gk5_support import (
     assigned_name, call_args, enclosing_call, function_at, idents, match_close, split_args, statement_start,
 )
@@ -59,7 +60,10 @@ class SideStreamInCpp(Rule):
     Joined back (at most a warning): after the last use in the same host function, one of
     `cudaStreamSynchronize(side)`, `cudaEventRecord(ev, side)` + `cudaStreamWaitEvent(current,
     ev)`, `cudaEventSynchronize`, `cudaDeviceSynchronize`, or c10's `stream.synchronize()` /
-    `event.block(current)`.
+    `event.block(current)`. The join must be on every path to the return (gk5_branches.py):
+    one under an `if` the launch is not also under (`if (step % 100 == 0)
+    cudaStreamSynchronize(side);`), in a loop body, or behind an earlier `return` does not
+    count; one in both arms of an `if`/`else`, or before each return, does.
     """
 
     code = "GK501"
@@ -100,6 +104,10 @@ class SideStreamInCpp(Rule):
         "  launch(y.data_ptr<float>(), at::cuda::getCurrentCUDAStream());\n  return y;\n}\n'''\n",
     ]
     INVALID = [
+        # joined only on a rarely taken branch
+        "src = r'''\n__global__ void k(float* y) {}\nvoid f(float* y, int step) {\n  cudaStream_t side;\n"
+        "  cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);\n  k<<<1, 32, 0, side>>>(y);\n"
+        "  if (step % 100 == 0) cudaStreamSynchronize(side);\n}\n'''\n",
         "src = r'''\n__global__ void k(float* y) {}\nstatic cudaStream_t side;\n"
         "torch::Tensor f(torch::Tensor y) {\n  if (!side) cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);\n"
         "  k<<<1, 32, 0, side>>>(y.data_ptr<float>());\n  return y;\n}\n'''\n",
@@ -115,6 +123,7 @@ class SideStreamInCpp(Rule):
     ]
 
     def check_cpp(self, source: CppSource) -> None:
+        self._regions: dict[int, list[Region]] = {}  # conditional regions by host function, per source
         tokens = source.tokens
         if not idents(source) & (_CREATE | _ACQUIRE | _SWITCH | {"cudaStreamNonBlocking"}):
             # nothing here can name a side stream; only launches on streams of unknown origin remain
@@ -226,27 +235,14 @@ class SideStreamInCpp(Rule):
                 sites.append(_Site(i, None, "`cudaStreamNonBlocking`"))
         return sites
 
-    @staticmethod
-    def _joined_after(tokens: Sequence[Token], index: int, fn: CppFunction, identities: set[str]) -> bool:
-        for j in range(index + 1, fn.body_end):
-            text = tokens[j].text
-            if tokens[j].kind != "ident" or text not in _SYNC:
-                continue
-            args, _ = call_args(tokens, j)
-            first = {t.text for t in args[0]} if args else set()
-            if text in ("cudaDeviceSynchronize", "device_synchronize", "cudaEventSynchronize"):
-                return True
-            if text in ("cudaStreamSynchronize", "stream_synchronize") and first & identities:
-                return True
-            if text == "cudaStreamWaitEvent" and args and not first & identities:
-                return True  # the current stream waits for an event
-            if text in ("synchronize", "block") and j > 0 and tokens[j - 1].text in (".", "->"):
-                receiver = tokens[j - 2].text if j >= 2 else ""
-                if text == "synchronize" and receiver in identities:
-                    return True
-                if text == "block" and not first & identities:
-                    return True
-        return False
+    def _joined_after(self, tokens: Sequence[Token], index: int, fn: CppFunction, identities: set[str]) -> bool:
+        joins = [j for j in range(index + 1, fn.body_end) if _is_join(tokens, j, identities)]
+        if not joins:
+            return False
+        found = self._regions.get(fn.body_start)
+        if found is None:
+            found = self._regions[fn.body_start] = regions(tokens, fn)
+        return any(covers(tokens, fn, found, index, j, joins) for j in joins)
 
     def _emit(self, source: CppSource, site: _Site, bad: bool) -> None:
         tok_offset = source.tokens[site.index].offset
@@ -257,6 +253,27 @@ class SideStreamInCpp(Rule):
             self.report_cpp(source, tok_offset, self.joined_message.format(what=site.what),
                             evidence={"stream": site.identity, "joined": True},
                             severity=Severity.WARNING if self.active_severity == Severity.ERROR else self.active_severity)
+
+
+def _is_join(tokens: Sequence[Token], j: int, identities: set[str]) -> bool:
+    text = tokens[j].text
+    if tokens[j].kind != "ident" or text not in _SYNC:
+        return False
+    args, _ = call_args(tokens, j)
+    first = {t.text for t in args[0]} if args else set()
+    if text in ("cudaDeviceSynchronize", "device_synchronize", "cudaEventSynchronize"):
+        return True
+    if text in ("cudaStreamSynchronize", "stream_synchronize") and first & identities:
+        return True
+    if text == "cudaStreamWaitEvent" and args and not first & identities:
+        return True  # the current stream waits for an event
+    if text in ("synchronize", "block") and j > 0 and tokens[j - 1].text in (".", "->"):
+        receiver = tokens[j - 2].text if j >= 2 else ""
+        if text == "synchronize" and receiver in identities:
+            return True
+        if text == "block" and not first & identities:
+            return True
+    return False
 
 
 def _derived_from(tokens: Sequence[Token], fn: CppFunction, names: set[str], sources: set[str]) -> bool:
