@@ -67,7 +67,7 @@ def test_heavy_torch_next_to_a_real_kernel_is_suspect_outside_strict(profile, ex
     findings = [f for f in static_findings(WITH_KERNEL.format(expr="y.sum(dim=-1)"), profile=profile)
                 if f.rule.startswith("GK3")]
     assert [(f.rule, f.severity) for f in findings] == [("GK303", expected)]
-    assert findings[0].confirmed_by == "GK660"
+    assert findings[0].confirmed_by == "GK667"
     assert findings[0].confidence.value == ("certain" if profile == "strict" else "suspect")
 
 
@@ -142,10 +142,10 @@ class ModelNew(torch.nn.Module):
 
 @pytest.mark.parametrize("cond", ["x.is_cuda", "x.shape[-1] % 8 == 0", "USE_KERNEL"])
 def test_a_fallback_chosen_at_run_time_is_suspect_outside_strict(cond):
-    # which branch runs is a run-time question: the work attribution (GK660) confirms
+    # which branch runs is a run-time question: the work attribution (GK667) confirms
     source = FALLBACK.format(cond=cond)
     findings = [f for f in static_findings(source) if f.rule == "GK310"]
-    assert [(f.severity, f.confidence.value, f.confirmed_by) for f in findings] == [(Severity.WARNING, "suspect", "GK660")]
+    assert [(f.severity, f.confidence.value, f.confirmed_by) for f in findings] == [(Severity.WARNING, "suspect", "GK667")]
     assert _mine(static_findings(source, profile="strict")) == [("GK310", Severity.ERROR)]
     assert _mine(static_findings(source, profile="lenient")) == [("GK310", Severity.WARNING)]
 
@@ -313,7 +313,7 @@ def test_policy_table_is_data_and_the_docs_render_it():
     from gatekeeper.static.discovery import discover_rules
 
     table = policy()
-    assert table.confirmed_by == "GK660"
+    assert table.confirmed_by == "GK667"
     assert table.verdict("reference_op", "default").confidence.value == "suspect"
     assert table.verdict("reference_op", "strict").severity == "error"
     assert table.verdict("no_own_kernel", "lenient").severity == "error"

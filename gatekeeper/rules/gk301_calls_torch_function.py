@@ -21,7 +21,7 @@ class CallsTorchFunction(TorchFallbackRule):
     Severity is the torch-fallback policy (rules/torch_policy.toml, shared by GK301-GK310,
     table below). Under `default` it follows KernelBench: torch may do part of the work when
     the submission's own kernel does real work on the forward path, so such a use is
-    `suspect` (a warning) until the run-time work attribution (GK660) says torch did the
+    `suspect` (a warning) until the run-time work attribution (GK667) says torch did the
     timed work; it is an error when the forward launches no kernel of its own (none, only in
     `__init__`, only on a constant sliver such as `x[:1]`), when the problem forbids the op,
     or when torch computes every op of the reference. `strict` rejects every use. An own

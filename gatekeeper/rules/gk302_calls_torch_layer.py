@@ -15,7 +15,7 @@ class CallsTorchLayer(TorchFallbackRule):
 
     Under the default profile a cuDNN convolution or a cuBLAS `nn.Linear` next to the
     submission's own fused kernel is what KernelBench accepts: a warning (suspect, confirmed
-    by the run-time work attribution GK660). It rejects when no own kernel does real work on
+    by the run-time work attribution GK667). It rejects when no own kernel does real work on
     the forward path, when the problem forbids the layer, or when torch's layers compute
     every op of the reference; strict rejects every layer call (policy table below).
 

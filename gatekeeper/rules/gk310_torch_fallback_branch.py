@@ -41,7 +41,7 @@ class TorchFallbackBranch(TorchFallbackRule):
 
     Severity (policy table below): which branch runs is a run-time question, so under the
     default profile a fallback is `suspect` (a warning) and the run-time work attribution
-    (GK660) confirms it; strict rejects it. A switch fixed in the file to the torch path is
+    (GK667) confirms it; strict rejects it. A switch fixed in the file to the torch path is
     an error under every profile, because the kernel never runs: a constant
     (`USE_KERNEL = False`, `if False and x.is_cuda:`) or an environment variable read with a
     default that selects torch (`os.environ.get("USE_KERNEL", "0") == "1"`, `"X" in
