@@ -112,7 +112,7 @@ def judge_call(call: dict[str, Any], settings: dict[str, Any],
         return "no function or kernel of the submission's own ran; torch computed the output", evidence
     producer = (call.get("producer") or {}).get("by")
     min_share = float(settings.get("min_own_share", 0.005))
-    output_share = float(settings.get("torch_output_max_own_share", 0.5))
+    output_share = float(settings.get("torch_output_max_own_share", 0.8))
     if producer in ("torch", "torch-inside-own") and own_share < output_share:
         where = "inside the extension (an at:: call)" if producer == "torch-inside-own" else "after the own code ran"
         return (f"torch computed the returned tensor {where} with {call['producer'].get('op')}; the submission's "

@@ -1,0 +1,69 @@
+"""Work attribution, the error budget and stage status, in process: real torch, real tensors.
+The end-to-end fixtures (runtime_* in fixtures/manifest/behaviour.toml) run in test_fixtures."""
+
+from pathlib import Path
+
+import torch
+
+import gatekeeper
+from gatekeeper.behaviour.attribution import Recorder
+from gatekeeper.behaviour.compare import error_ratio
+from gatekeeper.behaviour.work import judge_call, kernel_class, own_kernel_names
+from gatekeeper.sandbox.tensors import pack
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _record(fn):
+    with Recorder("cpu") as recorder:
+        out = fn()
+    return recorder.summary(out, 0.0)
+
+
+def test_torch_hidden_behind_a_computed_getattr_is_recorded_and_judged():
+    a = torch.randn(32, 32)
+    call = _record(lambda: getattr(torch, "".join(["mat", "mul"]))(a, a).relu())
+    names = {op["name"] for op in call["ops"] if not op["glue"]}
+    assert {"aten::mm", "aten::relu"} <= names
+    verdict = judge_call(call, {})
+    assert verdict is not None and "no function or kernel of the submission's own ran" in verdict[0]
+
+
+def test_glue_only_call_is_not_torch_doing_the_work():
+    a = torch.randn(8, 8)
+    call = _record(lambda: a.t().contiguous().view(-1))
+    assert all(op["glue"] for op in call["ops"])
+    assert judge_call(call, {}) is None
+
+
+def test_kernel_names_classified_own_vendor_torch():
+    own = own_kernel_names("__global__ void my_gemm_kernel(float* a) {}\n@triton.jit\ndef fused_add(x):\n    pass\n")
+    assert own == {"my_gemm_kernel", "fused_add"}
+    assert kernel_class("my_gemm_kernel(float*, int)", own) == "own"
+    assert kernel_class("fused_add", own) == "own"
+    assert kernel_class("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n", own) == "vendor"
+    assert kernel_class("nvjet_tst_128x64_64x4_1x2_h_bz_TNT", own) == "vendor"
+    assert kernel_class("void at::native::reduce_kernel<512, 1>(float*)", own) == "torch"
+    assert kernel_class("triton_poi_fused_add_relu_0", own) == "torch"  # inductor: torch.compile did it
+    assert kernel_class("Memcpy DtoD (Device -> Device)", own) == "glue"
+
+
+def test_error_budget_separates_bf16_rounding_from_float32():
+    torch.manual_seed(0)
+    x, w = torch.randn(64, 128), torch.randn(128, 64) / 12
+    exact = x.double() @ w.double()
+    honest = x @ w
+    rounded = honest.bfloat16().float()
+    assert torch.allclose(rounded, exact.float(), atol=1e-2, rtol=1e-2)  # within tolerance
+    fine = error_ratio(pack(honest), pack(exact), pack(x.flip(0).flip(0) @ w))
+    coarse = error_ratio(pack(honest), pack(exact), pack(rounded))
+    assert fine is not None and coarse is not None
+    assert fine["ratio"] < 10 and coarse["ratio"] > 1000
+
+
+def test_timing_after_a_reject_is_skipped_with_the_reason_not_an_error():
+    report = gatekeeper.check(FIXTURES / "submissions" / "cpu_honest_python.py", FIXTURES / "problems" / "cpu_mean.py",
+                              stages="static", keep_going=True, time=True)
+    timing = next(s for s in report.stages if s.name.value == "timing")
+    assert report.verdict.value == "reject"
+    assert timing.status.value == "skipped" and "static stage rejected" in timing.reason
