@@ -170,3 +170,21 @@ def settle_static(static: list[Finding], work: dict[str, Any]) -> None:
         else:
             f.evidence["runtime"] = "cleared"
             f.evidence["runtime_own_share"] = work.get("own_share_of_compute")
+
+
+def work_lines(work: dict[str, Any]) -> list[str]:
+    """The report's `work` section in two or three short lines (text renderer)."""
+    lines = []
+    classes = work.get("classes") or {}
+    if classes:
+        parts = ", ".join(f"{c} {v.get('share', 0):.0%} ({v.get('count', 0)})" for c, v in classes.items()
+                          if v.get("count"))
+        lines.append(f"work ({work.get('device', '?')}, {work.get('calls', 0)} calls, share of "
+                     f"{'device' if work.get('device') == 'cuda' else 'host'} time): {parts or 'nothing recorded'}")
+        top = [t["name"] for c in ("own", "torch", "vendor") for t in (work.get("top") or {}).get(c, [])[:2]]
+        if top:
+            lines.append("top: " + "; ".join(top))
+    ratios = work.get("error_ratio")
+    if ratios:
+        lines.append("error ratio to an honest computation in the reference dtype: " + ", ".join(f"{t} {r:g}x" for t, r in ratios.items()))
+    return lines

@@ -97,6 +97,11 @@ def print_report(report: Report, console: Console, verbosity: int = 0) -> None:
 
         for line in timing_lines(report.timing, report.score):
             console.print(f"  {escape(line)}")
+    if report.work:
+        from gatekeeper.behaviour.work import work_lines
+
+        for line in work_lines(report.work):
+            console.print(f"  {escape(line)}")
     if report.error:
         _print_wrapped(console, report.error, "gatekeeper could not finish:", "magenta")
     for stage in report.stages:
