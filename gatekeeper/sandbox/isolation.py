@@ -55,7 +55,10 @@ class Isolation:
              write_paths: Iterable[str] = ()) -> list[str]:
         """The command line that runs `argv` under this isolation."""
         if self.name == "unshare":
-            return [str(self.tool), "-rn", "--pid", "--fork", "--kill-child", "--", *argv]
+            # setsid: the worker (pid 1 of the namespace) leaves unshare's process group, so
+            # kill(0, ...) from inside cannot reach unshare itself.
+            setsid = shutil.which("setsid") or "setsid"
+            return [str(self.tool), "-rn", "--pid", "--fork", "--kill-child", "--", setsid, *argv]
         if self.name != "bwrap":
             return list(argv)
         return [str(self.tool), *bwrap_args(workdir, read_paths, write_paths, self.extra_ro), "--", *argv]

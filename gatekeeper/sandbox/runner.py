@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from gatekeeper.sandbox.drain import Drain
 from gatekeeper.sandbox.channel import ChannelError, FrameReader, pack_message
 from gatekeeper.sandbox.isolation import Isolation, detect, require
 from gatekeeper.sandbox.reaper import reap_tagged, tag
@@ -30,9 +31,6 @@ from gatekeeper.sandbox.scrub import scrub_message, scrub_text
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
              "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "TERM")
 _TAIL = 4000
-# stdout/stderr of a worker: past this many bytes the file is emptied (it is opened in
-# append mode, so writing continues at the start) and only the tail is kept for the report.
-OUTPUT_CAP_BYTES = 8 * 1024 * 1024
 WORKER_SCRIPT = str(Path(__file__).resolve().with_name("worker.py"))
 
 
@@ -74,17 +72,6 @@ def scrubbed_env(extra: Optional[dict[str, str]], workdir: Path) -> dict[str, st
                 "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"})
     env.update(extra or {})
     return env
-
-
-def _tail(path: Path) -> str:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - _TAIL))
-            return handle.read().replace(b"\x00", b"").decode("utf-8", errors="replace")
-    except OSError:
-        return ""
 
 
 def _rss_mb(pid: int) -> float:
@@ -176,19 +163,19 @@ class Job:
         self.read_fd, write_fd = os.pipe()
         self.started = time.monotonic()
         self.result = JobResult(status="crashed", isolation=self.isolation.name)
-        self.out_path, self.err_path = self.work / ".stdout", self.work / ".stderr"
         worker_env = scrubbed_env(env, self.work)
         self.tag = tag(worker_env)
         try:
-            # Append mode: when the parent empties a file past OUTPUT_CAP_BYTES, writes restart at 0.
-            with open(self.out_path, "ab") as out, open(self.err_path, "ab") as err:
-                argv = self.isolation.wrap([sys.executable, "-I", "-B", WORKER_SCRIPT, str(write_fd)],
-                                           workdir=self.work, read_paths=_named_files(params),
-                                           write_paths=list(write_roots or []))
-                self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=self.work,
-                                             env=worker_env, pass_fds=(write_fd,), start_new_session=True)
+            argv = self.isolation.wrap([sys.executable, "-I", "-B", WORKER_SCRIPT, str(write_fd)],
+                                       workdir=self.work, read_paths=_named_files(params),
+                                       write_paths=list(write_roots or []))
+            # stdout/stderr are pipes drained by threads that keep the tail: no disk, no cap to outrun.
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         cwd=self.work, env=worker_env, pass_fds=(write_fd,), start_new_session=True)
         finally:
             os.close(write_fd)
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self.out, self.err = Drain(self.proc.stdout), Drain(self.proc.stderr)
         del secret  # the FrameReader keeps only its HMAC state
         self._write(self.reader.secret_prefix() + struct.pack(">Q", len(payload)) + payload)
         if not keep_stdin:
@@ -228,6 +215,9 @@ class Job:
         reap_tagged(self.tag)
         self.result.status, self.result.detail = "killed", "stopped by the parent"
         self.close_stdin()
+        for drain in (self.out, self.err):
+            drain.finish(0.5)
+            drain.close()
         os.close(self.read_fd)
         if self.own_dir:
             shutil.rmtree(self.work, ignore_errors=True)
@@ -237,16 +227,21 @@ class Job:
         result = self.result
         try:
             _collect(self.proc, self.read_fd, self.reader, result, self.timeouts, self.default_timeout_s,
-                     self.rss_cap_mb, (self.out_path, self.err_path))
+                     self.rss_cap_mb)
             self.close_stdin()
             result.returncode = self.proc.returncode
-            result.stdout_tail = scrub_text(_tail(self.out_path), 1000)
-            result.stderr_tail = _tail(self.err_path) if self.verbatim_errors else scrub_text(_tail(self.err_path), 2000)
             if not self.verbatim_errors:
                 result.messages = [scrub_message(m) for m in result.messages]
         finally:
             _kill(self.proc)  # the wrapper (bwrap's init) and with it everything the job started
             reap_tagged(self.tag)
+            for drain in (self.out, self.err):
+                drain.finish()
+                drain.close()
+            result.stdout_tail = scrub_text(self.out.tail(_TAIL), 1000)
+            err_tail = self.err.tail(_TAIL)
+            result.stderr_tail = err_tail if self.verbatim_errors else scrub_text(err_tail, 2000)
+            result.output_dropped_bytes = self.out.dropped() + self.err.dropped()
             os.close(self.read_fd)
             if self.own_dir:
                 shutil.rmtree(self.work, ignore_errors=True)
@@ -255,8 +250,7 @@ class Job:
 
 
 def _collect(proc: subprocess.Popen, fd: int, reader: FrameReader, result: JobResult,
-             timeouts: dict[str, float], default_timeout_s: float, rss_cap_mb: Optional[int],
-             outputs: tuple[Path, ...] = ()) -> None:
+             timeouts: dict[str, float], default_timeout_s: float, rss_cap_mb: Optional[int]) -> None:
     deadline = time.monotonic() + timeouts.get("start", default_timeout_s)
     next_poll = 0.0
     exited: Optional[float] = None
@@ -267,11 +261,8 @@ def _collect(proc: subprocess.Popen, fd: int, reader: FrameReader, result: JobRe
             result.detail = f"phase '{result.phase}' ran past its {timeouts.get(result.phase, default_timeout_s):g} s limit"
             _kill(proc)
             return
-        polling = now >= next_poll
-        if polling:
+        if rss_cap_mb and now >= next_poll:
             next_poll = now + 0.25
-            result.output_dropped_bytes += _cap_outputs(outputs)
-        if rss_cap_mb and polling:
             rss = _rss_mb(proc.pid)
             if rss > rss_cap_mb:
                 result.status = "memory"
@@ -337,22 +328,3 @@ def _named_files(params: dict[str, Any]) -> list[str]:
     """Files a job's parameters name (the submission, the problem): the only user files a
     bubblewrap worker sees, read-only, at the same path."""
     return [v for v in params.values() if isinstance(v, str) and os.path.isabs(v) and os.path.isfile(v)]
-
-
-def _cap_outputs(paths: tuple[Path, ...]) -> int:
-    """Empty a worker's stdout/stderr file once it passes OUTPUT_CAP_BYTES; returns the bytes dropped."""
-    dropped = 0
-    for path in paths:
-        try:
-            size = path.stat().st_size
-            if size > OUTPUT_CAP_BYTES:
-                with open(path, "rb") as handle:  # keep the latest tail across the cut
-                    handle.seek(size - _TAIL)
-                    tail = handle.read(_TAIL)
-                os.truncate(path, 0)
-                with open(path, "ab") as handle:
-                    handle.write(b"[... output cut by gatekeeper ...]\n" + tail)
-                dropped += size
-        except OSError:
-            continue
-    return dropped
