@@ -67,3 +67,11 @@ def test_timing_after_a_reject_is_skipped_with_the_reason_not_an_error():
     timing = next(s for s in report.stages if s.name.value == "timing")
     assert report.verdict.value == "reject"
     assert timing.status.value == "skipped" and "static stage rejected" in timing.reason
+
+
+def test_strict_matches_torch_ops_to_the_reference_by_family():
+    from gatekeeper.behaviour.work import op_family
+
+    assert op_family("aten::mm") == op_family("aten::addmm") == op_family("aten::linear")
+    assert op_family("aten::relu_") == op_family("aten::relu.default") == "relu"
+    assert op_family("aten::add.Tensor") != op_family("aten::mm")
