@@ -18,7 +18,7 @@ How to use it (the behaviour and timing stages both do this)::
     result.messages      # verified messages, in order, each a dict with "kind"
     result.phase         # the last phase the job announced (where it failed)
     result.stderr_tail   # for the human reading the finding; never for the verdict
-    result.isolation     # "bwrap-net" | "unshare-net" | "none"
+    result.isolation     # "bwrap" | "unshare" | "none" (GATEKEEPER_ISOLATION picks)
 
 The job runs in the worker as ``fn(params: dict, channel)``::
 
@@ -42,7 +42,8 @@ Guarantees: the worker is spawned (never forked) as `python -I -B .../sandbox/wo
 environment, a private temporary working directory (HOME and TMPDIR point into it), core
 dumps off, an address-space or resident-memory cap, an audit guard that refuses Python-level
 writes outside `write_roots` and network connections, and OS isolation when available
-(`isolation.detect()`). Messages travel over a pipe kept on a private non-inheritable fd,
+(`isolation.detect()`; bubblewrap: a read-only view of only what the job needs, own pid and
+network namespaces, docs/threat-model.md). Messages travel over a pipe kept on a private non-inheritable fd,
 each framed and HMAC-signed with a per-run secret read from stdin before untrusted code
 runs; the parent ignores stdout and the exit code, and a job counts as finished only when
 its signed `done` frame arrives. Nothing is unpickled on the parent side.
