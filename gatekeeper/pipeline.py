@@ -126,11 +126,6 @@ def run(
             if stopped is not None:
                 stages.append(StageResult(name=name, status=StageStatus.SKIPPED, reason=stopped))
                 continue
-            if name == StageName.BEHAVIOUR and any(f.stage == StageName.BUILD and f.severity == Severity.ERROR
-                                                   for f in findings):
-                stages.append(StageResult(name=name, status=StageStatus.SKIPPED,
-                                          reason="the build stage rejected the extension: there is nothing to run"))
-                continue
             if name == StageName.TIMING and _has_error(findings):
                 # --keep-going ran the checks; a rejected submission is not timed: that is a skip.
                 rejected_by = next(f.stage.value for f in findings if f.severity == Severity.ERROR)
