@@ -168,6 +168,9 @@ def test_judge_names_the_mechanism_of_each_wrong_call():
     assert _judge(kinds, {5}) == ["GK671"]
     assert _judge(kinds, {6}) == ["GK672"]
     assert _judge(kinds, {7}) == ["GK611"]
+    alternating = [("reuse", "normal", None) if i % 2 else ("fresh", "normal", None) for i in range(20)]
+    wrong = {i for i in range(20) if i % 2} | {4, 8}  # every same-address call, some others
+    assert "GK672" in _judge(alternating, wrong)
     kinds[8] = ("fresh", "outliers", None)
     kinds[9] = ("near-sparse", "normal", 8)
     assert _judge(kinds, {8, 9}) == ["GK673"]  # the near-duplicate inherits its base's structure
