@@ -50,6 +50,7 @@ _SYSTEM = _system_roots()
 
 
 _LOADED: set[str] = set()
+_OWN_CACHE: list[Any] = []  # (sys.modules size, loader count) -> names: realpath costs ms per call
 
 
 def watch_extension_loads() -> None:
@@ -78,6 +79,9 @@ def watch_extension_loads() -> None:
 def own_modules() -> set[str]:
     """Names of loaded compiled modules that do not belong to the Python installation: the
     submission's extensions (load_inline, load, or built by hand in the working directory)."""
+    key = (len(sys.modules), len(_LOADED))
+    if _OWN_CACHE and _OWN_CACHE[0] == key:
+        return set(_OWN_CACHE[1])
     names = set(_LOADED)
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None)
@@ -86,6 +90,7 @@ def own_modules() -> set[str]:
         if not os.path.realpath(path).startswith(_SYSTEM):
             names.add(name.rsplit(".", 1)[-1])
             names.add(name)
+    _OWN_CACHE[:] = [key, frozenset(names)]
     return names
 
 
