@@ -9,7 +9,7 @@ auto is the default):
   folders it may write (its build cache key), no network, its own user, pid, ipc and uts
   namespaces (it cannot see or signal the parent or other workers), no capabilities, a new
   session, and it dies with the parent.
-- `unshare`: `unshare -rn --pid --fork --kill-child`: own user, network and pid namespace
+- `unshare`: `unshare -rn --pid --fork --kill-child --mount-proc`: own user, network and pid namespace
   (no network; the worker cannot see or signal processes outside; its tree dies with it),
   but the file system is the user's.
 - `none`: today's Python-level layers only (audit hook, limits, process-group kill).
@@ -58,7 +58,8 @@ class Isolation:
             # setsid: the worker (pid 1 of the namespace) leaves unshare's process group, so
             # kill(0, ...) from inside cannot reach unshare itself.
             setsid = shutil.which("setsid") or "setsid"
-            return [str(self.tool), "-rn", "--pid", "--fork", "--kill-child", "--", setsid, *argv]
+            # --mount-proc: a /proc of the new pid namespace (the CUDA driver fails without it).
+            return [str(self.tool), "-rn", "--pid", "--fork", "--kill-child", "--mount-proc", "--", setsid, *argv]
         if self.name != "bwrap":
             return list(argv)
         return [str(self.tool), *bwrap_args(workdir, read_paths, write_paths, self.extra_ro), "--", *argv]
