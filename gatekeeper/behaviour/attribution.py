@@ -295,7 +295,10 @@ def _stop_profiler(prof: Any) -> list[tuple[str, float]]:
             kind = str(getattr(event, "device_type", ""))
             if "CUDA" not in kind:
                 continue
-            us = float(getattr(event, "device_time", 0.0) or getattr(event, "cuda_time", 0.0) or 0.0)
+            try:  # a kernel's own event: its interval is its device time
+                us = float(event.time_range.elapsed_us())
+            except AttributeError:
+                us = float(getattr(event, "device_time_total", 0.0) or 0.0)
             totals[event.name] = totals.get(event.name, 0.0) + us / 1e6
         return sorted(totals.items(), key=lambda kv: -kv[1])
     except Exception:
