@@ -96,9 +96,11 @@ class Runner:
         import torch
 
         index = entry["index"]
+        # Before this call's inputs are written: they may go into the previous call's storage,
+        # which an output may share when the reference itself works in place.
+        self._check_last()
         inputs = build_inputs(entry["kind"], entry["inputs"], self.previous, self.device)
         self.previous = None  # the previous call's tensors are released before this call
-        self._check_last()
         before = counts()
         try:
             out = self.model(*inputs)
