@@ -33,9 +33,9 @@ class ModelNew(nn.Module):
 
 @needs_no_gpu
 def test_time_without_a_gpu_is_an_infrastructure_error_after_the_earlier_stages():
-    # Plain torch passes build and behaviour on a CPU machine once the torch-op rule is off,
-    # so the run reaches the timing stage, which must refuse.
-    config = Config.model_validate({"rules": {"GK304": {"enabled": False}}})
+    # Plain torch passes build and behaviour on a CPU machine once the torch-op rule and the
+    # run-time work attribution are off, so the run reaches the timing stage, which must refuse.
+    config = Config.model_validate({"rules": {"GK304": {"enabled": False}, "GK667": {"enabled": False}}})
     report = gatekeeper.check(PLAIN_TORCH, FIX / "problems/seed_mean.py", time=True, config=config)
     stages = {s.name.value: s for s in report.stages}
     assert stages["static"].status == StageStatus.PASSED

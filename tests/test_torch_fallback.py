@@ -529,3 +529,15 @@ def test_an_extension_held_by_a_class_attribute_is_an_own_kernel():
               "        return Fn.ext.run(x)\n"
               "class ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.relu(Fn.apply(x))\n")
     assert _mine(static_findings(source)) == [("GK301", Severity.WARNING)]
+
+
+def test_a_method_bound_in_init_and_called_through_an_attribute_is_on_the_forward_path():
+    """`self.impl = self._impl` in __init__, `self.impl(...)` in forward: the call graph
+    cannot see the call, so the one reference beyond the def keeps `_impl` on the path."""
+    code = ("import torch\nclass ModelNew(torch.nn.Module):\n"
+            "    def __init__(self):\n        super().__init__()\n        self.impl = self._impl\n"
+            "    def _impl(self, a, b):\n        return torch.matmul(a, b)\n"
+            "    def forward(self, a, b):\n        return self.impl(a, b)\n")
+    errors = [f for f in static_findings(code) if f.severity == Severity.ERROR]
+    assert [f.rule for f in errors] == ["GK301"]
+    assert errors[0].location.line == 7

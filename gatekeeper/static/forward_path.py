@@ -60,7 +60,7 @@ def compute_forward_keys(ctx: "FileContext") -> frozenset[str]:
         name = _last(key)
         if key in called or name in NOT_FORWARD or name.startswith("__") or _is_root(ctx, key):
             continue
-        if len(re.findall(rf"(?<![\w.]){re.escape(name)}\b|\.{re.escape(name)}\b", ctx.text)) > 1 + _defs(ctx, name):
+        if len(re.findall(rf"(?<![\w.]){re.escape(name)}\b|\.{re.escape(name)}\b", ctx.text)) > _defs(ctx, name):
             stack.append(key)
     while stack:
         key = stack.pop()
