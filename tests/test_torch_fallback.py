@@ -13,7 +13,7 @@ import pytest
 from gatekeeper.config import Config, RuleSettings
 from gatekeeper.errors import UsageError
 from gatekeeper.report import Severity
-from gatekeeper.rules.gk3xx_torch_ops import torch_ops
+from gatekeeper.analyses.torch_op_table import torch_ops
 from gatekeeper.static.names import NameResolver
 from gatekeeper.static.testing import static_findings
 
@@ -309,7 +309,7 @@ def test_disabling_some_rules_leaves_the_others_working():
 # --- the policy as data, problem-declared ops, honest "own kernel", discarded output -------
 
 def test_policy_table_is_data_and_the_docs_render_it():
-    from gatekeeper.rules.gk3xx_policy_table import policy
+    from gatekeeper.analyses.torch_policy_table import policy
     from gatekeeper.static.discovery import discover_rules
 
     table = policy()

@@ -1,12 +1,16 @@
-"""Find rule classes: the built-in gatekeeper/rules/ folder plus user rule folders.
+"""Find rule classes: the built-in rule pack (the top-level rules/ folder, installed as the
+package `gatekeeper_rules`) plus user rule folders.
 
-Rules are loaded by path, one module per file; a rule class is any Rule subclass with a
-`code`. Codes must be unique across all folders.
+Built-in rules are imported by their package name, so each module exists once in
+sys.modules; user rule files are loaded by path under a synthetic name. A rule class is
+any Rule subclass with a `code`. Codes must be unique across all folders.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import pkgutil
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -16,7 +20,42 @@ from gatekeeper.errors import UsageError
 from gatekeeper.static.load_checks import LOAD_RULES
 from gatekeeper.static.rule import Rule
 
-BUILTIN_RULES = Path(__file__).resolve().parent.parent / "rules"
+BUILTIN_PACKAGE = "gatekeeper_rules"
+
+
+def _builtin_folder() -> Path:
+    try:
+        package = importlib.import_module(BUILTIN_PACKAGE)
+    except ImportError:
+        # A source tree on sys.path without an install: the folder beside the package.
+        return Path(__file__).resolve().parent.parent.parent / "rules"
+    return Path(next(iter(package.__path__)))
+
+
+BUILTIN_RULES = _builtin_folder()
+
+
+def _rule_classes(module, path: Path) -> list[type[Rule]]:
+    found = []
+    for value in vars(module).values():
+        if (isinstance(value, type) and issubclass(value, Rule) and value is not Rule
+                and "code" in value.__dict__ and value.__module__ == module.__name__):
+            value.source_file = str(path)
+            found.append(value)
+    return found
+
+
+def _load_builtin() -> list[type[Rule]]:
+    if BUILTIN_PACKAGE not in sys.modules and importlib.util.find_spec(BUILTIN_PACKAGE) is None:
+        return [rule for path in sorted(BUILTIN_RULES.glob("gk*.py")) for rule in _load_file(path)]
+    package = importlib.import_module(BUILTIN_PACKAGE)
+    found: list[type[Rule]] = []
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{BUILTIN_PACKAGE}.{info.name}")
+        found.extend(_rule_classes(module, Path(module.__file__ or info.name)))
+    return found
 
 
 def _load_file(path: Path) -> list[type[Rule]]:
@@ -30,17 +69,12 @@ def _load_file(path: Path) -> list[type[Rule]]:
         spec.loader.exec_module(module)
     except Exception as exc:  # a user's rule file is broken: say which, don't crash
         raise UsageError(f"rule file {path} failed to import: {type(exc).__name__}: {exc}") from None
-    found = []
-    for value in vars(module).values():
-        if isinstance(value, type) and issubclass(value, Rule) and value is not Rule and "code" in value.__dict__:
-            value.source_file = str(path)
-            found.append(value)
-    return found
+    return _rule_classes(module, path)
 
 
 @lru_cache(maxsize=16)
 def _discover(folders: tuple[str, ...]) -> tuple[type[Rule], ...]:
-    rules: list[type[Rule]] = list(LOAD_RULES)
+    rules: list[type[Rule]] = [*LOAD_RULES, *_load_builtin()]
     for folder in folders:
         base = Path(folder)
         if not base.is_dir():
@@ -62,4 +96,4 @@ def _discover(folders: tuple[str, ...]) -> tuple[type[Rule], ...]:
 
 
 def discover_rules(extra_dirs: Iterable[str] = ()) -> tuple[type[Rule], ...]:
-    return _discover((str(BUILTIN_RULES), *[str(Path(d)) for d in extra_dirs]))
+    return _discover(tuple(str(Path(d)) for d in extra_dirs))

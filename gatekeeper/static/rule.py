@@ -1,4 +1,4 @@
-"""The rule base class. One small class per file under gatekeeper/rules/.
+"""The rule base class. One small class per file under rules/ (the top-level rule pack).
 
 A rule declares its code, name (the bad pattern), category, severity, message and hint,
 its documentation (the class docstring) and VALID / INVALID examples, which become tests.

@@ -1,0 +1,147 @@
+"""ATen / libtorch compute calls and vendor-library calls in a C++/CUDA token stream.
+
+Not a rule file: it defines no rule with a `code`. Works on `source.tokens` (comments and
+string literals already dropped), so `// at::matmul` or `"torch::mean"` never match.
+
+- `at::matmul(`, `torch::mean(`, `at::native::...(`, `torch::nn::functional::linear(`:
+  a lower-case function reached through an ATen namespace that is not allocation,
+  metadata or a CUDA utility (torch_ops.toml, [cpp]);
+- `x.matmul(y)`, `x.sum()` in host code: a tensor compute method;
+- `cublasSgemm(`, `cublasLtMatmul(`, `cudnnConvolutionForward(`: a vendor library doing the
+  work (handle, descriptor and setup calls are fine).
+
+Device code (`__global__` / `__device__` bodies) is skipped for method calls: cooperative
+groups' `tile.any(...)` is not a tensor method.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from gatekeeper.analyses.torch_op_table import TorchOps
+from gatekeeper.static.cpp_functions import CppFunction
+from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.cpp_tokens import Token
+
+Found = tuple[str, str, int]  # (kind: cpp | vendor, what was called, offset)
+
+
+def _device_ranges(tokens: list[Token], fns: list[CppFunction]) -> list[tuple[int, int]]:
+    ranges = []
+    for fn in fns:
+        # the name token sits just before the parameter list, which ends before the body
+        at = fn.body_start
+        while at > 0 and tokens[at].offset != fn.offset:
+            at -= 1
+        before = {t.text for t in tokens[max(0, at - 8) : at]}
+        if "__global__" in before or "__device__" in before:
+            ranges.append((fn.body_start, fn.body_end))
+    return ranges
+
+
+def _chain(tokens: list[Token], i: int) -> tuple[list[str], int]:
+    """`a :: b :: c` starting at token i: the names and the index after the last."""
+    names = [tokens[i].text]
+    j = i + 1
+    while j + 1 < len(tokens) and tokens[j].text == "::" and tokens[j + 1].kind == "ident":
+        names.append(tokens[j + 1].text)
+        j += 2
+    return names, j
+
+
+def _skip_template(tokens: list[Token], j: int) -> int:
+    """Index after `<...>` at j (template arguments), or j when there are none."""
+    if j >= len(tokens) or tokens[j].text != "<":
+        return j
+    depth = 0
+    for k in range(j, min(len(tokens), j + 64)):
+        text = tokens[k].text
+        if text == "<":
+            depth += 1
+        elif text == ">":
+            depth -= 1
+        elif text == ">>":
+            depth -= 2
+        elif text in (";", "{", "}"):
+            return j
+        if depth == 0:
+            return k + 1
+        if depth < 0:
+            return j  # `>>` closed an outer template too: static_cast<at::acc_type<...>>(v)
+    return j
+
+
+def _namespaces(tokens: list[Token], ops: TorchOps) -> tuple[dict[str, list[str]], set[str]]:
+    """`namespace F = torch::nn::functional;` aliases, and the names made visible
+    unqualified by `using namespace at;` / `using at::matmul;` ("*" for a whole namespace)."""
+    aliases: dict[str, list[str]] = {}
+    unqualified: set[str] = set()
+    n = len(tokens)
+    for i, tok in enumerate(tokens):
+        if tok.text == "namespace" and i + 3 < n and tokens[i + 2].text == "=" and tokens[i + 3].kind == "ident":
+            chain, _ = _chain(tokens, i + 3)
+            if chain[0] in ops.cpp_roots:
+                aliases[tokens[i + 1].text] = chain
+        elif tok.text == "using" and i + 1 < n:
+            start = i + 2 if tokens[i + 1].text == "namespace" else i + 1
+            if start < n and tokens[start].kind == "ident":
+                chain, _ = _chain(tokens, start)
+                if chain[0] not in ops.cpp_roots:
+                    continue
+                if tokens[i + 1].text == "namespace":
+                    if chain in (["at"], ["torch"], ["at", "native"], ["torch", "nn", "functional"]):
+                        unqualified.add("*")
+                elif len(chain) > 1:
+                    unqualified.add(chain[-1])
+    return aliases, unqualified
+
+
+def scan_cpp(source: CppSource, ops: TorchOps,
+             functions_of: Callable[[CppSource], list[CppFunction]]) -> tuple[bool, list[Found]]:
+    tokens = source.tokens
+    n = len(tokens)
+    has_kernel = any(t.kind == "ident" and t.text == "__global__" for t in tokens)
+    device: Optional[list[tuple[int, int]]] = None
+
+    def in_device(i: int) -> bool:
+        nonlocal device
+        if device is None:  # computed only when a method call needs it
+            device = _device_ranges(tokens, functions_of(source))
+        return any(start <= i <= end for start, end in device)
+
+    aliases, unqualified = _namespaces(tokens, ops) if any(t.text in ("using", "namespace") for t in tokens) else ({}, set())
+    defined: Optional[set[str]] = None
+    found: list[Found] = []
+    i = 0
+    while i < n:
+        tok = tokens[i]
+        if tok.kind != "ident":
+            i += 1
+            continue
+        prev = tokens[i - 1].text if i else ""
+        # qualified call: at::matmul(  torch::nn::functional::linear(  at::_ops::mm::call(
+        if prev != "::" and i + 1 < n and tokens[i + 1].text == "::":
+            chain, j = _chain(tokens, i)
+            if chain[0] in aliases:  # namespace F = torch::nn::functional; F::linear(...)
+                chain = aliases[chain[0]] + chain[1:]
+            after = _skip_template(tokens, j)  # at::cuda::blas::gemm<float>(...)
+            if after < n and tokens[after].text == "(" and ops.cpp_is_compute(chain):
+                what = "::".join(chain)
+                if len(chain) > 2 and chain[1] == "_ops":
+                    what = "::".join(chain[:3])
+                found.append(("cpp", what, tok.offset))
+            i = j
+            continue
+        nxt = tokens[i + 1].text if i + 1 < n else ""
+        if nxt == "(" and prev != "::" and ops.vendor_call(tok.text):
+            found.append(("vendor", tok.text, tok.offset))
+        elif nxt == "(" and prev in (".", "->") and ops.method_is_compute(tok.text) and not in_device(i):
+            found.append(("cpp", f"Tensor::{tok.text}", tok.offset))
+        elif unqualified and nxt == "(" and prev not in (".", "->", "::") and (prev == "return" or tokens[i - 1].kind != "ident") \
+                and ("*" in unqualified or tok.text in unqualified) and ops.method_is_compute(tok.text):
+            if defined is None:  # a function of the source's own with that name is not ATen's
+                defined = {fn.name for fn in functions_of(source)}
+            if tok.text not in defined and not in_device(i):
+                found.append(("cpp", f"at::{tok.text}", tok.offset))
+        i += 1
+    return has_kernel, found

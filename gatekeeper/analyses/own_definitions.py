@@ -1,0 +1,278 @@
+"""Which of the submission's top-level definitions are its own work, for GK400, GK401 and
+GK403. Not a rule file.
+
+Real submissions paste the reference's helper classes (`DenseBlock`, `PatchEmbed`) and
+then change some of them, or keep the reference's `forward` text while building their own
+layers in `__init__`. Whether such code runs the reference's computation depends on what
+the names it uses are bound to, not on the text of one method:
+
+- a top-level class or function of the submission is *own* unless the reference defines
+  one of the same name with the same normalised body (every method alike: a pasted copy);
+- a top-level name bound by assignment (`ext = load_inline(...)`, `k = triton.jit(f)`) is
+  own unless the reference binds the same name;
+- a method *delegates to own code* when it names an own name, or reads a `self.`
+  attribute that its class (or a base the submission defines) builds from an own name,
+  directly or through locals (`layers.append(Fused(...))`) and helper methods
+  (`self._make_layer(...)` whose body names an own name).
+
+Everything is computed lazily (only when a rule has a match to judge) and memoised per
+module, so the common file pays nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.analyses.body_fingerprint import fingerprint, import_map
+from gatekeeper.static.context import FileContext
+
+_GROWERS = frozenset({"append", "extend", "insert", "add", "update", "add_module", "register_module"})
+
+
+def _top_level(module: cst.Module) -> dict[str, cst.CSTNode]:
+    """Top-level classes, functions and assigned names (also one level into if/try)."""
+    out: dict[str, cst.CSTNode] = {}
+
+    def take(stmts) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, (cst.ClassDef, cst.FunctionDef)):
+                out[stmt.name.value] = stmt
+            elif isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    targets = []
+                    if isinstance(small, cst.Assign):
+                        targets = [t.target for t in small.targets]
+                    elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                        targets = [small.target]
+                    for target in targets:
+                        for name in _target_names(target):
+                            out.setdefault(name, small)
+            elif isinstance(stmt, cst.If) and not _is_main_guard(stmt):
+                take(stmt.body.body)
+                if isinstance(stmt.orelse, cst.Else):
+                    take(stmt.orelse.body.body)
+            elif isinstance(stmt, cst.Try):
+                take(stmt.body.body)
+                for handler in stmt.handlers:
+                    take(handler.body.body)
+
+    take(module.body)
+    return out
+
+
+def _is_main_guard(stmt: cst.If) -> bool:
+    test = stmt.test
+    return isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and test.left.value == "__name__"
+
+
+def _target_names(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _target_names(e.value)]
+    return []
+
+
+def _methods(cls: cst.ClassDef) -> dict[str, cst.FunctionDef]:
+    return {s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)} \
+        if isinstance(cls.body, cst.IndentedBlock) else {}
+
+
+class _Names(cst.CSTVisitor):
+    """Bare names, `self.x` attributes read, and `self.m(...)` methods called, in a subtree
+    (nested functions included: a closure built in `__init__` still builds the layer)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.attrs: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        if isinstance(node.value, cst.Name) and node.value.value == "self":
+            self.attrs.add(node.attr.value)
+            return False
+        return True
+
+
+def _names(node: Optional[cst.CSTNode]) -> _Names:
+    found = _Names()
+    if node is not None:
+        node.visit(found)
+    return found
+
+
+class _Index:
+    def __init__(self, ctx: FileContext) -> None:
+        self.mine = _top_level(ctx.module)
+        self.theirs = _top_level(ctx.problem.module) if ctx.problem is not None else {}
+        self._imports_mine = import_map(ctx.module)
+        self._imports_theirs = import_map(ctx.problem.module) if ctx.problem is not None else {}
+        self._own: dict[str, bool] = {}
+
+    def is_own(self, name: str) -> bool:
+        cached = self._own.get(name)
+        if cached is None:
+            self._own[name] = False  # while judging: a cycle of pasted classes is not own
+            cached = self._own[name] = self._judge(name) or self._uses_own(name)
+        return cached
+
+    def _uses_own(self, name: str) -> bool:
+        """A pasted class or function that builds or calls own code (a pasted `BasicLayer`
+        building the submission's rewritten `SwinBlock`) runs own code too."""
+        node = self.mine.get(name)
+        if not isinstance(node, (cst.ClassDef, cst.FunctionDef)):
+            return False
+        return bool(self.own_among(_names(node).names - {name}))
+
+    def _judge(self, name: str) -> bool:
+        mine = self.mine.get(name)
+        if mine is None:
+            return False
+        theirs = self.theirs.get(name)
+        if theirs is None:
+            return True
+        if isinstance(mine, cst.ClassDef) and isinstance(theirs, cst.ClassDef):
+            a, b = _methods(mine), _methods(theirs)
+            if a.keys() != b.keys():
+                return True
+            return any(fingerprint(a[m], self._imports_mine) != fingerprint(b[m], self._imports_theirs) for m in a)
+        if isinstance(mine, cst.FunctionDef) and isinstance(theirs, cst.FunctionDef):
+            return fingerprint(mine, self._imports_mine) != fingerprint(theirs, self._imports_theirs)
+        return type(mine) is not type(theirs) or not isinstance(mine, (cst.Assign, cst.AnnAssign))
+
+    def own_among(self, names: set[str]) -> set[str]:
+        return {n for n in names if n in self.mine and self.is_own(n)}
+
+    def class_chain(self, cls: cst.ClassDef) -> list[cst.ClassDef]:
+        """The class and the bases the submission itself defines, nearest first."""
+        chain, todo, seen = [], [cls], set()
+        while todo:
+            current = todo.pop(0)
+            if current.name.value in seen:
+                continue
+            seen.add(current.name.value)
+            chain.append(current)
+            for base in current.bases:
+                if isinstance(base.value, cst.Name):
+                    found = self.mine.get(base.value.value)
+                    if isinstance(found, cst.ClassDef):
+                        todo.append(found)
+        return chain
+
+    def tainted_attrs(self, cls: cst.ClassDef) -> set[str]:
+        """`self.` attributes and methods of the class that are, or run, own code: attributes
+        built (in any method) from own code, and methods whose body names own code or reads
+        such an attribute."""
+        methods: dict[str, cst.FunctionDef] = {}
+        for current in reversed(self.class_chain(cls)):
+            methods.update(_methods(current))
+        reads = {m: _names(f.body) for m, f in methods.items()}
+        tainted = {m for m, found in reads.items() if self.own_among(found.names)}
+        for _ in range(4):  # attributes built from attributes and helper methods: a short fixpoint
+            before = len(tainted)
+            for method in methods.values():
+                # `act_layer=FusedGELU`: a parameter whose default is own code
+                local = {p.name.value for p in (*method.params.params, *method.params.kwonly_params)
+                         if p.default is not None and self.own_among(_names(p.default).names)}
+                for _ in range(2):
+                    _Flow(self, local, tainted).run(method.body)
+            tainted |= {m for m, found in reads.items() if found.attrs & tainted}
+            if len(tainted) == before:
+                break
+        return tainted
+
+
+class _Flow(cst.CSTVisitor):
+    """One pass of "is this value built from own code" over a method body."""
+
+    def __init__(self, index: _Index, local: set[str], attrs: set[str]) -> None:
+        self.index, self.local, self.attrs = index, local, attrs
+
+    def run(self, body: cst.CSTNode) -> None:
+        body.visit(self)
+
+    def _tainted(self, expr: Optional[cst.CSTNode]) -> bool:
+        found = _names(expr)
+        return bool(self.index.own_among(found.names) or found.names & self.local or found.attrs & self.attrs)
+
+    def _store(self, target: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Name):
+            self.local.add(target.value)
+        elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+            self.attrs.add(target.attr.value)
+        elif isinstance(target, cst.Subscript):
+            self._store(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._store(element.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if self._tainted(node.value):
+            for target in node.targets:
+                self._store(target.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None and self._tainted(node.value):
+            self._store(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if self._tainted(node.value):
+            self._store(node.target)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if self._tainted(node.body):  # `def conv_fused(i, o): return FusedConv(i, o)` inside `__init__`
+            self.local.add(node.name.value)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        if self._tainted(node.body):  # a layer class defined inside `__init__`
+            self.local.add(node.name.value)
+
+    def visit_For(self, node: cst.For) -> None:
+        if self._tainted(node.iter):
+            self._store(node.target)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _GROWERS and any(self._tainted(a.value) for a in node.args):
+            self._store(func.value)  # `layers.append(Fused(...))`, `self.add_module("f", Fused())`
+        elif isinstance(func, cst.Name) and func.value == "setattr" and len(node.args) >= 3 \
+                and self._tainted(node.args[2].value) and isinstance(node.args[0].value, cst.Name):
+            # `setattr(self, name, Fused())`: which attribute is unknown; every read counts
+            self.attrs.add("*")
+
+
+def index(ctx: FileContext) -> _Index:
+    found = ctx.__dict__.get("_gk4_local")  # one per checked file, dropped with its context
+    if found is None:
+        found = ctx.__dict__["_gk4_local"] = _Index(ctx)
+    return found
+
+
+def is_pasted_class(ctx: FileContext, name: str) -> bool:
+    """A top-level class of the submission that is the reference's class of that name, unchanged."""
+    idx = index(ctx)
+    return isinstance(idx.mine.get(name), cst.ClassDef) and name in idx.theirs and not idx.is_own(name)
+
+
+def is_own_class(ctx: FileContext, name: str) -> bool:
+    """A top-level class of the submission that the reference does not define as it is."""
+    idx = index(ctx)
+    return isinstance(idx.mine.get(name), cst.ClassDef) and idx.is_own(name)
+
+
+def delegates_to_own_code(ctx: FileContext, cls: Optional[cst.ClassDef], function: cst.FunctionDef) -> bool:
+    """`function` (a method of `cls`, or a module-level function when `cls` is None) runs
+    the submission's own code: it names an own definition, or reads an attribute the
+    class builds from one."""
+    idx = index(ctx)
+    used = _names(function.body)
+    if idx.own_among(used.names):
+        return True
+    if cls is None or not used.attrs:
+        return False
+    tainted = idx.tainted_attrs(cls)
+    return bool(used.attrs & tainted) or "*" in tainted

@@ -1,0 +1,127 @@
+"""What the problem says about torch ops: the ops its reference computes, the ops it
+forbids and the ops it allows. Not a rule file: it defines no rule with a `code`.
+
+- forbidden: the sidecar's `forbidden = [...]` (`<problem>.toml`) and, for
+  KernelBench-Hard layouts, the `forbidden:` list of a `problem.yaml` beside the problem.
+- allowed: the sidecar's `allowed_ops = [...]`.
+- reference: the compute ops the reference's classes (`Model` and its blocks) call, as op families
+  (torch_policy.toml `[families]`): `nn.Linear` and `x @ w.t()` are both `matmul`.
+
+Read once per problem file and kept on the ProblemFacts object.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.analyses.torch_policy_table import policy
+from gatekeeper.analyses.torch_op_table import short_op, torch_ops
+from gatekeeper.static.problem_facts import ProblemFacts
+from gatekeeper.static.walk import walk
+
+_ATTR = "_gk3_problem_ops"
+_OPERATORS = {cst.MatrixMultiply: "matmul", cst.Add: "add", cst.Subtract: "sub", cst.Multiply: "mul",
+              cst.Divide: "div", cst.Power: "pow"}
+# Calls in a reference that never compute output values.
+_NOT_OPS = frozenset({"super", "__init__", "forward", "Module", "Parameter", "register_buffer", "append"})
+_BUILTINS = frozenset(dir(__import__("builtins")))
+
+
+@dataclass(frozen=True)
+class ProblemOps:
+    reference: Counter[str]  # op families the reference computes, and at how many places
+    forbidden: tuple[str, ...]
+    allowed: tuple[str, ...]
+
+
+EMPTY = ProblemOps(Counter(), (), ())
+
+
+def problem_ops(problem: Optional[ProblemFacts]) -> ProblemOps:
+    if problem is None:
+        return EMPTY
+    cached = problem.__dict__.get(_ATTR)
+    if cached is None:
+        forbidden, allowed = _declared(Path(problem.path))
+        cached = ProblemOps(_reference_families(problem.module), forbidden, allowed)
+        problem.__dict__[_ATTR] = cached
+    return cached
+
+
+def _declared(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    from gatekeeper.problem.sidecar import load_sidecar, sidecar_path
+
+    forbidden: list[str] = []
+    allowed: list[str] = []
+    if sidecar_path(path).is_file():
+        sidecar = load_sidecar(path)
+        forbidden += sidecar.forbidden
+        allowed += sidecar.allowed_ops
+    forbidden += _yaml_forbidden(path.parent / "problem.yaml")
+    return tuple(forbidden), tuple(allowed)
+
+
+def _yaml_forbidden(path: Path) -> list[str]:
+    """KernelBench-Hard's `problem.yaml`: a top-level `forbidden:` list of op names."""
+    if not path.is_file():
+        return []
+    try:
+        import yaml
+
+        data = yaml.safe_load(path.read_text("utf-8"))
+    except Exception:  # no PyYAML, or not YAML: the sidecar still applies
+        return []
+    values = data.get("forbidden") if isinstance(data, dict) else None
+    return [str(v) for v in values] if isinstance(values, list) else []
+
+
+def _reference_families(module: cst.Module) -> Counter[str]:
+    ops = torch_ops()
+    table = policy()
+    names: list[str] = []
+    for stmt in module.body:
+        # Model and the blocks it is built from (level-3 references define several classes)
+        if not isinstance(stmt, cst.ClassDef):
+            continue
+        for method in stmt.body.body:
+            if isinstance(method, cst.FunctionDef):
+                # __init__ builds the layers (nn.Conv2d); its other work is parameter set-up
+                names += _ops_in(method, ops, layers_only=method.name.value == "__init__")
+    return Counter(table.family(n) for n in names)
+
+
+def _ops_in(method: cst.FunctionDef, ops, *, layers_only: bool) -> list[str]:  # type: ignore[no-untyped-def]
+    names: list[str] = []
+    for entering, node in walk(method):
+        if not entering:
+            continue
+        if isinstance(node, cst.BinaryOperation) and type(node.operator) in _OPERATORS:
+            if not layers_only:
+                names.append(_OPERATORS[type(node.operator)])
+        elif isinstance(node, cst.Call):
+            func = node.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else None
+            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+                continue  # self.fc(x): the layer is counted where it is built (nn.Linear)
+            if isinstance(func, cst.Name) and func.value not in _BUILTINS:
+                name = func.value  # from torch import relu; a builtin such as len() is not an op
+            if not name or name in _NOT_OPS or (layers_only and not name[:1].isupper()):
+                continue
+            if _computes(ops, name):
+                names.append(short_op(name))
+    return names
+
+
+def _computes(ops, name: str) -> bool:  # type: ignore[no-untyped-def]
+    if ops.method_is_compute(name):
+        return True
+    if name in ops.allowed_methods or name in ops.metadata_methods:
+        return False
+    if name[:1].isupper():
+        return ops.function_is_compute(f"torch.nn.{name}") and name not in ("Sequential", "ModuleList", "ModuleDict")
+    return ops.function_is_compute(f"torch.{name}")

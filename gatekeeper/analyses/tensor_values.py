@@ -1,0 +1,79 @@
+"""Python arithmetic on tensors: which expressions are (statically) tensors, and which
+operators compute on them. A mixin of TorchUsage (torch_usage.py); not a rule file."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.analyses.torch_usage_model import (
+    _ELEMENTWISE, _OPERATOR_SYMBOL, _TENSOR_ATTRS, _is_self_attr, _receiver_key,
+)
+
+
+class TensorValues:
+    """Needs from the host: ctx, ops, frames, holders, self_tensors, _in_kernel, _use()."""
+
+    def operator(self, node: cst.CSTNode) -> None:
+        if self._in_kernel or not self.frames:
+            return
+        if isinstance(node, cst.BinaryOperation):
+            if isinstance(node.operator, cst.MatrixMultiply):
+                self._use("operator", "@", node, op="matmul", heavy=True)
+                return
+            op = _ELEMENTWISE.get(type(node.operator))
+            if op is None or isinstance(self.ctx.parent(node), (cst.BinaryOperation, cst.UnaryOperation)):
+                return
+            if self.tensorish(node.left) or self.tensorish(node.right):
+                self._use("operator", _OPERATOR_SYMBOL[op], node, op=op, heavy=False)
+        elif isinstance(node, cst.AugAssign):
+            if isinstance(node.operator, cst.MatrixMultiplyAssign):
+                self._use("operator", "@=", node, op="matmul", heavy=True)
+                return
+            op = _ELEMENTWISE.get(type(node.operator))
+            if op is not None and (self.tensorish(node.target) or self.tensorish(node.value)):
+                self._use("operator", _OPERATOR_SYMBOL[op] + "=", node, op=op, heavy=False)
+        elif isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+            if not isinstance(self.ctx.parent(node), (cst.BinaryOperation, cst.UnaryOperation)) and self.tensorish(node.expression):
+                self._use("operator", "-", node, op="neg", heavy=False)
+
+    # tensor-ness ------------------------------------------------------------------
+
+    def tensorish(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> bool:
+        """The expression is (statically) a tensor: a forward tensor parameter, a local
+        assigned from one, a tensor method's or torch function's result, or arithmetic on
+        those. Sizes (`x.size(0)`, `x.shape[1]`, `x.numel()`) are not."""
+        if expr is None or depth > 12:
+            return False
+        if isinstance(expr, cst.Name):
+            return bool(self.frames) and expr.value in self.frames[-1].tensor_names
+        if isinstance(expr, cst.Attribute):
+            if _is_self_attr(expr):
+                return expr.attr.value in self.self_tensors
+            return expr.attr.value in _TENSOR_ATTRS and self.tensorish(expr.value, depth + 1)
+        if isinstance(expr, cst.Subscript):
+            return self.tensorish(expr.value, depth + 1)
+        if isinstance(expr, cst.BinaryOperation):
+            return self.tensorish(expr.left, depth + 1) or self.tensorish(expr.right, depth + 1)
+        if isinstance(expr, cst.UnaryOperation):
+            return self.tensorish(expr.expression, depth + 1)
+        if isinstance(expr, cst.IfExp):
+            return self.tensorish(expr.body, depth + 1) or self.tensorish(expr.orelse, depth + 1)
+        if isinstance(expr, (cst.GeneratorExp, cst.ListComp)):  # sum(x[i] for i in range(n))
+            return self.tensorish(expr.elt, depth + 1)
+        if isinstance(expr, cst.Call):
+            qual = self.ctx.qualname(expr.func)
+            if qual is not None:
+                return qual.startswith("torch.") and not qual.startswith("torch.ops.") and self.ops.returns_tensor(qual)
+            func = expr.func
+            if isinstance(func, cst.Attribute) and not _is_self_attr(func):
+                receiver = func.value
+                if isinstance(receiver, cst.Name) and self.frames and receiver.value in self.frames[-1].containers:
+                    return False
+                if _receiver_key(receiver) in self.holders:
+                    return True  # the extension's result: a tensor
+                return self.ops.method_returns_tensor(func.attr.value)
+        return False
+
+    # records --------------------------------------------------------------------------

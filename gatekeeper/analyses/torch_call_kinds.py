@@ -1,0 +1,189 @@
+"""How a call in the forward path is classified: a torch function, an nn layer, a tensor
+compute method, a Python builtin or operator-module function on tensors, or a dict of torch
+functions. A mixin of TorchUsage (torch_usage.py); not a rule file."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.analyses.torch_usage_model import (
+    _CONTAINER_CLASSES, _PY_BUILTINS, _PY_COMPUTE, _is_container, _is_self_attr, _receiver_key,
+)
+
+
+class TorchCalls:
+    """Needs from the host: ctx, ops, frames, holders, self_layers, self_foreign, self_calls,
+    _use(), _kernel()."""
+
+    def _star_import(self, name: str) -> Optional[str]:
+        """`from torch.nn.functional import *` then `linear(x, w)`."""
+        if self.ctx.resolver.lookup(name) is not None or name in _PY_BUILTINS:
+            return None
+        for key, binding in self.ctx.resolver.module_scope.names.items():
+            if key.startswith("*torch") and binding.qualname:
+                return f"{binding.qualname}.{name}"
+        return None
+
+    def _torch_table(self, value: Optional[cst.BaseExpression]) -> Optional[str]:
+        """The first torch compute function held in a dict / list / tuple literal."""
+        if isinstance(value, cst.Dict):
+            items = [e.value for e in value.elements if isinstance(e, cst.DictElement)]
+        elif isinstance(value, (cst.List, cst.Tuple)):
+            items = [e.value for e in value.elements]
+        else:
+            return None
+        for item in items:
+            qual = self.ctx.qualname(item)
+            if qual and qual.startswith("torch.") and self.ops.function_is_compute(qual):
+                return qual
+        return None
+
+    def _python_compute(self, node: cst.Call, qual: str) -> None:
+        """`sum(x)`, `abs(x)`, `max(a, b)`, `operator.matmul(a, b)`, `einops.reduce(...)`:
+        Python functions that make torch compute when handed tensors."""
+        root, _, last = qual.partition(".")
+        if root in ("einops", "opt_einsum"):
+            if last in ("reduce", "einsum", "contract", "repeat"):
+                self._use("function", qual, node, op="einsum" if "einsum" in last or last == "contract" else last)
+            return
+        op = _PY_COMPUTE.get(qual)
+        if op is None:
+            return
+        if op == "matmul" or any(self.tensorish(a.value) for a in node.args):
+            self._use("function", qual, node, op=op)
+
+    def _torch_call(self, node: cst.Call, qual: str) -> None:
+        ops = self.ops
+        namespace = ops.torch_op_namespace(qual)
+        if namespace is not None:
+            ns, op = namespace
+            if ns in ops.op_namespaces:
+                self._use("aten", qual, node, op=op)
+            else:
+                self._kernel(node, qual)
+            return
+        parts = qual.split(".")
+        k = next((i for i, p in enumerate(parts) if p[:1].isupper()), None)
+        if k is None:
+            if ops.function_is_compute(qual):
+                self._use("function", qual, node, op=parts[-1])
+            return
+        cls, rest = ".".join(parts[: k + 1]), parts[k + 1 :]
+        func = node.func
+        if cls.startswith("torch.nn."):
+            if not rest:
+                if _is_self_attr(func):
+                    self._self_layer_call(node, func.attr.value, cls)  # type: ignore[union-attr]
+            elif rest[0] in ("forward", "__call__"):
+                owner = func.value if isinstance(func, cst.Attribute) else None
+                if owner is not None and _is_self_attr(owner):
+                    self._self_layer_call(node, owner.attr.value, cls)  # type: ignore[union-attr]
+                else:
+                    self._layer_use(node, [cls])
+            elif ops.method_is_compute(rest[-1]):
+                self._use("method", f"Tensor.{rest[-1]}", node, op=rest[-1])
+        elif cls == "torch.Tensor" and rest and ops.method_is_compute(rest[-1]):
+            self._use("method", qual, node, op=rest[-1])
+
+    def _self_layer_call(self, node: cst.Call, attr: str, cls: str) -> None:
+        classes = self.self_layers.get(attr) or [cls]
+        self._layer_use(node, classes)
+
+    def _layer_use(self, node: cst.Call, classes: list[str]) -> None:
+        compute = [c for c in classes if self._nn_compute_class(c)]
+        if not compute:
+            return
+        heavy = [c for c in compute if self.ops.is_heavy(c.rsplit(".", 1)[-1])]
+        main = (heavy or compute)[0]
+        label = main if len(compute) == 1 else f"{main} (+{len(compute) - 1} more torch.nn layers)"
+        self._use("layer", label, node, op=main.rsplit(".", 1)[-1], heavy=bool(heavy))
+
+    def _maybe_layer_name(self, node: cst.Call, name: str) -> None:
+        frame = self.frames[-1] if self.frames else None
+        if frame is not None and name in frame.layer_aliases:
+            self.self_calls.append((frame.layer_aliases[name], node, self.ctx.function_key, ()))
+            return
+        binding = self.ctx.resolver.lookup(name)
+        if binding is not None and binding.kind == "local" and binding.value is not None:
+            value = binding.value
+            classes = self._nn_classes_in(value, 0) if isinstance(value, cst.Call) else []
+            if classes:
+                self._layer_use(node, classes)
+            elif isinstance(value, cst.Attribute) and self.ops.method_is_compute(value.attr.value) \
+                    and self._may_be_tensor(value.value):  # m = x.mean; m(0)
+                self._use("method", f"Tensor.{value.attr.value}", node, op=value.attr.value)
+
+    def _method_call(self, node: cst.Call, func: cst.Attribute) -> None:
+        ctx = self.ctx
+        receiver = func.value
+        name = func.attr.value
+        if _is_self_attr(func):
+            # self.fc(x) assigned after forward in the file: decided in resolve()
+            self.self_calls.append((name, node, ctx.function_key, ()))
+            return
+        key = _receiver_key(receiver)
+        if key is not None and (key in self.holders or not self.ops.known_tensor_method(name)):
+            self._kernel(node, f"{key}.{name}", needs_ext=(key, name))
+        if not self.ops.method_is_compute(name):
+            return
+        if not self._may_be_tensor(receiver):
+            return
+        self._use("method", f"Tensor.{name}", node, op=name, receiver=key)
+
+    def _may_be_tensor(self, receiver: cst.BaseExpression) -> bool:
+        """False for receivers that are surely not tensors: self, containers, literals,
+        objects made by a non-torch call (`logger = logging.getLogger()`; `logger.log`)."""
+        if isinstance(receiver, cst.Name):
+            if receiver.value in ("self", "cls"):
+                return False
+            frame = self.frames[-1] if self.frames else None
+            if frame is not None and receiver.value in frame.containers:
+                return False
+            binding = self.ctx.resolver.lookup(receiver.value)
+            if binding is not None and binding.kind == "local":
+                return not (_is_container(binding.value) or self._foreign_object(binding.value))
+            return True
+        if _is_self_attr(receiver):
+            return receiver.attr.value not in self.self_foreign  # type: ignore[union-attr]
+        return not isinstance(receiver, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString,
+                                         cst.List, cst.Dict, cst.Set, cst.Tuple, cst.Integer, cst.Float))
+
+    def _foreign_object(self, value: Optional[cst.BaseExpression]) -> bool:
+        if not isinstance(value, cst.Call):
+            return False
+        qual = self.ctx.qualname(value.func)
+        return qual is not None and not qual.startswith("torch.")
+
+    def _nn_compute_class(self, qual: str) -> bool:
+        if not qual.startswith("torch.nn.") or not qual.rsplit(".", 1)[-1][:1].isupper():
+            return False
+        return self.ops.function_is_compute(qual) and qual.rsplit(".", 1)[-1] not in _CONTAINER_CLASSES
+
+    def _nn_classes_in(self, expr: cst.BaseExpression, depth: int) -> list[str]:
+        """torch.nn classes constructed in an expression (through Sequential, ModuleList,
+        list literals and comprehensions)."""
+        if depth > 6:
+            return []
+        out: list[str] = []
+        if isinstance(expr, cst.Call):
+            qual = self.ctx.qualname(expr.func) or ""
+            if self._nn_compute_class(qual):
+                out.append(qual)
+            for arg in expr.args:
+                out += self._nn_classes_in(arg.value, depth + 1)
+        elif isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+            for element in expr.elements:
+                out += self._nn_classes_in(element.value, depth + 1)
+        elif isinstance(expr, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+            out += self._nn_classes_in(expr.elt, depth + 1)
+        elif isinstance(expr, cst.Dict):
+            for element in expr.elements:
+                if isinstance(element, cst.DictElement):
+                    out += self._nn_classes_in(element.value, depth + 1)
+        elif isinstance(expr, cst.BinaryOperation):  # [nn.Linear(...)] * n
+            out += self._nn_classes_in(expr.left, depth + 1) + self._nn_classes_in(expr.right, depth + 1)
+        return out
+
+    # C++ ------------------------------------------------------------------------------

@@ -1,0 +1,400 @@
+"""Finds torch compute and own-kernel launches during the engine's one traversal.
+
+Not a rule file: it defines no rule with a `code`. One `TorchUsage` per file is shared by
+every GK3xx rule (kept on the FileContext); the first GK3xx rule constructed feeds it the
+traversal events, and every rule reads the finished result in `finish()`.
+
+A *use* is one place where torch (or ATen, or a vendor library) computes: a torch function,
+an nn layer, a tensor compute method, an arithmetic operator on a tensor, a torch.ops.aten
+op, or a C++ call. An *own kernel* is a launch of the submission's own code: a Triton (or
+other JIT) kernel, a function of an extension built with load_inline/load (held by a name,
+`self.X`, or a class attribute; also `self.op = _ext.fn` then `self.op(x)`), a
+torch.ops.<own namespace> op, or a call of a helper / autograd Function of the file that
+launches one. Whether a use or a launch is in the forward path is decided in `resolve()`,
+when the call graph is complete; launches only on a constant sliver (`x[:1]`) are set
+apart as token launches (kernel_work.py).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.analyses.cpp_torch_calls import scan_cpp
+from gatekeeper.analyses.torch_fallback_paths import find_fallbacks
+from gatekeeper.analyses.kernel_work import helper_launches, is_token_launch, torch_does_whole_op
+from gatekeeper.analyses.tensor_values import TensorValues
+from gatekeeper.analyses.torch_call_kinds import TorchCalls
+from gatekeeper.analyses.torch_op_table import TorchOps, short_op, torch_ops
+from gatekeeper.analyses.torch_usage_model import (
+    Kernel, Use, _extension_module, _Frame, _is_container, _is_self_attr, _receiver_key, _tensor_params,
+)
+from gatekeeper.static.context import FileContext
+from gatekeeper.static.cpp_functions import CppFunction
+from gatekeeper.static.cpp_sources import LOADERS, CppSource
+from gatekeeper.static.names import string_value
+
+_ATTR = "_gk3_torch_usage"
+
+
+class TorchUsage(TorchCalls, TensorValues):
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.ops: TorchOps = torch_ops()
+        self.uses: list[Use] = []
+        self.kernels: list[Kernel] = []
+        self.frames: list[_Frame] = []
+        self.kernel_defs: set[str] = set()
+        self.loader_functions: set[str] = set()  # functions whose body calls load_inline
+        self.holders: set[str] = set()  # names / self.X bound to an extension module
+        self.holder_calls: dict[str, str] = {}  # name -> function it was assigned from
+        self.ext_functions: set[str] = set()  # functions=[...] and C++ function names
+        self.self_layers: dict[str, list[str]] = {}  # self attr -> torch.nn classes in it
+        self.self_tensors: set[str] = set()
+        self.self_foreign: set[str] = set()  # self attrs holding containers or non-torch objects
+        self.class_attrs: dict[str, str] = {}  # class-body `op = torch.mean`
+        self.self_ext: dict[str, tuple[str, str, Optional[str]]] = {}  # self attr -> (receiver, attr, qualname)
+        self.self_passed: set[str] = set()  # self attrs bound to a constructor parameter
+        self.self_calls: list[tuple[str, cst.Call, str, tuple[cst.CSTNode, ...]]] = []
+        self.has_cuda_kernel = False
+        self.has_own_loops = False
+        self._function_cache: dict[int, list[CppFunction]] = {}
+        self.cpp_seen = False
+        self.token_kernels: list[Kernel] = []
+        self._whole_op: Optional[bool] = None
+        self._resolved = False
+
+    @classmethod
+    def of(cls, ctx: FileContext) -> tuple["TorchUsage", bool]:
+        """The file's shared instance, and whether the caller is the first (the feeder)."""
+        existing = ctx.__dict__.get(_ATTR)
+        if existing is not None:
+            return existing, False
+        usage = cls(ctx)
+        ctx.__dict__[_ATTR] = usage
+        return usage, True
+
+    # traversal events -----------------------------------------------------------
+    def enter_function(self, node: cst.FunctionDef) -> None:
+        outer_kernel = bool(self.frames) and self.frames[-1].kernel_def
+        kernel_def = outer_kernel or any(self._is_kernel_decorator(d) for d in node.decorators)
+        if kernel_def:
+            self.kernel_defs.add(node.name.value)
+        frame = _Frame(self.ctx.function_key, kernel_def)
+        if node.name.value in ("forward", "__call__") and self.ctx.classes:
+            frame.tensor_names.update(_tensor_params(node.params))
+        self.frames.append(frame)
+
+    def leave_function(self) -> None:
+        if self.frames:
+            self.frames.pop()
+
+    def _is_kernel_decorator(self, decorator: cst.Decorator) -> bool:
+        expr = decorator.decorator
+        if isinstance(expr, cst.Call):
+            expr = expr.func
+        qual = self.ctx.qualname(expr)
+        return bool(qual) and self.ops.is_kernel_decorator(qual)  # type: ignore[arg-type]
+
+    @property
+    def _in_kernel(self) -> bool:
+        return bool(self.frames) and self.frames[-1].kernel_def
+
+    def assign(self, targets: list[cst.BaseExpression], value: cst.BaseExpression) -> None:
+        loader = self._is_loader_call(value)
+        for target in targets:
+            if loader and isinstance(target, cst.Attribute):
+                key = _receiver_key(target)
+                if key is not None and not key.startswith("self."):
+                    self.holders.add(key)  # Fn.ext = load_inline(...): a class attribute holds it
+            if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+                attr = target.attr.value
+                if loader:
+                    self.holders.add(f"self.{attr}")
+                layers = self._nn_classes_in(value, 0)
+                if _is_container(value) or self._foreign_object(value):
+                    self.self_foreign.add(attr)
+                if layers:
+                    self.self_layers[attr] = layers
+                elif isinstance(value, cst.Call) and (self.ctx.qualname(value.func) or "").startswith("torch."):
+                    self.self_tensors.add(attr)
+                if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+                    self.holder_calls[f"self.{attr}"] = value.func.value
+                if isinstance(value, cst.Attribute):  # self.op = _ext.fused_cuda: calling self.op launches it
+                    receiver = _receiver_key(value.value)
+                    if receiver is not None:
+                        self.self_ext[attr] = (receiver, value.attr.value, self.ctx.qualname(value))
+                elif isinstance(value, cst.Name) and self.ctx.functions and value.value in _param_names(self.ctx.functions[-1]):
+                    self.self_passed.add(attr)  # self.op = op: a callable handed in by the caller
+            elif isinstance(target, cst.Name):
+                name = target.value
+                if self.ctx.classes and not self.frames:
+                    qual = self.ctx.qualname(value)
+                    if qual is not None:
+                        self.class_attrs[name] = qual
+                if loader:
+                    self.holders.add(name)
+                elif isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+                    self.holder_calls[name] = value.func.value
+                if self.frames:
+                    frame = self.frames[-1]
+                    if self.tensorish(value):
+                        frame.tensor_names.add(name)
+                    else:
+                        frame.tensor_names.discard(name)
+                    if _is_container(value):
+                        frame.containers.add(name)
+
+    def loop(self, node: cst.For) -> None:
+        """`for layer in self.layers:` makes `layer(x)` a call of what self.layers holds."""
+        if not self.frames or not isinstance(node.target, cst.Name):
+            return
+        it = node.iter
+        if isinstance(it, cst.Attribute) and isinstance(it.value, cst.Name) and it.value.value == "self":
+            self.frames[-1].layer_aliases[node.target.value] = it.attr.value
+
+    def call(self, node: cst.Call) -> None:
+        ctx = self.ctx
+        func = node.func
+        qual = ctx.qualname(func)
+        if self._is_loader_call(node):
+            self.loader_functions.add(ctx.function_key)
+            self._record_ext_names(node)
+            return
+        if self._in_kernel:
+            return
+        if isinstance(ctx.parent(node), cst.Decorator):
+            return
+        # own kernels --------------------------------------------------------------
+        if isinstance(func, cst.Subscript):
+            base = func.value
+            base_qual = ctx.qualname(base)
+            if _is_self_attr(base):  # self.layers[i](x): a call of what the container holds
+                self.self_calls.append((base.attr.value, node, ctx.function_key, ()))  # type: ignore[union-attr]
+            elif isinstance(base, cst.Name) and base_qual is None:  # kernel[grid](...)
+                binding = ctx.resolver.lookup(base.value)
+                table = self._torch_table(binding.value if binding is not None else None)
+                if table is not None:  # OPS["mean"](x): a dict or list of torch functions
+                    self._torch_call(node, table)
+                else:
+                    self._kernel(node, f"{base.value}[grid]", needs_def=None if binding is None else base.value)
+            elif base_qual and not base_qual.startswith(("torch.", "builtins.")):
+                self._kernel(node, f"{base_qual}[grid]")
+            return
+        if isinstance(func, cst.Name) and qual is None:
+            qual = self._star_import(func.value)
+            if qual is None:
+                self._kernel(node, func.value, needs_def=func.value)
+                self._maybe_layer_name(node, func.value)
+                return
+        if qual is not None and qual.startswith(("builtins.", "operator.", "einops.", "opt_einsum.")):
+            self._python_compute(node, qual)
+            return
+        if qual is not None and qual.startswith("torch."):
+            self._torch_call(node, qual)
+            return
+        if qual is not None and isinstance(func, cst.Attribute) and _extension_module(qual):
+            self._kernel(node, qual)  # a prebuilt extension: import fused_cuda; fused_cuda.f(x)
+            return
+        if qual is None and isinstance(func, cst.Call):
+            inner = ctx.qualname(func.func) or ""
+            if self._nn_compute_class(inner):
+                self._use("layer", inner, node, op=inner.rsplit(".", 1)[-1])
+            elif inner == "builtins.getattr" and len(func.args) >= 2:  # getattr(x, "mean")(0)
+                name = string_value(func.args[1].value)
+                if name and self.ops.method_is_compute(name) and self._may_be_tensor(func.args[0].value):
+                    self._use("method", f"Tensor.{name}", node, op=name)
+            return
+        if qual == "functools.partial" and node.args:  # partial(torch.mean, dim=0): a deferred call
+            target = ctx.qualname(node.args[0].value) or ""
+            if target.startswith("torch.") and self.ops.function_is_compute(target) \
+                    and not any(p[:1].isupper() for p in target.split(".")):
+                self._use("function", target, node, op=target.rsplit(".", 1)[-1], deferred=True)
+            return
+        if qual is None and isinstance(func, cst.Attribute):
+            self._method_call(node, func)
+
+
+    def _path(self, node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+        out = [node]
+        for parent in self.ctx.ancestors(node):
+            out.append(parent)
+            if isinstance(parent, (cst.FunctionDef, cst.Module)):
+                break
+        return tuple(out)
+
+    def _use(self, kind: str, qual: str, node: cst.CSTNode, *, op: str, heavy: Optional[bool] = None,
+             receiver: Optional[str] = None, deferred: bool = False) -> None:
+        if self._in_kernel:
+            return  # the submission's own kernel code
+        path = self._path(node)
+        deferred = deferred or any(isinstance(p, cst.Lambda) for p in path)
+        if not self.frames and not deferred:
+            return  # module level: import-time set-up (a module-level lambda runs later)
+        if heavy is None:
+            heavy = self.ops.is_heavy(op, qual)
+        self.uses.append(Use(kind, short_op(op), qual, heavy, self.ctx.function_key, node, path,
+                             receiver=receiver, deferred=deferred))
+
+    def _kernel(self, node: cst.CSTNode, what: str, *, needs_def: Optional[str] = None,
+                needs_ext: Optional[tuple[str, str]] = None) -> None:
+        if not self.frames:
+            return
+        self.kernels.append(Kernel(what, self.ctx.function_key, (), node, needs_def, needs_ext))
+
+    def _is_loader_call(self, value: cst.BaseExpression) -> bool:
+        if not isinstance(value, cst.Call):
+            return False
+        qual = self.ctx.qualname(value.func) or ""
+        if qual in LOADERS:
+            return True
+        return isinstance(value.func, cst.Name) and value.func.value == "load_inline"
+
+    def _record_ext_names(self, call: cst.Call) -> None:
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == "functions":
+                values = arg.value.elements if isinstance(arg.value, (cst.List, cst.Tuple)) else [arg.value]
+                for element in values:
+                    text = string_value(element.value if isinstance(element, cst.BaseElement) else element)
+                    if text:
+                        self.ext_functions.add(text)
+
+
+    def cpp(self, source: CppSource) -> None:
+        if not source.text.strip() or (source.origin == "string literal" and not _looks_like_code(self.ctx, source)):
+            return
+        self.cpp_seen = True
+        has_kernel, found = scan_cpp(source, self.ops, self._functions)
+        self.has_cuda_kernel |= has_kernel
+        # A CPU extension's own loops are its kernel (the CPU fixtures in CI are such).
+        self.has_own_loops |= any(t.kind == "ident" and t.text in ("for", "while") for t in source.tokens)
+        for kind, chain, offset in found:
+            op = chain.split("::")[-1]
+            self.uses.append(Use(kind, short_op(op), chain, kind == "vendor" or self.ops.is_heavy(op), cpp=(source, offset)))
+
+    # after the traversal ---------------------------------------------------------------
+    def resolve(self) -> None:
+        if self._resolved:
+            return
+        self._resolved = True
+        for attr, node, key, _ in self.self_calls:
+            if attr in self.self_ext and attr not in self.self_layers and attr not in self.class_attrs:
+                receiver, name, qual = self.self_ext[attr]
+                if qual is not None and _extension_module(qual):
+                    self.kernels.append(Kernel(f"self.{attr}", key, (), node))
+                elif qual is None or not qual.startswith("torch."):
+                    self.kernels.append(Kernel(f"self.{attr}", key, (), node, needs_ext=(receiver, name)))
+                continue
+            if attr in self.self_passed and attr not in self.self_layers and attr not in self.class_attrs \
+                    and self.has_cuda_kernel and (self.holders or self.loader_functions):
+                # `Block(fused_op=self.ext.fused_cuda)` then `self.fused_op(out, ...)`: in a file
+                # that builds its own kernels, a callable passed in may be one of them
+                self.kernels.append(Kernel(f"self.{attr}", key, (), node))
+                continue
+            if attr not in self.class_attrs and attr not in self.self_layers:
+                continue
+            path = self._path(node)
+            alias = self.class_attrs.get(attr, "")
+            plain = not any(part[:1].isupper() for part in alias.split("."))
+            if alias.startswith("torch.") and plain and self.ops.function_is_compute(alias):
+                self.uses.append(Use("function", short_op(alias.rsplit(".", 1)[-1]), alias,
+                                     self.ops.is_heavy(alias.rsplit(".", 1)[-1], alias), key, node, path))
+                continue
+            classes = self.self_layers.get(attr)
+            if classes:
+                compute = [c for c in classes if self._nn_compute_class(c)]
+                if compute:
+                    heavy = [c for c in compute if self.ops.is_heavy(c.rsplit(".", 1)[-1])]
+                    main = (heavy or compute)[0]
+                    label = main if len(compute) == 1 else f"{main} (+{len(compute) - 1} more torch.nn layers)"
+                    self.uses.append(Use("layer", short_op(main.rsplit(".", 1)[-1]), label, bool(heavy), key, node, path))
+        if any(u.node is not None and u.kind == "layer" for u in self.uses):
+            self._dedupe_layers()
+        holders = set(self.holders) | {n for n, f in self.holder_calls.items() if f in self.loader_functions}
+        if any(k.needs_ext is not None and k.needs_ext[0] not in holders for k in self.kernels):
+            for source in self.ctx.cpp_sources:
+                self.ext_functions.update(fn.name for fn in self._functions(source) if not fn.is_kernel)
+        ext_ok = self.has_cuda_kernel or self.has_own_loops or not self.cpp_seen
+        kept: list[Kernel] = []
+        for k in self.kernels:
+            if k.needs_def is not None:
+                if k.needs_def in self.kernel_defs:
+                    kept.append(k)
+            elif k.needs_ext is not None:
+                key, attr = k.needs_ext
+                if (key in holders or key.removeprefix("call:") in self.loader_functions or attr in self.ext_functions) and ext_ok:
+                    kept.append(k)
+            else:
+                kept.append(k)
+        forward = [k for k in kept if self.in_forward(k.function)]
+        forward += helper_launches(self, forward, [k for k in self.kernels if k not in kept])
+        for k in forward:  # parents are complete now; only the kept ones need a path
+            k.path = self._path(k.node)
+        # A launch only on a constant sliver (`x[:1]`) is not the kernel doing the work.
+        self.token_kernels = [k for k in forward if is_token_launch(self, k)]
+        self.kernels = [k for k in forward if not any(k is t for t in self.token_kernels)]
+        # a method named like an extension function, on a receiver that is the extension
+        self.uses = [u for u in self.uses if not (u.kind == "method" and u.receiver is not None
+                                                   and (u.receiver in holders or u.receiver.removeprefix("call:") in self.loader_functions))]
+        self.uses = [u for u in self.uses if u.cpp is not None or self.in_forward(u.function)
+                     or (u.deferred and self._deferred(u.function))]
+        find_fallbacks(self)
+
+    def _functions(self, source: CppSource) -> list[CppFunction]:
+        """C++ function definitions of a source, computed once per file."""
+        found = self._function_cache.get(id(source))
+        if found is None:
+            found = self._function_cache[id(source)] = source.functions
+        return found
+
+    def _dedupe_layers(self) -> None:
+        seen: set[int] = set()
+        out = []
+        for use in self.uses:
+            if use.kind == "layer" and use.node is not None:
+                if id(use.node) in seen:
+                    continue
+                seen.add(id(use.node))
+            out.append(use)
+        self.uses = out
+
+    def _deferred(self, key: str) -> bool:
+        """A lambda written in __init__ or at module level runs later (stored, compiled,
+        called from forward); only harness glue such as get_inputs is exempt."""
+        return key.rsplit(".", 1)[-1] not in self.ops.exempt_functions
+
+    def in_forward(self, key: str) -> bool:
+        """Runs when the model is called: not construction or import time, not harness
+        glue (get_inputs), not backward, not a copy of the reference `Model`."""
+        last = key.rsplit(".", 1)[-1]
+        if last in self.ops.exempt_functions:
+            return False
+        if key.startswith("Model.") and "ModelNew.forward" in self.ctx.defined:
+            return False
+        return not self.ctx.is_init_only(key)
+
+    @property
+    def own_kernel(self) -> Optional[Kernel]:
+        return self.kernels[0] if self.kernels else None
+
+    def torch_does_whole_op(self) -> bool:
+        if self._whole_op is None:
+            self._whole_op = torch_does_whole_op(self)
+        return self._whole_op
+
+
+def _param_names(function: cst.FunctionDef) -> set[str]:
+    params = function.params
+    return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+
+
+def _looks_like_code(ctx: FileContext, source: CppSource) -> bool:
+    """A string literal that was not handed to a loader counts as C++ only if it has a body
+    and is not a docstring (a docstring that mentions torch::mean is not code)."""
+    if "{" not in source.text:
+        return False
+    for segment in source.segments:
+        if segment.node is not None and isinstance(ctx.parent(segment.node), cst.Expr):
+            return False
+    return True

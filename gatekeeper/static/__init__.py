@@ -1,0 +1,1 @@
+"""Static stage: one parse, one traversal, every rule; name resolution, C++ extraction."""

@@ -1,0 +1,187 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.report import Category, Confidence, Severity
+from gatekeeper.analyses.returned_values_rule import FlowRule
+from gatekeeper.static.returns import NONE, OPAQUE, VISIBLE, ReturnSite, storage_key
+
+
+class ReturnsPersistentTensor(FlowRule):
+    """The model's output is storage kept across calls: a value that reaches
+    `ModelNew.forward`'s return (directly, through helpers it returns, inside a returned
+    tuple, or through an extension function whose C++ body returns the buffer it was
+    handed) is an attribute of `self`, a module global, a closure variable, or an entry of
+    a container held there.
+
+    Why it games the benchmark: every call returns the same storage. When no statement on
+    the path to the `return` writes it, the call hands back an earlier call's result
+    without computing (certain). When the call writes it first (a kernel or extension takes
+    it, `copy_`, `out=`, a CUDA-graph replay), the work is done but the output storage is
+    reused: a caller that keeps the first result sees it overwritten. That is `likely` when
+    the write is opaque (a kernel may write only part of it) and `suspect` when the write
+    is visibly whole; the run-time two-call check (GK610) confirms or clears both.
+
+    Known false-positive patterns it does not fire on, and why:
+    - an extension module from a lazy loader (`return _ext`), a config dict, a flag, a shape
+      tuple, a packed weight or a scratch workspace returned by a helper: only values that
+      reach forward's return are considered, and stored extension handles are skipped;
+    - `get_inputs`/`get_init_inputs` returning module-level lists: not forward's return;
+    - `self.out = compute(x); return self.out`: rebound to a fresh tensor on every call;
+    - a persistent workspace written by the kernel but not returned;
+    - `self.static_out.clone()` after a graph replay: the replay recomputes it.
+    A copy of a stored result returned on a path that writes nothing (`return
+    self._res[shape].clone()`) is flagged as certain: fresh storage, stale contents.
+    """
+
+    code = "GK101"
+    name = "ReturnsPersistentTensor"
+    category = Category.CACHED_OUTPUT
+    severity = Severity.ERROR
+    confirmed_by = "GK610"
+    summary = "returns a tensor stored across calls instead of a fresh output"
+    message = ("forward returns {origin}, which persists across calls, on a path that does not recompute it: "
+               "the call hands back the result stored by an earlier call.")
+    reused = ("forward returns {origin}, which persists across calls; this call writes it first ({how}), so the "
+              "work is done but every call hands back the same storage (output storage reused){why}. "
+              "The two-call run-time check (GK610) confirms or clears this.")
+    copied = ("forward returns a copy of {origin}, which persists across calls, on a path that does not recompute "
+              "it: the copy is fresh storage, but its contents are an earlier call's result.")
+    hint = (
+        "Allocate the output on every call from the input's sizes, e.g. "
+        "`out = torch.empty((x.size(1), x.size(2)), device=x.device, dtype=x.dtype)`, write it "
+        "in the kernel and return it. Keep only scratch workspaces across calls, never outputs."
+    )
+
+    VALID = [
+        # fresh output every call
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        out = torch.empty_like(x)\n        _ext.run(x, out)\n        return out\n",
+        # persistent scratch workspace, never returned
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self._ws = None\n    def forward(self, x):\n        if self._ws is None:\n"
+        "            self._ws = torch.empty(1024, device=x.device)\n        out = torch.empty_like(x)\n"
+        "        _ext.run(x, self._ws, out)\n        return out\n",
+        # parameter used as an input, the call returns a fresh tensor
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.w = torch.nn.Parameter(torch.randn(4))\n    def forward(self, x):\n"
+        "        return _ext.scale(x, self.w)\n",
+        # a lazily built extension handle kept in a global and returned by a getter
+        "import torch\nfrom torch.utils.cpp_extension import load_inline\n_EXT = None\ndef _ext():\n    global _EXT\n"
+        "    if _EXT is None:\n        _EXT = load_inline(name='e', cpp_sources=SRC, functions=['f'])\n    return _EXT\n"
+        "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return _ext().f(x)\n",
+        # a packed weight and a workspace returned by helpers, consumed by forward
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def _packed(self):\n        if self._wp is None:\n"
+        "            self._wp = pack(self.w)\n        return self._wp\n    def _workspace(self, n):\n"
+        "        return self._ws\n    def forward(self, x):\n        out = torch.empty_like(x)\n"
+        "        _ext.run(x, self._packed(), self._workspace(x.numel()), out)\n        return out\n",
+        # a config dict and module-level lists returned outside forward's return
+        "import torch\nSIZES = [1, 2]\nclass ModelNew(torch.nn.Module):\n    def config(self):\n        return self._cfg\n"
+        "    def forward(self, x):\n        return _ext.run(x, self.config()['block'])\n"
+        "def get_init_inputs():\n    return [SIZES]\n",
+        # rebound to a fresh result on every call
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        self.hidden = _ext.step(x, self.hidden)\n        return self.hidden\n",
+    ]
+    INVALID = [
+        # the seed: lazily allocated self._y handed to an extension that returns it
+        "import torch\nfrom torch.utils.cpp_extension import load_inline\n"
+        "_ext = load_inline(name='m', cpp_sources='', cuda_sources='''\n"
+        "torch::Tensor f(torch::Tensor x, torch::Tensor y) { k<<<1, 32>>>(x.data_ptr<float>(), y.data_ptr<float>()); return y; }\n''', functions=['f'])\n"
+        "class ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self._y = None\n"
+        "    def forward(self, x):\n        y = self._y\n        if y is None:\n"
+        "            y = torch.empty((16, 48), device=x.device)\n            self._y = y\n"
+        "        return _ext.f(x, y)\n",
+        # returning the attribute directly after a kernel wrote it
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        if not hasattr(self, 'out'):\n            self.out = torch.empty_like(x)\n"
+        "        kernel[(1,)](x, self.out)\n        return self.out\n",
+        # module global cache: computed once, returned ever after
+        "import torch\n_OUT = None\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        global _OUT\n        if _OUT is None:\n            _OUT = compute(x)\n        return _OUT\n",
+        # closure dict reached through a helper that forward returns
+        "import torch\ndef make():\n    store = {}\n    def fwd(x):\n        if 'r' not in store:\n"
+        "            store['r'] = compute(x)\n        return store['r']\n    return fwd\n_fwd = make()\n"
+        "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return _fwd(x)\n",
+        # in-place method on a stored tensor returns the stored tensor
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return self.buf.copy_(x * 2)\n",
+        # a shape-keyed result cache handed back as a clone
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        k = tuple(x.shape)\n"
+        "        if k in self._res:\n            return self._res[k].clone()\n        y = run(x)\n"
+        "        self._res[k] = y\n        return y\n",
+        # a helper returns the stored result, forward returns the helper's result in a tuple
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def _run(self, x):\n        if self._last is not None:\n"
+        "            return self._last\n        self._last = compute(x)\n        return self._last\n"
+        "    def forward(self, x):\n        y = self._run(x)\n        return (y, x)\n",
+    ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Everything assigned to `self.X` and to module names, to tell a stored extension
+        # handle (`_EXT = load_inline(...)`, returned by a lazy getter) from a stored tensor.
+        self.assigned: dict[str, list[cst.BaseExpression]] = {}
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        super().visit_Assign(node)
+        for target in node.targets:
+            key = _store_key(target.target)
+            if key is not None:
+                self.assigned.setdefault(key, []).append(node.value)
+
+    def _holds_handle(self, origin: str) -> bool:
+        values = self.assigned.get(storage_key(origin), [])
+        return any(isinstance(v, cst.Call) and (self.ctx.qualname(v.func) or "") in _HANDLE_MAKERS for v in values)
+
+    def finish(self) -> None:
+        for site in self.flow.forward_sites():
+            handed = self.flow.extension_returns(site)
+            if site.origin is not None and not self._holds_handle(site.origin) and self.ctx.qualname(site.value) is None:
+                self._report_site(site)
+            elif (site.origin is None and site.stored is not None and site.write == NONE
+                  and not self._holds_handle(site.stored)):
+                # `return self._cache[shape].clone()`: fresh storage, an earlier call's contents
+                self.report(site.node, self.copied.format(origin=site.stored),
+                            evidence={"returns_copy_of": site.stored, "write": NONE, "function": site.key})
+            elif handed is not None:
+                name, index, origin = handed
+                self.report(
+                    site.node,
+                    self.reused.format(origin=origin, how=f"handed to the extension function `{name}`",
+                                       why=f"; the C++ body of `{name}` returns that argument and may write only part of it"),
+                    evidence={"returns": origin, "extension_function": name, "argument": index, "write": OPAQUE},
+                    confidence=Confidence.LIKELY,
+                )
+
+    def _report_site(self, site: ReturnSite) -> None:
+        evidence = {"returns": site.origin, "write": site.write, "function": site.key}
+        origin = site.origin if site.key.endswith("forward") else f"{site.origin} (through `{site.key}`)"
+        if site.write == NONE:
+            self.report(site.node, self.message.format(origin=origin), evidence=evidence)
+        elif site.write in (OPAQUE, VISIBLE):
+            opaque = site.write == OPAQUE
+            self.report(
+                site.node,
+                self.reused.format(origin=origin, how=f"`{site.how}`" if site.how else "in place",
+                                   why="; the write is a call whose coverage cannot be seen" if opaque else ""),
+                evidence=evidence,
+                confidence=Confidence.LIKELY if opaque else Confidence.SUSPECT,
+            )
+
+
+# Calls that build something other than a tensor: a compiled extension, a module, a kernel.
+_HANDLE_MAKERS = frozenset({
+    "torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load", "importlib.import_module",
+    "torch.compile", "torch.jit.script", "torch.jit.trace", "triton.jit", "ctypes.CDLL", "ctypes.cdll.LoadLibrary",
+    "cupy.RawKernel", "cupy.RawModule",
+})
+
+
+def _store_key(target: cst.BaseExpression) -> Optional[str]:
+    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+        return f"self.{target.attr.value}"
+    if isinstance(target, cst.Name):
+        return target.value
+    return None

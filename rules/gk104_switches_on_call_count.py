@@ -1,0 +1,201 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.report import Category, Confidence, Severity
+from gatekeeper.analyses.returned_values_rule import FlowRule
+from gatekeeper.static.walk import subtree
+
+
+class SwitchesOnCallCount(FlowRule):
+    """A call counter decides which path returns: state that outlives the call (an
+    attribute of `self`, or a module global / closure variable the function declares
+    `global`/`nonlocal`, or an `itertools.count` held there) is advanced on every call on
+    the forward path (`self.calls += 1`, `_n = _n + 1`, `next(_tick)`) and read in a branch
+    that returns.
+
+    Why it games the benchmark: harnesses check correctness on the first calls and time the
+    later ones; a submission that counts calls can be right while checked and fast (and
+    wrong) while timed. Certain when the counted branch returns a stored result without
+    recomputing; otherwise suspect (warm-up counters that switch to a captured graph are
+    common and honest), confirmed by the run-time checks on later calls (GK611).
+
+    Known false-positive patterns it does not fire on, and why:
+    - loop indices and other locals incremented inside the call (`i += 1`): a local starts
+      afresh on every call, so it cannot count calls;
+    - `if isinstance(x, Iterable)`, `if x.is_cuda`: only the counter itself is matched,
+      never a name that happens to be incremented somewhere else in the file;
+    - counters advanced only in `__init__` or set-up helpers, and counters used only for
+      logging (no `return` depends on them).
+    """
+
+    code = "GK104"
+    name = "SwitchesOnCallCount"
+    category = Category.CACHED_OUTPUT
+    severity = Severity.ERROR
+    confidence = Confidence.SUSPECT
+    confirmed_by = "GK611"
+    summary = "a call counter picks a different return path after some calls"
+    message = ("The branch at this line tests `{counter}`, which `{where}` advances on every call, and returns "
+               "from it: the result depends on how many times forward ran{stored}.")
+    hint = "Make every call do the same work on its inputs; remove the call counter from the return path."
+
+    VALID = [
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        self.calls = getattr(self, 'calls', 0) + 1\n"
+        "        if self.calls % 100 == 0:\n            log(self.calls)\n        return run(x)\n",
+        # a local loop counter and type tests are not call counters
+        "import collections.abc, torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        i = 0\n"
+        "        while i < 4:\n            x = x + 1\n            i += 1\n"
+        "        if isinstance(x, collections.abc.Iterable) and not isinstance(x, str):\n            return run(x)\n"
+        "        if x.is_cuda:\n            return run(x)\n        return x\n",
+        # counted only at construction
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.n = 0\n"
+        "        self.n += 1\n    def forward(self, x):\n        if self.n > 3:\n            return run(x)\n        return run2(x)\n",
+    ]
+    INVALID = [
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.n = 0\n"
+        "    def forward(self, x):\n        self.n += 1\n        if self.n > 3:\n            return self.fast(x)\n        return self.exact(x)\n",
+        "import torch\n_calls = 0\ndef forward(x):\n    global _calls\n    _calls = _calls + 1\n    if _calls <= 5:\n        return exact(x)\n    return cheap(x)\n",
+        "import itertools\n_tick = itertools.count()\ndef forward(x):\n    return exact(x) if next(_tick) < 3 else cheap(x)\n",
+        # a counter kept in a module-level dict
+        "import torch\n_STATE = {'n': 0}\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        _STATE['n'] += 1\n"
+        "        if _STATE['n'] > 10:\n            return cheap(x)\n        return exact(x)\n",
+        # certain: after three calls the stored result is handed back
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        self.seen = getattr(self, 'seen', 0) + 1\n"
+        "        if self.seen > 3:\n            return self.last\n        self.last = run(x)\n        return self.last\n",
+    ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.counters: dict[str, str] = {}  # counter -> function key advancing it
+        self.declared: list[set[str]] = []
+        self.tests: list[tuple[str, cst.CSTNode, cst.BaseExpression]] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        super().visit_FunctionDef(node)
+        self.declared.append(set())
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        super().leave_FunctionDef(node)
+        self.declared.pop()
+
+    def visit_Global(self, node: cst.Global) -> None:
+        super().visit_Global(node)
+        if self.declared:
+            self.declared[-1].update(n.name.value for n in node.names)
+
+    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+        super().visit_Nonlocal(node)
+        if self.declared:
+            self.declared[-1].update(n.name.value for n in node.names)
+
+    def _counter(self, target: cst.BaseExpression) -> Optional[str]:
+        """The name of call-surviving state `target` denotes, or None for a local."""
+        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+            return f"self.{target.attr.value}"
+        if isinstance(target, cst.Name) and self.declared and target.value in self.declared[-1]:
+            return target.value
+        if isinstance(target, cst.Subscript):
+            # `self.state['n'] += 1`, `_STATE['calls'] += 1`: a counter inside held state
+            base = target.value
+            if isinstance(base, cst.Name) and self._module_level(base.value):
+                return base.value
+            return self._counter(base)
+        return None
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if self.ctx.functions and isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)):
+            name = self._counter(node.target)
+            if name:
+                self.counters.setdefault(name, self.ctx.function_key)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        super().visit_Assign(node)
+        if not self.ctx.functions or not isinstance(node.value, cst.BinaryOperation):
+            return
+        if not isinstance(node.value.operator, (cst.Add, cst.Subtract)):
+            return
+        for target in node.targets:
+            name = self._counter(target.target)
+            if name and name in self._state_read(node.value):
+                self.counters.setdefault(name, self.ctx.function_key)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        super().visit_Call(node)
+        if self.ctx.functions and self.ctx.qualname(node.func) == "builtins.next" and node.args:
+            arg = node.args[0].value
+            name = self._counter(arg) or (arg.value if isinstance(arg, cst.Name) and self._module_level(arg.value) else None)
+            if name:
+                self.counters.setdefault(f"next({name})", self.ctx.function_key)
+
+    def _module_level(self, name: str) -> bool:
+        owner = next((s for s in reversed(self.ctx.resolver.stack) if name in s.names), None)
+        return owner is self.ctx.resolver.stack[0]
+
+    def _state_read(self, expr: cst.CSTNode) -> set[str]:
+        """Call-surviving state read in expr: `self.n`, a declared global, `getattr(self, 'n', 0)`."""
+        found: set[str] = set()
+        for current in subtree(expr):
+            if isinstance(current, (cst.Attribute, cst.Name)):
+                name = self._counter(current)
+                if name:
+                    found.add(name)
+            if (isinstance(current, cst.Call) and isinstance(current.func, cst.Name) and current.func.value == "getattr"
+                    and len(current.args) >= 2 and isinstance(current.args[0].value, cst.Name)
+                    and current.args[0].value.value == "self" and isinstance(current.args[1].value, cst.SimpleString)):
+                found.add("self." + current.args[1].value.evaluated_value)  # type: ignore[operator]
+            if isinstance(current, cst.Call) and self.ctx.qualname(current.func) == "builtins.next" and current.args:
+                arg = current.args[0].value
+                name = self._counter(arg) or (arg.value if isinstance(arg, cst.Name) and self._module_level(arg.value) else None)
+                if name:
+                    found.add(f"next({name})")
+        return found
+
+    def visit_If(self, node: cst.If) -> None:
+        if self.ctx.functions:  # whether the branch returns is checked at the end, if a counter is tested
+            self.tests.append((self.ctx.function_key, node, node.test))
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        if self.ctx.functions and isinstance(self.ctx.parent(node), cst.Return):
+            self.tests.append((self.ctx.function_key, node, node.test))
+
+    def finish(self) -> None:
+        live = {c: k for c, k in self.counters.items() if not self.ctx.is_init_only(k)}
+        if not live:
+            return
+        for key, node, test in self.tests:
+            if self.ctx.is_init_only(key):
+                continue
+            hit = sorted(n for n in self._test_names(test) if n in live)
+            if not hit or (isinstance(node, cst.If) and not _contains_return(node.body)
+                           and not (node.orelse is not None and _contains_return(node.orelse))):
+                continue
+            stored = self.flow.guarded_returns(key, test)
+            self.report(
+                node,
+                self.message.format(counter=hit[0], where=live[hit[0]],
+                                    stored=f", and the counted branch returns the stored {stored[0].stored}" if stored else ""),
+                evidence={"counter": hit[0], "advanced_in": live[hit[0]]},
+                confidence=Confidence.CERTAIN if stored else Confidence.SUSPECT,
+            )
+
+    def _test_names(self, test: cst.BaseExpression) -> set[str]:
+        names: set[str] = set()
+        for current in subtree(test):
+            if isinstance(current, cst.Attribute) and isinstance(current.value, cst.Name) and current.value.value == "self":
+                names.add(f"self.{current.attr.value}")
+            elif isinstance(current, cst.Name):
+                names.add(current.value)
+            elif isinstance(current, cst.Call) and self.ctx.qualname(current.func) == "builtins.next" and current.args:
+                arg = current.args[0].value
+                if isinstance(arg, cst.Name):
+                    names.add(f"next({arg.value})")
+                elif isinstance(arg, cst.Attribute) and isinstance(arg.value, cst.Name) and arg.value.value == "self":
+                    names.add(f"next(self.{arg.attr.value})")
+        return names
+
+
+def _contains_return(block: cst.CSTNode) -> bool:
+    return any(isinstance(n, cst.Return) for n in subtree(block, into_functions=False))

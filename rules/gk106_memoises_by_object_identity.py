@@ -1,0 +1,136 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.report import Category, Severity
+from gatekeeper.analyses.memo_keys import Candidate, Frame, MemoRule
+from gatekeeper.static.returns import NONE, unwrap
+
+
+class MemoisesByObjectIdentity(MemoRule):
+    """Identity caching with `is`: an input is compared by object identity with one kept
+    across calls (`if x is self._last_x: return self._last_out`, or `if x is not
+    self._last_x: <recompute>` followed by returning the stored output), and a stored
+    result is returned when the same object comes back. The same memo kept on the input
+    object itself (`x._result = y` on one call, `getattr(x, "_result")` returned on a later
+    one) is identity caching too.
+
+    Why it games the benchmark: timing loops pass the same tensor objects on every call, so
+    every timed call after the first returns the stored result without computing; an
+    in-place change of the input's values is not seen either.
+
+    Known false-positive patterns it does not fire on, and why:
+    - `x is None`, `x is self` and comparisons with literals: not a stored input;
+    - an identity test that only decides preparation (re-packing a weight when the
+      parameter object changed) while the output is computed afresh: nothing stored is
+      returned;
+    - identity tests outside the functions whose return is the model's output;
+    - attributes read from an input that the submission never wrote (`x.shape`, `x.device`).
+    """
+
+    code = "GK106"
+    name = "MemoisesByObjectIdentity"
+    category = Category.CACHED_OUTPUT
+    severity = Severity.ERROR
+    confirmed_by = "GK611"
+    summary = "returns a stored result when the input is the same object (`x is self._last`)"
+    message = ("The input is compared by identity (`is`) with {container}, kept across calls, and a stored result "
+               "({stored}) is returned: calls with the same tensor object skip the computation.")
+    hint = "Compute the output from the input's values on every call; do not remember earlier inputs or results on the module."
+
+    VALID = [
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x, bias=None):\n        if bias is None:\n"
+        "            bias = self.bias\n        return _ext.run(x, bias)\n",
+        # re-pack a weight when the parameter object changed; the output is fresh
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        w = self.weight\n"
+        "        if w is not self._packed_src:\n            self._packed = pack(w)\n            self._packed_src = w\n"
+        "        out = torch.empty_like(x)\n        _ext.run(x, self._packed, out)\n        return out\n",
+    ]
+    INVALID = [
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        if x is self._last:\n"
+        "            return self._out\n        self._last = x\n        self._out = _ext.run(x)\n        return self._out\n",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        if self._last is not x:\n"
+        "            self._last = x\n            self._out = _ext.run(x)\n        return self._out.clone()\n",
+        # the result kept on the input tensor object
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        hit = getattr(x, '_res', None)\n"
+        "        if hit is not None:\n            return hit.clone()\n        y = _ext.run(x)\n        x._res = y\n        return y\n",
+    ]
+    on_input = ("forward stores a result on the input tensor object (`{param}.{attr} = ...`) and returns it when the "
+                "same object comes back: calls with the same tensor skip the computation.")
+
+    lookups = False  # only `is` comparisons
+
+    def key_of(self, expr: cst.BaseExpression, frame: Frame) -> Optional[str]:
+        return None
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.input_attrs: list[tuple[str, str]] = []  # (function key, attribute) written on an input
+        self.frame_of: dict[str, Frame] = {}
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        super().visit_FunctionDef(node)
+        self.frame_of[self.ctx.function_key] = self.frames[-1]
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        super().visit_Assign(node)
+        for target in node.targets:
+            t = target.target
+            if self.frames and isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value in self.frames[-1].params:
+                self.input_attrs.append((self.ctx.function_key, t.attr.value))
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        if not self.frames:
+            return
+        left = node.left
+        for target in node.comparisons:
+            if isinstance(target.operator, (cst.Is, cst.IsNot)):
+                right = target.comparator
+                for mine, other in ((left, right), (right, left)):
+                    stored = self.flow.tracker.origin(other) if isinstance(mine, cst.Name) else None
+                    if stored is not None:
+                        self.candidates.append(Candidate(self.ctx.function_key, node, stored, (mine, other), self.frames[-1]))
+            left = target.comparator
+
+    def _input_attr(self, expr: cst.BaseExpression, frame: Frame, written: set[str], depth: int = 0) -> Optional[tuple[str, str]]:
+        """(input, attribute) when expr reads an attribute written on an input."""
+        expr = unwrap(expr)
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value in frame.params \
+                and expr.attr.value in written:
+            return expr.value.value, expr.attr.value
+        if (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "getattr" and len(expr.args) >= 2
+                and isinstance(expr.args[0].value, cst.Name) and expr.args[0].value.value in frame.params
+                and isinstance(expr.args[1].value, cst.SimpleString) and expr.args[1].value.evaluated_value in written):
+            return expr.args[0].value.value, str(expr.args[1].value.evaluated_value)
+        if isinstance(expr, cst.Name) and depth < 3:
+            for value in frame.assigned.get(expr.value, ()):
+                found = self._input_attr(value, frame, written, depth + 1)
+                if found:
+                    return found
+        return None
+
+    def finish(self) -> None:
+        reaching = self.flow.reaching()
+        written: dict[str, set[str]] = {}
+        for key, attr in self.input_attrs:
+            if key in reaching:
+                written.setdefault(key, set()).add(attr)
+        for key, attrs in written.items():
+            frame = self.frame_of[key]
+            for site in self.flow.sites.get(key, ()):
+                found = self._input_attr(site.value, frame, attrs)
+                if found:
+                    self.report(site.node, self.on_input.format(param=found[0], attr=found[1]),
+                                evidence={"input": found[0], "attribute": found[1]})
+                    break
+        for c in self.candidates:
+            mine, other = c.exprs
+            if c.key not in reaching or not self.is_input(mine, c.frame) or self.is_input(other, c.frame):
+                continue
+            stored = next((s.stored for s in self.flow.sites.get(c.key, ()) if s.stored is not None and s.write == NONE), None)
+            if stored is None:
+                continue
+            self.report(c.node, self.message.format(container=c.origin, stored=stored),
+                        evidence={"compared_with": c.origin, "returns": stored})

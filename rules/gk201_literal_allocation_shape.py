@@ -1,0 +1,249 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.report import Category, Confidence, Severity
+from gatekeeper.analyses.shape_helpers import (
+    in_main_guard, py_int, reach, py_shape, shape_text, significant_match, size_read_kind, sizes_for,
+)
+from gatekeeper.static.rule import Rule
+from gatekeeper.static.walk import subtree
+
+_P = "R = 4\nB = 16\nD = 48\ndef get_inputs():\n    return [torch.randn(R, B, D)]\n"
+_TORCH_ALLOC = frozenset({"empty", "zeros", "ones", "full", "rand", "randn", "empty_strided"})
+_METHOD_ALLOC = frozenset({"new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided"})
+# These take the shape as one argument; the others also accept it spread out.
+_SHAPE_FIRST_ONLY = frozenset({"full", "empty_strided", "new_full", "new_empty_strided"})
+_HEADER = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+
+
+@dataclass
+class _Pending:
+    node: cst.Call
+    key: str
+    values: list[Optional[int]]
+    matched: list[tuple[int, str]]
+    target: Optional[str]
+
+
+def _is_tile_like(value: int) -> bool:
+    return value <= 1024 and value & (value - 1) == 0
+
+
+class LiteralAllocationShape(Rule):
+    """An allocation whose shape is spelled with literals: `torch.empty((16, 48))`,
+    `T.zeros(16, 48, ...)` after `import torch as T`, `x.new_empty(...)`, `torch.empty(SHAPE)`
+    with a module constant `SHAPE = (16, 48)`, `torch.empty([B, D])` with module constants
+    `B = 16`, `D = 48`, or a local `shape = (x.size(0), 48)`.
+
+    Why it games the benchmark: the output has the nominal shape whatever the input is, so
+    the submission only works at the sizes the benchmark happens to use; a jittered input
+    gets a wrong-shaped result or out-of-bounds writes.
+
+    With the problem file, literals equal to the problem's dimensions or their products are
+    an error (a warning in code that only runs at construction, such as `__init__`, and in
+    functions nothing calls by name). Code under `if __name__ == "__main__":` and a pasted
+    copy of the problem's `get_inputs()` build test inputs, not outputs, and are not checked. Without
+    it, all-literal shapes of two or more sizes above 1 allocated for outputs on the forward
+    path are a warning: the problem file would make it certain. Not flagged: sizes read from
+    the inputs (`x.size(1)`, `x.shape[2]`), sizes of 0 or 1, and a one-dimensional scratch
+    buffer whose length is a power of two up to 1024 (a tile count, not a shape).
+
+    Confidence: certain for an output of forward (returned, or handed to the kernel that
+    writes it) whose every size is a literal problem size, such as `torch.empty((16, 48))`;
+    likely for an output with some literal sizes next to sizes read from the input;
+    suspect for a scratch buffer that does not reach the output (a warning outside
+    `strict`, confirmed or cleared by the behaviour stage's jittered-shape check, GK602).
+
+    Known false-positive patterns, and why it does not fire on them:
+    - `torch.randn(c_out, c_in, 3, 3)` for a problem with 3 input channels: small sizes
+      (below 17) count only when two different ones match, so a 3x3 kernel is not a shape;
+    - weights and buffers built in `__init__`: a warning at most (init runs at the nominal
+      configuration by construction);
+    - a copy of the problem's `get_inputs()` and `__main__` self-tests: not checked.
+    """
+
+    code = "GK201"
+    name = "LiteralAllocationShape"
+    category = Category.HARDCODED_SHAPE
+    severity = Severity.ERROR
+    confidence = Confidence.LIKELY
+    confirmed_by = "GK602"
+    summary = "allocates a tensor with the problem's nominal shape written as literals"
+    message = (
+        "`{call}` allocates the literal shape {shape}, which spells out the problem's sizes ({why}): the result only fits the benchmark's "
+        "nominal input, so any other input size gets a wrong-shaped output or out-of-bounds writes."
+    )
+    message_no_problem = (
+        "`{call}` allocates the all-literal shape {shape} on the forward path instead of reading the sizes "
+        "from the inputs; without the problem file the gatekeeper cannot tell whether these are the "
+        "benchmark's nominal sizes (pass --problem to make this certain)."
+    )
+    hint = (
+        "Allocate the output on every call from the input's sizes, e.g. "
+        "`torch.empty((x.size(1), x.size(2)), device=x.device, dtype=x.dtype)` or `torch.empty_like(x)`, "
+        "and pass those sizes to the kernel as arguments."
+    )
+    EXAMPLE_PROBLEM = _P
+    VALID = [
+        _HEADER + "        y = torch.empty((x.size(1), x.size(2)), device=x.device, dtype=x.dtype)\n        k(x, y)\n        return y\n",
+        _HEADER + "        B, D = x.shape[1], x.shape[2]\n        y = x.new_empty((B, D))\n        k(x, y)\n        return y\n",
+        # a scratch buffer of tile count, not a shape
+        _HEADER + "        ws = torch.zeros(256, device=x.device)\n        y = torch.empty_like(x[0])\n        k(x, ws, y)\n        return y\n",
+        _HEADER + "        flag = torch.zeros(1, dtype=torch.int32, device=x.device)\n        return k(x, flag)\n",
+        # a 4x4 stencil when the problem has R = 4 ranks: one small size, not the shape
+        _HEADER + "        w = torch.ones(x.size(0), 4, 4, device=x.device)\n        return k(x, w)\n",
+    ]
+    INVALID = [
+        _HEADER + "        y = torch.empty((16, 48), device=x.device, dtype=x.dtype)\n        k(x, y)\n        return y\n",
+        "import torch as T\nclass ModelNew(T.nn.Module):\n    def forward(self, x):\n        return k(x, T.zeros(16, 48, device=x.device))\n",
+        "import torch\nSHAPE = (16, 48)\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        y = torch.empty(SHAPE, device=x.device)\n        k(x, y)\n        return y\n",
+        "import torch\nB = 16\nD = 48\ndef _out(x):\n    return x.new_empty([B, D])\n"
+        "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = _out(x)\n        k(x, y)\n        return y\n",
+        "import torch\nSHAPE = (16, 48)\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return k(x, torch.zeros(*SHAPE, device=x.device))\n",
+        _HEADER + "        shape = (x.size(1), 48)\n        y = torch.empty(shape, device=x.device)\n        k(x, y)\n        return y\n",
+    ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.pending: list[_Pending] = []
+        self.outputs: dict[str, set[str]] = {}
+
+    # where tensors go: returned or handed to a call (a kernel that writes them)
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None and self.pending:
+            names = self.outputs.setdefault(self.ctx.function_key, set())
+            for sub in subtree(node.value, into_functions=False):
+                if isinstance(sub, cst.Name):
+                    names.add(sub.value)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if self.pending and isinstance(node.value, cst.Name):
+            self.outputs.setdefault(self.ctx.function_key, set()).add(node.value.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            last = func.attr.value
+        elif isinstance(func, cst.Name):
+            last = func.value
+        else:
+            return
+        if last in _METHOD_ALLOC:
+            if not isinstance(func, cst.Attribute):
+                return
+        elif last not in _TORCH_ALLOC or self.ctx.qualname(func) != f"torch.{last}":
+            return
+        values = self._shape(node, last)
+        if not values:
+            return
+        literals = [v for v in values if v is not None and v > 1]
+        if not literals or (len(values) == 1 and _is_tile_like(values[0] or 0)):
+            return
+        problem = self.ctx.problem
+        if problem is not None:
+            matched = significant_match(literals, sizes_for(problem))
+            if not matched:
+                return
+        elif len(values) < 2 or len(literals) != len(values):
+            return
+        else:
+            matched = []
+        self.pending.append(_Pending(node, self.ctx.function_key, values, matched, self._target(node)))
+
+    def finish(self) -> None:
+        for p in self.pending:
+            if in_main_guard(self.ctx, p.node):
+                continue  # a self-test under __main__ never runs in the benchmark
+            where = reach(self.ctx, p.key)
+            if where == "harness":
+                continue
+            call = self.ctx.module.code_for_node(p.node)
+            call = call if len(call) <= 80 else call[:77] + "..."
+            evidence = {"shape": shape_text(p.values), "function": p.key}
+            if self.ctx.problem is not None:
+                why = ", ".join(w.replace("the problem dimension ", "") for _, w in p.matched)
+                evidence["meaning"] = why
+                severity = None if where == "forward" else Severity.WARNING
+                self.report(p.node, self.message.format(call=call, shape=shape_text(p.values), why=why),
+                            evidence=evidence, severity=severity, confidence=self._confidence(p, where))
+            elif where == "forward" and self._is_output(p):
+                self.report(p.node, self.message_no_problem.format(call=call, shape=shape_text(p.values)),
+                            evidence=evidence, severity=Severity.WARNING)
+
+    # helpers ---------------------------------------------------------------------------
+    def _shape(self, node: cst.Call, last: str) -> Optional[list[Optional[int]]]:
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "size":
+                return self._shape_of(arg.value)
+        args = [a for a in node.args if a.keyword is None and a.star != "**"]
+        if not args:
+            return None
+        if not args[0].star:
+            first = self._shape_of(args[0].value)
+            if first is not None:
+                return first
+            if last in _SHAPE_FIRST_ONLY:
+                return None
+        values: list[Optional[int]] = []
+        for arg in args:  # torch.empty(16, 48) or torch.empty(*SHAPE)
+            if arg.star == "*":
+                spread = self._shape_of(arg.value)
+                values.extend(spread if spread is not None else [None])
+            else:
+                values.append(py_int(self.ctx, arg.value))
+        return values
+
+    def _shape_of(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[list[Optional[int]]]:
+        """A shape expression's entries, through module constants, a local assigned a tuple,
+        and `x.shape[:-1] + (48,)`; None when it is not a shape."""
+        if depth > 4:
+            return None
+        shape = py_shape(self.ctx, expr)
+        if shape is not None:
+            return shape
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+            left = self._shape_of(expr.left, depth + 1)
+            right = self._shape_of(expr.right, depth + 1)
+            if left is not None and right is not None:
+                return left + right
+            return None
+        if size_read_kind(self.ctx, expr) == "shape":
+            return [None]
+        if isinstance(expr, cst.Name):
+            binding = self.ctx.resolver.lookup(expr.value)
+            if binding is not None and binding.kind == "local" and isinstance(binding.value, (cst.Tuple, cst.List, cst.BinaryOperation)):
+                return self._shape_of(binding.value, depth + 1)
+        return None
+
+    def _target(self, node: cst.Call) -> Optional[str]:
+        parent = self.ctx.parent(node)
+        if isinstance(parent, (cst.Return, cst.Arg)):
+            return ""  # used directly as an output
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+            target = parent.targets[0].target
+            if isinstance(target, cst.Name):
+                return target.value
+            if isinstance(target, cst.Attribute):
+                return "self"  # stored on the module: outlives the call
+        return None
+
+    def _confidence(self, p: _Pending, where: str) -> Confidence:
+        """Certain: an output of forward spelled entirely in the problem's sizes. Likely: an
+        output with some of its sizes literal. Suspect: a scratch buffer or init-time tensor."""
+        if where != "forward" or not self._is_output(p):
+            return Confidence.SUSPECT
+        literal = [v for v in p.values if v is not None]
+        if len(literal) == len(p.values) and all(v in {m for m, _ in p.matched} or v <= 1 for v in literal):
+            return Confidence.CERTAIN
+        return Confidence.LIKELY
+
+    def _is_output(self, p: _Pending) -> bool:
+        if p.target in ("", "self"):
+            return True
+        return p.target is not None and p.target in self.outputs.get(p.key, set())

@@ -1,0 +1,432 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.static.names import int_value
+
+from gatekeeper.report import Category, Confidence, Severity
+from gatekeeper.analyses.cpp_constants import CppConstant, CppFacts
+from gatekeeper.analyses.cpp_number_roles import CppRoles, tile_bound
+from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.rule import Rule
+from gatekeeper.static.walk import subtree
+
+_P = "R = 4\nB = 16\nD = 48\ndef get_inputs():\n    return [torch.randn(R, B, D)]\n"
+
+
+_ROLES = {
+    "bound": "a loop or guard bound", "offset": "an index offset", "stride": "a row stride in an index",
+    "alloc": "an allocation size",
+}
+
+
+def _is_tile_like(value: int) -> bool:
+    return value <= 1024 and value & (value - 1) == 0
+
+
+class ProblemSizeInKernelSource(Rule):
+    """A number in the C++/CUDA source that is one of the problem's sizes (a dimension or a
+    product of dimensions) and is used as a size: the bound a loop or guard compares
+    against (`for (k = 0; k < 8192; ++k)`, `if (i >= N) return;`), an offset or row stride
+    in an index (`x[768 + i]`, `x + 1536 + off`, `in[row * 8192 + k]`), or a size given to
+    an allocation or view (`torch::empty({16, 48})`). Offsets built from the sizes (768,
+    1536, 2304 for R = 4 slices of 16*48) and sizes counted in float4 vectors count only
+    where the literal is such an offset or bound. Named constants (`#define N 768`,
+    `constexpr int kCols = 48;`) are judged by their uses and reported with their name.
+    The bodies of Triton kernels (`@triton.jit`) are checked the same way: a comparison
+    bound, a `range()` bound, or an operand of index arithmetic.
+
+    Why it games the benchmark: the kernel is only right for the nominal shapes, which the
+    benchmark happens to use; any other input gives wrong values or reads out of bounds.
+
+    A local constant handed to a kernel launch as an argument (`int n = 768;` then
+    `k<<<g, b>>>(..., n)`) is reported too: the kernel is told the nominal size.
+
+    Confidence: likely where the function holding the literal learns no size at run time
+    (no integer parameter, no `size()`/`numel()`), for an allocation at literal sizes, and
+    for a constant size argument; suspect where the function also reads sizes (the literal
+    may be a tile width), which the behaviour stage's jittered-shape check (GK602) confirms
+    or clears. A suspect is a warning outside the `strict` profile.
+
+    Known false-positive patterns, and why it does not fire on them:
+    - a tile or block width equal to a size (`#define TILE 48`, `BK = 512`,
+      `DEF_TILE(64, 256)`): every use is a tile width's use (the block of a launch whose
+      grid is computed, the divisor of a ceil-div, `blockIdx.x * T`, a loop stride
+      `i += T`, a `__shared__` extent, `__launch_bounds__`), and a power of two up to 1024
+      in a function that reads its sizes is a tile width (unless it is the stride or offset
+      of an index into a pointer argument: global memory is laid out by the input's shape);
+    - a cap or clamp (`std::min(blocks, 4096)`), a bit pattern (`0x4B000000u`), an
+      addend that is not an index (`t0 + 48` with no pointer in the expression), a
+      `__shared__ float s[256]` or register array extent, or an offset into such an array
+      (`s[t0 + 48]`, tile geometry): none is a size role;
+    - a number that is 16*48 / 4 or 25*(K*N) by arithmetic: derived relations are only
+      asked of literals already used as an index offset or a bound.
+    Needs the problem file, whose constants and `get_inputs()` give the dimensions.
+    """
+
+    code = "GK203"
+    name = "ProblemSizeInKernelSource"
+    category = Category.HARDCODED_SHAPE
+    severity = Severity.ERROR
+    confidence = Confidence.LIKELY
+    confirmed_by = "GK602"
+    needs_problem = True
+    summary = "C++/CUDA or Triton kernel uses the problem's sizes as bounds, offsets or strides"
+    message = (
+        "The kernel source uses the literal {value} as {role}, and {value} is {why}: the kernel only works "
+        "for the benchmark's nominal shape; any other size reads or writes out of bounds or leaves part "
+        "of the data uncomputed."
+    )
+    named_message = (
+        "The kernel source defines {what} and uses {name} as {role}, and {value} is {why}: every such use "
+        "bakes in the benchmark's nominal shape, so any other input size gives wrong values or "
+        "out-of-bounds accesses."
+    )
+    hint = (
+        "Pass the sizes in from the tensors (`x.size(0)`, `x.numel()`) as kernel arguments, compute "
+        "offsets from them (`r * B * D`), and launch a grid computed from the size, e.g. "
+        "`(n + 255) / 256` blocks of 256 threads."
+    )
+    named_hint = (
+        "Replace {name} with a kernel argument read from the tensors at run time (`x.size(1)`, "
+        "`x.numel()`); keep compile-time constants only for tile and block widths, and compute the "
+        "grid from the size: `(n + {name_or_tile} - 1) / {name_or_tile}`."
+    )
+    EXAMPLE_PROBLEM = _P
+    VALID = [
+        "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x, y, n, BLOCK: tl.constexpr):\n"
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    m = offs < n\n    tl.store(y + offs, tl.load(x + offs, mask=m) * 2, mask=m)\n"
+        "def launch(x, y):\n    k[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)\n    return 768\n",
+        "src = '''\n__global__ void k(const float* x, float* y, int n, int rows) {\n"
+        "  int i = blockIdx.x * 256 + threadIdx.x;\n  if (i < n) { float s = 0; for (int r = 0; r < rows; ++r) s += x[r * n + i]; y[i] = s / rows; }\n}\n"
+        "torch::Tensor f(torch::Tensor x) { auto n = x.size(1) * x.size(2); auto y = torch::empty({x.size(1), x.size(2)}, x.options());\n"
+        "  k<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n, x.size(0)); return y; }\n'''\n",
+        # Triton: 768 (= B*D) and 1536 scale and shift a value: not address layout
+        "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n"
+        "    pid = tl.program_id(0)\n    offs = pid * BLOCK + tl.arange(0, BLOCK)\n    m = offs < n\n"
+        "    v = tl.load(x_ptr + offs, mask=m)\n    tl.store(y_ptr + offs, v * 768 + 1536, mask=m)\n",
+        # the number in a comment or string is not code
+        "src = '''\n#include <torch/extension.h>\n// tuned for 768 elements\n__global__ void k(float* y, int n) { const char* s = \"1536\"; }\n'''\n",
+        # a tile width of 48 (= D) used only as a tile width, with a computed grid
+        "src = '''\n#define TILE 48\n__global__ void k(const float* x, float* y, int n) {\n"
+        "  __shared__ float s[TILE];\n  int i = blockIdx.x * TILE + threadIdx.x;\n  if (i < n) y[i] = x[i];\n}\n"
+        "torch::Tensor f(torch::Tensor x) { int n = x.numel(); auto y = torch::empty_like(x);\n"
+        "  k<<<(n + TILE - 1) / TILE, TILE>>>(x.data_ptr<float>(), y.data_ptr<float>(), n); return y; }\n'''\n",
+        # a grid capped at 768 blocks (= B*D) with a grid-stride loop, a float addend, a bit
+        # pattern and a tile macro's argument: none of them is a size role
+        "src = '''\n#define DEF_TILE(a, b) constexpr int T##a = a * b;\nDEF_TILE(64, 192)\n"
+        "__global__ void k(const float* x, float* y, int n) {\n"
+        "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {\n"
+        "    float t0 = x[i]; unsigned m = 0x300u & __float_as_uint(t0); y[i] = t0 + 48 + m; }\n}\n"
+        "torch::Tensor f(torch::Tensor x) { int n = x.numel(); auto y = torch::empty_like(x);\n"
+        "  int blocks = std::min((n + 255) / 256, 768);\n"
+        "  k<<<blocks, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n); return y; }\n'''\n",
+        # a reduction tile BK = 768 stepped over n, and a shared buffer of 768 with a loop over n
+        "src = '''\nconstexpr int BK = 768;\n__global__ void k(const float* x, float* y, int n) {\n"
+        "  __shared__ float s[768];\n  float acc = 0;\n  for (int k0 = 0; k0 < n; k0 += BK) {\n"
+        "    for (int j = threadIdx.x; j < BK && k0 + j < n; j += blockDim.x) s[j] = x[k0 + j];\n"
+        "    __syncthreads();\n    if (threadIdx.x == 0) for (int j = 0; j < min(BK, n - k0); ++j) acc += s[j];\n"
+        "    __syncthreads();\n  }\n  if (threadIdx.x == 0) y[0] = acc;\n}\n'''\n",
+        # a halo of 48 (= D) inside a shared tile: shared-memory geometry, not the input's layout
+        "src = '''\n__global__ void k(const float* x, float* y, int n) {\n  __shared__ float s[96];\n"
+        "  int t0 = threadIdx.x, i = blockIdx.x * 48 + t0;\n  if (i < n) s[t0 + 48] = x[i];\n  __syncthreads();\n"
+        "  if (i < n) y[i] = s[t0 + 48] + s[t0];\n}\n'''\n",
+        # a tiled matmul with TILE = 48 (= D): 2-D shared tiles, t * TILE + threadIdx.x, a loop
+        # over the tile, and a pointer argument named x next to threadIdx.x
+        "src = '''\n#define TILE 48\n__global__ void mm(const float* x, const float* w, float* y, int M, int N, int K) {\n"
+        "  __shared__ float xs[TILE][TILE];\n  __shared__ float ws[TILE][TILE];\n"
+        "  int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;\n  float acc = 0;\n"
+        "  for (int t = 0; t < (K + TILE - 1) / TILE; ++t) {\n    int xc = t * TILE + threadIdx.x, wr = t * TILE + threadIdx.y;\n"
+        "    xs[threadIdx.y][threadIdx.x] = (row < M && xc < K) ? x[row * K + xc] : 0.f;\n"
+        "    ws[threadIdx.y][threadIdx.x] = (wr < K && col < N) ? w[wr * N + col] : 0.f;\n    __syncthreads();\n"
+        "    for (int i = 0; i < TILE; ++i) acc += xs[threadIdx.y][i] * ws[i][threadIdx.x];\n    __syncthreads();\n  }\n"
+        "  if (row < M && col < N) y[row * N + col] = acc;\n}\n'''\n",
+    ]
+    INVALID = [
+        "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x, y, BLOCK: tl.constexpr):\n"
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    tl.store(y + offs, tl.load(x + offs) + tl.load(x + 768 + offs))\n",
+        "src = '''\n#include <torch/extension.h>\n__global__ void k(const float* x, float* y) {\n"
+        "  int off = threadIdx.x << 2;\n  y[off] = x[off] + x[768 + off] + x[1536 + off] + x[2304 + off];\n}\n'''\n",
+        "src = '''\n#define N 768\n__global__ void k(const float* x, float* y) { int i = threadIdx.x; if (i < N) y[i] = x[i]; }\n'''\n",
+        "src = '''\nconstexpr int kCols = 48;\n__global__ void k(const float* x, float* y) { y[threadIdx.x] = x[threadIdx.x * kCols]; }\n'''\n",
+        # the macro is computed, and the source reads sizes elsewhere
+        "src = '''\n#define ROW (16 * 48)\n__global__ void k(const float* x, float* y, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = x[i] + x[ROW + i];\n}\n"
+        "torch::Tensor f(torch::Tensor x) { int n = x.numel(); auto y = torch::empty_like(x);\n"
+        "  k<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n); return y; }\n'''\n",
+        # the kernel is given n but loops to the nominal row length and strides by it
+        "src = '''\n__global__ void k(const float* x, float* y, int n) {\n  int r = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (r < n) { float s = 0; for (int k = 0; k < 48; ++k) s += x[r * 48 + k]; y[r] = s; }\n}\n'''\n",
+        # Triton: the row stride 48 (= D) baked into offsets that address the input
+        "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x_ptr, y_ptr, BLOCK: tl.constexpr):\n"
+        "    row = tl.program_id(0)\n    offs = row * 48 + tl.arange(0, BLOCK)\n"
+        "    tl.store(y_ptr + offs, tl.load(x_ptr + offs))\n",
+        # a power-of-two row stride (64 = R*B) into an input pointer, in a kernel given n
+        "src = '''\n__global__ void k(const float* x, float* y, int n) {\n  int r = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (r < n) y[r] = x[r * 64 + 1];\n}\n'''\n",
+        # an output allocated at the nominal shape in C++
+        "src = '''\ntorch::Tensor f(torch::Tensor x) { auto y = torch::empty({16, 48}, x.options()); return y; }\n'''\n",
+    ]
+
+    triton_message = (
+        "The Triton kernel `{kernel}` uses the literal {value} as {role}, and {value} is {why}: the kernel "
+        "only works for the benchmark's nominal shape."
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # (kernel, reads its sizes, names that take part in address arithmetic)
+        self.kernels: list[tuple[cst.FunctionDef, bool, set[str]]] = []
+        self.triton_reported: set[tuple[str, int]] = set()
+
+    # Triton kernels: the Python functions decorated with triton.jit / autotune / heuristics
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if self.ctx.problem is None or not node.decorators:
+            return
+        for deco in node.decorators:
+            expr = deco.decorator.func if isinstance(deco.decorator, cst.Call) else deco.decorator
+            if (self.ctx.qualname(expr) or "").startswith("triton."):
+                self.kernels.append((node, _triton_reads_sizes(node), _address_names(node)))
+                return
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if self.kernels and self.kernels[-1][0] is node:
+            self.kernels.pop()
+
+    def visit_Integer(self, node: cst.Integer) -> None:
+        if not self.kernels or self.ctx.problem is None:
+            return
+        value = int_value(node)
+        kernel, reads = self.kernels[-1][0].name.value, self.kernels[-1][1]
+        if value is None or value < 17 or (kernel, value) in self.triton_reported:
+            return
+        if reads and _is_tile_like(value):
+            return  # a power-of-two width next to sizes the kernel is given: a tile
+        role = self._triton_role(node)
+        why = _meaning(self.ctx.problem, value, role, vector=False) if role else None
+        if why is None:
+            return
+        self.triton_reported.add((kernel, value))
+        self.report(node, self.triton_message.format(kernel=kernel, value=value, why=why, role=_ROLES[role]),
+                    evidence={"value": value, "meaning": why, "kernel": kernel, "role": role},
+                    confidence=Confidence.SUSPECT if reads else Confidence.LIKELY)
+
+    def _triton_role(self, node: cst.Integer) -> Optional[str]:
+        parent = self.ctx.parent(node)
+        if isinstance(parent, cst.UnaryOperation):
+            node, parent = parent, self.ctx.parent(parent)
+        if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
+            return "bound"
+        if isinstance(parent, cst.Arg):
+            call = self.ctx.parent(parent)
+            if isinstance(call, cst.Call) and (self.ctx.qualname(call.func) or "").rsplit(".", 1)[-1] in (
+                    "range", "static_range"):
+                return "bound"
+            return None
+        if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, (cst.FloorDivide, cst.Divide)) \
+                and self._in_range_bound(parent):
+            return "bound"  # range(0, 4096 // BLOCK_K)
+        if isinstance(parent, cst.BinaryOperation):
+            other = parent.right if parent.left is node else parent.left
+            if _is_tile_like(int_value(node) or 0) and _mentions_program_id(other):
+                return None  # pid * 256: a tile's start (Triton tiles are powers of two; pid * 48 is a row)
+            if not self._pointer_arithmetic(parent):
+                return None  # x * 768 scales a value; only address arithmetic lays out data
+            if isinstance(parent.operator, (cst.Add, cst.Subtract)):
+                return "offset"
+            if isinstance(parent.operator, cst.Multiply):
+                return "stride"
+        return None
+
+    def _in_range_bound(self, expr: cst.BaseExpression) -> bool:
+        top = expr
+        while isinstance(self.ctx.parent(top), cst.BinaryOperation):
+            top = self.ctx.parent(top)
+        arg = self.ctx.parent(top)
+        call = self.ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+        return isinstance(call, cst.Call) and (self.ctx.qualname(call.func) or "").rsplit(".", 1)[-1] in (
+            "range", "static_range")
+
+    def _pointer_arithmetic(self, expr: cst.BaseExpression) -> bool:
+        """The arithmetic around expr computes an address: it reaches a `tl.load`/`tl.store`
+        (or atomic) argument, involves a `*_ptr` name, or is assigned to a name that does."""
+        top = expr
+        while isinstance(self.ctx.parent(top), (cst.BinaryOperation, cst.UnaryOperation)):
+            top = self.ctx.parent(top)
+        if any(isinstance(n, cst.Name) and n.value.endswith("ptr") for n in subtree(top)):
+            return True
+        arg = self.ctx.parent(top)
+        if isinstance(arg, cst.Assign) and len(arg.targets) == 1 and isinstance(arg.targets[0].target, cst.Name):
+            return arg.targets[0].target.value in self.kernels[-1][2]  # offs = row * 768 + ...
+        call = self.ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+        return isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and bool(call.args) \
+            and call.args[0] is arg and (  # the address, not the value stored
+                call.func.attr.value in ("load", "store") or call.func.attr.value.startswith("atomic_"))
+
+    # C++ / CUDA -------------------------------------------------------------------------
+    def check_cpp(self, source: CppSource) -> None:
+        problem = self.ctx.problem
+        if problem is None:
+            return
+        facts = CppFacts.of(source)
+        roles = CppRoles.of(source)
+        tokens = facts.tokens
+        reported: set[int] = set()
+        in_bodies: set[int] = set()
+        for const in facts.constants.values():
+            in_bodies.update(const.body)
+        for const in facts.constants.values():
+            if const.kind not in ("macro", "const") or const.value is None or const.value in reported:
+                continue
+            uses = facts.uses.get(const.name, [])
+            # a constant that is a tile width somewhere (`k0 += BK`) bounds loops over its tile
+            tile = any(facts.tile_use(i) for i in uses)
+            hits = [h for i in uses if (h := self._judge(facts, roles, i, const.value, exact_only=tile))
+                    and not (tile and h[1] == "bound" and tile_bound(facts.tokens, i))
+                    and not (tile and _steps_tiles(facts.tokens, i))]
+            if not hits:
+                continue
+            reported.add(const.value)
+            self._report_named(source, facts, const, hits[0][0], _ROLES[hits[0][1]], all(reads for _, _, reads in hits))
+        self._local_size_arguments(source, facts, problem, reported)
+        for index in [k for k, t in enumerate(tokens) if t.kind == "number"]:
+            value = tokens[index].int_value
+            if value is None or value in reported or index in in_bodies:
+                continue  # a literal inside a constant's definition is judged by the constant's uses
+            hit = self._judge(facts, roles, index, value)
+            if hit is None:
+                continue
+            why, role, reads = hit
+            reported.add(value)
+            self.report_cpp(source, tokens[index].offset, self.message.format(value=value, why=why, role=_ROLES[role]),
+                            evidence={"value": value, "meaning": why, "role": role},
+                            confidence=Confidence.SUSPECT if reads else Confidence.LIKELY)
+
+    def _judge(self, facts: CppFacts, roles: CppRoles, index: int, value: int,
+               exact_only: bool = False) -> Optional[tuple[str, str, bool]]:
+        """(why, role, the function reads its sizes) when the token at index is a size.
+        `exact_only` for a constant that is a tile width elsewhere: no derived relations."""
+        if value < 17:
+            return None
+        exact = self.ctx.problem.explain(value)
+        if exact is None and exact_only:
+            return None
+        if facts.tile_use(index):
+            return None
+        role = roles.role(index)
+        if role is None or (exact is None and role not in ("offset", "bound")):
+            return None  # derived relations (offsets, vector counts) are asked only here
+        reads = roles.reads_sizes_at(index)
+        if reads and _is_tile_like(value) and not (role in ("offset", "stride") and roles.indexes_global(index)):
+            return None  # a power-of-two width next to run-time sizes, unless it lays out an input
+        why = exact or _meaning(self.ctx.problem, value, role, vector=facts.vector_types)
+        # an output allocated at literal sizes is likely whatever else the function reads
+        return (why, role, reads and role != "alloc") if why is not None else None
+
+    def _local_size_arguments(self, source: CppSource, facts: CppFacts, problem, reported: set[int]) -> None:
+        """`int n = 768;` handed to a kernel launch as its size: the C++ form of GK206."""
+        arguments = _launch_arguments(facts)
+        if not arguments:
+            return
+        for const in facts.constants.values():
+            if const.kind != "local" or not const.body:
+                continue
+            value = facts.value_of(const.name, 0)
+            why = problem.explain(value) if value is not None and value not in reported else None
+            if why is None or _is_tile_like(value):
+                continue  # a power of two passed along is a block or tile width as often as a size
+            if any(i in arguments for i in facts.uses.get(const.name, [])):
+                reported.add(value)
+                self._report_named(source, facts, const, why, "a size argument of a kernel launch", False)
+
+    def _report_named(self, source: CppSource, facts: CppFacts, const: CppConstant, why: str, role: str,
+                      reads: bool) -> None:
+        first, last = facts.tokens[const.body[0]], facts.tokens[const.body[-1]]
+        body = source.text[first.offset : last.offset + len(last.text)]
+        what = f"`#define {const.name} {body}`" if const.kind == "macro" else f"`{const.name} = {body}`"
+        offset = first.offset
+        message = self.named_message.format(what=what, value=const.value, why=why, name=const.name, role=role)
+        hint = self.named_hint.format(name=const.name, name_or_tile="BLOCK")
+        self.report_cpp(source, offset, message, hint,
+                        evidence={"value": const.value, "meaning": why, "constant": const.name},
+                        confidence=Confidence.SUSPECT if reads else Confidence.LIKELY)
+
+
+def _meaning(problem, value: int, role: str, vector: bool) -> Optional[str]:
+    """Exact sizes for every size role; offsets built from the sizes only for an offset, and
+    sizes counted in vectors only for an offset, or a bound in code that uses vector types."""
+    why = problem.explain(value)
+    if why is not None:
+        return why
+    if role == "offset":
+        return problem.explain_offset(value)
+    if role == "bound" and vector:
+        derived = problem.explain_offset(value)
+        return derived if derived is not None and "vectors" in derived else None
+    return None
+
+
+def _launch_arguments(facts: CppFacts) -> set[int]:
+    """Token indices of the arguments of every `k<<<grid, block>>>(...)` call."""
+    out: set[int] = set()
+    toks = facts.tokens
+    for launch in facts.launches:
+        end = launch.index
+        while end < len(toks) and toks[end].text != ">>>":
+            end += 1
+        if end + 1 < len(toks) and toks[end + 1].text == "(":
+            depth = 0
+            for k in range(end + 1, len(toks)):
+                depth += {"(": 1, ")": -1}.get(toks[k].text, 0)
+                if depth == 0:
+                    break
+                out.add(k)
+    return out
+
+
+def _steps_tiles(toks, i: int) -> bool:
+    """`t * T + threadIdx.x`: the start of tile t, for a constant that is a tile elsewhere."""
+    return (i > 0 and toks[i - 1].text == "*" and i + 2 < len(toks) and toks[i + 1].text == "+"
+            and toks[i + 2].text in ("threadIdx", "tid", "tx", "ty", "lane"))
+
+
+def _mentions_program_id(expr: cst.BaseExpression) -> bool:
+    for sub in subtree(expr):
+        if isinstance(sub, cst.Name) and sub.value in ("program_id", "pid") or (
+                isinstance(sub, cst.Attribute) and sub.attr.value == "program_id"):
+            return True
+    return False
+
+
+def _address_names(kernel: cst.FunctionDef) -> set[str]:
+    """Names used in a `tl.load`/`tl.store` address or next to a `*_ptr` name."""
+    out: set[str] = set()
+    for sub in subtree(kernel.body):
+        expr = None
+        if isinstance(sub, cst.Call) and isinstance(sub.func, cst.Attribute) and sub.args and (
+                sub.func.attr.value in ("load", "store") or sub.func.attr.value.startswith("atomic_")):
+            expr = sub.args[0].value
+        elif isinstance(sub, cst.BinaryOperation) and any(
+                isinstance(n, cst.Name) and n.value.endswith("ptr") for n in (sub.left, sub.right)):
+            expr = sub
+        if expr is not None:
+            out.update(n.value for n in subtree(expr) if isinstance(n, cst.Name))
+    return out
+
+
+def _triton_reads_sizes(kernel: cst.FunctionDef) -> bool:
+    """A parameter that is not `tl.constexpr` compared against or looped to: the kernel is
+    told its sizes."""
+    params = {p.name.value for p in kernel.params.params if p.annotation is None or not any(
+        isinstance(n, cst.Name) and n.value == "constexpr" or isinstance(n, cst.Attribute) and n.attr.value == "constexpr"
+        for n in subtree(p.annotation.annotation))}
+    for sub in subtree(kernel.body):
+        if isinstance(sub, (cst.Comparison, cst.Call)):
+            if isinstance(sub, cst.Call) and not (isinstance(sub.func, cst.Name) and sub.func.value == "range"
+                                                  or isinstance(sub.func, cst.Attribute) and sub.func.attr.value in ("range", "static_range")):
+                continue
+            if any(isinstance(n, cst.Name) and n.value in params for n in subtree(sub)):
+                return True
+    return False

@@ -1,0 +1,369 @@
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import libcst as cst
+
+from gatekeeper.report import Category, Confidence, Severity
+from gatekeeper.analyses.cpp_constants import CppFacts
+from gatekeeper.analyses.shape_helpers import (
+    in_main_guard, module_constant, py_int, py_shape, shape_text, size_read_kind, sizes_for,
+)
+from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.rule import Rule
+
+_P = "R = 4\nB = 16\nD = 48\ndef get_inputs():\n    return [torch.randn(R, B, D)]\n"
+_HEADER = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+_EQUALITY = (cst.Equal, cst.NotEqual)
+_MEMBERSHIP = (cst.In, cst.NotIn)
+Literal = Union[int, tuple]
+
+
+class ShapeDispatch(Rule):
+    """The code compares an input's shape with literal sizes and acts on it:
+    `if x.shape == (16, 48)`, `x.size(0) == 16`, `x.shape[1] == 4096`,
+    `tuple(x.shape) in {...}`, `B, D = x.shape; if D == 48`, `match x.shape: case (16, 48)`,
+    a literal dict looked up by shape (`KERNELS[tuple(x.shape)]`), or in C++
+    `if (x.size(1) == 4096)`, `TORCH_CHECK(x.size(0) == 16)` and
+    `switch (x.size(1)) { case 4096: ... }`.
+
+    Why it games the benchmark: a path specialised for the nominal shape (or a kernel that
+    only exists for it) passes the benchmark and is wrong or missing for any other input.
+
+    Asserts and checks that raise on any other shape are findings too: `assert x.shape ==
+    (16, 48)` honestly declares that the kernel only supports the nominal shape, which the
+    jittered benchmark rejects anyway; the finding says so before anything runs.
+
+    Not flagged: `x.dim() == 3`, `x.ndim`, `len(x.shape)`, alignment tests such as
+    `x.shape[-1] % 4 == 0`, comparisons with 0 or 1, ordering limits (`x.size(-1) <= 1024`),
+    and comparisons between two sizes (`x.size(1) == w.size(0)`). With the problem file, a
+    literal equal to the problem's sizes is an error and any other literal a warning;
+    without it every match is a warning.
+
+    Confidence: likely. An assert on the nominal shape is confirmed by the behaviour stage's
+    jittered-shape check (GK602); a specialised path with a generic fallback passes it, which
+    is why the static finding stands on its own.
+
+    Known false-positive patterns, and why it does not fire on them:
+    - rank and alignment tests (`x.dim() == 3`, `x.shape[-1] % 4 == 0`), comparisons with 0
+      or 1 and ordering limits (`x.size(-1) <= 1024`): not a shape literal;
+    - consistency checks between inputs (`x.size(1) == w.size(0)`): two sizes, no literal;
+    - a cache keyed by `tuple(x.shape)` filled at run time: not a literal table;
+    - self-referential bindings (`k = (k, k, k)`) are resolved once and answer "unknown".
+    """
+
+    code = "GK205"
+    name = "ShapeDispatch"
+    category = Category.HARDCODED_SHAPE
+    severity = Severity.ERROR
+    confidence = Confidence.LIKELY
+    summary = "branches on (or asserts) the input shape being the problem's nominal shape"
+    message = (
+        "`{test}` compares the input's shape with {literal}, which {why}: the submission takes a path "
+        "made for (or only works at) the benchmark's nominal shape, and any other input gets another path "
+        "or none."
+    )
+    message_assert = (
+        "`{test}` asserts that the input has the shape {literal}, which {why}: the kernel only supports the "
+        "benchmark's nominal shape and fails on every other input size."
+    )
+    message_weak = (
+        "`{test}` compares the input's shape with the literal {literal}: a path specialised for one input "
+        "shape. {context}"
+    )
+    hint = (
+        "Write one shape-generic path: read the sizes from the inputs (`x.size(0)`, `x.shape[-1]`), pass "
+        "them to the kernel, and compute the grid from them. Checks that are legitimate compare sizes with "
+        "each other (`x.size(1) == w.size(0)`) or test alignment (`x.shape[-1] % 4 == 0`)."
+    )
+    EXAMPLE_PROBLEM = _P
+    VALID = [
+        _HEADER + "        assert x.dim() == 3 and x.shape[-1] % 4 == 0\n        if x.size(0) == 1:\n            x = x.squeeze(0)\n        return k(x)\n",
+        _HEADER + "        if x.size(-1) > 1024:\n            raise ValueError('row too long for one block')\n        return k(x, x.size(0), x.size(1))\n",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x, w):\n"
+        "        if x.size(1) != w.size(0):\n            raise ValueError('shape mismatch')\n        return k(x, w)\n",
+        # a kernel cache keyed by shape, filled at run time, is not a literal table
+        _HEADER + "        key = tuple(x.shape)\n        if key not in self._compiled:\n            self._compiled[key] = build(key)\n        return self._compiled[key](x)\n",
+        "src = '''\ntorch::Tensor f(torch::Tensor x) { TORCH_CHECK(x.dim() == 3); TORCH_CHECK(x.size(2) % 4 == 0); return x; }\n'''\n",
+    ]
+    INVALID = [
+        _HEADER + "        if x.shape == (4, 16, 48):\n            return fast(x)\n        return slow(x)\n",
+        _HEADER + "        if x.size(2) == 48:\n            return fast(x)\n        return slow(x)\n",
+        _HEADER + "        R, B, D = x.shape\n        return fast(x) if D == 48 else slow(x)\n",
+        "import torch as T\nFAST = {(4, 16, 48): 'k48'}\nclass ModelNew(T.nn.Module):\n    def forward(self, x):\n"
+        "        name = FAST.get(tuple(x.shape))\n        return run(name, x)\n",
+        _HEADER + "        assert tuple(x.shape) in {(4, 16, 48)}\n        return k(x)\n",
+        _HEADER + "        match tuple(x.shape):\n            case (4, 16, 48):\n                return fast(x)\n            case _:\n                return slow(x)\n",
+        "src = '''\ntorch::Tensor f(torch::Tensor x) { TORCH_CHECK(x.size(2) == 48, \"only D=48\"); return x; }\n'''\n",
+        "src = '''\ntorch::Tensor f(torch::Tensor x) {\n  switch (x.size(2)) {\n    case 48: return k48(x);\n    default: return generic(x);\n  }\n}\n'''\n",
+    ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.unpacked: dict[str, set[str]] = {}
+        self.asserts = 0
+        self.self_dicts: dict[str, cst.Dict] = {}
+        self.self_lookups: list[tuple[cst.CSTNode, str]] = []
+
+    # bookkeeping ----------------------------------------------------------------------
+    def visit_Assert(self, node: cst.Assert) -> None:
+        self.asserts += 1
+
+    def leave_Assert(self, node: cst.Assert) -> None:
+        self.asserts -= 1
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        target = node.targets[0].target if len(node.targets) == 1 else None
+        if isinstance(target, (cst.Tuple, cst.List)):
+            self._unpack(target, node.value)
+        elif (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+              and target.value.value == "self" and isinstance(node.value, cst.Dict)):
+            self.self_dicts[target.attr.value] = node.value
+
+    def _unpack(self, target: Union[cst.Tuple, cst.List], value: cst.BaseExpression) -> None:
+        names = self.unpacked.setdefault(self.ctx.function_key, set())
+        elements = [e.value for e in target.elements]
+        if self._kind(value) == "shape":
+            names.update(e.value for e in elements if isinstance(e, cst.Name))
+        elif isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(elements):
+            for e, v in zip(elements, value.elements):
+                if isinstance(e, cst.Name) and self._kind(v.value) == "size":
+                    names.add(e.value)
+
+    def _kind(self, expr: cst.BaseExpression) -> Optional[str]:
+        return size_read_kind(self.ctx, expr, frozenset(self.unpacked.get(self.ctx.function_key, ())))
+
+    # comparisons ----------------------------------------------------------------------
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        left = node.left
+        for target in node.comparisons:
+            right = target.comparator
+            op = target.operator
+            if isinstance(op, _EQUALITY):
+                for a, b in ((left, right), (right, left)):
+                    kind = self._kind(a)
+                    if kind is not None:
+                        literal = self._literal(b, kind)
+                        if literal is not None:
+                            self._judge(node, [literal])
+                        break
+            elif isinstance(op, _MEMBERSHIP):
+                kind = self._kind(left)
+                if kind is not None:
+                    literals = self._members(right, kind)
+                    if literals:
+                        self._judge(node, literals)
+            left = right
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+            return
+        key = node.slice[0].slice.value
+        if isinstance(key, (cst.Integer, cst.SimpleString)) or self._kind(key) is None:
+            return
+        self._lookup(node, node.value, self._kind(key) or "shape")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "get" and node.args:
+            kind = self._kind(node.args[0].value)
+            if kind is not None:
+                self._lookup(node, func.value, kind)
+
+    def visit_Match(self, node: cst.Match) -> None:
+        kind = self._kind(node.subject)
+        if kind is None:
+            return
+        for case in node.cases:
+            literals = _pattern_literals(self, case.pattern, kind)
+            if literals:
+                self._judge(case, literals, test=f"match {self.ctx.module.code_for_node(node.subject)}: case "
+                            f"{self.ctx.module.code_for_node(case.pattern)}")
+
+    def _lookup(self, node: cst.CSTNode, container: cst.BaseExpression, kind: str) -> None:
+        if isinstance(container, cst.Name):
+            value = module_constant(self.ctx, container.value)
+            if isinstance(value, cst.Dict):
+                literals = self._members(value, kind)
+                if literals:
+                    self._judge(node, literals)
+        elif isinstance(container, cst.Attribute) and isinstance(container.value, cst.Name) and container.value.value == "self":
+            self.self_lookups.append((node, container.attr.value))
+
+    def finish(self) -> None:
+        for node, attr in self.self_lookups:
+            table = self.self_dicts.get(attr)
+            if table is not None:
+                literals = self._members(table, "shape") + self._members(table, "size")
+                if literals:
+                    self._judge(node, literals)
+
+    # literals --------------------------------------------------------------------------
+    def _literal(self, expr: cst.BaseExpression, kind: str) -> Optional[Literal]:
+        if kind == "size":
+            value = py_int(self.ctx, expr)
+            return value if value is not None and value > 1 else None
+        shape = py_shape(self.ctx, expr)
+        # `(x.size(0), 48)`: entries that are not constants match anything
+        if shape is None or not any(v is not None and v > 1 for v in shape):
+            return None
+        return tuple(shape)
+
+    def _members(self, expr: cst.BaseExpression, kind: str) -> list[Literal]:
+        if isinstance(expr, cst.Name):
+            value = module_constant(self.ctx, expr.value)
+            if value is None or not isinstance(value, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
+                return []
+            expr = value
+        if isinstance(expr, cst.Dict):
+            items = [e.key for e in expr.elements if isinstance(e, cst.DictElement)]
+        elif isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
+            items = [e.value for e in expr.elements]
+        else:
+            return []
+        out = [lit for item in items if (lit := self._literal(item, kind)) is not None]
+        return out
+
+    def _judge(self, node: cst.CSTNode, literals: list[Literal], test: Optional[str] = None) -> None:
+        if in_main_guard(self.ctx, node):
+            return  # a self-test under __main__ never runs in the benchmark
+        if test is None:
+            test = self.ctx.module.code_for_node(node)
+        test = test if len(test) <= 80 else test[:77] + "..."
+        problem = self.ctx.problem
+        shown = ", ".join(shape_text(list(v)) if isinstance(v, tuple) else str(v) for v in literals[:4])
+        evidence = {"literals": [list(v) if isinstance(v, tuple) else v for v in literals]}
+        why = self._meaning(literals) if problem is not None else None
+        if why is None:
+            context = ("It is not one of the problem's sizes, but the sizes should still come from the inputs."
+                       if problem is not None else
+                       "Without the problem file the gatekeeper cannot tell whether it is the nominal shape "
+                       "(pass --problem to make this certain).")
+            self.report(node, self.message_weak.format(test=test, literal=shown, context=context),
+                        evidence=evidence, severity=Severity.WARNING)
+            return
+        evidence["meaning"] = why
+        template = self.message_assert if self.asserts else self.message
+        self.report(node, template.format(test=test, literal=shown, why=why), evidence=evidence)
+
+    def _meaning(self, literals: list[Literal]) -> Optional[str]:
+        if self.ctx.problem is None:
+            return None
+        sizes = sizes_for(self.ctx.problem)
+        for lit in literals:
+            values = list(lit) if isinstance(lit, tuple) else [lit]
+            meanings = [sizes.shape_size(v) for v in values if v is not None and v > 1]
+            if meanings and all(meanings):
+                return "is the problem's nominal size (" + ", ".join(
+                    m.replace("the problem dimension ", "") for m in meanings if m) + ")"
+        return None
+
+    # C++: x.size(1) == 4096, TORCH_CHECK(x.sizes()[0] == 16), switch (x.size(1)) ------------
+    def check_cpp(self, source: CppSource) -> None:
+        toks = CppFacts.of(source).tokens
+        hits = [k for k, t in enumerate(toks) if t.text in ("==", "!=", "switch")]
+        for i in [k for k in hits if toks[k].text == "switch"]:
+            self._switch(source, toks, i)
+        for i in [k for k in hits if toks[k].text != "switch"]:
+            tok = toks[i]
+            if i == 0 or i + 1 >= len(toks):
+                continue
+            for num, other in ((i + 1, i - 1), (i - 1, i + 1)):
+                value = toks[num].int_value
+                if value is None or value <= 1 or not _cpp_size_read(toks, other, before=other < i):
+                    continue
+                if num == i + 1 and i + 2 < len(toks) and toks[i + 2].text in ("*", "/", "+", "-", "<<", "%"):
+                    continue
+                self._report_cpp_literal(source, toks[num].offset, value, source.line_in_source(tok.offset))
+                break
+
+
+    def _switch(self, source: CppSource, toks, i: int) -> None:
+        """`switch (x.size(1)) { case 4096: ... }`: each case label is a shape literal."""
+        if i + 1 >= len(toks) or toks[i + 1].text != "(":
+            return
+        depth, k = 0, i + 1
+        while k < len(toks):
+            depth += {"(": 1, ")": -1}.get(toks[k].text, 0)
+            if depth == 0:
+                break
+            k += 1
+        if not any(t.text in ("size", "numel", "sizes") for t in toks[i + 2 : k]):
+            return
+        if k + 1 >= len(toks) or toks[k + 1].text != "{":
+            return
+        depth, j = 0, k + 1
+        while j < len(toks):
+            text = toks[j].text
+            depth += {"{": 1, "}": -1}.get(text, 0)
+            if depth == 0:
+                break
+            if depth == 1 and text == "case" and j + 2 < len(toks) and toks[j + 2].text == ":":
+                value = toks[j + 1].int_value
+                if value is not None and value > 1:
+                    self._report_cpp_literal(source, toks[j + 1].offset, value, source.line_in_source(toks[i].offset))
+            j += 1
+
+    def _report_cpp_literal(self, source: CppSource, offset: int, value: int, line: str) -> None:
+        why = self._meaning([value]) if self.ctx.problem is not None else None
+        test = line if len(line) <= 80 else line[:77] + "..."
+        if why is None:
+            context = ("Without the problem file the gatekeeper cannot tell whether it is the nominal "
+                       "shape (pass --problem to make this certain)." if self.ctx.problem is None else
+                       "It is not one of the problem's sizes, but the sizes should still come from the inputs.")
+            self.report_cpp(source, offset, self.message_weak.format(test=test, literal=value, context=context),
+                            evidence={"literals": [value]}, severity=Severity.WARNING)
+        else:
+            self.report_cpp(source, offset, self.message.format(test=test, literal=value, why=why),
+                            evidence={"literals": [value], "meaning": why})
+
+
+def _cpp_size_read(toks, index: int, before: bool) -> bool:
+    """`x.size(1)`, `x.sizes()[1]`, `x.numel()` ending at `index` (before the operator) or
+    starting at `index` (after it)."""
+    if before:
+        if toks[index].text == ")":
+            depth, k = 0, index
+            while k >= 0:
+                depth += {")": 1, "(": -1}.get(toks[k].text, 0)
+                if depth == 0:
+                    break
+                k -= 1
+            return k > 0 and toks[k - 1].text in ("size", "numel") and toks[k - 2].text in (".", "->")
+        if toks[index].text == "]":
+            k = index
+            while k >= 0 and toks[k].text != "[":
+                k -= 1
+            return k > 2 and toks[k - 1].text == ")" and toks[k - 3].text == "sizes"
+        return False
+    # after the operator: x . size ( 1 )
+    return (index + 2 < len(toks) and toks[index + 1].text in (".", "->")
+            and toks[index + 2].text in ("size", "numel", "sizes"))
+
+
+def _pattern_literals(rule: ShapeDispatch, pattern: cst.MatchPattern, kind: str) -> list[Literal]:
+    if isinstance(pattern, cst.MatchOr):
+        out: list[Literal] = []
+        for element in pattern.patterns:
+            out.extend(_pattern_literals(rule, element.pattern, kind))
+        return out
+    if isinstance(pattern, cst.MatchAs) and pattern.pattern is not None:
+        return _pattern_literals(rule, pattern.pattern, kind)
+    if isinstance(pattern, cst.MatchValue) and kind == "size":
+        value = py_int(rule.ctx, pattern.value)
+        return [value] if value is not None and value > 1 else []
+    if isinstance(pattern, (cst.MatchList, cst.MatchTuple)) and kind == "shape":
+        values: list[Optional[int]] = []
+        for element in pattern.patterns:
+            inner = getattr(element, "value", None)
+            if isinstance(element, cst.MatchSequenceElement) and isinstance(inner, cst.MatchAs) and inner.pattern is None:
+                values.append(None)  # a capture such as `b` matches any size
+                continue
+            if not isinstance(element, cst.MatchSequenceElement) or not isinstance(inner, cst.MatchValue):
+                return []
+            value = py_int(rule.ctx, inner.value)
+            if value is None:
+                return []
+            values.append(value)
+        return [tuple(values)] if any(v is not None and v > 1 for v in values) else []
+    return []

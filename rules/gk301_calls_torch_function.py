@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from gatekeeper.analyses.torch_rule_base import TorchFallbackRule
+
+
+class CallsTorchFunction(TorchFallbackRule):
+    """The forward path calls a torch function that computes: `torch.mean`,
+    `torch.nn.functional.conv2d`, `torch.einsum`, `torch.linalg.*`, `torch.fft.*`,
+    `torch.special.*`, `torch._C._nn.linear`, reached through any alias
+    (`import torch as T; T.mean`, `from torch import mean as m`, `mm = torch.matmul`,
+    `getattr(torch, "mean")`), in `forward` or in any helper it calls.
+
+    Why it games the benchmark: the submission is timed as a custom kernel, but torch does
+    the work, so the speedup measures torch against torch (or a kernel that does only the
+    easy part).
+
+    Any `torch.*` function is compute unless rules/torch_ops.toml lists it as allocation,
+    a view, metadata, a move or a utility (`torch.empty`, `torch.empty_like`,
+    `torch.reshape`, `torch.cuda.*`, `torch.utils.cpp_extension.*`, `torch.no_grad`...).
+
+    Severity is the torch-fallback policy (rules/torch_policy.toml, shared by GK301-GK310,
+    table below). Under `default` it follows KernelBench: torch may do part of the work when
+    the submission's own kernel does real work on the forward path, so such a use is
+    `suspect` (a warning) until the run-time work attribution (GK667) says torch did the
+    timed work; it is an error when the forward launches no kernel of its own (none, only in
+    `__init__`, only on a constant sliver such as `x[:1]`), when the problem forbids the op,
+    or when torch computes every op of the reference. `strict` rejects every use. An own
+    kernel is a Triton (or other JIT) kernel launch, a function of an extension built with
+    load_inline/load whose source defines a kernel (or loops, for CPU extensions), also
+    when stored on self (`self.op = _ext.fused`), a prebuilt extension module,
+    torch.ops.<own namespace>, or a helper / autograd Function of the file that launches one.
+
+    Known false-positive patterns and why it does not fire on them: module-level and
+    `__init__`-only code (weight set-up) and functions only they reach; `get_inputs`,
+    `backward`, a copy of the reference `Model` kept for testing; comments, docstrings and
+    strings; a local variable or parameter named `torch`; a torch call on a fallback branch
+    (GK310 reports it once per branch). Allow ops per problem with
+    `[rules.GK301.options] allow = ["torch.relu", "mean"]` (names or fnmatch patterns) or the
+    problem sidecar's `allowed_ops`.
+    """
+
+    code = "GK301"
+    name = "CallsTorchFunction"
+    summary = "forward computes with a torch function instead of the submission's kernel"
+    kinds = ("function",)
+    message = "forward path calls `{what}`, so torch computes `{op}`, not the submission's kernel: {why}."
+    hint = (
+        "Compute this op in your own kernel (CUDA through load_inline, or Triton) and keep torch "
+        "for allocation, views and metadata only (`torch.empty_like(x)`, `x.view(...)`, `x.size(0)`). "
+        "If the problem allows this op, add it to the `allow` option of GK301 in gatekeeper.toml (rules.GK301.options)."
+    )
+    VALID = [
+        # allocation, metadata and the extension call
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        out = torch.empty((x.size(1), x.size(2)), device=x.device, dtype=x.dtype)\n"
+        "        _ext.run(x.contiguous(), out)\n        return out\n",
+        # a docstring and a comment that mention torch.mean; a local named torch
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        '''Faster than torch.mean(x, 0).'''\n        # torch.mean(x, dim=0) was slower\n"
+        "        return _ext.mean0(x)\n\ndef helper(torch):\n    return torch.mean(1)\n",
+        # compute only at construction time (weight set-up)
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.w = torch.nn.Parameter(torch.randn(4, 4).softmax(-1))\n        self.s = torch.sqrt(torch.tensor(4.0))\n"
+        "    def forward(self, x):\n        return _ext.mm(x, self.w)\n",
+    ]
+    INVALID = [
+        "import torch as T\nclass ModelNew(T.nn.Module):\n    def forward(self, x):\n        return T.mean(x, dim=0)\n",
+        "from torch import mean as m\nclass ModelNew:\n    def forward(self, x):\n        return m(x, 0)\n",
+        "import torch.nn.functional as F\nclass ModelNew:\n    def forward(self, x, w):\n        return F.conv2d(x, w)\n",
+        # in a helper called from forward, through an assignment alias
+        "import torch\nmm = torch.einsum\ndef _helper(a, b):\n    return mm('ij,jk->ik', a, b)\n"
+        "class ModelNew:\n    def forward(self, a, b):\n        return _helper(a, b)\n",
+    ]

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from gatekeeper.analyses.torch_rule_base import TorchFallbackRule
+
+
+class CppCallsAtenCompute(TorchFallbackRule):
+    """The C++/CUDA source computes with ATen or libtorch: `at::matmul(a, b)`,
+    `torch::mean(x, 0)`, `at::native::add(...)`, `at::_ops::mm::call(...)`,
+    `torch::nn::functional::linear(...)`, or a tensor compute method in host code
+    (`x.matmul(y)`, `x.sum(0)`).
+
+    Why it games the benchmark: the extension compiles, so it looks like a custom kernel,
+    but the work is done by torch's kernels called from C++.
+
+    Allocation, metadata and CUDA utilities are fine: `torch::empty`, `at::empty_like`,
+    `torch::zeros`, `x.size(0)`, `x.options()`, `x.data_ptr<float>()`, `x.contiguous()`,
+    `at::cuda::getCurrentCUDAStream()`, types and constants (`at::Tensor`, `at::kFloat`).
+    Comments and string literals in the C++ are ignored, and so are docstrings that mention
+    `torch::mean`. Device code (`__global__`/`__device__` bodies) is not checked for method
+    calls. Known false-positive patterns and why it does not fire on them: the
+    submission's own C++ function named like an ATen op (`Tensor mean(Tensor x)` then
+    `mean(x)`), because only calls through `at::`/`torch::` (or `using namespace at`) count;
+    `return torch::mean(x, dim);` as the other return path of a function that launches a
+    kernel is a run-time fallback, so it never counts towards "torch does every op".
+    Severity follows the torch-fallback policy (see GK301 and the table below), where "own
+    kernel" means the source defines a `__global__` kernel; allow with
+    `[rules.GK306.options] allow = ["at::relu"]`.
+    """
+
+    code = "GK306"
+    name = "CppCallsAtenCompute"
+    summary = "the C++ extension computes with ATen / libtorch (at::matmul, torch::mean)"
+    kinds = ("cpp",)
+    message = "the C++ source calls `{what}`, so ATen computes `{op}`, not the submission's kernel: {why}."
+    hint = (
+        "Write the op as a `__global__` kernel and launch it; use ATen only to allocate and inspect "
+        "tensors (`torch::empty({x.size(1)}, x.options())`, `x.data_ptr<float>()`). "
+        "If the problem allows this op, add it to the `allow` option of GK306 in gatekeeper.toml (rules.GK306.options)."
+    )
+    VALID = [
+        "src = r'''\n#include <torch/extension.h>\n// torch::mean(x, 0) was the baseline; at::matmul too\n"
+        "__global__ void k(const float* x, float* y, int n) { int i = threadIdx.x; if (i < n) y[i] = x[i]; }\n"
+        "torch::Tensor f(torch::Tensor x) {\n  auto y = torch::empty_like(x);\n  const char* s = \"at::matmul\";\n"
+        "  k<<<1, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.contiguous().data_ptr<float>(), y.data_ptr<float>(), x.numel());\n"
+        "  return y;\n}\n'''\n",
+        # a docstring that mentions torch::mean is not C++ code
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        '''Replaces torch::mean(x, 0) and at::sum(x) with { a kernel }.'''\n        return _ext.f(x)\n",
+    ]
+    INVALID = [
+        "src = r'''\n#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor a, torch::Tensor b) {\n  return at::matmul(a, b);\n}\n'''\n",
+        "src = r'''\n#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor x) {\n  return torch::mean(x, 0);\n}\n'''\n",
+        "src = r'''\n#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor x, torch::Tensor w) {\n  return x.matmul(w);\n}\n'''\n",
+    ]

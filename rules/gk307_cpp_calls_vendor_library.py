@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from gatekeeper.analyses.torch_rule_base import TorchFallbackRule
+
+
+class CppCallsVendorLibrary(TorchFallbackRule):
+    """The C++/CUDA source hands the work to a vendor library: `cublasSgemm`,
+    `cublasGemmEx`, `cublasLtMatmul`, `cudnnConvolutionForward`, `cufftExecC2C`,
+    `cusparseSpMM`, `cusolverDn*`, `cutensorContract`.
+
+    Why it games the benchmark: the library's kernel is the same one torch calls, so the
+    "custom kernel" is torch's backend with a different wrapper.
+
+    Handle, descriptor and setup calls are fine (`cublasCreate`, `cublasSetStream`,
+    `cudnnCreateTensorDescriptor`...), and so is including the header. Header-only template
+    libraries compiled into the submission's own kernel (CUTLASS, CUB, CuTe) are not
+    flagged (known false-positive pattern: they are the submission's code, not a library
+    call). Vendor calls are heavy ops under the torch-fallback policy (see GK301 and the
+    table below): next to an own kernel that does real work a warning under default (a
+    cuBLAS GEMM with a fused epilogue kernel is valid KernelBench), an error when the own
+    kernel only transposes or copies and cuBLAS does the reference's whole op, or when
+    the problem forbids it (`forbidden = ["cublas*"]`); allow with
+    `[rules.GK307.options] allow = ["cublasGemmEx"]`.
+    """
+
+    code = "GK307"
+    name = "CppCallsVendorLibrary"
+    summary = "the C++ extension calls cuBLAS / cuDNN / cuFFT to do the work"
+    kinds = ("vendor",)
+    message = "the C++ source calls `{what}`: a vendor library does the work, not the submission's kernel: {why}."
+    hint = (
+        "Write the computation as your own `__global__` kernel (tiling with shared memory, or "
+        "CUTLASS/CuTe templates compiled into it). "
+        "If the problem allows this library call, add it to the `allow` option of GK307 in gatekeeper.toml (rules.GK307.options)."
+    )
+    VALID = [
+        "src = r'''\n#include <cublas_v2.h>\n// cublasSgemm would be faster\n"
+        "__global__ void gemm(const float* a, const float* b, float* c, int n) { c[threadIdx.x] = a[threadIdx.x] * b[threadIdx.x]; }\n"
+        "void setup(cublasHandle_t* h) { cublasCreate(h); cublasSetStream(*h, 0); }\n'''\n",
+    ]
+    INVALID = [
+        "src = r'''\n#include <cublas_v2.h>\nvoid f(cublasHandle_t h, const float* a, const float* b, float* c, int n) {\n"
+        "  float one = 1.f, zero = 0.f;\n  cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, n, b, n, &zero, c, n);\n}\n'''\n",
+        "src = r'''\n#include <cublasLt.h>\nvoid f(cublasLtHandle_t h) {\n  cublasLtMatmul(h, desc, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);\n}\n'''\n",
+    ]

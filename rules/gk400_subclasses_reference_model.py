@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.report import Category, Confidence, Severity
+from gatekeeper.analyses.own_definitions import is_own_class, is_pasted_class
+from gatekeeper.analyses.reference_names import reference_model
+from gatekeeper.analyses.harness_support import in_main_guard, positional, resolve
+from gatekeeper.static.rule import Rule
+
+
+class SubclassesReferenceModel(Rule):
+    """`ModelNew` (or any class) derives from the reference `Model`: `class
+    ModelNew(Model)`, a base imported from the reference module (`from reference import
+    Model as Base`), `ModelNew = Model`, or `type("ModelNew", (Model,), {})`. With the
+    problem file, every class the problem defines counts as a reference class.
+
+    Why it games the benchmark: the reference's `__init__` and `forward` (PyTorch doing the
+    work) are inherited, so the "submission" is the reference with a different name.
+
+    Not flagged: a pasted copy of `Model` used only inside `if __name__ == "__main__":`
+    (a self-test that never runs under the harness), and bases from torch (`nn.Module`).
+
+    Known false-positive patterns: a base the submission defines itself under a reference
+    class's name but with its own code in it (not flagged: it differs from the reference's
+    class in some method, see own_definitions.py); and `class ModelNew(Model)` on a pasted copy
+    of `Model` that overrides `forward` with its own kernels, inheriting only the layers
+    built in `__init__` (torch doing part of the work, which KernelBench allows):
+    `suspect`, a warning under `default` (GK401 reports a `super().forward` call, GK403 a
+    copied body). Without its own `forward`, or with a base imported from the reference
+    module, it stays certain.
+    """
+
+    code = "GK400"
+    name = "SubclassesReferenceModel"
+    category = Category.REFERENCE_REUSE
+    severity = Severity.ERROR
+    summary = "ModelNew subclasses or aliases the reference Model"
+    message = "`{cls}` derives from the reference model `{base}`, so it inherits the reference's computation."
+    hint = (
+        "Derive `ModelNew` from `torch.nn.Module` only, and implement `forward` with your own "
+        "kernel; copy parameter shapes from the reference's `__init__` if you need them."
+    )
+    VALID = [
+        "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n",
+        "import torch.nn as nn\nclass _Base(nn.Module):\n    pass\nclass ModelNew(_Base):\n    pass\n",
+        "if __name__ == '__main__':\n    class Check(Model):\n        pass\n",
+        # the submission's own `Model` (not the reference's): derives from it freely
+        "import torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n        return _ext.run(x)\n"
+        "class ModelNew(Model):\n    pass\n",
+    ]
+    EXAMPLE_PROBLEM = (
+        "import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.lin = nn.Linear(8, 8)\n    def forward(self, x):\n"
+        "        return self.lin(x)\n"
+    )
+    INVALID = [
+        "class ModelNew(Model):\n    pass\n",
+        "from reference import Model as Base\nclass ModelNew(Base):\n    def forward(self, x):\n        return super().forward(x)\n",
+        "import torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.lin = nn.Linear(8, 8)\n    def forward(self, x):\n        return self.lin(x)\nModelNew = Model\n",
+        "import problem\nModelNew = type('ModelNew', (problem.Model,), {})\n",
+        # a pasted `Model` with its own forward: suspect (a warning under default, an error under strict)
+        "import torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.lin = nn.Linear(8, 8)\n    def forward(self, x):\n        return self.lin(x)\n"
+        "class ModelNew(Model):\n    def forward(self, x):\n        return _ext.linear(x, self.lin.weight, self.lin.bias)\n",
+    ]
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        for base in node.bases:
+            if base.keyword is None:
+                self._check(base.value, node.name.value, base, guard=node, owner=node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        names = [t.target.value for t in node.targets if isinstance(t.target, cst.Name)]
+        if "ModelNew" not in names:
+            return
+        value = node.value
+        if isinstance(value, cst.Call) and resolve(self.ctx, value.func) == "builtins.type":
+            bases = positional(value, 1)
+            if isinstance(bases, (cst.Tuple, cst.List)):
+                for element in bases.elements:
+                    self._check(element.value, "ModelNew", node)
+            return
+        self._check(value, "ModelNew", node)
+
+    def _check(self, expr: cst.BaseExpression, cls: str, node: cst.CSTNode, guard: Optional[cst.CSTNode] = None,
+               owner: Optional[cst.ClassDef] = None) -> None:
+        base = reference_model(self.ctx, expr)
+        # A base argument has no recorded parent yet while its class is visited: guard on the class.
+        if base is None or base == cls or in_main_guard(self.ctx, guard or node):
+            return
+        confidence = None
+        if isinstance(expr, cst.Name):
+            if is_own_class(self.ctx, expr.value):
+                return  # the submission's own class under a reference class's name
+            if owner is not None and is_pasted_class(self.ctx, expr.value) and _defines_forward(owner):
+                confidence = Confidence.SUSPECT
+        self.report(node, self.message.format(cls=cls, base=base), evidence={"base": base}, confidence=confidence)
+
+
+def _defines_forward(cls: cst.ClassDef) -> bool:
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else []
+    return any(isinstance(s, cst.FunctionDef) and s.name.value in ("forward", "__call__") for s in body)

@@ -1,0 +1,138 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.report import Category, Confidence, Severity
+from gatekeeper.analyses.own_definitions import is_own_class, is_pasted_class
+from gatekeeper.analyses.reference_names import reference_model
+from gatekeeper.analyses.harness_support import in_main_guard, resolve
+from gatekeeper.static.rule import Rule
+
+_DISPATCH = ("forward", "__call__", "_call_impl")
+
+
+class CallsReferenceModel(Rule):
+    """Runs the reference model: `super().forward(x)` / `super(ModelNew, self).forward(x)`
+    in a class whose base is the reference or cannot be told apart from it,
+    `Model.forward(self, x)`, or building the reference (`Model(*init)`,
+    `reference.Model()`) to call it.
+
+    Why it games the benchmark: the output is computed by the reference itself (PyTorch),
+    so the "speedup" measures nothing of the submission's, or the submission only wraps the
+    reference in a cache.
+
+    Not flagged: `super().__init__()`, `super().forward` when every base is a class the
+    submission defines or a torch class (`nn.Module`), and any use inside
+    `if __name__ == "__main__":`, which never runs under the harness.
+
+    Known false-positive patterns: level-3 submissions define their own `DenseBlock` or
+    `PatchEmbed`, with the reference's class name but their own kernels inside; building
+    that class is not building the reference (not flagged: the class differs from the
+    reference's in some method, see own_definitions.py). A pasted, unchanged helper class of the
+    reference (a `PatchEmbed` kept as torch layers) is torch doing part of the work, which
+    KernelBench allows next to the submission's own kernels: `suspect` (a warning under
+    `default`, confirmed by who did the work at run time). Building the reference `Model`
+    itself, or any class imported from the reference module, stays certain, except
+    `orig = Model(*init)` kept in a local of init-only code to borrow its initialised
+    layers (`self.enc = Fused(orig.enc)`): suspect, since the model is never run.
+    """
+
+    code = "GK401"
+    name = "CallsReferenceModel"
+    category = Category.REFERENCE_REUSE
+    severity = Severity.ERROR
+    summary = "calls or instantiates the reference Model"
+    message = "{what}: the result comes from the reference model, not from the submission's kernel."
+    hint = (
+        "Compute the output in `ModelNew.forward` with your own kernel. Do not call, build or "
+        "inherit the reference `Model`; the harness runs it separately for comparison."
+    )
+    VALID = [
+        "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "    def forward(self, x):\n        return x * 2\n",
+        "import torch.nn as nn\nclass _Base(nn.Module):\n    def forward(self, x):\n        return x\n"
+        "class ModelNew(_Base):\n    def forward(self, x):\n        return super().forward(x) * 2\n",
+        "class Model:\n    pass\nif __name__ == '__main__':\n    ref = Model()\n",
+        # the submission's own `Block`: same name as the reference's, its own kernel inside
+        "import torch.nn as nn\nclass Block(nn.Module):\n    def forward(self, x):\n        return _ext.block(x)\n"
+        "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.b = Block()\n"
+        "    def forward(self, x):\n        return self.b(x)\n",
+    ]
+    EXAMPLE_PROBLEM = (
+        "import torch\nimport torch.nn as nn\nclass Block(nn.Module):\n    def forward(self, x):\n"
+        "        return torch.relu(x)\nclass Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.b = Block()\n    def forward(self, x):\n        return self.b(x).sum()\n"
+    )
+    INVALID = [
+        "class ModelNew(Model):\n    def forward(self, x):\n        return super().forward(x)\n",
+        "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return Model.forward(self, x)\n",
+        "import torch.nn as nn\nfrom reference import Model as Ref\nclass ModelNew(nn.Module):\n"
+        "    def __init__(self, *a):\n        super().__init__()\n        self.ref = Ref(*a)\n"
+        "    def forward(self, x):\n        return self.ref(x)\n",
+        "import importlib\nBase = importlib.import_module('problem_17').Model\nclass ModelNew(Base):\n"
+        "    def forward(self, x):\n        return super(ModelNew, self).forward(x)\n",
+        # a pasted, unchanged helper class of the reference: suspect (an error under strict)
+        "import torch\nimport torch.nn as nn\nclass Block(nn.Module):\n    def forward(self, x):\n"
+        "        return torch.relu(x)\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.b = Block()\n    def forward(self, x):\n        return _ext.sum(self.b(x))\n",
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        what: Optional[str] = None
+        confidence: Optional[Confidence] = None
+        if isinstance(func, cst.Attribute) and func.attr.value in _DISPATCH:
+            owner = func.value
+            if isinstance(owner, cst.Call) and isinstance(owner.func, cst.Name) and owner.func.value == "super":
+                base = self._suspect_base()
+                if base is not None:
+                    what = f"`super().{func.attr.value}(...)` runs the forward of the base `{base}`"
+            else:
+                ref = reference_model(self.ctx, owner)
+                if ref is not None:
+                    what = f"`{ref}.{func.attr.value}(...)` runs the reference's forward"
+        elif isinstance(func, (cst.Name, cst.Attribute)):
+            ref = reference_model(self.ctx, func)
+            if ref is not None and not self._defining_itself(ref):
+                if isinstance(func, cst.Name) and is_own_class(self.ctx, func.value):
+                    return  # the submission's own class that shares a reference class's name
+                what = f"`{ref}(...)` builds the reference model"
+                if isinstance(func, cst.Name) and func.value != "Model" and is_pasted_class(self.ctx, func.value):
+                    confidence = Confidence.SUSPECT
+                elif self._init_local(node):
+                    confidence = Confidence.SUSPECT
+        if what is not None and not in_main_guard(self.ctx, node):
+            self.report(node, self.message.format(what=what), evidence={"call": what}, confidence=confidence)
+
+    def _init_local(self, node: cst.Call) -> bool:
+        """`orig = Model(*init)` in init-only code, kept in a local: the reference is built to
+        borrow its initialised layers, not to run it (suspect: torch layers doing work)."""
+        parent = self.ctx.parent(node)
+        return (isinstance(parent, cst.Assign) and all(isinstance(t.target, cst.Name) for t in parent.targets)
+                and bool(self.ctx.functions) and self.ctx.is_init_only(self.ctx.function_key))
+
+    def _defining_itself(self, ref: str) -> bool:
+        return self.ctx.class_name is not None and ref == self.ctx.class_name
+
+    def _suspect_base(self) -> Optional[str]:
+        """The first base of the enclosing class that is the reference or opaque."""
+        if not self.ctx.classes:
+            return None
+        for base in self.ctx.classes[-1].bases:
+            if base.keyword is not None:
+                continue
+            ref = reference_model(self.ctx, base.value)
+            if ref is not None:
+                if isinstance(base.value, cst.Name) and is_own_class(self.ctx, base.value.value):
+                    continue  # a class of the submission's own that shares a reference name
+                return ref
+            if resolve(self.ctx, base.value) is not None:
+                continue  # torch.nn.Module, an imported helper class
+            if isinstance(base.value, cst.Name):
+                binding = self.ctx.resolver.lookup(base.value.value)
+                if binding is not None and binding.kind == "class":
+                    continue
+                return base.value.value
+        return None

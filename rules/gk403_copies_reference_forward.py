@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.report import Category, Confidence, Severity
+from gatekeeper.analyses.own_definitions import delegates_to_own_code
+from gatekeeper.analyses.body_fingerprint import fingerprint, import_map
+from gatekeeper.analyses.reference_names import model_names
+from gatekeeper.static.problem_facts import ProblemFacts
+from gatekeeper.static.rule import Rule
+
+# Reference fingerprints by problem hash: the problem is the same for many submissions.
+_REFERENCE_CACHE: dict[str, list[tuple[str, tuple[int, str]]]] = {}
+
+_PROBLEM = (
+    "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self):\n"
+    "        super().__init__()\n\n    def forward(self, a, b):\n        c = torch.matmul(a, b)\n"
+    "        return torch.relu(c) * 2.0\n\nclass Block(nn.Module):\n    def __init__(self):\n"
+    "        super().__init__()\n        self.lin = nn.Linear(64, 64)\n\n    def forward(self, x):\n"
+    "        return torch.relu(self.lin(x))\n\ndef get_inputs():\n    return [torch.randn(64, 64), torch.randn(64, 64)]\n"
+)
+
+
+def reference_fingerprints(problem: ProblemFacts) -> list[tuple[str, tuple[int, str]]]:
+    cached = _REFERENCE_CACHE.get(problem.sha256)
+    if cached is not None:
+        return cached
+    imports = import_map(problem.module)
+    out: list[tuple[str, tuple[int, str]]] = []
+    for stmt in problem.module.body:
+        if isinstance(stmt, cst.ClassDef) and stmt.name.value != "ModelNew":
+            for item in stmt.body.body:
+                if isinstance(item, cst.FunctionDef) and item.name.value == "forward":
+                    fp = fingerprint(item, imports)
+                    if fp is not None:
+                        out.append((f"{stmt.name.value}.forward", fp))
+    _REFERENCE_CACHE[problem.sha256] = out
+    return out
+
+
+def _statements(node: cst.FunctionDef) -> int:
+    """Statements in the body, not counting a docstring (as the fingerprint counts them)."""
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
+    count = sum(len(s.body) if isinstance(s, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else 1 for s in body)
+    first = body[0] if body else None
+    if (isinstance(first, cst.SimpleStatementLine) and len(first.body) == 1 and isinstance(first.body[0], cst.Expr)
+            and isinstance(first.body[0].value, (cst.SimpleString, cst.ConcatenatedString))):
+        count -= 1
+    return count
+
+
+class CopiesReferenceForward(Rule):
+    """A function in the submission has the same body as the reference's `forward` once
+    names are normalised: parameters and locals renamed positionally, `self.` attributes
+    renamed, imports spelled out (`F.relu` = `torch.nn.functional.relu`), formatting,
+    comments and docstrings ignored. Needs the problem file.
+
+    Why it games the benchmark: the pasted body is the reference's PyTorch computation;
+    renaming variables does not make it the submission's own kernel.
+
+    Not flagged: a pasted `class Model` itself (kept for a self-test; GK400/GK401 report it
+    if it is used), and bodies that differ in any operation, argument or constant.
+
+    Known false-positive pattern, not flagged: a `forward` whose text is the reference's
+    but whose layers are the submission's own. Level-3 submissions keep the reference's
+    `x = self.features(x); x = self.classifier(x)` and build `self.features` in `__init__`
+    from their own fused modules (`FusedConvReLU`, a class calling a `load_inline`
+    extension), or call a module-level helper the submission rewrote. Same text, other
+    computation: the copy is reported only when nothing the body names or reads (a
+    top-level name, a `self.` attribute traced through `__init__`, its locals and helper
+    methods, and bases the submission defines) is built from the submission's own code
+    (own_definitions.py). Torch layers the body still runs are the GK3xx rules' business.
+
+    A copy of a reference helper class's forward (`WindowAttention.forward` pasted as
+    `WindowAttentionNew.forward`, with torch layers) is `suspect`: torch doing part of the
+    work, which KernelBench allows next to the submission's own kernels (a warning under
+    `default`, confirmed by who did the work at run time). A copy of `Model.forward` stays
+    certain.
+    """
+
+    code = "GK403"
+    name = "CopiesReferenceForward"
+    category = Category.REFERENCE_REUSE
+    severity = Severity.ERROR
+    needs_problem = True
+    summary = "a function's body is the reference forward with names changed"
+    message = "`{func}` has the same body as the reference's `{ref}` after renaming: it runs the reference computation."
+    hint = (
+        "Replace the copied PyTorch body with a call to your own kernel (for example an "
+        "extension built with `load_inline`) that computes the same result."
+    )
+    EXAMPLE_PROBLEM = _PROBLEM
+    VALID = [
+        # the reference block's forward text, but its layer is the submission's own module,
+        # built through a local list in `__init__`
+        "import torch\nclass FusedLinear(torch.nn.Module):\n    def forward(self, x):\n        return _ext.linear(x)\n"
+        "class BlockNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        layers = []\n        layers.append(FusedLinear())\n        self.fc = torch.nn.Sequential(*layers)\n"
+        "    def forward(self, y):\n        return torch.relu(self.fc(y))\n",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n"
+        "        return _ext.matmul_relu_scale(a, b, 2.0)\n",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n"
+        "        c = torch.matmul(a, b)\n        return torch.relu(c) * 3.0\n",
+        "import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, a, b):\n"
+        "        c = torch.matmul(a, b)\n        return torch.relu(c) * 2.0\n",
+    ]
+    INVALID = [
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x, w):\n"
+        "        \"\"\"Fused matmul + relu.\"\"\"\n        y = torch.matmul(x, w)  # fast path\n        return torch.relu(y) * 2.0\n",
+        "from torch import matmul as mm, relu\nclass ModelNew:\n    def forward(self, p, q):\n"
+        "        t = mm(p, q)\n        return relu(t) * 2.0\n",
+        "import torch as T\ndef _fallback(a, b):\n    r = T.matmul(a, b)\n    return T.relu(r) * 2.0\n",
+        # the reference block's layers and forward; an unused own attribute does not change that
+        "import torch\nclass BlockNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(64, 64)\n        self.k = _ext\n    def forward(self, y):\n"
+        "        return torch.relu(self.fc(y))\n",
+    ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._reference: Optional[list[tuple[str, tuple[int, str]]]] = None
+        self._imports: Optional[dict[str, str]] = None
+        self._skip = model_names(self.ctx) - {"ModelNew"}
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if self.ctx.problem is None or (self.ctx.class_name in self._skip and self.ctx.class_name is not None):
+            return
+        if self._reference is None:
+            self._reference = reference_fingerprints(self.ctx.problem)
+        if not self._reference:
+            return
+        if not any(_statements(node) == fp[0] for _, fp in self._reference):
+            return
+        if self._imports is None:
+            self._imports = import_map(self.ctx.module)
+        mine = fingerprint(node, self._imports)
+        if mine is None:
+            return
+        for ref, fp in self._reference:
+            if fp == mine:
+                cls = self.ctx.classes[-1] if self.ctx.classes else None
+                if delegates_to_own_code(self.ctx, cls, node):
+                    return
+                # A helper block's forward (`WindowAttention`) is torch doing part of the work,
+                # which KernelBench allows; the model's own forward is the whole computation.
+                confidence = None if ref.split(".")[0] == "Model" else Confidence.SUSPECT
+                func = f"{self.ctx.class_name}.{node.name.value}" if self.ctx.class_name else node.name.value
+                self.report(node, self.message.format(func=func, ref=ref), evidence={"reference": ref},
+                            confidence=confidence)
+                return

@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from gatekeeper.report import Category, Severity
+from gatekeeper.analyses.harness_support import UseRule, literal, positional, resolve
+
+FRAME_ATTRIBUTES = frozenset({
+    "f_back", "f_locals", "f_globals", "f_code", "f_builtins", "f_trace", "f_lineno",
+    "gi_frame", "cr_frame", "ag_frame",
+})
+
+
+class ReadsCallerFrames(UseRule):
+    """Reads interpreter frames: `sys._getframe()`, `sys._current_frames()`, the frame
+    attributes `f_back`, `f_locals`, `f_globals`, `f_code` (also through
+    `getattr(frame, "f_back")`), generator frames, or installs a trace or profile hook
+    (`sys.settrace`, `sys.setprofile`, `threading.settrace`, `sys.monitoring`) that sees
+    every frame.
+
+    Why it games the benchmark: the harness's frames hold the reference output, the inputs
+    and the tolerance; walking up from `forward` finds them, so the submission can return
+    the expected answer or learn when it is being timed.
+
+    Not flagged: attributes with these names on nothing at all cannot occur; a local
+    variable named `frame` is fine as long as no frame attribute is read.
+    """
+
+    code = "GK421"
+    name = "ReadsCallerFrames"
+    category = Category.INTROSPECTION
+    severity = Severity.ERROR
+    summary = "reads caller frames or installs a trace hook"
+    message = "`{name}` is read: it exposes the caller's frames, where the harness keeps the expected output."
+    hint = (
+        "Remove the frame access. `forward` must compute its result from its arguments only; it "
+        "must not look at who called it or at their variables."
+    )
+    NAMES = ("sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile",
+             "sys.monitoring", "threading.settrace", "threading.setprofile",
+             "threading.settrace_all_threads", "threading.setprofile_all_threads")
+    VALID = [
+        "import sys\nprint(sys.version_info, sys.platform)\n",
+        "class Frame:\n    pass\nframe = Frame()\nframe.back = 1\n",
+    ]
+    INVALID = [
+        "import sys\ndef forward(x):\n    return sys._getframe(1).f_locals['expected']\n",
+        "from sys import _getframe as gf\ncaller = gf(2)\n",
+        "def steal(f):\n    while f is not None:\n        if 'ref' in f.f_locals:\n            return f.f_locals['ref']\n"
+        "        f = f.f_back\n",
+        "def up(frame):\n    return getattr(frame, 'f_back')\n",
+        "import sys\nsys.settrace(lambda *a: None)\n",
+    ]
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value in FRAME_ATTRIBUTES:
+            self._emit(node, f".{node.attr.value}", node.attr.value)
+        super().visit_Attribute(node)  # the hub leader also dispatches for the other rules
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if resolve(self.ctx, node.func) in ("builtins.getattr", "builtins.hasattr"):
+            name = literal(self.ctx, positional(node, 1))
+            if name in FRAME_ATTRIBUTES:
+                self._emit(node, f"getattr(..., {name!r})", name)
+        super().visit_Call(node)

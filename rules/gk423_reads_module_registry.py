@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.report import Category, Severity
+from gatekeeper.analyses.harness_support import UseRule
+
+
+class ReadsModuleRegistry(UseRule):
+    """Reads `sys.modules` (indexing it, `.get`, `.values()`, iterating it) or the
+    `__main__` module (`import __main__`, `from __main__ import ...`,
+    `sys.modules["__main__"]`).
+
+    Why it games the benchmark: the harness's modules and its `__main__` hold the reference
+    model, its outputs and the harness state; reading them lets the submission find the
+    answer or detect the timing phase without importing anything suspicious by name.
+
+    Not flagged: `sys.modules[__name__]` (the submission's own module). Writes to
+    `sys.modules` are GK415 (harness tampering).
+    """
+
+    code = "GK423"
+    name = "ReadsModuleRegistry"
+    category = Category.INTROSPECTION
+    severity = Severity.ERROR
+    summary = "reads sys.modules or the __main__ module"
+    message = "`{name}` is read: it exposes the harness's modules and the reference that runs beside the submission."
+    hint = (
+        "Import the modules you need by name (`import torch`) and never look through "
+        "`sys.modules` or `__main__`; the harness and the reference are not the submission's to read."
+    )
+    NAMES = ("sys.modules", "__main__")
+    VALID = [
+        "import sys\nme = sys.modules[__name__]\n",
+        "if __name__ == '__main__':\n    print('self test')\n",
+    ]
+    INVALID = [
+        "import sys\nref = sys.modules['__main__'].Model\n",
+        "import __main__\nexpected = __main__.ref_output\n",
+        "import sys\nharness = [m for name, m in sys.modules.items() if 'eval' in name]\n",
+        "from __main__ import Model\n",
+        "import sys as s\nmods = s.modules.get('kernelbench.eval')\n",
+    ]
+
+    def describe(self, qual: str, entry: str, node: cst.CSTNode) -> Optional[tuple[str, Optional[Severity]]]:
+        if entry == "sys.modules" and isinstance(node, cst.BaseExpression):
+            parent = self.ctx.parent(node)
+            if isinstance(parent, cst.Subscript) and parent.value is node:
+                index = parent.slice[0].slice if len(parent.slice) == 1 else None
+                if isinstance(index, cst.Index) and isinstance(index.value, cst.Name) and index.value.value == "__name__":
+                    return None
+                grand = self.ctx.parent(parent)
+                if _is_write_target(self.ctx, parent, grand):
+                    return None  # GK415
+            if isinstance(parent, cst.Attribute) and parent.attr.value in (
+                    "update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__"):
+                return None  # GK415
+        return self.message.format(name=qual), None
+
+
+def _is_write_target(ctx, node: cst.CSTNode, parent: Optional[cst.CSTNode]) -> bool:
+    if isinstance(parent, cst.AssignTarget) and parent.target is node:
+        return True
+    if isinstance(parent, cst.Del):
+        return True
+    if isinstance(parent, (cst.AugAssign, cst.AnnAssign)) and parent.target is node:
+        return True
+    if isinstance(parent, (cst.Element, cst.Tuple, cst.List)):
+        return any(isinstance(a, (cst.Del, cst.AssignTarget)) for a in ctx.ancestors(node))
+    return False

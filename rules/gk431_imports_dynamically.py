@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.report import Category, Severity
+from gatekeeper.analyses.cpp_source import cpp_call_strings, cpp_calls, cpp_idents
+from gatekeeper.analyses.harness_support import UseRule
+from gatekeeper.static.cpp_sources import CppSource
+
+_AVAILABILITY = ("importlib.util.find_spec", "importlib.metadata", "importlib.resources")
+
+
+class ImportsDynamically(UseRule):
+    """Imports through the import machinery instead of an `import` statement:
+    `__import__(...)`, `importlib.import_module`, `importlib.reload`,
+    `importlib.util.spec_from_file_location` / `module_from_spec`, `importlib.machinery`,
+    the old `imp` module, `pkgutil` loaders.
+
+    Why it games the benchmark: the imported name is a string the static rules cannot
+    follow (it can be assembled or decoded), so it hides imports of the reference, of
+    `subprocess` or of harness modules, and loading a module from a file path runs code
+    that is not part of the submission.
+
+    In C++/CUDA sources: `py::module_::import(...)` and `PyImport_ImportModule(...)` (a
+    warning for torch, numpy and triton, which extensions sometimes need).
+
+    Not flagged: plain `import` statements (also inside `try/except ImportError`).
+    `importlib.util.find_spec`, `importlib.metadata` and `importlib.resources` only ask
+    whether a package exists or read its metadata: a warning.
+    """
+
+    code = "GK431"
+    name = "ImportsDynamically"
+    category = Category.DYNAMIC_CODE
+    severity = Severity.ERROR
+    summary = "imports modules through __import__ or importlib"
+    message = "`{name}` imports a module by a run-time name, which hides what is imported from every check."
+    hint = (
+        "Use plain `import x` / `from x import y` statements at the top of the file. If an "
+        "optional package may be missing, wrap a plain import in `try/except ImportError`."
+    )
+    NAMES = ("builtins.__import__", "importlib", "imp", "pkgutil.get_loader", "pkgutil.find_loader",
+             "pkgutil.iter_modules", "pkgutil.walk_packages", "zipimport")
+    VALID = [
+        "try:\n    import triton\nexcept ImportError:\n    triton = None\n",
+        "import torch\nfrom torch.utils.cpp_extension import load_inline\n",
+    ]
+    INVALID = [
+        "mod = __import__('subprocess')\n",
+        "import importlib\nref = importlib.import_module('reference')\n",
+        "from importlib import util\nspec = util.spec_from_file_location('r', '/tmp/r.py')\n",
+        "import importlib as il\nname = 'o' + 's'\nos_mod = il.import_module(name)\n",
+        "from importlib import reload\nimport torch\nreload(torch)\n",
+        "src = r\'\'\'\n#include <torch/extension.h>\nvoid f() { auto sp = py::module_::import(\"subprocess\"); }\n\'\'\'\n",
+    ]
+
+    def check_cpp(self, source: CppSource) -> None:
+        """`py::module_::import("subprocess")`, `PyImport_ImportModule("os")` in C++ sources."""
+        tokens = source.tokens
+        hits = [(i, tok) for i, tok in cpp_calls(source, frozenset({"PyImport_ImportModule", "PyImport_Import"}))]
+        hits += [(i, tok) for i, tok in cpp_idents(source, frozenset({"import"}))
+                 if i >= 2 and tokens[i - 1].text == "::" and tokens[i - 2].text in ("module_", "module")
+                 and i + 1 < len(tokens) and tokens[i + 1].text == "("]
+        for i, tok in hits:
+            strings, _ = cpp_call_strings(source, i)
+            name = strings[0] if strings else None
+            benign = name is not None and name.split(".")[0] in ("torch", "numpy", "triton")
+            self.report_cpp(source, tok.offset, f"The C++/CUDA source imports the Python module `{name or '<computed>'}` "
+                            "at run time, where the Python checks do not look.", evidence={"module": name},
+                            severity=Severity.WARNING if benign and self.active_severity == Severity.ERROR else None)
+
+    def describe(self, qual: str, entry: str, node: cst.CSTNode) -> Optional[tuple[str, Optional[Severity]]]:
+        if any(qual == a or qual.startswith(a + ".") for a in _AVAILABILITY):
+            return (f"`{qual}` is used; it only checks whether a package exists, but a plain "
+                    "`import` in `try/except ImportError` says the same without importlib.", Severity.WARNING)
+        return self.message.format(name=qual.replace("builtins.", "")), None

@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.report import Category, Severity
+from gatekeeper.analyses.harness_support import literal, matches, positional, resolve, subscript_key
+from gatekeeper.static.rule import Rule
+
+# Compute libraries where `getattr(torch, dtype_name)` or `getattr(F, activation)` picks a
+# dtype or an op: suspicious, not proof.
+_COMPUTE = ("torch", "triton", "numpy", "math", "cupy")
+_ACCESSORS = ("builtins.getattr", "builtins.setattr", "builtins.delattr", "operator.attrgetter")
+
+
+class ComputedGetattr(Rule):
+    """Looks up an attribute of a module (or another imported object) by a name computed at
+    run time: `getattr(os, name)`, `setattr(torch, name, f)`, `delattr(mod, n)`,
+    `operator.attrgetter(name)`, `vars(mod)[name]`, `mod.__dict__[name]`,
+    `__builtins__[name]`. A name held in a module constant string counts as a literal.
+
+    Why it games the benchmark: `getattr(builtins, "ev" + "al")` or
+    `getattr(os, codecs.decode("flfgrz", "rot13"))` reaches a forbidden function without
+    naming it, so every other rule misses it.
+
+    Not flagged: `getattr(self, "weight")` and `getattr(x, name)` on objects that are not
+    imported modules, and `getattr(torch, "float16")` with a literal name. A computed name
+    on a compute library (`getattr(torch, dtype_name)`, `getattr(F, activation)`) is a
+    warning: it is how configurable models pick a dtype or an activation.
+    """
+
+    code = "GK432"
+    name = "ComputedGetattr"
+    category = Category.DYNAMIC_CODE
+    severity = Severity.ERROR
+    summary = "getattr/setattr on a module with a computed name"
+    message = "`{how}` reads `{owner}.<computed>`: the name is built at run time, so no check can tell what it reaches."
+    hint = (
+        "Name the attribute directly (`torch.float16`, `F.relu`), or map the allowed names "
+        "explicitly: `{'relu': F.relu, 'gelu': F.gelu}[name]`."
+    )
+    VALID = [
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        w = getattr(self, 'weight')\n        return x\n",
+        "import torch\ndt = getattr(torch, 'float16')\n",
+        "DT = 'bfloat16'\nimport torch\ndt = getattr(torch, DT)\n",
+        "def pick(obj, name):\n    return getattr(obj, name)\n",
+    ]
+    INVALID = [
+        "import builtins\nf = getattr(builtins, 'ev' + 'al')\n",
+        "import os\nname = ''.join(['sys', 'tem'])\ngetattr(os, name)('nvidia-smi -lgc 1980')\n",
+        "import torch\ndef patch(name, fn):\n    setattr(torch, name, fn)\n",
+        "import codecs, os\nrun = vars(os)[codecs.decode('flfgrz', 'rot13')]\n",
+        "def g(n):\n    return __builtins__[n]\n",
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = resolve(self.ctx, node.func)
+        if func not in _ACCESSORS:
+            return
+        if func == "operator.attrgetter":
+            if node.args and literal(self.ctx, positional(node, 0)) is None:
+                self._report(node, "operator.attrgetter", "<object>", compute=False)
+            return
+        owner = resolve(self.ctx, positional(node, 0))
+        name = positional(node, 1)
+        if owner is None or name is None or literal(self.ctx, name) is not None:
+            return
+        self._report(node, func.replace("builtins.", ""), owner, compute=bool(matches(owner, _COMPUTE)))
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if subscript_key(self.ctx, node) is not None or len(node.slice) != 1:
+            return
+        owner = self._namespace(node.value)
+        if owner is not None:
+            self._report(node, "namespace[...]", owner, compute=bool(matches(owner, _COMPUTE)))
+
+    def _namespace(self, expr: cst.BaseExpression) -> Optional[str]:
+        if isinstance(expr, cst.Name) and expr.value == "__builtins__":
+            return "builtins"
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "__dict__":
+            return resolve(self.ctx, expr.value)
+        if isinstance(expr, cst.Call) and resolve(self.ctx, expr.func) == "builtins.vars" and expr.args:
+            return resolve(self.ctx, expr.args[0].value)
+        return None
+
+    def _report(self, node: cst.CSTNode, how: str, owner: str, *, compute: bool) -> None:
+        severity = Severity.WARNING if compute and self.active_severity == Severity.ERROR else None
+        self.report(node, self.message.format(how=how, owner=owner), evidence={"owner": owner}, severity=severity)

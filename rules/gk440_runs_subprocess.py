@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from gatekeeper.analyses.harness_names import PROCESS
+from gatekeeper.report import Category, Severity
+from gatekeeper.analyses.cpp_source import cpp_calls
+from gatekeeper.analyses.harness_support import UseRule
+from gatekeeper.static.cpp_sources import CppSource
+
+CPP_PROCESS = frozenset({
+    "system", "popen", "_popen", "execv", "execve", "execvp", "execvpe", "execl", "execle",
+    "execlp", "fexecve", "posix_spawn", "posix_spawnp", "fork", "vfork", "ptrace",
+    "process_vm_readv", "process_vm_writev",
+})
+
+
+class RunsSubprocess(UseRule):
+    """Starts another program: `subprocess.*`, `os.system`, `os.popen`, `os.exec*`,
+    `os.spawn*`, `os.posix_spawn`, `pty`, `asyncio.create_subprocess_*`; in C++/CUDA
+    sources `system(`, `popen(`, `exec*(`, `posix_spawn(`, `fork(`, and `ptrace(` /
+    `process_vm_*` (reading or writing another process).
+
+    Why it games the benchmark: a child process escapes every check made on the
+    submission's own code: it can change GPU clocks, install packages, patch files the
+    harness reads, or keep running after the call returns.
+
+    Not flagged: the string "subprocess" in comments or text, and `load_inline`, which runs
+    the compiler on the harness's behalf.
+    """
+
+    code = "GK440"
+    name = "RunsSubprocess"
+    category = Category.SANDBOX_ESCAPE
+    severity = Severity.ERROR
+    summary = "starts a subprocess or another program"
+    message = "`{name}` starts another program, outside every check on the submission."
+    hint = (
+        "Remove the subprocess. Compile kernels with `torch.utils.cpp_extension.load_inline` "
+        "(the harness runs the compiler); a submission never runs commands."
+    )
+    NAMES = PROCESS
+    VALID = [
+        "# we call subprocess-free code only\nimport os\nhere = os.path.dirname(__file__)\n",
+        "import torch\nfrom torch.utils.cpp_extension import load_inline\n"
+        "ext = load_inline('k', cpp_sources='int f();', functions=['f'])\n",
+        "src = '''\n#include <torch/extension.h>\n// system( is mentioned in a comment only\nint f() { return 0; }\n'''\n",
+    ]
+    INVALID = [
+        "import subprocess\nsubprocess.run(['nvidia-smi'])\n",
+        "from subprocess import check_output as co\nco('ls', shell=True)\n",
+        "import os\ndef sh(c):\n    return os.popen(c).read()\n",
+        "import os as _o\n_o.execvp('python', ['python', '-c', 'pass'])\n",
+        "src = '''\n#include <cstdlib>\nint f() { return std::system(\"nvidia-smi -lgc 1980\"); }\n'''\n",
+        "cuda = '''\n#include <unistd.h>\n__global__ void k() {}\nvoid launch() { if (fork() == 0) { execl(\"/bin/sh\", \"sh\", nullptr); } }\n'''\n",
+    ]
+
+    def check_cpp(self, source: CppSource) -> None:
+        for _, tok in cpp_calls(source, CPP_PROCESS):
+            self.report_cpp(source, tok.offset, self.message.format(name=f"{tok.text}()") + " (in the C++/CUDA source)",
+                            evidence={"name": tok.text})

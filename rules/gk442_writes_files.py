@@ -1,0 +1,164 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.report import Category, Severity
+from gatekeeper.analyses.path_targets import FD, INSIDE, OUTSIDE, TEMP, PathInfo, classify, literal_where, write_mode
+from gatekeeper.analyses.cpp_source import cpp_call_strings, cpp_calls, cpp_idents, cpp_statement_strings
+from gatekeeper.analyses.harness_support import literal, positional, resolve
+from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.rule import Rule
+
+_OPENERS = ("builtins.open", "io.open", "codecs.open", "os.fdopen", "io.FileIO")
+# function -> index of the path argument that is written (-1: the last positional)
+_OS_WRITES = {
+    "os.remove": 0, "os.unlink": 0, "os.rmdir": 0, "os.removedirs": 0, "os.mkdir": 0, "os.makedirs": 0,
+    "os.rename": -1, "os.replace": -1, "os.renames": -1, "os.chmod": 0, "os.chown": 0, "os.symlink": -1,
+    "os.link": -1, "os.truncate": 0, "os.mkfifo": 0, "os.utime": 0, "os.lchmod": 0,
+    "shutil.copy": -1, "shutil.copy2": -1, "shutil.copyfile": -1, "shutil.copytree": -1, "shutil.move": -1,
+    "shutil.rmtree": 0, "shutil.copymode": -1, "shutil.copystat": -1, "shutil.make_archive": 0,
+    "shutil.unpack_archive": -1, "shutil.chown": 0,
+    "torch.save": 1, "numpy.save": 0, "numpy.savez": 0, "numpy.savetxt": 0, "numpy.ndarray.tofile": 0,
+}
+_FD_WRITES = ("os.write", "os.dup2", "os.dup", "os.writev", "os.pwrite", "os.sendfile")
+_TEMPFILES = ("tempfile.NamedTemporaryFile", "tempfile.TemporaryFile", "tempfile.SpooledTemporaryFile",
+              "tempfile.mkstemp", "tempfile.mkdtemp", "tempfile.TemporaryDirectory")
+_PATH_METHODS = frozenset({"write_text", "write_bytes", "touch", "unlink", "rmdir", "symlink_to",
+                           "hardlink_to", "mkdir", "rename", "replace", "chmod"})
+_CPP_WRITERS = frozenset({"fopen", "freopen", "open", "creat", "unlink", "remove", "rename", "truncate", "mkdir"})
+_CPP_WRITE_FLAGS = frozenset({"O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND"})
+
+
+
+
+class WritesFiles(Rule):
+    """Writes, creates, moves or deletes files outside the submission's working directory:
+    `open(path, "w"/"a"/"x"/"+")`, `Path.write_text/write_bytes/touch/unlink/mkdir`,
+    `os.remove/rename/makedirs/...`, `shutil.*`, `torch.save`, `numpy.save`; writes to raw
+    file descriptors (`os.write(1, ...)`, `os.dup2`, `open(1, "w")`); in C++/CUDA sources
+    `fopen` with a write mode, `std::ofstream`, `open(..., O_WRONLY|O_CREAT)`, `unlink`,
+    `rename`, `creat`.
+
+    Why it games the benchmark: the files outside are the harness's (its logs, result
+    files, caches, the reference, the installed torch); a raw fd write fakes the result
+    channel.
+
+    Relative paths and paths built from `os.path.dirname(__file__)` or `os.getcwd()` are
+    inside and not flagged. `tempfile` and paths the rule cannot work out are a warning.
+    """
+
+    code = "GK442"
+    name = "WritesFiles"
+    category = Category.SANDBOX_ESCAPE
+    severity = Severity.ERROR
+    summary = "writes files outside the submission's directory or to raw file descriptors"
+    message = "`{name}` writes {where}: {why}"
+    hint = (
+        "Do not write files. Keep results in tensors returned from `forward`; let `load_inline` "
+        "manage its own build directory. If you must write, use a relative path in the working directory."
+    )
+    VALID = [
+        "import os\nwith open(os.path.join(os.path.dirname(__file__), 'kernel.cu')) as f:\n    src = f.read()\n",
+        "with open('build_log.txt', 'w') as f:\n    f.write('ok')\n",
+        "from pathlib import Path\n(Path(__file__).parent / 'gen.cu').write_text('// generated')\n",
+    ]
+    INVALID = [
+        "with open('/tmp/gk/result.json', 'w') as f:\n    f.write('{\"speedup\": 100}')\n",
+        "from pathlib import Path\nPath.home().joinpath('.cache', 'x').write_text('1')\n",
+        "import shutil\nshutil.rmtree('/root/.cache/torch_extensions')\n",
+        "import os\nos.write(1, b'speedup: 50.0x\\n')\n",
+        "import os\nout = open(os.path.join('..', 'results.txt'), 'a')\n",
+        "src = '''\n#include <cstdio>\nvoid log() { FILE* f = fopen(\"/tmp/out.txt\", \"w\"); fclose(f); }\n'''\n",
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = resolve(self.ctx, node.func)
+        if func is None:
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "open" and write_mode(self.ctx, node, 0):
+                if self._pathlike(node.func.value):
+                    self._path(node, ".open()", classify(self.ctx, node.func.value))
+                return
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in _PATH_METHODS and (
+                    node.func.attr.value.startswith("write") or self._pathlike(node.func.value)):
+                self._path(node, f".{node.func.attr.value}()", classify(self.ctx, node.func.value))
+            return
+        if func in _OPENERS:
+            writes = write_mode(self.ctx, node, 1)
+            target = positional(node, 0, "file")
+            info = classify(self.ctx, target)
+            if func == "os.fdopen" or info.where == FD:
+                if writes is not False:
+                    self._report(node, func, "to a raw file descriptor", "it can fake the harness's result channel.")
+                return
+            if writes is None:
+                self._report(node, func, "with a computed mode", "the mode may write.", Severity.WARNING)
+            elif writes:
+                self._path(node, func, info)
+        elif func in _OS_WRITES:
+            index = _OS_WRITES[func]
+            target = positional(node, index) if index >= 0 else _last_positional(node)
+            self._path(node, func, classify(self.ctx, target))
+        elif func in _FD_WRITES:
+            self._report(node, func, "to a raw file descriptor", "it can fake the harness's result channel.")
+        elif func in _TEMPFILES:
+            self._path(node, func, PathInfo(TEMP))
+
+    def _pathlike(self, expr: cst.BaseExpression) -> bool:
+        return classify(self.ctx, expr).where != "unknown"
+
+    def _path(self, node: cst.CSTNode, name: str, info: PathInfo) -> None:
+        if info.where == INSIDE:
+            return
+        if info.where == OUTSIDE:
+            self._report(node, name, f"outside the working directory ({info.text or 'an absolute or home path'})",
+                         "those files belong to the harness or the machine.")
+        elif info.where == TEMP:
+            self._report(node, name, "to the system temporary directory",
+                         "files there outlive the call and are shared with the harness.", Severity.WARNING)
+        else:
+            self._report(node, name, "to a path the gatekeeper cannot resolve",
+                         "it may lie outside the working directory.", Severity.WARNING)
+
+    def _report(self, node: cst.CSTNode, name: str, where: str, why: str, severity: Optional[Severity] = None) -> None:
+        if severity == Severity.WARNING and self.active_severity != Severity.ERROR:
+            severity = self.active_severity
+        self.report(node, self.message.format(name=name.replace("builtins.", ""), where=where, why=why),
+                    evidence={"name": name}, severity=severity)
+
+    def check_cpp(self, source: CppSource) -> None:
+        for index, tok in cpp_calls(source, _CPP_WRITERS):
+            strings, args = cpp_call_strings(source, index)
+            if tok.text in ("fopen", "freopen"):
+                if len(strings) < 2 or not any(c in strings[1] for c in "wax+"):
+                    continue
+            elif tok.text == "open":
+                if not any(t.text in _CPP_WRITE_FLAGS for t in args):
+                    continue
+            elif tok.text in ("remove", "rename") and not strings:
+                continue  # std::remove(first, last, value) is an algorithm
+            self._cpp_path(source, tok.offset, tok.text, strings[0] if strings else None)
+        for _, tok in cpp_idents(source, frozenset({"ofstream", "fstream"})):
+            strings = cpp_statement_strings(source, tok.offset)
+            self._cpp_path(source, tok.offset, f"std::{tok.text}", strings[0] if strings else None)
+
+    def _cpp_path(self, source: CppSource, offset: int, name: str, path: Optional[str]) -> None:
+        where = literal_where(path) if path is not None else "unknown"
+        if where == INSIDE:
+            return
+        if where == OUTSIDE:
+            message = self.message.format(name=name, where=f"outside the working directory ({path})",
+                                          why="those files belong to the harness or the machine.")
+            self.report_cpp(source, offset, message + " (in the C++/CUDA source)", evidence={"name": name})
+        else:
+            message = self.message.format(name=name, where="to a path the gatekeeper cannot resolve",
+                                          why="it may lie outside the working directory.")
+            self.report_cpp(source, offset, message + " (in the C++/CUDA source)", evidence={"name": name},
+                            severity=Severity.WARNING)
+
+
+def _last_positional(call: cst.Call) -> Optional[cst.BaseExpression]:
+    args = [a.value for a in call.args if a.keyword is None and not a.star]
+    return args[-1] if args else None
+

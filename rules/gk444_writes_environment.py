@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.report import Category, Severity
+from gatekeeper.analyses.cpp_source import cpp_call_strings, cpp_calls
+from gatekeeper.analyses.harness_support import literal, positional, resolve, subscript_key
+from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.rule import Rule
+
+# Variables that only steer how the extension is built: a warning, not an error.
+BUILD_VARIABLES = frozenset({
+    "TORCH_CUDA_ARCH_LIST", "TORCH_EXTENSIONS_DIR", "MAX_JOBS", "CUDA_HOME", "CUDA_PATH", "CC", "CXX",
+    "CUDAHOSTCXX", "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "TORCH_NVCC_FLAGS", "TRITON_CACHE_DIR",
+})
+_ENVIRON = ("os.environ", "os.environb")
+_MUTATORS = ("update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__")
+
+
+class WritesEnvironment(Rule):
+    """Writes environment variables: `os.environ[k] = v`, `del os.environ[k]`,
+    `os.environ.update/setdefault/pop(...)`, `os.environ |= {...}`, `os.putenv`,
+    `os.unsetenv`, `mock.patch.dict(os.environ, ...)`; in C++/CUDA sources `setenv`,
+    `putenv`, `unsetenv`.
+
+    Why it games the benchmark: the environment is shared with the harness and the CUDA
+    runtime: `CUDA_LAUNCH_BLOCKING`, `CUDA_VISIBLE_DEVICES`, `PYTORCH_CUDA_ALLOC_CONF`,
+    `NVIDIA_TF32_OVERRIDE` or `CUBLAS_WORKSPACE_CONFIG` change how everything after it runs
+    and is timed.
+
+    Variables that only steer the extension build (`TORCH_CUDA_ARCH_LIST`, `MAX_JOBS`,
+    `CUDA_HOME`, `CXX`, `TORCH_EXTENSIONS_DIR`, `NVCC_APPEND_FLAGS`, ...) are a warning:
+    harmless to the measurement, but the harness sets them. Reading the environment is
+    not flagged (`os.environ.get`), nor is a copy of it (`env = dict(os.environ)`).
+    """
+
+    code = "GK444"
+    name = "WritesEnvironment"
+    category = Category.SANDBOX_ESCAPE
+    severity = Severity.ERROR
+    summary = "writes environment variables"
+    message = "`{how}` sets the environment variable {var}: {why}"
+    hint = (
+        "Do not change the environment. Pass build options to `load_inline` directly "
+        "(`extra_cuda_cflags=['-arch=sm_90']`) and leave runtime variables to the harness."
+    )
+    VALID = [
+        "import os\ndebug = os.environ.get('MY_DEBUG') == '1'\n",
+        "import os\nenv = dict(os.environ)\nenv['X'] = '1'\n",
+    ]
+    INVALID = [
+        "import os\nos.environ['CUDA_LAUNCH_BLOCKING'] = '0'\n",
+        "from os import environ as E\nE.update({'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True'})\n",
+        "import os\nos.putenv('NVIDIA_TF32_OVERRIDE', '1')\n",
+        "import os\nkey = 'CUDA_' + 'VISIBLE_DEVICES'\nos.environ[key] = '1'\n",
+        "src = '''\n#include <cstdlib>\nvoid f() { setenv(\"CUDA_DEVICE_MAX_CONNECTIONS\", \"1\", 1); }\n'''\n",
+    ]
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._target(target.target, node, "os.environ[...] =")
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if resolve(self.ctx, node.target) in _ENVIRON:
+            self._vars(node, "os.environ |=", node.value)
+        else:
+            self._target(node.target, node, "os.environ[...] +=")
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self._target(node.target, node, "del os.environ[...]")
+
+    def _target(self, target: cst.BaseExpression, node: cst.CSTNode, how: str) -> None:
+        if isinstance(target, cst.Subscript) and resolve(self.ctx, target.value) in _ENVIRON:
+            self._var(node, how, subscript_key(self.ctx, target))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        qual = resolve(self.ctx, func)
+        if qual in ("os.putenv", "os.unsetenv"):
+            self._var(node, qual, literal(self.ctx, positional(node, 0)))
+        elif isinstance(func, cst.Attribute) and func.attr.value in _MUTATORS and resolve(self.ctx, func.value) in _ENVIRON:
+            how = f"os.environ.{func.attr.value}"
+            if func.attr.value in ("setdefault", "pop", "__setitem__", "__delitem__"):
+                self._var(node, how, literal(self.ctx, positional(node, 0)))
+            else:
+                self._vars(node, how, positional(node, 0), node)
+        elif isinstance(func, cst.Attribute) and func.attr.value == "dict" and isinstance(func.value, (cst.Name, cst.Attribute)):
+            if resolve(self.ctx, positional(node, 0, "in_dict")) in _ENVIRON or literal(self.ctx, positional(node, 0)) == "os.environ":
+                self._vars(node, "mock.patch.dict(os.environ)", positional(node, 1, "values"), node)
+
+    def _vars(self, node: cst.CSTNode, how: str, mapping: Optional[cst.BaseExpression], call: Optional[cst.Call] = None) -> None:
+        keys: list[Optional[str]] = []
+        if isinstance(mapping, cst.Dict):
+            keys = [literal(self.ctx, e.key) if isinstance(e, cst.DictElement) else None for e in mapping.elements]
+        elif mapping is not None:
+            keys = [None]
+        if call is not None:
+            keys += [a.keyword.value for a in call.args if a.keyword is not None and a.keyword.value not in ("in_dict", "values")]
+        for key in keys or [None]:
+            self._var(node, how, key)
+
+    def _var(self, node: cst.CSTNode, how: str, key: Optional[str]) -> None:
+        message, severity = self._describe(how, key)
+        self.report(node, message, evidence={"variable": key}, severity=severity)
+
+    def _describe(self, how: str, key: Optional[str]) -> tuple[str, Optional[Severity]]:
+        if key in BUILD_VARIABLES:
+            why = "a build setting the harness already controls; pass flags to `load_inline` instead."
+            severity: Optional[Severity] = Severity.WARNING if self.active_severity == Severity.ERROR else None
+        elif key is None:
+            why = "the name is computed, and the environment steers the CUDA runtime and the harness."
+            severity = None
+        else:
+            why = "the environment is shared with the harness and the CUDA runtime, which it can change."
+            severity = None
+        return self.message.format(how=how, var=f"`{key}`" if key else "<computed>", why=why), severity
+
+    def check_cpp(self, source: CppSource) -> None:
+        for index, tok in cpp_calls(source, frozenset({"setenv", "putenv", "unsetenv", "_putenv", "_putenv_s"})):
+            strings, _ = cpp_call_strings(source, index)
+            key = strings[0].split("=")[0] if strings else None
+            message, severity = self._describe(f"{tok.text}()", key)
+            self.report_cpp(source, tok.offset, message + " (in the C++/CUDA source)", evidence={"variable": key},
+                            severity=severity)

@@ -1,0 +1,415 @@
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.report import Category, Severity
+from gatekeeper.analyses.stream_support import call_arg
+from gatekeeper.static.rule import Rule
+
+STREAM_CTORS = frozenset({
+    "torch.cuda.Stream", "torch.cuda.streams.Stream", "torch.Stream", "torch.cuda.ExternalStream",
+    "torch.cuda.streams.ExternalStream", "cupy.cuda.Stream", "cupy.cuda.ExternalStream",
+})
+STREAM_SWITCHES = frozenset({
+    "torch.cuda.stream", "torch.cuda.set_stream", "torch.cuda.StreamContext",
+    "torch.cuda.streams.StreamContext", "torch.accelerator.set_stream", "torch.cuda.utils.stream",
+})
+CURRENT_STREAM = frozenset({
+    "torch.cuda.current_stream", "torch.cuda.default_stream", "torch.accelerator.current_stream",
+    "torch.cuda.streams.current_stream",
+})
+_JOIN_METHODS = frozenset({"wait_stream", "wait_event", "synchronize"})
+_DEVICE_SYNC = frozenset({"torch.cuda.synchronize", "torch.accelerator.synchronize", "cupy.cuda.Device.synchronize"})
+
+
+# A path is the tuple of branches that enclose a statement inside its function:
+# (id of the if/loop/try/boolean node, which arm). A join covers a use when it comes later
+# and every branch it sits in also encloses the use, with no return in between.
+Path = tuple[tuple[int, str], ...]
+
+
+@dataclass
+class _Use:
+    node: cst.CSTNode
+    seq: int
+    kind: str  # create | switch | ref
+    identity: Optional[str] = None
+    path: Path = ()
+
+
+@dataclass
+class _Frame:
+    key: str
+    uses: list[_Use] = field(default_factory=list)
+    joins: list[tuple[int, Path]] = field(default_factory=list)
+    returns: list[tuple[int, Path]] = field(default_factory=list)
+    local_streams: set[str] = field(default_factory=set)
+    merged: bool = False
+
+    def joined_after(self, use: _Use) -> bool:
+        if not self.merged:
+            self.joins = _merge_branches(self.joins)
+            self.merged = True
+        for seq, path in self.joins:
+            if seq <= use.seq or path != use.path[:len(path)]:
+                continue  # earlier, or on a branch the use's path need not take
+            if any(use.seq < r < seq and _compatible(rpath, use.path) for r, rpath in self.returns):
+                continue  # a return between them leaves on a path without the join
+            return True
+        return False
+
+
+def _compatible(a: Path, b: Path) -> bool:
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
+def _merge_branches(joins: list[tuple[int, Path]]) -> list[tuple[int, Path]]:
+    """An `if` whose body and `else` both join (directly in each arm) joins on every path."""
+    out = list(joins)
+    while True:
+        arms: dict[tuple[Path, int], dict[str, int]] = {}
+        for seq, path in out:
+            if path and path[-1][1] in ("body", "else"):
+                arm = arms.setdefault((path[:-1], path[-1][0]), {})
+                arm[path[-1][1]] = max(seq, arm.get(path[-1][1], 0))
+        added = [(max(a.values()), outer) for (outer, _), a in arms.items()
+                 if len(a) == 2 and (max(a.values()), outer) not in out]
+        if not added:
+            return out
+        out.extend(added)
+
+
+def branch_path(ctx, node: cst.CSTNode) -> Path:
+    """The branches enclosing `node` inside its function (outermost first)."""
+    path: list[tuple[int, str]] = []
+    child = node
+    for anc in ctx.ancestors(node):
+        if isinstance(anc, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            break
+        if isinstance(anc, (cst.If, cst.IfExp)):
+            if child is anc.orelse:
+                path.append((id(anc), "else"))
+            elif child is anc.body:
+                path.append((id(anc), "body"))
+        elif isinstance(anc, (cst.For, cst.While)):
+            if child is anc.body or child is anc.orelse:
+                path.append((id(anc), "loop"))  # may run zero times
+        elif isinstance(anc, cst.Try):
+            if child is not anc.body and child is not anc.finalbody:
+                path.append((id(anc), f"handler{id(child)}"))
+        elif isinstance(anc, cst.BooleanOperation) and child is anc.right:
+            path.append((id(anc), "right"))  # `ok and s.synchronize()`
+        child = anc
+    return tuple(reversed(path))
+
+
+class SideStreamInPython(Rule):
+    """Work is put on a CUDA stream other than the caller's current stream: a
+    `torch.cuda.Stream()` (or `torch.Stream`, `ExternalStream`, a CuPy stream) is created, a
+    `with torch.cuda.stream(s):` block or `torch.cuda.set_stream(s)` switches to it, or its
+    handle (`s.cuda_stream`) is handed to an extension, and the function returns without
+    joining it back.
+
+    Why it games the benchmark: a harness times the call with CUDA events recorded on the
+    current stream, and checks the output after synchronising that stream. Work left on a
+    private stream (PyTorch's pool streams are non-blocking) is invisible to those events:
+    the measured time is only the launch, and the result may still be being written while
+    it is compared.
+
+    A side stream joined back before the function returns is at most a warning: after the
+    side-stream work, `torch.cuda.current_stream().wait_stream(s)`, an event recorded on it
+    and waited for (`e.record(s)` + `current_stream().wait_event(e)`, `e.synchronize()`),
+    `s.synchronize()` or `torch.cuda.synchronize()`. A join inside the `with` block does not
+    count (there the current stream is the side stream itself). Using the current or default
+    stream (`torch.cuda.current_stream()`, `torch.cuda.stream(torch.cuda.current_stream())`)
+    is not flagged, nor is a stream that only appears in a type annotation, nor
+    `with torch.cuda.stream(stream):` on a function parameter: the caller's stream is judged
+    where it is created (`torch.cuda.Stream()` there is reported).
+
+    The join must be on every path from the side-stream work to the return: a join inside
+    an `if` that the work is not also inside (`if self.calls % 100 == 0:
+    torch.cuda.synchronize()`), inside a loop body or an `except` handler, or behind an
+    early `return` does not count, since the steady-state call returns unjoined. A join in
+    both arms of an `if`/`else` counts, and so does a join in the same branch as the work.
+    """
+
+    code = "GK500"
+    name = "SideStreamInPython"
+    category = Category.STREAM_ESCAPE
+    severity = Severity.ERROR
+    summary = "launches work on a private CUDA stream that is not joined back to the current stream"
+    message = (
+        "{what} puts work on a CUDA stream other than the caller's current stream, and it is not "
+        "joined back before {function} returns: the harness's events and synchronisation on the "
+        "current stream do not wait for it, so the timing misses the work and the output may be "
+        "read before it is written."
+    )
+    joined_message = (
+        "{what} uses a CUDA stream other than the current one; it is joined back to the current stream "
+        "before {function} returns, so the work is timed, but a side stream in a single-kernel "
+        "submission is unusual."
+    )
+    hint = (
+        "Launch everything on the caller's current stream: drop `torch.cuda.Stream()` / "
+        "`with torch.cuda.stream(...)`, and in C++ launch on `at::cuda::getCurrentCUDAStream()`. If "
+        "you need overlap, join the side stream before returning with "
+        "`torch.cuda.current_stream().wait_stream(s)`."
+    )
+    VALID = [
+        # a helper that runs on whatever stream its caller passes, called with the current one
+        "import torch\ndef run_on(stream, x):\n    with torch.cuda.stream(stream):\n        return _ext.run(x)\n"
+        "def forward(x):\n    return run_on(torch.cuda.current_stream(), x)\n",
+        # the current stream, by name and through a helper variable
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        s = torch.cuda.current_stream()\n        out = torch.empty_like(x)\n"
+        "        _ext.run(x, out, s.cuda_stream)\n        return out\n",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        with torch.cuda.stream(torch.cuda.current_stream()):\n            return _ext.run(x)\n",
+        # a stream only in an annotation, and a local named Stream that is not torch's
+        "import torch\ndef launch(x: torch.Tensor, stream: 'torch.cuda.Stream' = None) -> torch.Tensor:\n"
+        "    return _ext.run(x)\nclass Stream:\n    pass\ndef f():\n    return Stream()\n",
+    ]
+    INVALID = [
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.side = torch.cuda.Stream()\n    def forward(self, x):\n"
+        "        with torch.cuda.stream(self.side):\n            out = _ext.run(x)\n        return out\n",
+        # joined only on a rarely taken branch: the steady-state call returns unjoined
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.side = torch.cuda.Stream()\n        self.calls = 0\n    def forward(self, x):\n"
+        "        with torch.cuda.stream(self.side):\n            out = _ext.run(x)\n        self.calls += 1\n"
+        "        if self.calls % 100 == 0:\n            torch.cuda.current_stream().wait_stream(self.side)\n"
+        "        return out\n",
+        # an early return skips the join
+        "import torch\ns = torch.cuda.Stream()\ndef forward(x):\n    with torch.cuda.stream(s):\n"
+        "        y = _ext.run(x)\n    if x.numel() < 4096:\n        return y\n"
+        "    torch.cuda.current_stream().wait_stream(s)\n    return y\n",
+        # aliased import, stream handle handed to C++
+        "from torch.cuda import Stream as S\n_s = S(priority=-1)\ndef forward(x):\n"
+        "    return _ext.run(x, _s.cuda_stream)\n",
+        # joined only inside the with block: there the current stream is the side stream
+        "import torch\nimport torch.cuda as tc\ndef forward(x):\n    s = tc.Stream()\n"
+        "    with tc.stream(s):\n        y = _ext.run(x)\n        tc.current_stream().wait_stream(s)\n    return y\n",
+        "import torch\ndef forward(x):\n    torch.cuda.set_stream(torch.cuda.Stream())\n    return _ext.run(x)\n",
+        # the same helper, called with a private stream
+        "import torch\ndef run_on(stream, x):\n    with torch.cuda.stream(stream):\n        return _ext.run(x)\n"
+        "def forward(x):\n    return run_on(torch.cuda.Stream(), x)\n",
+    ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.seq = 0
+        self.frames: list[_Frame] = [_Frame("<module>")]
+        self.done: list[_Frame] = []
+        self.stream_attrs: set[str] = set()
+        self.module_streams: set[str] = {
+            name for name, values in self.ctx.constants.items()
+            for v in values if isinstance(v, cst.Call) and self.ctx.qualname(v.func) in STREAM_CTORS
+        }
+        # every name that may hold a stream somewhere: visit_Name leaves at once for the rest
+        self.watch: set[str] = set(self.module_streams)
+        self.with_uses: dict[int, list[_Use]] = {}
+        self.join_depth = 0
+        self.join_calls: set[int] = set()
+
+    # helpers -------------------------------------------------------------------------
+    def _tick(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    def _stream_identity(self, expr: cst.BaseExpression) -> Optional[str]:
+        """The name of a stream variable or attribute this expression refers to."""
+        if isinstance(expr, cst.Name):
+            if expr.value in self.frames[-1].local_streams:
+                return expr.value
+            if expr.value in self.module_streams and len(self.frames) > 0:
+                binding = self.ctx.resolver.lookup(expr.value)
+                if binding is None or binding is self.ctx.resolver.module_scope.names.get(expr.value):
+                    return expr.value
+        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            if expr.attr.value in self.stream_attrs:
+                return f"self.{expr.attr.value}"
+        return None
+
+    def _is_current(self, expr: Optional[cst.BaseExpression]) -> bool:
+        if expr is None or (isinstance(expr, cst.Name) and expr.value == "None"):
+            return True
+        if isinstance(expr, cst.Call):
+            return self.ctx.qualname(expr.func) in CURRENT_STREAM
+        if isinstance(expr, cst.Name):
+            binding = self.ctx.resolver.lookup(expr.value)
+            value = binding.value if binding is not None else None
+            return isinstance(value, cst.Call) and self.ctx.qualname(value.func) in CURRENT_STREAM
+        return False
+
+    def _is_parameter(self, expr: Optional[cst.BaseExpression]) -> bool:
+        """A stream that arrives as a parameter is the caller's: judged where it is created."""
+        if not isinstance(expr, cst.Name):
+            return False
+        binding = self.ctx.resolver.lookup(expr.value)
+        return binding is not None and binding.kind == "param"
+
+    def _add_use(self, node: cst.CSTNode, kind: str, identity: Optional[str] = None) -> _Use:
+        use = _Use(node, self._tick(), kind, identity, branch_path(self.ctx, node))
+        self.frames[-1].uses.append(use)
+        return use
+
+    # traversal -----------------------------------------------------------------------
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.frames.append(_Frame(self.ctx.function_key))
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if len(self.frames) > 1:
+            self.done.append(self.frames.pop())
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _JOIN_METHODS:
+            if self._is_join(node, func):
+                self.frames[-1].joins.append((self._tick(), branch_path(self.ctx, node)))
+                self.join_depth += 1
+                self.join_calls.add(id(node))
+                return
+        qual = self.ctx.qualname(func)
+        if qual is None:
+            return
+        if qual in _DEVICE_SYNC:
+            self.frames[-1].joins.append((self._tick(), branch_path(self.ctx, node)))
+        elif qual in STREAM_CTORS:
+            identity = self._creation_target(node)
+            self._add_use(node, "create", identity)
+            if identity is not None:
+                if identity.startswith("self."):
+                    self.stream_attrs.add(identity[5:])
+                else:
+                    self.frames[-1].local_streams.add(identity)
+                    self.watch.add(identity)
+        elif qual in STREAM_SWITCHES:
+            target = call_arg(node, 0, "stream")
+            if not self._is_current(target) and not self._is_parameter(target):
+                use = _Use(node, 0, "switch", self._stream_identity(target) if target is not None else None)
+                parent = self.ctx.parent(node)
+                with_node = self.ctx.parent(parent) if isinstance(parent, cst.WithItem) else None
+                if isinstance(with_node, cst.With):
+                    self.with_uses.setdefault(id(with_node), []).append(use)
+                else:
+                    use.seq = self._tick()
+                    use.path = branch_path(self.ctx, node)
+                    self.frames[-1].uses.append(use)
+
+    def leave_Call(self, node: cst.Call) -> None:
+        if id(node) in self.join_calls:
+            self.join_depth -= 1
+
+    def visit_With(self, node: cst.With) -> None:
+        # `with s:` / `with torch.cuda.Stream() as s:` switch streams too (CuPy, torch.Stream)
+        for item in node.items:
+            identity = self._stream_identity(item.item)
+            if identity is not None:
+                self.with_uses.setdefault(id(node), []).append(_Use(item.item, 0, "switch", identity))
+            elif isinstance(item.item, cst.Call) and self.ctx.qualname(item.item.func) in STREAM_CTORS:
+                self.with_uses.setdefault(id(node), []).append(_Use(item.item, 0, "switch", None))
+
+    def leave_With(self, node: cst.With) -> None:
+        for use in self.with_uses.pop(id(node), []):
+            use.seq = self._tick()  # joins count only after the block has ended
+            use.path = branch_path(self.ctx, node)
+            self.frames[-1].uses.append(use)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if len(self.frames) > 1:
+            self.frames[-1].returns.append((self._tick(), branch_path(self.ctx, node)))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value not in self.watch:
+            return
+        if self.join_depth == 0 and (node.value in self.frames[-1].local_streams or node.value in self.module_streams):
+            if self._is_reference(node):
+                identity = self._stream_identity(node)
+                if identity is not None:
+                    self._add_use(node, "ref", identity)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if self.join_depth == 0 and node.attr.value in self.stream_attrs and isinstance(node.value, cst.Name) \
+                and node.value.value == "self" and self._is_reference(node):
+            self._add_use(node, "ref", f"self.{node.attr.value}")
+
+    def _is_reference(self, node: cst.CSTNode) -> bool:
+        parent = self.ctx.parent(node)
+        if isinstance(parent, cst.AssignTarget) or isinstance(parent, cst.Annotation):
+            return False
+        if isinstance(parent, cst.Attribute) and parent.attr is node:
+            return False
+        if isinstance(parent, (cst.Comparison, cst.ComparisonTarget, cst.If, cst.UnaryOperation)):
+            return False  # `if self.stream is None:`: a test of the handle launches nothing on it
+        return not isinstance(parent, (cst.Param, cst.ImportAlias, cst.Global, cst.Nonlocal))
+
+    def _is_join(self, node: cst.Call, func: cst.Attribute) -> bool:
+        receiver = func.value
+        if func.attr.value == "synchronize":
+            # the current stream synchronising itself does not wait for a side stream
+            return not self._is_current(receiver) or self.ctx.qualname(receiver) == "torch.cuda"
+        # `side.wait_stream(current)` makes the side stream wait: the opposite of a join
+        return self._stream_identity(receiver) is None
+
+    def _creation_target(self, node: cst.Call) -> Optional[str]:
+        parent = self.ctx.parent(node)
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+            target = parent.targets[0].target
+            if isinstance(target, cst.Name):
+                return target.value
+            if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+                return f"self.{target.attr.value}"
+        if isinstance(parent, cst.AnnAssign) and isinstance(parent.target, cst.Name):
+            return parent.target.value
+        return None
+
+    # verdicts -------------------------------------------------------------------------
+    def finish(self) -> None:
+        frames = self.done + self.frames
+        # Which identities are left unjoined by some function that uses them.
+        unjoined: set[str] = set()
+        used: set[str] = set()
+        for frame in frames:
+            for use in frame.uses:
+                if use.kind == "create" or use.identity is None:
+                    continue
+                used.add(use.identity)
+                if not frame.joined_after(use):
+                    unjoined.add(use.identity)
+        for frame in frames:
+            reported_ref: set[str] = set()
+            for use in frame.uses:
+                joined = frame.joined_after(use)
+                if use.kind == "create":
+                    if use.identity is None:
+                        bad = not joined
+                    elif use.identity in used:
+                        bad = use.identity in unjoined
+                    else:
+                        # created, kept under a name and never used: nothing runs on it
+                        bad = use.identity is None and not joined
+                    where = "the functions that use it" if use.identity in used else f"`{frame.key}`"
+                    self._emit(use, where, bad, "Creating a side stream here")
+                elif use.kind == "switch":
+                    what = f"`with`/`set_stream` on `{use.identity}`" if use.identity else "switching the current stream"
+                    self._emit(use, f"`{frame.key}`", not joined, what)
+                elif not joined and use.identity not in reported_ref and not self._has_switch(frame, use.identity):
+                    reported_ref.add(use.identity or "")
+                    self._emit(use, f"`{frame.key}`", True, f"Using the side stream `{use.identity}`")
+
+    @staticmethod
+    def _has_switch(frame: _Frame, identity: Optional[str]) -> bool:
+        return any(u.kind == "switch" and u.identity == identity for u in frame.uses)
+
+    def _emit(self, use: _Use, function: str, bad: bool, what: str) -> None:
+        if bad:
+            self.report(use.node, self.message.format(what=what, function=function),
+                        evidence={"stream": use.identity, "function": function, "joined": False})
+        else:
+            self.report(use.node, self.joined_message.format(what=what, function=function),
+                        evidence={"stream": use.identity, "function": function, "joined": True},
+                        severity=Severity.WARNING if self.active_severity == Severity.ERROR else self.active_severity)

@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.report import Category, Severity
+from gatekeeper.analyses.stream_support import assumed_note, problem_dtype
+from gatekeeper.static.rule import Rule
+
+HALF = frozenset({
+    "torch.float16", "torch.half", "torch.bfloat16", "triton.language.float16", "triton.language.bfloat16",
+    "numpy.float16", "cupy.float16", "torch.HalfTensor", "torch.cuda.HalfTensor", "torch.BFloat16Tensor",
+    "torch.cuda.BFloat16Tensor",
+})
+FP8 = frozenset({
+    "torch.float8_e4m3fn", "torch.float8_e5m2", "torch.float8_e4m3fnuz", "torch.float8_e5m2fnuz",
+    "torch.float8_e8m0fnu", "torch.float4_e2m1fn_x2", "triton.language.float8e4nv", "triton.language.float8e5",
+    "triton.language.float8e4b15", "triton.language.float8e4b8", "triton.language.float8e5b16",
+})
+# Methods that cast their receiver to half precision.
+HALF_METHODS = frozenset({"half", "bfloat16"})
+# Calls that only describe a dtype.
+DESCRIBE = frozenset({"torch.finfo", "torch.iinfo", "builtins.isinstance", "builtins.issubclass", "builtins.print",
+                      "builtins.str", "builtins.repr", "builtins.dict", "builtins.set", "builtins.tuple", "builtins.list",
+                      "torch.promote_types", "torch.can_cast", "builtins.hash", "builtins.id"})
+
+
+def lower_dtypes(problem: str) -> frozenset[str]:
+    """Dtypes below the problem's precision."""
+    if problem in ("float32", "float64"):
+        return HALF | FP8
+    if problem in ("float16", "bfloat16"):
+        return FP8
+    return frozenset()
+
+
+class CastsToLowerPrecision(Rule):
+    """The submission computes in a lower precision than the problem's dtype: `.half()`,
+    `.bfloat16()`, `.to(torch.float16)`, `.to(dtype=torch.bfloat16)`, `.type(torch.HalfTensor)`,
+    an allocation or any call given `dtype=torch.float16` (or an fp8 dtype), `torch.set_default_dtype`,
+    and in Triton `x.to(tl.float16)`, `tl.zeros(..., dtype=tl.bfloat16)` or
+    `tl.dot(..., out_dtype=tl.float16)`. Dtypes are resolved through aliases (`dt = torch.half`).
+
+    Why it games the benchmark: half precision runs 2-16x faster on tensor cores and moves half
+    the bytes, so the speedup is bought with accuracy the problem did not grant; the result
+    can still pass a loose tolerance on benign inputs. The problem's dtype decides: on a
+    float32 problem fp16/bf16/fp8 are downgrades; on a float16/bfloat16 problem only fp8 is.
+    Without a problem file float32 is assumed, and the message says so.
+
+    Not flagged: `.float()` and other upcasts, comparisons of dtypes (`x.dtype == torch.half`),
+    dtype tables (a dict literal mapping torch to Triton dtypes), `torch.finfo(torch.float16)`,
+    and Triton's `tl.float32` accumulators. A warning under `default`, an error under `strict`.
+    """
+
+    code = "GK530"
+    name = "CastsToLowerPrecision"
+    category = Category.PRECISION_DOWNGRADE
+    severity = Severity.WARNING
+    strict_severity = Severity.ERROR
+    summary = "casts or allocates in a lower precision than the problem's dtype"
+    message = (
+        "{what} computes in {low}, below the problem's {dtype}: the speedup comes from giving up accuracy "
+        "the problem did not allow, and a loose tolerance on benign inputs may still pass it."
+    )
+    hint = (
+        "Keep the problem's dtype end to end: allocate with `dtype=x.dtype`, load and accumulate in float32 "
+        "(`tl.float32` in Triton, `float` in CUDA), and do not cast inputs or outputs to fp16/bf16."
+    )
+    VALID = [
+        "import torch\ndef forward(x):\n    if x.dtype == torch.float16:\n        raise TypeError('float32 only')\n"
+        "    eps = torch.finfo(torch.float16).eps\n    return _ext.run(x.float(), eps)\n",
+        "import triton\nimport triton.language as tl\nimport torch\nDT = {torch.float32: tl.float32, torch.float16: tl.float16}\n"
+        "@triton.jit\ndef k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    acc = tl.zeros((BLOCK,), dtype=tl.float32)\n    acc += tl.load(x_ptr + offs, mask=offs < n).to(tl.float32)\n"
+        "    tl.store(y_ptr + offs, acc, mask=offs < n)\n",
+    ]
+    INVALID = [
+        "import torch\ndef forward(x, w):\n    return (x.half() @ w.half()).float()\n",
+        "import torch\nlow = torch.bfloat16\ndef forward(x):\n    y = torch.empty(x.shape, device=x.device, dtype=low)\n"
+        "    _ext.run(x.to(dtype=low), y)\n    return y.to(torch.float32)\n",
+        "import triton.language as tl\nimport triton\n@triton.jit\ndef k(a_ptr, b_ptr, c_ptr):\n"
+        "    a = tl.load(a_ptr).to(tl.float16)\n    b = tl.load(b_ptr).to(tl.float16)\n    tl.store(c_ptr, tl.dot(a, b))\n",
+        "from torch import float16 as f16\ndef forward(x):\n    return _ext.run(x.to('cuda', f16))\n",
+    ]
+
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.dtype = problem_dtype(self.ctx)[0]  # read once, not at every call
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        dtype = self.dtype
+        lower = lower_dtypes(dtype)
+        if not lower:
+            return
+        if isinstance(func, cst.Attribute) and func.attr.value in HALF_METHODS and not node.args and "torch.float16" in lower:
+            if self.ctx.qualname(func) is None:  # a method on a value, not torch.bfloat16 itself
+                self._report(node, f"`.{func.attr.value}()`", "float16" if func.attr.value == "half" else "bfloat16", dtype)
+                return
+        found: Optional[str] = None
+        for arg in node.args:
+            value = arg.value
+            if isinstance(value, (cst.Name, cst.Attribute, cst.Call)):
+                qual = self.ctx.qualname(value)
+                if qual in lower:
+                    found = qual
+                    break
+        if found is None:
+            return
+        qual_func = self.ctx.qualname(func)
+        if qual_func in DESCRIBE or (qual_func or "").rsplit(".", 1)[-1].startswith(("autocast", "set_autocast")):
+            return  # autocast is GK531's finding
+        name = f".{func.attr.value}" if isinstance(func, cst.Attribute) else qual_func or "a call"
+        self._report(node, f"`{name}(..., {found.rsplit('.', 1)[-1]})`", found.rsplit(".", 1)[-1], dtype)
+
+    def _report(self, node: cst.CSTNode, what: str, low: str, dtype: str) -> None:
+        self.report(node, self.message.format(what=what, low=low, dtype=dtype) + assumed_note(self.ctx),
+                    evidence={"lower_dtype": low, "problem_dtype": dtype})

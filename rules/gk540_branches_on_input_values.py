@@ -1,0 +1,260 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.report import Category, Confidence, Severity
+from gatekeeper.analyses.stream_support import call_args, idents
+from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.rule import Rule
+from gatekeeper.static.walk import subtree
+
+# Methods that turn tensor values into something a Python condition can test. Metadata
+# (`shape`, `size()`, `numel()`, `dtype`, `is_cuda`, `is_contiguous()`, `stride()`,
+# `data_ptr()`) is not here: branching on it is ordinary dispatch.
+VALUE_METHODS = frozenset({
+    "item", "tolist", "any", "all", "max", "min", "amax", "amin", "aminmax", "std", "var", "mean",
+    "sum", "norm", "count_nonzero", "median", "prod", "equal", "allclose", "nansum", "nanmean",
+})
+VALUE_FUNCTIONS = frozenset(f"torch.{name}" for name in (
+    "any", "all", "max", "min", "amax", "amin", "std", "var", "mean", "sum", "norm", "count_nonzero",
+    "median", "prod", "equal", "allclose", "linalg.norm", "linalg.vector_norm", "std_mean", "var_mean",
+))
+# What a cheap path returns when it skips the computation.
+_SHORTCUTS = frozenset({
+    "torch.zeros_like", "torch.zeros", "torch.empty_like", "torch.empty", "torch.ones_like", "torch.ones",
+    "torch.full_like", "torch.full",
+})
+_SHORTCUT_METHODS = frozenset({"clone", "new_zeros", "new_empty", "new_ones", "zero_", "detach", "new_full"})
+_ELEMENTWISE = frozenset({"torch.abs", "torch.flatten", "torch.isnan", "torch.isinf", "torch.eq", "torch.ne",
+                         "torch.isfinite", "torch.square"})
+_CPP_REDUCTIONS = frozenset({"max", "amax", "min", "amin", "std", "var", "mean", "sum", "norm", "any", "all", "abs"})
+
+
+class BranchesOnInputValues(Rule):
+    """A condition on the forward path reads the *values* of an input tensor to choose a
+    path: `if x.abs().amax() < 0.5:`, `if x[0].item() == 0:`, `if torch.all(x == 0):`,
+    `scale = x.std(); ... if scale < 1e-3:`, or in C++ `if (x.abs().max().item<float>() < 0.5f)`.
+
+    Why it games the benchmark: benchmark inputs come from one distribution
+    (`torch.randn`). A branch that sniffs a magnitude, a sampled std or a zero element can
+    take a cheaper path that is only right for that distribution (dropping terms, a low
+    precision path, skipping the work on "all zeros"), and pass the check while being wrong
+    for the inputs the problem accepts.
+
+    Confidence: `suspect` (a warning under `default`), confirmed by the run-time value
+    distribution trials (GK673, SniffsInputValues), which feed the same problem inputs from
+    other distributions. When the path taken is plainly a shortcut (it returns the input,
+    `torch.zeros_like(...)`, a `clone()` or a constant) it is `likely`: an error.
+
+    Known false-positive patterns it does not fire on, and why: metadata dispatch
+    (`x.is_cuda`, `x.dtype`, `x.shape[0] > 4096`, `x.is_contiguous()`, `x.numel() == 0`):
+    not values; a branch whose body only raises or asserts (`if torch.isnan(x).any():
+    raise ValueError`): validation, no cheaper path; value reads in `__init__` or at import
+    (weights preprocessed once) and of tensors that are not the function's parameters or
+    derived from them (`self.weight.abs().max()`); `if self.training`.
+    """
+
+    code = "GK540"
+    name = "BranchesOnInputValues"
+    category = Category.INCORRECT
+    severity = Severity.ERROR
+    confidence = Confidence.SUSPECT
+    confirmed_by = "GK673"
+    summary = "forward branches on the values of an input to pick a cheaper path"
+    message = (
+        "This condition reads the values of the input `{name}` ({how}) on every call to choose a path: "
+        "a path that is right only for benchmark-like values (one distribution, no zeros, small "
+        "magnitudes) passes the check and is wrong on other inputs the problem accepts.{shortcut}"
+    )
+    shortcut_note = " The path it picks returns {what} without computing the result."
+    hint = (
+        "Take the same general path for every input. If a special case is real (exact zeros), check it "
+        "over the whole input and compute the same result on both paths; do not sample or guess from "
+        "a magnitude or a std."
+    )
+    VALID = [
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        if not x.is_contiguous() or x.shape[0] > 4096:\n            x = x.contiguous()\n"
+        "        return _ext.run(x)\n",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        if torch.isnan(x).any():\n            raise ValueError('NaN input')\n        return _ext.run(x)\n",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, w):\n        super().__init__()\n"
+        "        self.w = w\n        self.sparse = bool((w == 0).float().mean() > 0.9)\n"
+        "    def forward(self, x):\n        if self.w.abs().max() > 1:\n            return _ext.big(x, self.w)\n"
+        "        return _ext.run(x, self.w)\n",
+    ]
+    INVALID = [
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        if x.abs().amax() < 0.5:\n            return _ext.low_order(x)\n        return _ext.full(x)\n",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n"
+        "        if a[0, 0].item() == 0 and torch.all(a == 0):\n            return torch.zeros_like(b)\n"
+        "        return _ext.matmul(a, b)\n",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        sample = x.flatten()[:1024]\n        s = sample.std()\n"
+        "        return _ext.fast(x) if s < 1.5 else _ext.exact(x)\n",
+        "src = r'''\ntorch::Tensor f(torch::Tensor x) {\n  if (x.abs().max().item<float>() < 0.5f) return fast(x);\n"
+        "  return exact(x);\n}\n'''\n",
+    ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # per function (innermost last): parameter-derived locals, and locals holding a value read
+        self.derived: list[set[str]] = []
+        self.scalars: list[set[str]] = []
+        self.hits: list[tuple[str, cst.CSTNode, str, str, Optional[str]]] = []
+
+    # scopes -----------------------------------------------------------------------------
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        params = {p.name.value for p in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params)}
+        params.discard("self")
+        params.discard("cls")
+        self.derived.append(params)
+        self.scalars.append(set())
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.derived.pop()
+        self.scalars.pop()
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if not self.derived or len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            return
+        name = node.targets[0].target.value
+        if self._value_read(node.value) is not None:
+            self.scalars[-1].add(name)
+        elif self._root(node.value) is not None:
+            self.derived[-1].add(name)
+
+    # tracing ------------------------------------------------------------------------------
+    def _root(self, expr: cst.BaseExpression) -> Optional[str]:
+        """The parameter-derived name an expression is a view or elementwise function of."""
+        current = expr
+        for _ in range(12):
+            if isinstance(current, cst.Name):
+                return current.value if current.value in self.derived[-1] else None
+            if isinstance(current, cst.Subscript):
+                current = current.value
+            elif isinstance(current, cst.Call) and current.args and self.ctx.qualname(current.func) in _ELEMENTWISE:
+                current = current.args[0].value
+            elif isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute):
+                current = current.func.value  # `x.abs()`, `x.flatten()[:n]`, `(x == 0).all()`
+            elif isinstance(current, cst.Comparison):
+                current = current.left
+            elif isinstance(current, cst.UnaryOperation):
+                current = current.expression
+            elif isinstance(current, cst.BinaryOperation):
+                return self._root(current.left) or self._root(current.right)
+            else:
+                return None
+        return None
+
+    def _value_read(self, expr: cst.BaseExpression) -> Optional[tuple[str, str]]:
+        """(input name, how) when `expr` contains a value read of a parameter-derived tensor."""
+        for current in subtree(expr):
+            if isinstance(current, cst.Name) and current.value in self.scalars[-1]:
+                return current.value, f"`{current.value}` holds a value computed from it"
+            if not isinstance(current, cst.Call):
+                continue
+            func = current.func
+            if isinstance(func, cst.Attribute) and func.attr.value in VALUE_METHODS:
+                root = self._root(func.value)
+                if root is not None:
+                    return root, f"`.{func.attr.value}()`"
+            elif isinstance(func, (cst.Name, cst.Attribute)) and current.args:
+                qual = self.ctx.qualname(func)
+                if qual in VALUE_FUNCTIONS:
+                    root = self._root(current.args[0].value)
+                    if root is not None:
+                        return root, f"`{qual}(...)`"
+        return None
+
+    # conditions ---------------------------------------------------------------------------
+    def visit_If(self, node: cst.If) -> None:
+        if not self.derived:
+            return
+        found = self._value_read(node.test)
+        if found is None or _only_raises(node.body):
+            return
+        params = self.derived[-1]
+        orelse = node.orelse.body if isinstance(node.orelse, cst.Else) else None
+        shortcut = _shortcut_in(self.ctx, node.body, params) or (
+            _shortcut_in(self.ctx, orelse, params) if orelse is not None else None)
+        self.hits.append((self.ctx.function_key, node.test, found[0], found[1], shortcut))
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        if not self.derived:
+            return
+        found = self._value_read(node.test)
+        if found is not None:
+            params = self.derived[-1]
+            shortcut = _shortcut_expr(self.ctx, node.body, params) or _shortcut_expr(self.ctx, node.orelse, params)
+            self.hits.append((self.ctx.function_key, node.test, found[0], found[1], shortcut))
+
+    def finish(self) -> None:
+        for key, node, name, how, shortcut in self.hits:
+            if self.ctx.is_init_only(key):
+                continue
+            note = self.shortcut_note.format(what=shortcut) if shortcut else ""
+            self.report(node, self.message.format(name=name, how=how, shortcut=note),
+                        evidence={"input": name, "read": how, "shortcut": shortcut},
+                        confidence=Confidence.LIKELY if shortcut else None)
+
+    # C++ ----------------------------------------------------------------------------------
+    def check_cpp(self, source: CppSource) -> None:
+        if "item" not in idents(source):
+            return
+        tokens = source.tokens
+        for i, tok in enumerate(tokens):
+            if tok.text != "if" or i + 1 >= len(tokens) or tokens[i + 1].text != "(":
+                continue
+            args, close = call_args(tokens, i)
+            cond = [t for arg in args for t in arg]
+            texts = [t.text for t in cond]
+            if "item" in texts and _CPP_REDUCTIONS & set(texts):
+                self.report_cpp(source, tok.offset, self.message.format(
+                    name="tensor", how="a reduction read back with `.item()`", shortcut=""),
+                    evidence={"read": "item"})
+
+
+def _only_raises(body: cst.BaseSuite) -> bool:
+    stmts = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    smalls = []
+    for stmt in stmts:
+        if not isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            return False
+        smalls.extend(stmt.body)
+    return bool(smalls) and all(isinstance(s, (cst.Raise, cst.Assert)) or (
+        isinstance(s, cst.Expr) and isinstance(s.value, cst.Call) and isinstance(s.value.func, cst.Attribute)
+        and s.value.func.attr.value == "warn") for s in smalls)
+
+
+def _shortcut_in(ctx, body: Optional[cst.BaseSuite], params: set[str]) -> Optional[str]:
+    """What the branch returns when its first return skips the work (input, zeros, a constant)."""
+    if body is None:
+        return None
+    stmts = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    for stmt in stmts[:3]:
+        if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            for small in stmt.body:
+                if isinstance(small, cst.Return) and small.value is not None:
+                    return _shortcut_expr(ctx, small.value, params)
+    return None
+
+
+def _shortcut_expr(ctx, expr: cst.BaseExpression, params: set[str]) -> Optional[str]:
+    if isinstance(expr, cst.Name) and expr.value in params:
+        return f"the input `{expr.value}` itself"
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return f"the constant {expr.value}"
+    if isinstance(expr, cst.Call):
+        qual = ctx.qualname(expr.func)
+        if qual in _SHORTCUTS:
+            return f"`{qual}(...)`"
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _SHORTCUT_METHODS \
+                and isinstance(expr.func.value, cst.Name) and expr.func.value.value in params:
+            return f"`{expr.func.value.value}.{expr.func.attr.value}()`"
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply) and any(
+            isinstance(side, (cst.Integer, cst.Float)) and side.value in ("0", "0.0", "0.") for side in (expr.left, expr.right)):
+        return "the input times zero"
+    return None
