@@ -25,7 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
-CORPUS_ROOT = ROOT.parent / "shared" / "corpus"
+# GATEKEEPER_CORPUS: where the corpus lies on a machine without ../shared beside the checkout.
+CORPUS_ROOT = Path(os.environ.get("GATEKEEPER_CORPUS", ROOT.parent / "shared" / "corpus"))
 # (submission, reference) relative to the corpus: 6 judged correct by KernelBench's harness
 # (load_inline CUDA), 2 Triton, 2 CUDA-L1 with torch fallbacks.
 CORPUS = [
