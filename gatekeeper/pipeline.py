@@ -7,16 +7,14 @@ passed.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import platform
 import time
-from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from gatekeeper.catalogue import configured
 from gatekeeper.config import Config
@@ -26,38 +24,14 @@ from gatekeeper.report import (
     StageStatus, Verdict,
 )
 from gatekeeper.static.problem_facts import ProblemFacts, load_problem_facts
+from gatekeeper.stages import RunOptions, StageOutcome, Submission
 from gatekeeper.static.stage import run_static
 from gatekeeper.version import __version__
 
+# Submission, RunOptions and StageOutcome live in gatekeeper.stages; imported here for API users.
+__all__ = ["ORDER", "RunOptions", "STAGE_RUNNERS", "StageOutcome", "Submission", "environment", "run"]
+
 ORDER = (StageName.STATIC, StageName.BUILD, StageName.BEHAVIOUR, StageName.TIMING)
-
-
-@dataclass
-class Submission:
-    path: str
-    data: bytes
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
-
-
-@dataclass
-class RunOptions:
-    last_stage: StageName = StageName.BEHAVIOUR
-    keep_going: bool = False
-    seed: Optional[int] = None
-    time: bool = False
-
-
-@dataclass
-class StageOutcome:
-    status: StageStatus
-    findings: list[Finding] = field(default_factory=list)
-    # Report fields this stage fills (timing, score) and environment details (isolation, gpu).
-    report: dict[str, Any] = field(default_factory=dict)
-    environment: dict[str, Any] = field(default_factory=dict)
-    reason: Optional[str] = None
 
 
 # Later stages live in their own packages and are imported only when they run. Each is

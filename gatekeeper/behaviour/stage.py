@@ -19,7 +19,7 @@ from gatekeeper.build.sources import extract
 from gatekeeper.build.stage import submission_file
 from gatekeeper.config import Config
 from gatekeeper.errors import InfrastructureError
-from gatekeeper.pipeline import RunOptions, StageOutcome, Submission
+from gatekeeper.stages import RunOptions, StageOutcome, Submission
 from gatekeeper.problem.plan import Trial, draw_seed, plan_trials
 from gatekeeper.problem.schedule import plan_schedule
 from gatekeeper.problem.secret import init_seed

@@ -11,7 +11,7 @@ from gatekeeper.build.cache import cuda_present, exclusive, extensions_dir, is_b
 from gatekeeper.build.errors import first_error
 from gatekeeper.build.sources import Extracted, extract
 from gatekeeper.config import Config
-from gatekeeper.pipeline import RunOptions, StageOutcome, Submission
+from gatekeeper.stages import RunOptions, StageOutcome, Submission
 from gatekeeper.report import Finding, Location, StageName, StageStatus
 from gatekeeper.sandbox import run_job
 

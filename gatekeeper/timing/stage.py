@@ -14,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Optional
 
-from gatekeeper.pipeline import StageOutcome
+from gatekeeper.stages import StageOutcome
 from gatekeeper.report import Finding, Severity, StageStatus
 from gatekeeper.timing import cache as calib_cache
 from gatekeeper.timing import findings as rules
