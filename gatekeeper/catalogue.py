@@ -84,7 +84,7 @@ def _template(message: str) -> str:
 def _run_time_entries() -> list[Entry]:
     out: list[Entry] = []
     try:
-        from gatekeeper.behaviour.findings import CATALOGUE
+        from gatekeeper.runtime.checks import CATALOGUE
     except ImportError:  # a slimmed install without the run-time stages
         CATALOGUE = {}
     for check in CATALOGUE.values():

@@ -139,7 +139,7 @@ def test_every_code_is_listed_and_explained():
 
 
 def test_run_time_codes_are_configurable_like_rules(tmp_path):
-    from gatekeeper.behaviour.findings import finding
+    from gatekeeper.runtime.checks import finding
     from gatekeeper.catalogue import configured
     from gatekeeper.config import load_config
     from gatekeeper.report import StageName

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from gatekeeper.behaviour.compare import error_ratio
-from gatekeeper.behaviour.findings import finding
+from gatekeeper.runtime.checks import finding
 from gatekeeper.behaviour.work import judge as judge_work
 from gatekeeper.behaviour.work import settle_static
 from gatekeeper.report import Finding, Location, Severity, StageName

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from gatekeeper.behaviour.compare import Comparison, compare
-from gatekeeper.behaviour.findings import finding
+from gatekeeper.runtime.checks import finding
 from gatekeeper.report import Finding, Location, StageName
 
 STAGE = StageName.BEHAVIOUR

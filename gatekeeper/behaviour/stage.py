@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from gatekeeper.behaviour.failures import job_errors, model_location, needs_cuda_reason, worker_failure
+from gatekeeper.runtime.failures import job_errors, model_location, needs_cuda_reason, worker_failure
 from gatekeeper.behaviour.evidence import runtime_evidence
-from gatekeeper.behaviour.findings import finding
+from gatekeeper.runtime.checks import finding
 from gatekeeper.behaviour.judge import Judge
 from gatekeeper.behaviour.schedule_judge import ScheduleJudge
 from gatekeeper.build.cache import cuda_present, exclusive, extensions_dir, is_built

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from gatekeeper.behaviour.findings import finding
+from gatekeeper.runtime.checks import finding
 from gatekeeper.report import Category, Finding, Location, Severity, StageName
 
 STAGE = StageName.BEHAVIOUR

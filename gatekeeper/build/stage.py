@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from gatekeeper.behaviour.failures import job_errors, model_location, needs_cuda_reason, worker_failure
-from gatekeeper.behaviour.findings import finding
+from gatekeeper.runtime.failures import job_errors, model_location, needs_cuda_reason, worker_failure
+from gatekeeper.runtime.checks import finding
 from gatekeeper.build.cache import cuda_present, exclusive, extensions_dir, is_built, mark_built
 from gatekeeper.build.errors import first_error
 from gatekeeper.build.sources import Extracted, extract

@@ -1,4 +1,4 @@
-"""Catalogue of the run-time findings (build and behaviour stages): one entry per code."""
+"""Catalogue of the run-time checks (build and behaviour stages): one entry per code, and `finding()`."""
 
 from __future__ import annotations
 
