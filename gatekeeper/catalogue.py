@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Iterable, Optional
 
 from gatekeeper.report import Category, Confidence, Finding, Severity, StageName
+from gatekeeper.static.examples import source_of
 
 DOCS_URL = "https://github.com/gatekeeper-kernels/gatekeeper/blob/main/docs/rules.md"
 
@@ -66,8 +67,8 @@ def _from_rule(rule) -> Entry:
         hint=rule.hint, kind="rule", confidence=rule.confidence, confirmed_by=rule.confirmed_by,
         needs_problem=rule.needs_problem, options=dict(rule.options),
         strict_severity=rule.strict_severity, lenient_severity=rule.lenient_severity,
-        invalid_example=rule.INVALID[0] if rule.INVALID else None,
-        valid_example=rule.VALID[0] if rule.VALID else None,
+        invalid_example=source_of(rule.INVALID[0]) if rule.INVALID else None,
+        valid_example=source_of(rule.VALID[0]) if rule.VALID else None,
     )
 
 

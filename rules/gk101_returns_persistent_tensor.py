@@ -7,6 +7,7 @@ import libcst as cst
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.returned_values_rule import FlowRule
 from gatekeeper.static.returns import NONE, OPAQUE, VISIBLE, ReturnSite, storage_key
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 
 class ReturnsPersistentTensor(FlowRule):
@@ -57,65 +58,175 @@ class ReturnsPersistentTensor(FlowRule):
 
     VALID = [
         # fresh output every call
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        out = torch.empty_like(x)\n        _ext.run(x, out)\n        return out\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    out = torch.empty_like(x)
+                    _ext.run(x, out)
+                    return out
+        """)),
         # persistent scratch workspace, never returned
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        self._ws = None\n    def forward(self, x):\n        if self._ws is None:\n"
-        "            self._ws = torch.empty(1024, device=x.device)\n        out = torch.empty_like(x)\n"
-        "        _ext.run(x, self._ws, out)\n        return out\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self._ws = None
+                def forward(self, x):
+                    if self._ws is None:
+                        self._ws = torch.empty(1024, device=x.device)
+                    out = torch.empty_like(x)
+                    _ext.run(x, self._ws, out)
+                    return out
+        """)),
         # parameter used as an input, the call returns a fresh tensor
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        self.w = torch.nn.Parameter(torch.randn(4))\n    def forward(self, x):\n"
-        "        return _ext.scale(x, self.w)\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.w = torch.nn.Parameter(torch.randn(4))
+                def forward(self, x):
+                    return _ext.scale(x, self.w)
+        """)),
         # a lazily built extension handle kept in a global and returned by a getter
-        "import torch\nfrom torch.utils.cpp_extension import load_inline\n_EXT = None\ndef _ext():\n    global _EXT\n"
-        "    if _EXT is None:\n        _EXT = load_inline(name='e', cpp_sources=SRC, functions=['f'])\n    return _EXT\n"
-        "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return _ext().f(x)\n",
+        Valid(snippet("""
+            import torch
+            from torch.utils.cpp_extension import load_inline
+            _EXT = None
+            def _ext():
+                global _EXT
+                if _EXT is None:
+                    _EXT = load_inline(name='e', cpp_sources=SRC, functions=['f'])
+                return _EXT
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    return _ext().f(x)
+        """)),
         # a packed weight and a workspace returned by helpers, consumed by forward
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def _packed(self):\n        if self._wp is None:\n"
-        "            self._wp = pack(self.w)\n        return self._wp\n    def _workspace(self, n):\n"
-        "        return self._ws\n    def forward(self, x):\n        out = torch.empty_like(x)\n"
-        "        _ext.run(x, self._packed(), self._workspace(x.numel()), out)\n        return out\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def _packed(self):
+                    if self._wp is None:
+                        self._wp = pack(self.w)
+                    return self._wp
+                def _workspace(self, n):
+                    return self._ws
+                def forward(self, x):
+                    out = torch.empty_like(x)
+                    _ext.run(x, self._packed(), self._workspace(x.numel()), out)
+                    return out
+        """)),
         # a config dict and module-level lists returned outside forward's return
-        "import torch\nSIZES = [1, 2]\nclass ModelNew(torch.nn.Module):\n    def config(self):\n        return self._cfg\n"
-        "    def forward(self, x):\n        return _ext.run(x, self.config()['block'])\n"
-        "def get_init_inputs():\n    return [SIZES]\n",
+        Valid(snippet("""
+            import torch
+            SIZES = [1, 2]
+            class ModelNew(torch.nn.Module):
+                def config(self):
+                    return self._cfg
+                def forward(self, x):
+                    return _ext.run(x, self.config()['block'])
+            def get_init_inputs():
+                return [SIZES]
+        """)),
         # rebound to a fresh result on every call
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        self.hidden = _ext.step(x, self.hidden)\n        return self.hidden\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    self.hidden = _ext.step(x, self.hidden)
+                    return self.hidden
+        """)),
     ]
     INVALID = [
         # the seed: lazily allocated self._y handed to an extension that returns it
-        "import torch\nfrom torch.utils.cpp_extension import load_inline\n"
-        "_ext = load_inline(name='m', cpp_sources='', cuda_sources='''\n"
-        "torch::Tensor f(torch::Tensor x, torch::Tensor y) { k<<<1, 32>>>(x.data_ptr<float>(), y.data_ptr<float>()); return y; }\n''', functions=['f'])\n"
-        "class ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self._y = None\n"
-        "    def forward(self, x):\n        y = self._y\n        if y is None:\n"
-        "            y = torch.empty((16, 48), device=x.device)\n            self._y = y\n"
-        "        return _ext.f(x, y)\n",
+        Invalid(snippet("""
+            import torch
+            from torch.utils.cpp_extension import load_inline
+            _ext = load_inline(name='m', cpp_sources='', cuda_sources='''
+            torch::Tensor f(torch::Tensor x, torch::Tensor y) { k<<<1, 32>>>(x.data_ptr<float>(), y.data_ptr<float>()); return y; }
+            ''', functions=['f'])
+            class ModelNew(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self._y = None
+                def forward(self, x):
+                    y = self._y
+                    if y is None:
+                        y = torch.empty((16, 48), device=x.device)
+                        self._y = y
+                    return _ext.f(x, y)
+        """), line=15, message="forward returns self._y"),
         # returning the attribute directly after a kernel wrote it
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        if not hasattr(self, 'out'):\n            self.out = torch.empty_like(x)\n"
-        "        kernel[(1,)](x, self.out)\n        return self.out\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if not hasattr(self, 'out'):
+                        self.out = torch.empty_like(x)
+                    kernel[(1,)](x, self.out)
+                    return self.out
+        """), line=7, message="forward returns self.out"),
         # module global cache: computed once, returned ever after
-        "import torch\n_OUT = None\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        global _OUT\n        if _OUT is None:\n            _OUT = compute(x)\n        return _OUT\n",
+        Invalid(snippet("""
+            import torch
+            _OUT = None
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    global _OUT
+                    if _OUT is None:
+                        _OUT = compute(x)
+                    return _OUT
+        """), line=8, message="forward returns closure variable _OUT"),
         # closure dict reached through a helper that forward returns
-        "import torch\ndef make():\n    store = {}\n    def fwd(x):\n        if 'r' not in store:\n"
-        "            store['r'] = compute(x)\n        return store['r']\n    return fwd\n_fwd = make()\n"
-        "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return _fwd(x)\n",
+        Invalid(snippet("""
+            import torch
+            def make():
+                store = {}
+                def fwd(x):
+                    if 'r' not in store:
+                        store['r'] = compute(x)
+                    return store['r']
+                return fwd
+            _fwd = make()
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    return _fwd(x)
+        """), line=7, message="forward returns closure variable store[...] (through `fwd`)"),
         # in-place method on a stored tensor returns the stored tensor
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        return self.buf.copy_(x * 2)\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    return self.buf.copy_(x * 2)
+        """), line=4, message="forward returns self.buf"),
         # a shape-keyed result cache handed back as a clone
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        k = tuple(x.shape)\n"
-        "        if k in self._res:\n            return self._res[k].clone()\n        y = run(x)\n"
-        "        self._res[k] = y\n        return y\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    k = tuple(x.shape)
+                    if k in self._res:
+                        return self._res[k].clone()
+                    y = run(x)
+                    self._res[k] = y
+                    return y
+        """), line=6, message="forward returns a copy of self._res[...]"),
         # a helper returns the stored result, forward returns the helper's result in a tuple
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def _run(self, x):\n        if self._last is not None:\n"
-        "            return self._last\n        self._last = compute(x)\n        return self._last\n"
-        "    def forward(self, x):\n        y = self._run(x)\n        return (y, x)\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def _run(self, x):
+                    if self._last is not None:
+                        return self._last
+                    self._last = compute(x)
+                    return self._last
+                def forward(self, x):
+                    y = self._run(x)
+                    return (y, x)
+        """), line=5, message="forward returns self._last (through `ModelNew._run`)"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:

@@ -7,6 +7,7 @@ import libcst as cst
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.memo_keys import Frame, MemoRule
 from gatekeeper.static.walk import subtree
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 # Expressions that identify a tensor's storage, not its values.
 _IDENTITY_METHODS = frozenset({"data_ptr", "storage", "untyped_storage", "storage_offset", "_cdata"})
@@ -51,34 +52,95 @@ class MemoisesByInputIdentity(MemoRule):
     )
 
     VALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self._cfg = {}\n"
-        "    def forward(self, x):\n        key = (tuple(x.shape), x.dtype)\n        if key not in self._cfg:\n"
-        "            self._cfg[key] = pick_block(x.shape)\n        return run(x, self._cfg[key])\n",
-        "import torch\ndef forward(x):\n    ptr = x.data_ptr()\n    return kernel(ptr, x.numel())\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self._cfg = {}
+                def forward(self, x):
+                    key = (tuple(x.shape), x.dtype)
+                    if key not in self._cfg:
+                        self._cfg[key] = pick_block(x.shape)
+                    return run(x, self._cfg[key])
+        """)),
+        Valid(snippet("""
+            import torch
+            def forward(x):
+                ptr = x.data_ptr()
+                return kernel(ptr, x.numel())
+        """)),
         # careful weight cache keyed on _version: consumed, not returned
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        v = (self.weight.data_ptr(), self.weight._version, self.weight.shape)\n"
-        "        if self._wkey != v:\n            self._wt = self.weight.t().contiguous()\n            self._wkey = v\n"
-        "        return _ext.mm(x, self._wt)\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    v = (self.weight.data_ptr(), self.weight._version, self.weight.shape)
+                    if self._wkey != v:
+                        self._wt = self.weight.t().contiguous()
+                        self._wkey = v
+                    return _ext.mm(x, self._wt)
+        """)),
         # CUDA graph keyed on the input's pointer, replayed on the live buffer
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        if self._graph is None or self._ptr != x.data_ptr():\n            self._capture(x)\n"
-        "            self._ptr = x.data_ptr()\n        self._graph.replay()\n        return self._out.clone()\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if self._graph is None or self._ptr != x.data_ptr():
+                        self._capture(x)
+                        self._ptr = x.data_ptr()
+                    self._graph.replay()
+                    return self._out.clone()
+        """)),
         # pointer remembered for a layout decision
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        if self._last_ptr == x.data_ptr():\n            fast = True\n        else:\n            self._last_ptr = x.data_ptr()\n"
-        "            fast = False\n        return run(x, fast)\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if self._last_ptr == x.data_ptr():
+                        fast = True
+                    else:
+                        self._last_ptr = x.data_ptr()
+                        fast = False
+                    return run(x, fast)
+        """)),
     ]
     INVALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.cache = {}\n"
-        "    def forward(self, x):\n        k = x.data_ptr()\n        if k in self.cache:\n            return self.cache[k]\n"
-        "        out = compute(x)\n        self.cache[k] = out\n        return out\n",
-        "import torch\n_memo = {}\ndef forward(x):\n    hit = _memo.get((id(x), x._version))\n    if hit is not None:\n        return hit\n"
-        "    _memo[(id(x), x._version)] = r = compute(x)\n    return r\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.cache = {}
+                def forward(self, x):
+                    k = x.data_ptr()
+                    if k in self.cache:
+                        return self.cache[k]
+                    out = compute(x)
+                    self.cache[k] = out
+                    return out
+        """), line=8, message="A persistent cache (self.cache) is keyed by `.data_ptr()`"),
+        Invalid(snippet("""
+            import torch
+            _memo = {}
+            def forward(x):
+                hit = _memo.get((id(x), x._version))
+                if hit is not None:
+                    return hit
+                _memo[(id(x), x._version)] = r = compute(x)
+                return r
+        """), line=4, message="A persistent cache (module global _memo) is keyed by `._version`"),
         # a stored pointer compared, the stored result returned as a clone
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        if x.data_ptr() == self._ptr and x._version == self._ver:\n            return self._out.clone()\n"
-        "        self._ptr, self._ver = x.data_ptr(), x._version\n        self._out = compute(x)\n        return self._out\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if x.data_ptr() == self._ptr and x._version == self._ver:
+                        return self._out.clone()
+                    self._ptr, self._ver = x.data_ptr(), x._version
+                    self._out = compute(x)
+                    return self._out
+        """), line=4, message="A persistent cache (self._ptr) is keyed by `.data_ptr()`"),
     ]
 
     def key_of(self, expr: cst.BaseExpression, frame: Frame) -> Optional[str]:

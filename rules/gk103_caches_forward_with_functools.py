@@ -4,6 +4,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.returned_values_rule import FlowRule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 _CACHES = frozenset({"functools.lru_cache", "functools.cache", "functools.cached_property",
                      "functools._lru_cache_wrapper", "cachetools.cached", "joblib.Memory.cache"})
@@ -36,19 +37,58 @@ class CachesForwardWithFunctools(FlowRule):
 
     VALID = [
         # an int-only helper whose result forward consumes
-        "import torch, functools\n@functools.lru_cache(None)\ndef _kernel_for(n, dtype):\n    return compile_kernel(n, dtype)\n"
-        "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        out = torch.empty_like(x)\n"
-        "        _kernel_for(x.numel(), x.dtype)(x, out)\n        return out\n",
-        "import functools\n@functools.lru_cache(maxsize=None)\ndef grid_for(n: int, block: int) -> int:\n    return (n + block - 1) // block\n",
+        Valid(snippet("""
+            import torch, functools
+            @functools.lru_cache(None)
+            def _kernel_for(n, dtype):
+                return compile_kernel(n, dtype)
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    out = torch.empty_like(x)
+                    _kernel_for(x.numel(), x.dtype)(x, out)
+                    return out
+        """)),
+        Valid(snippet("""
+            import functools
+            @functools.lru_cache(maxsize=None)
+            def grid_for(n: int, block: int) -> int:
+                return (n + block - 1) // block
+        """)),
     ]
     INVALID = [
         # unannotated, but its result is what forward returns
-        "import torch, functools\n@functools.cache\ndef _impl(x):\n    return run(x)\n"
-        "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return _impl(x)\n",
-        "import torch\nfrom functools import lru_cache\nclass ModelNew(torch.nn.Module):\n    @lru_cache(maxsize=8)\n"
-        "    def forward(self, x):\n        return run(x)\n",
-        "import torch\nimport functools as ft\nmemo = ft.cache\n@memo\ndef _impl(x: torch.Tensor) -> torch.Tensor:\n    return run(x)\n",
-        "import torch\nfrom functools import lru_cache\ndef fwd(x):\n    return run(x)\nfwd_cached = lru_cache(None)(fwd)\n",
+        Invalid(snippet("""
+            import torch, functools
+            @functools.cache
+            def _impl(x):
+                return run(x)
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    return _impl(x)
+        """), line=2, message="`_impl` is wrapped in `functools.cache`"),
+        Invalid(snippet("""
+            import torch
+            from functools import lru_cache
+            class ModelNew(torch.nn.Module):
+                @lru_cache(maxsize=8)
+                def forward(self, x):
+                    return run(x)
+        """), line=4, message="`forward` is wrapped in `functools.lru_cache`"),
+        Invalid(snippet("""
+            import torch
+            import functools as ft
+            memo = ft.cache
+            @memo
+            def _impl(x: torch.Tensor) -> torch.Tensor:
+                return run(x)
+        """), line=4, message="`_impl` is wrapped in `functools.cache`"),
+        Invalid(snippet("""
+            import torch
+            from functools import lru_cache
+            def fwd(x):
+                return run(x)
+            fwd_cached = lru_cache(None)(fwd)
+        """), line=5, message="`fwd` is wrapped in `functools.lru_cache`"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:

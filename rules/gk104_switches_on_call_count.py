@@ -7,6 +7,7 @@ import libcst as cst
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.returned_values_rule import FlowRule
 from gatekeeper.static.walk import subtree
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 
 class SwitchesOnCallCount(FlowRule):
@@ -43,28 +44,95 @@ class SwitchesOnCallCount(FlowRule):
     hint = "Make every call do the same work on its inputs; remove the call counter from the return path."
 
     VALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        self.calls = getattr(self, 'calls', 0) + 1\n"
-        "        if self.calls % 100 == 0:\n            log(self.calls)\n        return run(x)\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    self.calls = getattr(self, 'calls', 0) + 1
+                    if self.calls % 100 == 0:
+                        log(self.calls)
+                    return run(x)
+        """)),
         # a local loop counter and type tests are not call counters
-        "import collections.abc, torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        i = 0\n"
-        "        while i < 4:\n            x = x + 1\n            i += 1\n"
-        "        if isinstance(x, collections.abc.Iterable) and not isinstance(x, str):\n            return run(x)\n"
-        "        if x.is_cuda:\n            return run(x)\n        return x\n",
+        Valid(snippet("""
+            import collections.abc, torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    i = 0
+                    while i < 4:
+                        x = x + 1
+                        i += 1
+                    if isinstance(x, collections.abc.Iterable) and not isinstance(x, str):
+                        return run(x)
+                    if x.is_cuda:
+                        return run(x)
+                    return x
+        """)),
         # counted only at construction
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.n = 0\n"
-        "        self.n += 1\n    def forward(self, x):\n        if self.n > 3:\n            return run(x)\n        return run2(x)\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.n = 0
+                    self.n += 1
+                def forward(self, x):
+                    if self.n > 3:
+                        return run(x)
+                    return run2(x)
+        """)),
     ]
     INVALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.n = 0\n"
-        "    def forward(self, x):\n        self.n += 1\n        if self.n > 3:\n            return self.fast(x)\n        return self.exact(x)\n",
-        "import torch\n_calls = 0\ndef forward(x):\n    global _calls\n    _calls = _calls + 1\n    if _calls <= 5:\n        return exact(x)\n    return cheap(x)\n",
-        "import itertools\n_tick = itertools.count()\ndef forward(x):\n    return exact(x) if next(_tick) < 3 else cheap(x)\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.n = 0
+                def forward(self, x):
+                    self.n += 1
+                    if self.n > 3:
+                        return self.fast(x)
+                    return self.exact(x)
+        """), line=8, message="The branch at this line tests `self.n`"),
+        Invalid(snippet("""
+            import torch
+            _calls = 0
+            def forward(x):
+                global _calls
+                _calls = _calls + 1
+                if _calls <= 5:
+                    return exact(x)
+                return cheap(x)
+        """), line=6, message="The branch at this line tests `_calls`"),
+        Invalid(snippet("""
+            import itertools
+            _tick = itertools.count()
+            def forward(x):
+                return exact(x) if next(_tick) < 3 else cheap(x)
+        """), line=4, message="The branch at this line tests `next(_tick)`"),
         # a counter kept in a module-level dict
-        "import torch\n_STATE = {'n': 0}\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        _STATE['n'] += 1\n"
-        "        if _STATE['n'] > 10:\n            return cheap(x)\n        return exact(x)\n",
+        Invalid(snippet("""
+            import torch
+            _STATE = {'n': 0}
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    _STATE['n'] += 1
+                    if _STATE['n'] > 10:
+                        return cheap(x)
+                    return exact(x)
+        """), line=6, message="The branch at this line tests `_STATE`"),
         # certain: after three calls the stored result is handed back
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        self.seen = getattr(self, 'seen', 0) + 1\n"
-        "        if self.seen > 3:\n            return self.last\n        self.last = run(x)\n        return self.last\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    self.seen = getattr(self, 'seen', 0) + 1
+                    if self.seen > 3:
+                        return self.last
+                    self.last = run(x)
+                    return self.last
+        """), line=5, message="The branch at this line tests `self.seen`"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 _TENSOR_TYPES = frozenset({"Tensor", "optional", "map", "unordered_map", "vector", "array"})
 
@@ -35,20 +36,62 @@ class ReturnsStaticTensorFromExtension(Rule):
     hint = "Allocate the output inside the function on every call (`auto out = torch::empty_like(x);`) and return that; keep only scratch buffers static."
 
     VALID = [
-        "src = '''\n#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor x) {\n  static torch::Tensor ws;\n"
-        "  if (!ws.defined()) ws = torch::empty({1024}, x.options());\n  auto out = torch::empty_like(x);\n  k(x, ws, out);\n  return out;\n}\n'''\n",
+        Valid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            torch::Tensor f(torch::Tensor x) {
+              static torch::Tensor ws;
+              if (!ws.defined()) ws = torch::empty({1024}, x.options());
+              auto out = torch::empty_like(x);
+              k(x, ws, out);
+              return out;
+            }
+            '''
+        """)),
     ]
     INVALID = [
-        "src = '''\n#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor x) {\n  static torch::Tensor out;\n"
-        "  if (!out.defined()) out = torch::empty_like(x);\n  k(x, out);\n  return out;\n}\n'''\n",
-        "src = '''\n#include <torch/extension.h>\n#include <unordered_map>\nat::Tensor f(at::Tensor x) {\n"
-        "  static std::unordered_map<int64_t, at::Tensor> cache;\n  auto key = (int64_t)x.data_ptr();\n"
-        "  if (cache.count(key)) return cache[key];\n  auto y = x * 2;\n  cache[key] = y;\n  return y;\n}\n'''\n",
+        Invalid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            torch::Tensor f(torch::Tensor x) {
+              static torch::Tensor out;
+              if (!out.defined()) out = torch::empty_like(x);
+              k(x, out);
+              return out;
+            }
+            '''
+        """), line=7, message="The extension returns `out`"),
+        Invalid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            #include <unordered_map>
+            at::Tensor f(at::Tensor x) {
+              static std::unordered_map<int64_t, at::Tensor> cache;
+              auto key = (int64_t)x.data_ptr();
+              if (cache.count(key)) return cache[key];
+              auto y = x * 2;
+              cache[key] = y;
+              return y;
+            }
+            '''
+        """), line=7, message="The extension returns `cache[key]`"),
         # fingerprint-keyed static table, hit returned as a clone through an iterator
-        "src = '''\n#include <torch/extension.h>\n#include <unordered_map>\ntorch::Tensor f(torch::Tensor x) {\n"
-        "  static std::unordered_map<uint64_t, torch::Tensor> table;\n  uint64_t key = fp(x.data_ptr<float>());\n"
-        "  auto hit = table.find(key);\n  if (hit != table.end()) return hit->second.clone();\n"
-        "  auto y = torch::empty_like(x);\n  k(x, y);\n  table[key] = y.clone();\n  return y;\n}\n'''\n",
+        Invalid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            #include <unordered_map>
+            torch::Tensor f(torch::Tensor x) {
+              static std::unordered_map<uint64_t, torch::Tensor> table;
+              uint64_t key = fp(x.data_ptr<float>());
+              auto hit = table.find(key);
+              if (hit != table.end()) return hit->second.clone();
+              auto y = torch::empty_like(x);
+              k(x, y);
+              table[key] = y.clone();
+              return y;
+            }
+            '''
+        """), line=8, message="The extension returns `hit->second.clone()`"),
     ]
 
     def check_cpp(self, source: CppSource) -> None:

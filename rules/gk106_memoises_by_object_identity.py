@@ -7,6 +7,7 @@ import libcst as cst
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.memo_keys import Candidate, Frame, MemoRule
 from gatekeeper.static.returns import NONE, unwrap
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 
 class MemoisesByObjectIdentity(MemoRule):
@@ -41,21 +42,60 @@ class MemoisesByObjectIdentity(MemoRule):
     hint = "Compute the output from the input's values on every call; do not remember earlier inputs or results on the module."
 
     VALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x, bias=None):\n        if bias is None:\n"
-        "            bias = self.bias\n        return _ext.run(x, bias)\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x, bias=None):
+                    if bias is None:
+                        bias = self.bias
+                    return _ext.run(x, bias)
+        """)),
         # re-pack a weight when the parameter object changed; the output is fresh
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        w = self.weight\n"
-        "        if w is not self._packed_src:\n            self._packed = pack(w)\n            self._packed_src = w\n"
-        "        out = torch.empty_like(x)\n        _ext.run(x, self._packed, out)\n        return out\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    w = self.weight
+                    if w is not self._packed_src:
+                        self._packed = pack(w)
+                        self._packed_src = w
+                    out = torch.empty_like(x)
+                    _ext.run(x, self._packed, out)
+                    return out
+        """)),
     ]
     INVALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        if x is self._last:\n"
-        "            return self._out\n        self._last = x\n        self._out = _ext.run(x)\n        return self._out\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        if self._last is not x:\n"
-        "            self._last = x\n            self._out = _ext.run(x)\n        return self._out.clone()\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if x is self._last:
+                        return self._out
+                    self._last = x
+                    self._out = _ext.run(x)
+                    return self._out
+        """), line=4, message="The input is compared by identity (`is`) with self._last"),
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if self._last is not x:
+                        self._last = x
+                        self._out = _ext.run(x)
+                    return self._out.clone()
+        """), line=4, message="The input is compared by identity (`is`) with self._last"),
         # the result kept on the input tensor object
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        hit = getattr(x, '_res', None)\n"
-        "        if hit is not None:\n            return hit.clone()\n        y = _ext.run(x)\n        x._res = y\n        return y\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    hit = getattr(x, '_res', None)
+                    if hit is not None:
+                        return hit.clone()
+                    y = _ext.run(x)
+                    x._res = y
+                    return y
+        """), line=6, message="forward stores a result on the input tensor object (`x._res = ...`) and returns it when the same"),
     ]
     on_input = ("forward stores a result on the input tensor object (`{param}.{attr} = ...`) and returns it when the "
                 "same object comes back: calls with the same tensor skip the computation.")

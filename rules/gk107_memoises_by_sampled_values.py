@@ -7,6 +7,7 @@ import libcst as cst
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.memo_keys import Frame, MemoRule
 from gatekeeper.static.walk import subtree
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 # Methods that turn tensor elements into Python values a dict can be keyed on.
 _TO_PYTHON = frozenset({"item", "tolist", "tobytes", "numpy"})
@@ -45,20 +46,57 @@ class MemoisesBySampledValues(MemoRule):
 
     VALID = [
         # a scale read from the input picks a config; the output is computed
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        s = x.abs().max().item()\n"
-        "        cfg = self._cfgs.get(s > 1.0)\n        out = torch.empty_like(x)\n        _ext.run(x, out, cfg)\n        return out\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    s = x.abs().max().item()
+                    cfg = self._cfgs.get(s > 1.0)
+                    out = torch.empty_like(x)
+                    _ext.run(x, out, cfg)
+                    return out
+        """)),
     ]
     INVALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        sig = float(x[0, 0].item())\n"
-        "        if sig == getattr(self, '_sig', None):\n            return self._last\n        self._sig = sig\n        self._last = compute(x)\n        return self._last\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    sig = float(x[0, 0].item())
+                    if sig == getattr(self, '_sig', None):
+                        return self._last
+                    self._sig = sig
+                    self._last = compute(x)
+                    return self._last
+        """), line=5, message="A persistent cache (self._sig) is keyed by `x[0, 0].item()`"),
         # a dict keyed on sampled elements and the sum, returned as a clone
-        "import torch\n_CACHE = {}\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        key = (x[0, 0].item(), x[-1, -1].item(), x.sum().item())\n        if key in _CACHE:\n"
-        "            return _CACHE[key].clone()\n        out = _ext.run(x)\n        _CACHE[key] = out\n        return out\n",
+        Invalid(snippet("""
+            import torch
+            _CACHE = {}
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    key = (x[0, 0].item(), x[-1, -1].item(), x.sum().item())
+                    if key in _CACHE:
+                        return _CACHE[key].clone()
+                    out = _ext.run(x)
+                    _CACHE[key] = out
+                    return out
+        """), line=6, message="A persistent cache (module global _CACHE) is keyed by `x.sum().item()`"),
         # copied into a fresh output
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        k = tuple(x.flatten()[::4096].tolist())\n"
-        "        out = torch.empty_like(x)\n        hit = self._memo.get(k)\n        if hit is not None:\n            out.copy_(hit)\n"
-        "            return out\n        _ext.run(x, out)\n        self._memo[k] = out.clone()\n        return out\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    k = tuple(x.flatten()[::4096].tolist())
+                    out = torch.empty_like(x)
+                    hit = self._memo.get(k)
+                    if hit is not None:
+                        out.copy_(hit)
+                        return out
+                    _ext.run(x, out)
+                    self._memo[k] = out.clone()
+                    return out
+        """), line=6, message="A persistent cache (self._memo) is keyed by `x.flatten()[::4096].tolist()`"),
     ]
 
     def key_of(self, expr: cst.BaseExpression, frame: Frame) -> Optional[str]:

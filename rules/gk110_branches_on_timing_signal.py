@@ -5,6 +5,7 @@ import libcst as cst
 from gatekeeper.report import Category, Severity
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.walk import subtree
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 # Signals a submission can read to guess that it is being checked or timed.
 _SIGNALS = {
@@ -59,20 +60,58 @@ class BranchesOnTimingSignal(Rule):
     hint = "Take the same path on every call; decide configuration once in `__init__` from the inputs' properties, never from the harness's state."
 
     VALID = [
-        "import os, torch\nDEBUG = os.environ.get('MY_DEBUG') == '1'\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        return run(x)\n",
+        Valid(snippet("""
+            import os, torch
+            DEBUG = os.environ.get('MY_DEBUG') == '1'
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    return run(x)
+        """)),
     ]
     INVALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        if torch.cuda.is_current_stream_capturing():\n"
-        "            return self.out\n        return run(x)\n",
-        "import sys, torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        if 'bench' in ' '.join(sys.argv):\n"
-        "            return cheap(x)\n        return run(x)\n",
-        "from os import getenv as ge\nimport torch\ndef forward(x):\n    return cheap(x) if ge('TIMING') else run(x)\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if torch.cuda.is_current_stream_capturing():
+                        return self.out
+                    return run(x)
+        """), line=4, message="This condition reads whether a CUDA graph is being captured"),
+        Invalid(snippet("""
+            import sys, torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if 'bench' in ' '.join(sys.argv):
+                        return cheap(x)
+                    return run(x)
+        """), line=4, message="This condition reads the command line of the harness (`sys.argv`) on every call"),
+        Invalid(snippet("""
+            from os import getenv as ge
+            import torch
+            def forward(x):
+                return cheap(x) if ge('TIMING') else run(x)
+        """), line=4, message="This condition reads environment variables (`os.getenv`) on every call"),
         # the reference class loaded in the process, read through a predicate helper
-        "import torch\nimport torch.nn as nn\ndef _timed():\n    return any(c.__name__ == 'Model' for c in nn.Module.__subclasses__())\n"
-        "class ModelNew(nn.Module):\n    def forward(self, x):\n        if _timed():\n            return self.memo\n        return run(x)\n",
-        "import torch\nimport torch.nn as nn\ndef _timed():\n    return any(c.__name__ == 'Model' for c in nn.Module.__subclasses__())\n"
-        "class ModelNew(nn.Module):\n    def forward(self, x):\n        return _ext.f(x, _timed())\n",
+        Invalid(snippet("""
+            import torch
+            import torch.nn as nn
+            def _timed():
+                return any(c.__name__ == 'Model' for c in nn.Module.__subclasses__())
+            class ModelNew(nn.Module):
+                def forward(self, x):
+                    if _timed():
+                        return self.memo
+                    return run(x)
+        """), line=7, message="This condition reads which nn.Module classes the process has loaded (the harness's reference)"),
+        Invalid(snippet("""
+            import torch
+            import torch.nn as nn
+            def _timed():
+                return any(c.__name__ == 'Model' for c in nn.Module.__subclasses__())
+            class ModelNew(nn.Module):
+                def forward(self, x):
+                    return _ext.f(x, _timed())
+        """), line=7, message="`_timed()` reads which nn.Module classes the process has loaded (the harness's reference)"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:

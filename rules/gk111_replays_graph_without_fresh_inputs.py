@@ -5,6 +5,7 @@ import libcst as cst
 from gatekeeper.report import Category, Severity
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.walk import subtree
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 
 class ReplaysGraphWithoutFreshInputs(Rule):
@@ -33,18 +34,52 @@ class ReplaysGraphWithoutFreshInputs(Rule):
     hint = "Before `graph.replay()`, copy every input into the static buffers the graph was captured on (`self.static_x.copy_(x)`), and return a fresh copy of the static output."
 
     VALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        self.static_x.copy_(x)\n"
-        "        self.graph.replay()\n        return self.static_y.clone()\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        x_in = x if x.is_contiguous() else x.contiguous()\n"
-        "        self.static_x.copy_(x_in)\n        self.graph.replay()\n        return self.static_y.clone()\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        if self._ptr != x.data_ptr():\n"
-        "            self._capture(x)\n            self._ptr = x.data_ptr()\n        self.graph.replay()\n        return self.static_y.clone()\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    self.static_x.copy_(x)
+                    self.graph.replay()
+                    return self.static_y.clone()
+        """)),
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    x_in = x if x.is_contiguous() else x.contiguous()
+                    self.static_x.copy_(x_in)
+                    self.graph.replay()
+                    return self.static_y.clone()
+        """)),
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if self._ptr != x.data_ptr():
+                        self._capture(x)
+                        self._ptr = x.data_ptr()
+                    self.graph.replay()
+                    return self.static_y.clone()
+        """)),
     ]
     INVALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        if self.graph is None:\n"
-        "            self.capture(x)\n        self.graph.replay()\n        return self.static_y\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n        g = self._g\n        g.replay()\n"
-        "        return self._out.clone()\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if self.graph is None:
+                        self.capture(x)
+                    self.graph.replay()
+                    return self.static_y
+        """), line=6, message="forward replays a captured CUDA graph but never copies its inputs (x) into the graph's input buffers"),
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, a, b):
+                    g = self._g
+                    g.replay()
+                    return self._out.clone()
+        """), line=5, message="forward replays a captured CUDA graph but never copies its inputs (a, b) into the graph's input"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
+from gatekeeper.static.examples import Example
 
 if TYPE_CHECKING:
     from gatekeeper.static.context import FileContext
@@ -37,8 +38,10 @@ class Rule:
     # Rules that only make sense with the reference problem at hand.
     needs_problem: ClassVar[bool] = False
     options: ClassVar[dict[str, Any]] = {}
-    VALID: ClassVar[list[str]] = []
-    INVALID: ClassVar[list[str]] = []
+    # Valid(...) / Invalid(..., line=, message=) objects (gatekeeper/static/examples.py);
+    # plain strings are still accepted from user rule folders.
+    VALID: ClassVar[list[Example]] = []
+    INVALID: ClassVar[list[Example]] = []
     # Problem source the examples are checked against (when needs_problem or useful).
     EXAMPLE_PROBLEM: ClassVar[Optional[str]] = None
     # Where the rule was loaded from, set by discovery.
