@@ -4,6 +4,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 
 class MissingModelNew(Rule):
@@ -19,13 +20,34 @@ class MissingModelNew(Rule):
     hint = "Define `class ModelNew(torch.nn.Module)` with the same constructor arguments as the reference `Model` and a `forward` with the same inputs."
 
     VALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n",
-        "import torch\nclass _Impl(torch.nn.Module):\n    pass\nModelNew = _Impl\n",
-        "from mykernels import ModelNew\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    return x
+        """)),
+        Valid(snippet("""
+            import torch
+            class _Impl(torch.nn.Module):
+                pass
+            ModelNew = _Impl
+        """)),
+        Valid("from mykernels import ModelNew\n"),
     ]
     INVALID = [
-        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n",
-        "import torch\ndef make():\n    class ModelNew(torch.nn.Module):\n        pass\n    return ModelNew\n",
+        Invalid(snippet("""
+            import torch
+            class Model(torch.nn.Module):
+                def forward(self, x):
+                    return x
+        """), line=1, message="The submission defines no `ModelNew` at module level"),
+        Invalid(snippet("""
+            import torch
+            def make():
+                class ModelNew(torch.nn.Module):
+                    pass
+                return ModelNew
+        """), line=1, message="The submission defines no `ModelNew` at module level"),
     ]
 
     def finish(self) -> None:
