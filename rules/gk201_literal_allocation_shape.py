@@ -11,6 +11,7 @@ from gatekeeper.analyses.shape_helpers import (
 )
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.walk import subtree
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 _P = "R = 4\nB = 16\nD = 48\ndef get_inputs():\n    return [torch.randn(R, B, D)]\n"
 _TORCH_ALLOC = frozenset({"empty", "zeros", "ones", "full", "rand", "randn", "empty_strided"})
@@ -89,24 +90,101 @@ class LiteralAllocationShape(Rule):
     )
     EXAMPLE_PROBLEM = _P
     VALID = [
-        _HEADER + "        y = torch.empty((x.size(1), x.size(2)), device=x.device, dtype=x.dtype)\n        k(x, y)\n        return y\n",
-        _HEADER + "        B, D = x.shape[1], x.shape[2]\n        y = x.new_empty((B, D))\n        k(x, y)\n        return y\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = torch.empty((x.size(1), x.size(2)), device=x.device, dtype=x.dtype)
+                    k(x, y)
+                    return y
+        """)),
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    B, D = x.shape[1], x.shape[2]
+                    y = x.new_empty((B, D))
+                    k(x, y)
+                    return y
+        """)),
         # a scratch buffer of tile count, not a shape
-        _HEADER + "        ws = torch.zeros(256, device=x.device)\n        y = torch.empty_like(x[0])\n        k(x, ws, y)\n        return y\n",
-        _HEADER + "        flag = torch.zeros(1, dtype=torch.int32, device=x.device)\n        return k(x, flag)\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    ws = torch.zeros(256, device=x.device)
+                    y = torch.empty_like(x[0])
+                    k(x, ws, y)
+                    return y
+        """)),
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    flag = torch.zeros(1, dtype=torch.int32, device=x.device)
+                    return k(x, flag)
+        """)),
         # a 4x4 stencil when the problem has R = 4 ranks: one small size, not the shape
-        _HEADER + "        w = torch.ones(x.size(0), 4, 4, device=x.device)\n        return k(x, w)\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    w = torch.ones(x.size(0), 4, 4, device=x.device)
+                    return k(x, w)
+        """)),
     ]
     INVALID = [
-        _HEADER + "        y = torch.empty((16, 48), device=x.device, dtype=x.dtype)\n        k(x, y)\n        return y\n",
-        "import torch as T\nclass ModelNew(T.nn.Module):\n    def forward(self, x):\n        return k(x, T.zeros(16, 48, device=x.device))\n",
-        "import torch\nSHAPE = (16, 48)\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        y = torch.empty(SHAPE, device=x.device)\n        k(x, y)\n        return y\n",
-        "import torch\nB = 16\nD = 48\ndef _out(x):\n    return x.new_empty([B, D])\n"
-        "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = _out(x)\n        k(x, y)\n        return y\n",
-        "import torch\nSHAPE = (16, 48)\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        return k(x, torch.zeros(*SHAPE, device=x.device))\n",
-        _HEADER + "        shape = (x.size(1), 48)\n        y = torch.empty(shape, device=x.device)\n        k(x, y)\n        return y\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = torch.empty((16, 48), device=x.device, dtype=x.dtype)
+                    k(x, y)
+                    return y
+        """), line=4, message="`torch.empty((16, 48), device=x.device, dtype=x.dtype)` allocates the literal shape (16, 48)"),
+        Invalid(snippet("""
+            import torch as T
+            class ModelNew(T.nn.Module):
+                def forward(self, x):
+                    return k(x, T.zeros(16, 48, device=x.device))
+        """), line=4, message="`T.zeros(16, 48, device=x.device)` allocates the literal shape (16, 48)"),
+        Invalid(snippet("""
+            import torch
+            SHAPE = (16, 48)
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = torch.empty(SHAPE, device=x.device)
+                    k(x, y)
+                    return y
+        """), line=5, message="`torch.empty(SHAPE, device=x.device)` allocates the literal shape (16, 48)"),
+        Invalid(snippet("""
+            import torch
+            B = 16
+            D = 48
+            def _out(x):
+                return x.new_empty([B, D])
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = _out(x)
+                    k(x, y)
+                    return y
+        """), line=5, message="`x.new_empty([B, D])` allocates the literal shape (16, 48)"),
+        Invalid(snippet("""
+            import torch
+            SHAPE = (16, 48)
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    return k(x, torch.zeros(*SHAPE, device=x.device))
+        """), line=5, message="`torch.zeros(*SHAPE, device=x.device)` allocates the literal shape (16, 48)"),
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    shape = (x.size(1), 48)
+                    y = torch.empty(shape, device=x.device)
+                    k(x, y)
+                    return y
+        """), line=5, message="`torch.empty(shape, device=x.device)` allocates the literal shape (?, 48)"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:

@@ -7,6 +7,7 @@ import libcst as cst
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.shape_helpers import in_main_guard, py_int, reach, py_shape, shape_text, significant_match, sizes_for
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 _P = "R = 4\nB = 16\nD = 48\ndef get_inputs():\n    return [torch.randn(R, B, D)]\n"
 # method -> index of the shape argument in the method form (the function form has the
@@ -62,18 +63,55 @@ class LiteralViewShape(Rule):
     )
     EXAMPLE_PROBLEM = _P
     VALID = [
-        _HEADER + "        y = k(x.view(-1, x.size(-1)))\n        return y.view(x.size(1), x.size(2))\n",
-        _HEADER + "        return k(x.reshape(x.size(0), -1)).view(x.shape[1:])\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = k(x.view(-1, x.size(-1)))
+                    return y.view(x.size(1), x.size(2))
+        """)),
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    return k(x.reshape(x.size(0), -1)).view(x.shape[1:])
+        """)),
         # a dtype view and a small literal that is not a problem size
-        _HEADER + "        y = k(x.view(torch.int32))\n        return y.view(-1, 2)\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = k(x.view(torch.int32))
+                    return y.view(-1, 2)
+        """)),
     ]
     INVALID = [
-        _HEADER + "        y = k(x)\n        return y.view(16, 48)\n",
-        _HEADER + "        return k(x.reshape(-1, 48))\n",
-        "import torch as T\nclass ModelNew(T.nn.Module):\n    def forward(self, x):\n"
-        "        return k(T.as_strided(x, (x.size(1), x.size(2)), (48, 1)))\n",
-        "import torch\nOUT = (16, 48)\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        return k(x).expand(OUT)\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = k(x)
+                    return y.view(16, 48)
+        """), line=5, message="`y.view(16, 48)` reshapes to the literal sizes (16, 48)"),
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    return k(x.reshape(-1, 48))
+        """), line=4, message="`x.reshape(-1, 48)` reshapes to the literal sizes (-1, 48)"),
+        Invalid(snippet("""
+            import torch as T
+            class ModelNew(T.nn.Module):
+                def forward(self, x):
+                    return k(T.as_strided(x, (x.size(1), x.size(2)), (48, 1)))
+        """), line=4, message="`T.as_strided(x, (x.size(1), x.size(2)), (48, 1))` reshapes to the literal sizes"),
+        Invalid(snippet("""
+            import torch
+            OUT = (16, 48)
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    return k(x).expand(OUT)
+        """), line=5, message="`k(x).expand(OUT)` reshapes to the literal sizes (16, 48)"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:

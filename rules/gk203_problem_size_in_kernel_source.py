@@ -12,6 +12,7 @@ from gatekeeper.analyses.cpp_number_roles import CppRoles, tile_bound
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.walk import subtree
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 _P = "R = 4\nB = 16\nD = 48\ndef get_inputs():\n    return [torch.randn(R, B, D)]\n"
 
@@ -96,78 +97,204 @@ class ProblemSizeInKernelSource(Rule):
     )
     EXAMPLE_PROBLEM = _P
     VALID = [
-        "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x, y, n, BLOCK: tl.constexpr):\n"
-        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    m = offs < n\n    tl.store(y + offs, tl.load(x + offs, mask=m) * 2, mask=m)\n"
-        "def launch(x, y):\n    k[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)\n    return 768\n",
-        "src = '''\n__global__ void k(const float* x, float* y, int n, int rows) {\n"
-        "  int i = blockIdx.x * 256 + threadIdx.x;\n  if (i < n) { float s = 0; for (int r = 0; r < rows; ++r) s += x[r * n + i]; y[i] = s / rows; }\n}\n"
-        "torch::Tensor f(torch::Tensor x) { auto n = x.size(1) * x.size(2); auto y = torch::empty({x.size(1), x.size(2)}, x.options());\n"
-        "  k<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n, x.size(0)); return y; }\n'''\n",
+        Valid(snippet("""
+            import triton
+            import triton.language as tl
+            @triton.jit
+            def k(x, y, n, BLOCK: tl.constexpr):
+                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                m = offs < n
+                tl.store(y + offs, tl.load(x + offs, mask=m) * 2, mask=m)
+            def launch(x, y):
+                k[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)
+                return 768
+        """)),
+        Valid(snippet("""
+            src = '''
+            __global__ void k(const float* x, float* y, int n, int rows) {
+              int i = blockIdx.x * 256 + threadIdx.x;
+              if (i < n) { float s = 0; for (int r = 0; r < rows; ++r) s += x[r * n + i]; y[i] = s / rows; }
+            }
+            torch::Tensor f(torch::Tensor x) { auto n = x.size(1) * x.size(2); auto y = torch::empty({x.size(1), x.size(2)}, x.options());
+              k<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n, x.size(0)); return y; }
+            '''
+        """)),
         # Triton: 768 (= B*D) and 1536 scale and shift a value: not address layout
-        "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n"
-        "    pid = tl.program_id(0)\n    offs = pid * BLOCK + tl.arange(0, BLOCK)\n    m = offs < n\n"
-        "    v = tl.load(x_ptr + offs, mask=m)\n    tl.store(y_ptr + offs, v * 768 + 1536, mask=m)\n",
+        Valid(snippet("""
+            import triton
+            import triton.language as tl
+            @triton.jit
+            def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+                pid = tl.program_id(0)
+                offs = pid * BLOCK + tl.arange(0, BLOCK)
+                m = offs < n
+                v = tl.load(x_ptr + offs, mask=m)
+                tl.store(y_ptr + offs, v * 768 + 1536, mask=m)
+        """)),
         # the number in a comment or string is not code
-        "src = '''\n#include <torch/extension.h>\n// tuned for 768 elements\n__global__ void k(float* y, int n) { const char* s = \"1536\"; }\n'''\n",
+        Valid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            // tuned for 768 elements
+            __global__ void k(float* y, int n) { const char* s = "1536"; }
+            '''
+        """)),
         # a tile width of 48 (= D) used only as a tile width, with a computed grid
-        "src = '''\n#define TILE 48\n__global__ void k(const float* x, float* y, int n) {\n"
-        "  __shared__ float s[TILE];\n  int i = blockIdx.x * TILE + threadIdx.x;\n  if (i < n) y[i] = x[i];\n}\n"
-        "torch::Tensor f(torch::Tensor x) { int n = x.numel(); auto y = torch::empty_like(x);\n"
-        "  k<<<(n + TILE - 1) / TILE, TILE>>>(x.data_ptr<float>(), y.data_ptr<float>(), n); return y; }\n'''\n",
+        Valid(snippet("""
+            src = '''
+            #define TILE 48
+            __global__ void k(const float* x, float* y, int n) {
+              __shared__ float s[TILE];
+              int i = blockIdx.x * TILE + threadIdx.x;
+              if (i < n) y[i] = x[i];
+            }
+            torch::Tensor f(torch::Tensor x) { int n = x.numel(); auto y = torch::empty_like(x);
+              k<<<(n + TILE - 1) / TILE, TILE>>>(x.data_ptr<float>(), y.data_ptr<float>(), n); return y; }
+            '''
+        """)),
         # a grid capped at 768 blocks (= B*D) with a grid-stride loop, a float addend, a bit
         # pattern and a tile macro's argument: none of them is a size role
-        "src = '''\n#define DEF_TILE(a, b) constexpr int T##a = a * b;\nDEF_TILE(64, 192)\n"
-        "__global__ void k(const float* x, float* y, int n) {\n"
-        "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {\n"
-        "    float t0 = x[i]; unsigned m = 0x300u & __float_as_uint(t0); y[i] = t0 + 48 + m; }\n}\n"
-        "torch::Tensor f(torch::Tensor x) { int n = x.numel(); auto y = torch::empty_like(x);\n"
-        "  int blocks = std::min((n + 255) / 256, 768);\n"
-        "  k<<<blocks, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n); return y; }\n'''\n",
+        Valid(snippet("""
+            src = '''
+            #define DEF_TILE(a, b) constexpr int T##a = a * b;
+            DEF_TILE(64, 192)
+            __global__ void k(const float* x, float* y, int n) {
+              for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+                float t0 = x[i]; unsigned m = 0x300u & __float_as_uint(t0); y[i] = t0 + 48 + m; }
+            }
+            torch::Tensor f(torch::Tensor x) { int n = x.numel(); auto y = torch::empty_like(x);
+              int blocks = std::min((n + 255) / 256, 768);
+              k<<<blocks, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n); return y; }
+            '''
+        """)),
         # a reduction tile BK = 768 stepped over n, and a shared buffer of 768 with a loop over n
-        "src = '''\nconstexpr int BK = 768;\n__global__ void k(const float* x, float* y, int n) {\n"
-        "  __shared__ float s[768];\n  float acc = 0;\n  for (int k0 = 0; k0 < n; k0 += BK) {\n"
-        "    for (int j = threadIdx.x; j < BK && k0 + j < n; j += blockDim.x) s[j] = x[k0 + j];\n"
-        "    __syncthreads();\n    if (threadIdx.x == 0) for (int j = 0; j < min(BK, n - k0); ++j) acc += s[j];\n"
-        "    __syncthreads();\n  }\n  if (threadIdx.x == 0) y[0] = acc;\n}\n'''\n",
+        Valid(snippet("""
+            src = '''
+            constexpr int BK = 768;
+            __global__ void k(const float* x, float* y, int n) {
+              __shared__ float s[768];
+              float acc = 0;
+              for (int k0 = 0; k0 < n; k0 += BK) {
+                for (int j = threadIdx.x; j < BK && k0 + j < n; j += blockDim.x) s[j] = x[k0 + j];
+                __syncthreads();
+                if (threadIdx.x == 0) for (int j = 0; j < min(BK, n - k0); ++j) acc += s[j];
+                __syncthreads();
+              }
+              if (threadIdx.x == 0) y[0] = acc;
+            }
+            '''
+        """)),
         # a halo of 48 (= D) inside a shared tile: shared-memory geometry, not the input's layout
-        "src = '''\n__global__ void k(const float* x, float* y, int n) {\n  __shared__ float s[96];\n"
-        "  int t0 = threadIdx.x, i = blockIdx.x * 48 + t0;\n  if (i < n) s[t0 + 48] = x[i];\n  __syncthreads();\n"
-        "  if (i < n) y[i] = s[t0 + 48] + s[t0];\n}\n'''\n",
+        Valid(snippet("""
+            src = '''
+            __global__ void k(const float* x, float* y, int n) {
+              __shared__ float s[96];
+              int t0 = threadIdx.x, i = blockIdx.x * 48 + t0;
+              if (i < n) s[t0 + 48] = x[i];
+              __syncthreads();
+              if (i < n) y[i] = s[t0 + 48] + s[t0];
+            }
+            '''
+        """)),
         # a tiled matmul with TILE = 48 (= D): 2-D shared tiles, t * TILE + threadIdx.x, a loop
         # over the tile, and a pointer argument named x next to threadIdx.x
-        "src = '''\n#define TILE 48\n__global__ void mm(const float* x, const float* w, float* y, int M, int N, int K) {\n"
-        "  __shared__ float xs[TILE][TILE];\n  __shared__ float ws[TILE][TILE];\n"
-        "  int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;\n  float acc = 0;\n"
-        "  for (int t = 0; t < (K + TILE - 1) / TILE; ++t) {\n    int xc = t * TILE + threadIdx.x, wr = t * TILE + threadIdx.y;\n"
-        "    xs[threadIdx.y][threadIdx.x] = (row < M && xc < K) ? x[row * K + xc] : 0.f;\n"
-        "    ws[threadIdx.y][threadIdx.x] = (wr < K && col < N) ? w[wr * N + col] : 0.f;\n    __syncthreads();\n"
-        "    for (int i = 0; i < TILE; ++i) acc += xs[threadIdx.y][i] * ws[i][threadIdx.x];\n    __syncthreads();\n  }\n"
-        "  if (row < M && col < N) y[row * N + col] = acc;\n}\n'''\n",
+        Valid(snippet("""
+            src = '''
+            #define TILE 48
+            __global__ void mm(const float* x, const float* w, float* y, int M, int N, int K) {
+              __shared__ float xs[TILE][TILE];
+              __shared__ float ws[TILE][TILE];
+              int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
+              float acc = 0;
+              for (int t = 0; t < (K + TILE - 1) / TILE; ++t) {
+                int xc = t * TILE + threadIdx.x, wr = t * TILE + threadIdx.y;
+                xs[threadIdx.y][threadIdx.x] = (row < M && xc < K) ? x[row * K + xc] : 0.f;
+                ws[threadIdx.y][threadIdx.x] = (wr < K && col < N) ? w[wr * N + col] : 0.f;
+                __syncthreads();
+                for (int i = 0; i < TILE; ++i) acc += xs[threadIdx.y][i] * ws[i][threadIdx.x];
+                __syncthreads();
+              }
+              if (row < M && col < N) y[row * N + col] = acc;
+            }
+            '''
+        """)),
     ]
     INVALID = [
-        "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x, y, BLOCK: tl.constexpr):\n"
-        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    tl.store(y + offs, tl.load(x + offs) + tl.load(x + 768 + offs))\n",
-        "src = '''\n#include <torch/extension.h>\n__global__ void k(const float* x, float* y) {\n"
-        "  int off = threadIdx.x << 2;\n  y[off] = x[off] + x[768 + off] + x[1536 + off] + x[2304 + off];\n}\n'''\n",
-        "src = '''\n#define N 768\n__global__ void k(const float* x, float* y) { int i = threadIdx.x; if (i < N) y[i] = x[i]; }\n'''\n",
-        "src = '''\nconstexpr int kCols = 48;\n__global__ void k(const float* x, float* y) { y[threadIdx.x] = x[threadIdx.x * kCols]; }\n'''\n",
+        Invalid(snippet("""
+            import triton
+            import triton.language as tl
+            @triton.jit
+            def k(x, y, BLOCK: tl.constexpr):
+                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                tl.store(y + offs, tl.load(x + offs) + tl.load(x + 768 + offs))
+        """), line=6, message="The Triton kernel `k` uses the literal 768 as an index offset"),
+        Invalid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            __global__ void k(const float* x, float* y) {
+              int off = threadIdx.x << 2;
+              y[off] = x[off] + x[768 + off] + x[1536 + off] + x[2304 + off];
+            }
+            '''
+        """), line=5, message="The kernel source uses the literal 768 as an index offset"),
+        Invalid(snippet("""
+            src = '''
+            #define N 768
+            __global__ void k(const float* x, float* y) { int i = threadIdx.x; if (i < N) y[i] = x[i]; }
+            '''
+        """), line=2, message="The kernel source defines `#define N 768` and uses N as a loop or guard bound"),
+        Invalid(snippet("""
+            src = '''
+            constexpr int kCols = 48;
+            __global__ void k(const float* x, float* y) { y[threadIdx.x] = x[threadIdx.x * kCols]; }
+            '''
+        """), line=2, message="The kernel source defines `kCols = 48` and uses kCols as a row stride in an index"),
         # the macro is computed, and the source reads sizes elsewhere
-        "src = '''\n#define ROW (16 * 48)\n__global__ void k(const float* x, float* y, int n) {\n"
-        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = x[i] + x[ROW + i];\n}\n"
-        "torch::Tensor f(torch::Tensor x) { int n = x.numel(); auto y = torch::empty_like(x);\n"
-        "  k<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n); return y; }\n'''\n",
+        Invalid(snippet("""
+            src = '''
+            #define ROW (16 * 48)
+            __global__ void k(const float* x, float* y, int n) {
+              int i = blockIdx.x * blockDim.x + threadIdx.x;
+              if (i < n) y[i] = x[i] + x[ROW + i];
+            }
+            torch::Tensor f(torch::Tensor x) { int n = x.numel(); auto y = torch::empty_like(x);
+              k<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n); return y; }
+            '''
+        """), line=2, message="The kernel source defines `#define ROW (16 * 48)` and uses ROW as an index offset"),
         # the kernel is given n but loops to the nominal row length and strides by it
-        "src = '''\n__global__ void k(const float* x, float* y, int n) {\n  int r = blockIdx.x * blockDim.x + threadIdx.x;\n"
-        "  if (r < n) { float s = 0; for (int k = 0; k < 48; ++k) s += x[r * 48 + k]; y[r] = s; }\n}\n'''\n",
+        Invalid(snippet("""
+            src = '''
+            __global__ void k(const float* x, float* y, int n) {
+              int r = blockIdx.x * blockDim.x + threadIdx.x;
+              if (r < n) { float s = 0; for (int k = 0; k < 48; ++k) s += x[r * 48 + k]; y[r] = s; }
+            }
+            '''
+        """), line=4, message="The kernel source uses the literal 48 as a loop or guard bound"),
         # Triton: the row stride 48 (= D) baked into offsets that address the input
-        "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x_ptr, y_ptr, BLOCK: tl.constexpr):\n"
-        "    row = tl.program_id(0)\n    offs = row * 48 + tl.arange(0, BLOCK)\n"
-        "    tl.store(y_ptr + offs, tl.load(x_ptr + offs))\n",
+        Invalid(snippet("""
+            import triton
+            import triton.language as tl
+            @triton.jit
+            def k(x_ptr, y_ptr, BLOCK: tl.constexpr):
+                row = tl.program_id(0)
+                offs = row * 48 + tl.arange(0, BLOCK)
+                tl.store(y_ptr + offs, tl.load(x_ptr + offs))
+        """), line=6, message="The Triton kernel `k` uses the literal 48 as a row stride in an index"),
         # a power-of-two row stride (64 = R*B) into an input pointer, in a kernel given n
-        "src = '''\n__global__ void k(const float* x, float* y, int n) {\n  int r = blockIdx.x * blockDim.x + threadIdx.x;\n"
-        "  if (r < n) y[r] = x[r * 64 + 1];\n}\n'''\n",
+        Invalid(snippet("""
+            src = '''
+            __global__ void k(const float* x, float* y, int n) {
+              int r = blockIdx.x * blockDim.x + threadIdx.x;
+              if (r < n) y[r] = x[r * 64 + 1];
+            }
+            '''
+        """), line=4, message="The kernel source uses the literal 64 as an index offset"),
         # an output allocated at the nominal shape in C++
-        "src = '''\ntorch::Tensor f(torch::Tensor x) { auto y = torch::empty({16, 48}, x.options()); return y; }\n'''\n",
+        Invalid(snippet("""
+            src = '''
+            torch::Tensor f(torch::Tensor x) { auto y = torch::empty({16, 48}, x.options()); return y; }
+            '''
+        """), line=2, message="The kernel source uses the literal 48 as an allocation size"),
     ]
 
     triton_message = (

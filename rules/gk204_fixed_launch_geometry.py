@@ -10,6 +10,7 @@ from gatekeeper.analyses.cpp_number_roles import CppRoles
 from gatekeeper.analyses.shape_helpers import in_main_guard, module_constant, py_int, py_shape, size_read_kind, sizes_for
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 _P = "R = 4\nB = 16\nD = 48\ndef get_inputs():\n    return [torch.randn(R, B, D)]\n"
 _TRITON = "import torch, triton\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x[0])\n"
@@ -73,27 +74,85 @@ class FixedLaunchGeometry(Rule):
     )
     EXAMPLE_PROBLEM = _P
     VALID = [
-        "src = '''\n__global__ void k(const float* x, float* y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }\n"
-        "torch::Tensor f(torch::Tensor x) { int n = x.numel(); auto y = torch::empty_like(x);\n"
-        "  const int threads = 256; k<<<(n + threads - 1) / threads, threads>>>(x.data_ptr<float>(), y.data_ptr<float>(), n); return y; }\n'''\n",
+        Valid(snippet("""
+            src = '''
+            __global__ void k(const float* x, float* y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }
+            torch::Tensor f(torch::Tensor x) { int n = x.numel(); auto y = torch::empty_like(x);
+              const int threads = 256; k<<<(n + threads - 1) / threads, threads>>>(x.data_ptr<float>(), y.data_ptr<float>(), n); return y; }
+            '''
+        """)),
         # a single block looping over n
-        "src = '''\n__global__ void k(const float* x, float* y, int n) { for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = x[i]; }\n"
-        "torch::Tensor f(torch::Tensor x) { auto y = torch::empty_like(x); k<<<1, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel()); return y; }\n'''\n",
-        _TRITON + "        n = y.numel()\n        k[(triton.cdiv(n, 256),)](x, y, n, BLOCK_SIZE=256)\n        return y\n",
-        _TRITON + "        grid = lambda meta: (triton.cdiv(y.numel(), meta['BLOCK']),)\n        k[grid](x, y, y.numel(), BLOCK=128)\n        return y\n",
+        Valid(snippet("""
+            src = '''
+            __global__ void k(const float* x, float* y, int n) { for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = x[i]; }
+            torch::Tensor f(torch::Tensor x) { auto y = torch::empty_like(x); k<<<1, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel()); return y; }
+            '''
+        """)),
+        Valid(snippet("""
+            import torch, triton
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = torch.empty_like(x[0])
+                    n = y.numel()
+                    k[(triton.cdiv(n, 256),)](x, y, n, BLOCK_SIZE=256)
+                    return y
+        """)),
+        Valid(snippet("""
+            import torch, triton
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = torch.empty_like(x[0])
+                    grid = lambda meta: (triton.cdiv(y.numel(), meta['BLOCK']),)
+                    k[grid](x, y, y.numel(), BLOCK=128)
+                    return y
+        """)),
         # indexing a module list is not a launch
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return self.heads[16](x)\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    return self.heads[16](x)
+        """)),
     ]
     INVALID = [
-        "src = '''\n__global__ void k(const float* x, float* y) { int i = threadIdx.x << 2; y[i] = x[i]; }\n"
-        "torch::Tensor f(torch::Tensor x, torch::Tensor y) { k<<<1, 192>>>(x.data_ptr<float>(), y.data_ptr<float>()); return y; }\n'''\n",
-        "src = '''\n#define THREADS 256\nconstexpr int BLOCKS = 3;\n__global__ void k(const float* x, float* y) { int i = blockIdx.x * THREADS + threadIdx.x; y[i] = x[i]; }\n"
-        "torch::Tensor f(torch::Tensor x) { auto y = torch::empty({x.size(1), x.size(2)}, x.options()); k<<<BLOCKS, THREADS>>>(x.data_ptr<float>(), y.data_ptr<float>()); return y; }\n'''\n",
-        "src = '''\n__global__ void k(const float* x, float* y) { y[blockIdx.y * 48 + blockIdx.x] = x[0]; }\n"
-        "torch::Tensor f(torch::Tensor x) { auto y = torch::empty({x.size(1), x.size(2)}, x.options()); dim3 grid(16, 48); k<<<grid, 1>>>(x.data_ptr<float>(), y.data_ptr<float>()); return y; }\n'''\n",
-        _TRITON + "        k[(3,)](x, y, BLOCK_SIZE=256)\n        return y\n",
-        "import torch\nB = 16\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        y = torch.empty_like(x[0])\n        grid = (B,)\n        row_kernel[grid](x, y, x.stride(1))\n        return y\n",
+        Invalid(snippet("""
+            src = '''
+            __global__ void k(const float* x, float* y) { int i = threadIdx.x << 2; y[i] = x[i]; }
+            torch::Tensor f(torch::Tensor x, torch::Tensor y) { k<<<1, 192>>>(x.data_ptr<float>(), y.data_ptr<float>()); return y; }
+            '''
+        """), line=3, message="`<<<1, 192>>>` launches a fixed geometry of 1 block(s) x 192 threads"),
+        Invalid(snippet("""
+            src = '''
+            #define THREADS 256
+            constexpr int BLOCKS = 3;
+            __global__ void k(const float* x, float* y) { int i = blockIdx.x * THREADS + threadIdx.x; y[i] = x[i]; }
+            torch::Tensor f(torch::Tensor x) { auto y = torch::empty({x.size(1), x.size(2)}, x.options()); k<<<BLOCKS, THREADS>>>(x.data_ptr<float>(), y.data_ptr<float>()); return y; }
+            '''
+        """), line=5, message="`<<<BLOCKS, THREADS>>>` launches a fixed geometry of 3 block(s) x 256 threads"),
+        Invalid(snippet("""
+            src = '''
+            __global__ void k(const float* x, float* y) { y[blockIdx.y * 48 + blockIdx.x] = x[0]; }
+            torch::Tensor f(torch::Tensor x) { auto y = torch::empty({x.size(1), x.size(2)}, x.options()); dim3 grid(16, 48); k<<<grid, 1>>>(x.data_ptr<float>(), y.data_ptr<float>()); return y; }
+            '''
+        """), line=3, message="`<<<grid, 1>>>` launches a fixed geometry of 768 block(s) x 1 threads"),
+        Invalid(snippet("""
+            import torch, triton
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = torch.empty_like(x[0])
+                    k[(3,)](x, y, BLOCK_SIZE=256)
+                    return y
+        """), line=5, message="`k[(3,)]` launches a fixed geometry of 3 program(s)"),
+        Invalid(snippet("""
+            import torch
+            B = 16
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = torch.empty_like(x[0])
+                    grid = (B,)
+                    row_kernel[grid](x, y, x.stride(1))
+                    return y
+        """), line=7, message="`row_kernel[grid]` launches a fixed geometry of 16 program(s)"),
     ]
 
     # C++ / CUDA ------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from gatekeeper.analyses.shape_helpers import (
 )
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 _P = "R = 4\nB = 16\nD = 48\ndef get_inputs():\n    return [torch.randn(R, B, D)]\n"
 _HEADER = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
@@ -78,24 +79,111 @@ class ShapeDispatch(Rule):
     )
     EXAMPLE_PROBLEM = _P
     VALID = [
-        _HEADER + "        assert x.dim() == 3 and x.shape[-1] % 4 == 0\n        if x.size(0) == 1:\n            x = x.squeeze(0)\n        return k(x)\n",
-        _HEADER + "        if x.size(-1) > 1024:\n            raise ValueError('row too long for one block')\n        return k(x, x.size(0), x.size(1))\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x, w):\n"
-        "        if x.size(1) != w.size(0):\n            raise ValueError('shape mismatch')\n        return k(x, w)\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    assert x.dim() == 3 and x.shape[-1] % 4 == 0
+                    if x.size(0) == 1:
+                        x = x.squeeze(0)
+                    return k(x)
+        """)),
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if x.size(-1) > 1024:
+                        raise ValueError('row too long for one block')
+                    return k(x, x.size(0), x.size(1))
+        """)),
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x, w):
+                    if x.size(1) != w.size(0):
+                        raise ValueError('shape mismatch')
+                    return k(x, w)
+        """)),
         # a kernel cache keyed by shape, filled at run time, is not a literal table
-        _HEADER + "        key = tuple(x.shape)\n        if key not in self._compiled:\n            self._compiled[key] = build(key)\n        return self._compiled[key](x)\n",
-        "src = '''\ntorch::Tensor f(torch::Tensor x) { TORCH_CHECK(x.dim() == 3); TORCH_CHECK(x.size(2) % 4 == 0); return x; }\n'''\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    key = tuple(x.shape)
+                    if key not in self._compiled:
+                        self._compiled[key] = build(key)
+                    return self._compiled[key](x)
+        """)),
+        Valid(snippet("""
+            src = '''
+            torch::Tensor f(torch::Tensor x) { TORCH_CHECK(x.dim() == 3); TORCH_CHECK(x.size(2) % 4 == 0); return x; }
+            '''
+        """)),
     ]
     INVALID = [
-        _HEADER + "        if x.shape == (4, 16, 48):\n            return fast(x)\n        return slow(x)\n",
-        _HEADER + "        if x.size(2) == 48:\n            return fast(x)\n        return slow(x)\n",
-        _HEADER + "        R, B, D = x.shape\n        return fast(x) if D == 48 else slow(x)\n",
-        "import torch as T\nFAST = {(4, 16, 48): 'k48'}\nclass ModelNew(T.nn.Module):\n    def forward(self, x):\n"
-        "        name = FAST.get(tuple(x.shape))\n        return run(name, x)\n",
-        _HEADER + "        assert tuple(x.shape) in {(4, 16, 48)}\n        return k(x)\n",
-        _HEADER + "        match tuple(x.shape):\n            case (4, 16, 48):\n                return fast(x)\n            case _:\n                return slow(x)\n",
-        "src = '''\ntorch::Tensor f(torch::Tensor x) { TORCH_CHECK(x.size(2) == 48, \"only D=48\"); return x; }\n'''\n",
-        "src = '''\ntorch::Tensor f(torch::Tensor x) {\n  switch (x.size(2)) {\n    case 48: return k48(x);\n    default: return generic(x);\n  }\n}\n'''\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if x.shape == (4, 16, 48):
+                        return fast(x)
+                    return slow(x)
+        """), line=4, message="`x.shape == (4, 16, 48)` compares the input's shape with (4, 16, 48)"),
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if x.size(2) == 48:
+                        return fast(x)
+                    return slow(x)
+        """), line=4, message="`x.size(2) == 48` compares the input's shape with 48"),
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    R, B, D = x.shape
+                    return fast(x) if D == 48 else slow(x)
+        """), line=5, message="`D == 48` compares the input's shape with 48"),
+        Invalid(snippet("""
+            import torch as T
+            FAST = {(4, 16, 48): 'k48'}
+            class ModelNew(T.nn.Module):
+                def forward(self, x):
+                    name = FAST.get(tuple(x.shape))
+                    return run(name, x)
+        """), line=5, message="`FAST.get(tuple(x.shape))` compares the input's shape with (4, 16, 48)"),
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    assert tuple(x.shape) in {(4, 16, 48)}
+                    return k(x)
+        """), line=4, message="`tuple(x.shape) in {(4, 16, 48)}` asserts that the input has the shape (4, 16, 48)"),
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    match tuple(x.shape):
+                        case (4, 16, 48):
+                            return fast(x)
+                        case _:
+                            return slow(x)
+        """), line=5, message="`match tuple(x.shape): case (4, 16, 48)` compares the input's shape with (4, 16, 48)"),
+        Invalid(snippet("""
+            src = '''
+            torch::Tensor f(torch::Tensor x) { TORCH_CHECK(x.size(2) == 48, "only D=48"); return x; }
+            '''
+        """), line=2, message="compares the input's shape with 48"),
+        Invalid(snippet("""
+            src = '''
+            torch::Tensor f(torch::Tensor x) {
+              switch (x.size(2)) {
+                case 48: return k48(x);
+                default: return generic(x);
+              }
+            }
+            '''
+        """), line=4, message="`switch (x.size(2)) {` compares the input's shape with 48"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:

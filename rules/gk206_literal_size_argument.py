@@ -8,6 +8,7 @@ import libcst as cst
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.shape_helpers import in_main_guard, module_constant, py_int, size_read_kind
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 _P = "R = 4\nB = 16\nD = 48\ndef get_inputs():\n    return [torch.randn(R, B, D)]\n"
 _EXT = ("import torch\nfrom torch.utils.cpp_extension import load_inline\n"
@@ -74,25 +75,97 @@ class LiteralSizeArgument(Rule):
     )
     EXAMPLE_PROBLEM = _P
     VALID = [
-        _EXT + "        _ext.run(x, y, x.size(0), x.size(1) * x.size(2))\n        return y\n",
+        Valid(snippet("""
+            import torch
+            from torch.utils.cpp_extension import load_inline
+            _ext = load_inline(name='e', cpp_sources='', cuda_sources='', functions=['run'])
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = torch.empty_like(x[0])
+                    _ext.run(x, y, x.size(0), x.size(1) * x.size(2))
+                    return y
+        """)),
         # a tile width next to a size read from the input
-        _EXT + "        _ext.run(x, y, x.numel(), 256)\n        return y\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x)\n"
-        "        n = x.numel()\n        k[(triton.cdiv(n, 1024),)](x, y, n, BLOCK_SIZE=1024, num_warps=4)\n        return y\n",
+        Valid(snippet("""
+            import torch
+            from torch.utils.cpp_extension import load_inline
+            _ext = load_inline(name='e', cpp_sources='', cuda_sources='', functions=['run'])
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = torch.empty_like(x[0])
+                    _ext.run(x, y, x.numel(), 256)
+                    return y
+        """)),
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = torch.empty_like(x)
+                    n = x.numel()
+                    k[(triton.cdiv(n, 1024),)](x, y, n, BLOCK_SIZE=1024, num_warps=4)
+                    return y
+        """)),
         # a reduction tile BK = 768 (= B*D) passed by keyword and positionally
-        "import torch\nBK = 768\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x)\n"
-        "        n = x.numel()\n        k[(triton.cdiv(n, BK),)](x, y, n, BK, BK=BK)\n        return y\n",
+        Valid(snippet("""
+            import torch
+            BK = 768
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = torch.empty_like(x)
+                    n = x.numel()
+                    k[(triton.cdiv(n, BK),)](x, y, n, BK, BK=BK)
+                    return y
+        """)),
         # a tile width passed positionally under its name, equal to B*D by coincidence
-        "import torch\nTILE_M = 768\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x)\n"
-        "        n = x.numel()\n        k[(triton.cdiv(n, TILE_M),)](x, y, n, TILE_M)\n        return y\n",
+        Valid(snippet("""
+            import torch
+            TILE_M = 768
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = torch.empty_like(x)
+                    n = x.numel()
+                    k[(triton.cdiv(n, TILE_M),)](x, y, n, TILE_M)
+                    return y
+        """)),
     ]
     INVALID = [
-        _EXT + "        _ext.run(x, y, 768)\n        return y\n",
-        "import torch\nN = 768\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x[0])\n"
-        "        k[(3,)](x, y, N, BLOCK_SIZE=256)\n        return y\n",
-        _EXT + "        rows, cols = 4, 16 * 48\n        n = 16 * 48\n        _ext.run(x, y, n)\n        return y\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        return torch.ops.meanext.mean_rows(x, 4, 768)\n",
+        Invalid(snippet("""
+            import torch
+            from torch.utils.cpp_extension import load_inline
+            _ext = load_inline(name='e', cpp_sources='', cuda_sources='', functions=['run'])
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = torch.empty_like(x[0])
+                    _ext.run(x, y, 768)
+                    return y
+        """), line=7, message="`_ext.run(x, y, 768)` passes the constant 768 to the extension function `run`"),
+        Invalid(snippet("""
+            import torch
+            N = 768
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = torch.empty_like(x[0])
+                    k[(3,)](x, y, N, BLOCK_SIZE=256)
+                    return y
+        """), line=6, message="`k[(3,)](x, y, N, BLOCK_SIZE=256)` passes the constant `N` = 768 to the Triton kernel `k`"),
+        Invalid(snippet("""
+            import torch
+            from torch.utils.cpp_extension import load_inline
+            _ext = load_inline(name='e', cpp_sources='', cuda_sources='', functions=['run'])
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = torch.empty_like(x[0])
+                    rows, cols = 4, 16 * 48
+                    n = 16 * 48
+                    _ext.run(x, y, n)
+                    return y
+        """), line=9, message="`_ext.run(x, y, n)` passes the constant `n` = 768 to the extension function `run`"),
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    return torch.ops.meanext.mean_rows(x, 4, 768)
+        """), line=4, message="`torch.ops.meanext.mean_rows(x, 4, 768)` passes the constant 768 to the custom op"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:
