@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from gatekeeper.analyses.torch_rule_base import TorchFallbackRule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 
 class CallsTorchFunction(TorchFallbackRule):
@@ -51,23 +52,65 @@ class CallsTorchFunction(TorchFallbackRule):
     )
     VALID = [
         # allocation, metadata and the extension call
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        out = torch.empty((x.size(1), x.size(2)), device=x.device, dtype=x.dtype)\n"
-        "        _ext.run(x.contiguous(), out)\n        return out\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    out = torch.empty((x.size(1), x.size(2)), device=x.device, dtype=x.dtype)
+                    _ext.run(x.contiguous(), out)
+                    return out
+        """)),
         # a docstring and a comment that mention torch.mean; a local named torch
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        '''Faster than torch.mean(x, 0).'''\n        # torch.mean(x, dim=0) was slower\n"
-        "        return _ext.mean0(x)\n\ndef helper(torch):\n    return torch.mean(1)\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    '''Faster than torch.mean(x, 0).'''
+                    # torch.mean(x, dim=0) was slower
+                    return _ext.mean0(x)
+
+            def helper(torch):
+                return torch.mean(1)
+        """)),
         # compute only at construction time (weight set-up)
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        self.w = torch.nn.Parameter(torch.randn(4, 4).softmax(-1))\n        self.s = torch.sqrt(torch.tensor(4.0))\n"
-        "    def forward(self, x):\n        return _ext.mm(x, self.w)\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.w = torch.nn.Parameter(torch.randn(4, 4).softmax(-1))
+                    self.s = torch.sqrt(torch.tensor(4.0))
+                def forward(self, x):
+                    return _ext.mm(x, self.w)
+        """)),
     ]
     INVALID = [
-        "import torch as T\nclass ModelNew(T.nn.Module):\n    def forward(self, x):\n        return T.mean(x, dim=0)\n",
-        "from torch import mean as m\nclass ModelNew:\n    def forward(self, x):\n        return m(x, 0)\n",
-        "import torch.nn.functional as F\nclass ModelNew:\n    def forward(self, x, w):\n        return F.conv2d(x, w)\n",
+        Invalid(snippet("""
+            import torch as T
+            class ModelNew(T.nn.Module):
+                def forward(self, x):
+                    return T.mean(x, dim=0)
+        """), line=4, message="forward path calls `torch.mean`"),
+        Invalid(snippet("""
+            from torch import mean as m
+            class ModelNew:
+                def forward(self, x):
+                    return m(x, 0)
+        """), line=4, message="forward path calls `torch.mean`"),
+        Invalid(snippet("""
+            import torch.nn.functional as F
+            class ModelNew:
+                def forward(self, x, w):
+                    return F.conv2d(x, w)
+        """), line=4, message="forward path calls `torch.nn.functional.conv2d`"),
         # in a helper called from forward, through an assignment alias
-        "import torch\nmm = torch.einsum\ndef _helper(a, b):\n    return mm('ij,jk->ik', a, b)\n"
-        "class ModelNew:\n    def forward(self, a, b):\n        return _helper(a, b)\n",
+        Invalid(snippet("""
+            import torch
+            mm = torch.einsum
+            def _helper(a, b):
+                return mm('ij,jk->ik', a, b)
+            class ModelNew:
+                def forward(self, a, b):
+                    return _helper(a, b)
+        """), line=4, message="forward path calls `torch.einsum`"),
     ]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from gatekeeper.analyses.torch_rule_base import TorchFallbackRule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 
 class CallsTorchLayer(TorchFallbackRule):
@@ -39,24 +40,69 @@ class CallsTorchLayer(TorchFallbackRule):
     )
     VALID = [
         # the layer only holds the weights; the kernel computes
-        "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        self.fc = nn.Linear(64, 64)\n        nn.init.zeros_(self.fc.bias)\n"
-        "    def forward(self, x):\n        return _ext.linear(x, self.fc.weight, self.fc.bias)\n",
+        Valid(snippet("""
+            import torch.nn as nn
+            class ModelNew(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(64, 64)
+                    nn.init.zeros_(self.fc.bias)
+                def forward(self, x):
+                    return _ext.linear(x, self.fc.weight, self.fc.bias)
+        """)),
         # a submodule of the submission's own class
-        "import torch.nn as nn\nclass Block(nn.Module):\n    def forward(self, x):\n        return _ext.f(x)\n"
-        "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.block = Block()\n"
-        "        self.flat = nn.Flatten()\n    def forward(self, x):\n        return self.flat(self.block(x))\n",
+        Valid(snippet("""
+            import torch.nn as nn
+            class Block(nn.Module):
+                def forward(self, x):
+                    return _ext.f(x)
+            class ModelNew(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.block = Block()
+                    self.flat = nn.Flatten()
+                def forward(self, x):
+                    return self.flat(self.block(x))
+        """)),
     ]
     INVALID = [
-        "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        self.fc = nn.Linear(64, 64)\n    def forward(self, x):\n        return self.fc(x)\n",
+        Invalid(snippet("""
+            import torch.nn as nn
+            class ModelNew(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(64, 64)
+                def forward(self, x):
+                    return self.fc(x)
+        """), line=7, message="forward path runs the torch layer `torch.nn.Linear`"),
         # forward defined before __init__, layer in a Sequential
-        "from torch import nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return self.net(x)\n"
-        "    def __init__(self):\n        super().__init__()\n        self.net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU())\n",
+        Invalid(snippet("""
+            from torch import nn
+            class ModelNew(nn.Module):
+                def forward(self, x):
+                    return self.net(x)
+                def __init__(self):
+                    super().__init__()
+                    self.net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU())
+        """), line=4, message="forward path runs the torch layer `torch.nn.Conv2d (+1 more torch.nn layers)`"),
         # ModuleList iterated in forward
-        "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        self.layers = nn.ModuleList([nn.LayerNorm(8) for _ in range(2)])\n"
-        "    def forward(self, x):\n        for layer in self.layers:\n            x = layer(x)\n        return x\n",
+        Invalid(snippet("""
+            import torch.nn as nn
+            class ModelNew(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.layers = nn.ModuleList([nn.LayerNorm(8) for _ in range(2)])
+                def forward(self, x):
+                    for layer in self.layers:
+                        x = layer(x)
+                    return x
+        """), line=8, message="forward path runs the torch layer `torch.nn.LayerNorm`"),
         # module-level layer object
-        "import torch.nn as nn\nact = nn.GELU()\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return act(x)\n",
+        Invalid(snippet("""
+            import torch.nn as nn
+            act = nn.GELU()
+            class ModelNew(nn.Module):
+                def forward(self, x):
+                    return act(x)
+        """), line=5, message="forward path runs the torch layer `torch.nn.GELU`"),
     ]

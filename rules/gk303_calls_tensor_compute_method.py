@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from gatekeeper.analyses.torch_rule_base import TorchFallbackRule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 
 class CallsTensorComputeMethod(TorchFallbackRule):
@@ -38,17 +39,45 @@ class CallsTensorComputeMethod(TorchFallbackRule):
         "If the problem allows this op, add it to the `allow` option of GK303 in gatekeeper.toml (rules.GK303.options)."
     )
     VALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        x = x.contiguous().view(x.size(0), -1).float()\n        out = x.new_empty(x.shape)\n"
-        "        names = []\n        names.sort()\n        _ext.run(x, out, x.stride(0), x.numel())\n        return out\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    x = x.contiguous().view(x.size(0), -1).float()
+                    out = x.new_empty(x.shape)
+                    names = []
+                    names.sort()
+                    _ext.run(x, out, x.stride(0), x.numel())
+                    return out
+        """)),
         # the extension's own function called `mean`
-        "import torch\nfrom torch.utils.cpp_extension import load_inline\n"
-        "_ext = load_inline(name='m', cpp_sources='', cuda_sources='__global__ void k() {}', functions=['mean'])\n"
-        "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return _ext.mean(x)\n",
+        Valid(snippet("""
+            import torch
+            from torch.utils.cpp_extension import load_inline
+            _ext = load_inline(name='m', cpp_sources='', cuda_sources='__global__ void k() {}', functions=['mean'])
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    return _ext.mean(x)
+        """)),
     ]
     INVALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.mean(0)\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x, w):\n"
-        "        y = _ext.scale(x)\n        return y.matmul(w).softmax(-1)\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.Tensor.sum(x, 0)\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    return x.mean(0)
+        """), line=4, message="forward path calls the tensor method `.mean()`"),
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x, w):
+                    y = _ext.scale(x)
+                    return y.matmul(w).softmax(-1)
+        """), line=5, message="forward path calls the tensor method `.softmax()`"),
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    return torch.Tensor.sum(x, 0)
+        """), line=4, message="forward path calls the tensor method `.sum()`"),
     ]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from gatekeeper.analyses.torch_rule_base import TorchFallbackRule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 
 class TensorArithmetic(TorchFallbackRule):
@@ -36,15 +37,45 @@ class TensorArithmetic(TorchFallbackRule):
         "If the problem allows this op, add it to the `allow` option of GK304 in gatekeeper.toml (rules.GK304.options)."
     )
     VALID = [
-        "import torch\nimport triton\nimport triton.language as tl\n@triton.jit\ndef k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n"
-        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    x = tl.load(x_ptr + offs, mask=offs < n)\n"
-        "    tl.store(y_ptr + offs, x * 0.25 + 1.0, mask=offs < n)\n"
-        "class ModelNew(torch.nn.Module):\n    def forward(self, x, scale: float, n: int):\n"
-        "        numel = x.numel()\n        grid = ((numel + 1023) // 1024,)\n        y = torch.empty_like(x)\n"
-        "        k[grid](x, y, numel * 1, BLOCK=1024)\n        rows = x.size(0) * x.shape[1]\n        return y\n",
+        Valid(snippet("""
+            import torch
+            import triton
+            import triton.language as tl
+            @triton.jit
+            def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                x = tl.load(x_ptr + offs, mask=offs < n)
+                tl.store(y_ptr + offs, x * 0.25 + 1.0, mask=offs < n)
+            class ModelNew(torch.nn.Module):
+                def forward(self, x, scale: float, n: int):
+                    numel = x.numel()
+                    grid = ((numel + 1023) // 1024,)
+                    y = torch.empty_like(x)
+                    k[grid](x, y, numel * 1, BLOCK=1024)
+                    rows = x.size(0) * x.shape[1]
+                    return y
+        """)),
     ]
     INVALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n        return a @ b\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = _ext.run(x)\n        return x * 0.25\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        s = x.view(-1)\n        s += 1\n        return s\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, a, b):
+                    return a @ b
+        """), line=4, message="forward path computes `@` on tensors with a Python operator"),
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = _ext.run(x)
+                    return x * 0.25
+        """), line=5, message="forward path computes `*` on tensors with a Python operator"),
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    s = x.view(-1)
+                    s += 1
+                    return s
+        """), line=5, message="forward path computes `+=` on tensors with a Python operator"),
     ]

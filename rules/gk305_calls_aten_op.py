@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from gatekeeper.analyses.torch_rule_base import TorchFallbackRule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 
 class CallsAtenOp(TorchFallbackRule):
@@ -30,10 +31,25 @@ class CallsAtenOp(TorchFallbackRule):
         "If the problem allows this op, add it to the `allow` option of GK305 in gatekeeper.toml (rules.GK305.options)."
     )
     VALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.ops.mylib.fast_mean(x)\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    return torch.ops.mylib.fast_mean(x)
+        """)),
     ]
     INVALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n        return torch.ops.aten.mm(a, b)\n",
-        "import torch\naten = torch.ops.aten\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        return aten.mean.dim(x, [0])\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, a, b):
+                    return torch.ops.aten.mm(a, b)
+        """), line=4, message="forward path calls `torch.ops.aten.mm`"),
+        Invalid(snippet("""
+            import torch
+            aten = torch.ops.aten
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    return aten.mean.dim(x, [0])
+        """), line=5, message="forward path calls `torch.ops.aten.mean.dim`"),
     ]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from gatekeeper.analyses.torch_rule_base import TorchFallbackRule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 
 class CppCallsAtenCompute(TorchFallbackRule):
@@ -38,17 +39,51 @@ class CppCallsAtenCompute(TorchFallbackRule):
         "If the problem allows this op, add it to the `allow` option of GK306 in gatekeeper.toml (rules.GK306.options)."
     )
     VALID = [
-        "src = r'''\n#include <torch/extension.h>\n// torch::mean(x, 0) was the baseline; at::matmul too\n"
-        "__global__ void k(const float* x, float* y, int n) { int i = threadIdx.x; if (i < n) y[i] = x[i]; }\n"
-        "torch::Tensor f(torch::Tensor x) {\n  auto y = torch::empty_like(x);\n  const char* s = \"at::matmul\";\n"
-        "  k<<<1, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.contiguous().data_ptr<float>(), y.data_ptr<float>(), x.numel());\n"
-        "  return y;\n}\n'''\n",
+        Valid(snippet("""
+            src = r'''
+            #include <torch/extension.h>
+            // torch::mean(x, 0) was the baseline; at::matmul too
+            __global__ void k(const float* x, float* y, int n) { int i = threadIdx.x; if (i < n) y[i] = x[i]; }
+            torch::Tensor f(torch::Tensor x) {
+              auto y = torch::empty_like(x);
+              const char* s = "at::matmul";
+              k<<<1, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.contiguous().data_ptr<float>(), y.data_ptr<float>(), x.numel());
+              return y;
+            }
+            '''
+        """)),
         # a docstring that mentions torch::mean is not C++ code
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        '''Replaces torch::mean(x, 0) and at::sum(x) with { a kernel }.'''\n        return _ext.f(x)\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    '''Replaces torch::mean(x, 0) and at::sum(x) with { a kernel }.'''
+                    return _ext.f(x)
+        """)),
     ]
     INVALID = [
-        "src = r'''\n#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor a, torch::Tensor b) {\n  return at::matmul(a, b);\n}\n'''\n",
-        "src = r'''\n#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor x) {\n  return torch::mean(x, 0);\n}\n'''\n",
-        "src = r'''\n#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor x, torch::Tensor w) {\n  return x.matmul(w);\n}\n'''\n",
+        Invalid(snippet("""
+            src = r'''
+            #include <torch/extension.h>
+            torch::Tensor f(torch::Tensor a, torch::Tensor b) {
+              return at::matmul(a, b);
+            }
+            '''
+        """), line=4, message="the C++ source calls `at::matmul`"),
+        Invalid(snippet("""
+            src = r'''
+            #include <torch/extension.h>
+            torch::Tensor f(torch::Tensor x) {
+              return torch::mean(x, 0);
+            }
+            '''
+        """), line=4, message="the C++ source calls `torch::mean`"),
+        Invalid(snippet("""
+            src = r'''
+            #include <torch/extension.h>
+            torch::Tensor f(torch::Tensor x, torch::Tensor w) {
+              return x.matmul(w);
+            }
+            '''
+        """), line=4, message="the C++ source calls `Tensor::matmul`"),
     ]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from gatekeeper.analyses.torch_rule_base import TorchFallbackRule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 
 class CppCallsVendorLibrary(TorchFallbackRule):
@@ -34,12 +35,31 @@ class CppCallsVendorLibrary(TorchFallbackRule):
         "If the problem allows this library call, add it to the `allow` option of GK307 in gatekeeper.toml (rules.GK307.options)."
     )
     VALID = [
-        "src = r'''\n#include <cublas_v2.h>\n// cublasSgemm would be faster\n"
-        "__global__ void gemm(const float* a, const float* b, float* c, int n) { c[threadIdx.x] = a[threadIdx.x] * b[threadIdx.x]; }\n"
-        "void setup(cublasHandle_t* h) { cublasCreate(h); cublasSetStream(*h, 0); }\n'''\n",
+        Valid(snippet("""
+            src = r'''
+            #include <cublas_v2.h>
+            // cublasSgemm would be faster
+            __global__ void gemm(const float* a, const float* b, float* c, int n) { c[threadIdx.x] = a[threadIdx.x] * b[threadIdx.x]; }
+            void setup(cublasHandle_t* h) { cublasCreate(h); cublasSetStream(*h, 0); }
+            '''
+        """)),
     ]
     INVALID = [
-        "src = r'''\n#include <cublas_v2.h>\nvoid f(cublasHandle_t h, const float* a, const float* b, float* c, int n) {\n"
-        "  float one = 1.f, zero = 0.f;\n  cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, n, b, n, &zero, c, n);\n}\n'''\n",
-        "src = r'''\n#include <cublasLt.h>\nvoid f(cublasLtHandle_t h) {\n  cublasLtMatmul(h, desc, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);\n}\n'''\n",
+        Invalid(snippet("""
+            src = r'''
+            #include <cublas_v2.h>
+            void f(cublasHandle_t h, const float* a, const float* b, float* c, int n) {
+              float one = 1.f, zero = 0.f;
+              cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, n, b, n, &zero, c, n);
+            }
+            '''
+        """), line=5, message="the C++ source calls `cublasSgemm`"),
+        Invalid(snippet("""
+            src = r'''
+            #include <cublasLt.h>
+            void f(cublasLtHandle_t h) {
+              cublasLtMatmul(h, desc, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+            }
+            '''
+        """), line=4, message="the C++ source calls `cublasLtMatmul`"),
     ]

@@ -3,6 +3,7 @@ from __future__ import annotations
 from gatekeeper.analyses.kernel_output_flow import find_discarded
 from gatekeeper.analyses.torch_rule_base import TorchFallbackRule
 from gatekeeper.analyses.torch_policy_table import policy
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 _TRITON = ("import torch\nimport torch.nn.functional as F\nimport triton\n@triton.jit\n"
            "def kernel(x_ptr, y_ptr, n):\n    pass\n")
@@ -53,23 +54,77 @@ class DiscardsKernelOutput(TorchFallbackRule):
     )
     VALID = [
         # the kernel's output is returned; torch only allocates
-        _EXT + "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = self.conv(x)\n"
-        "        return _ext.f(y)\n",
+        Valid(snippet("""
+            import torch
+            from torch.utils.cpp_extension import load_inline
+            _ext = load_inline('m', '', '__global__ void k() {}', functions=['f'])
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = self.conv(x)
+                    return _ext.f(y)
+        """)),
         # in-place launch: the buffer passed to the kernel is the result
-        _TRITON + "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = torch.relu(x)\n"
-        "        out = torch.empty_like(y)\n        kernel[(4,)](y, out, y.numel())\n        return out\n",
+        Valid(snippet("""
+            import torch
+            import torch.nn.functional as F
+            import triton
+            @triton.jit
+            def kernel(x_ptr, y_ptr, n):
+                pass
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = torch.relu(x)
+                    out = torch.empty_like(y)
+                    kernel[(4,)](y, out, y.numel())
+                    return out
+        """)),
         # a torch op inside a branch does not overwrite the kernel output
-        _EXT + "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = _ext.f(x)\n"
-        "        if self.training:\n            y = torch.relu(x)\n        return torch.tanh(y)\n",
+        Valid(snippet("""
+            import torch
+            from torch.utils.cpp_extension import load_inline
+            _ext = load_inline('m', '', '__global__ void k() {}', functions=['f'])
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = _ext.f(x)
+                    if self.training:
+                        y = torch.relu(x)
+                    return torch.tanh(y)
+        """)),
     ]
     INVALID = [
-        _EXT + "class ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        self.conv = torch.nn.Conv2d(3, 8, 3)\n    def forward(self, x):\n        y = _ext.f(x)\n"
-        "        y = torch.relu(self.conv(x))\n        return y\n",
-        _EXT + "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        _ = _ext.f(x)\n"
-        "        return x.mean(dim=0)\n",
-        _EXT + "import torch.nn.functional as F\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        out = _ext.f(x)\n        out.copy_(F.gelu(x))\n        return out\n",
+        Invalid(snippet("""
+            import torch
+            from torch.utils.cpp_extension import load_inline
+            _ext = load_inline('m', '', '__global__ void k() {}', functions=['f'])
+            class ModelNew(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.conv = torch.nn.Conv2d(3, 8, 3)
+                def forward(self, x):
+                    y = _ext.f(x)
+                    y = torch.relu(self.conv(x))
+                    return y
+        """), line=11, message="`ModelNew.forward` launches the submission's kernel `_ext.f` but returns a value torch computed"),
+        Invalid(snippet("""
+            import torch
+            from torch.utils.cpp_extension import load_inline
+            _ext = load_inline('m', '', '__global__ void k() {}', functions=['f'])
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    _ = _ext.f(x)
+                    return x.mean(dim=0)
+        """), line=7, message="`ModelNew.forward` launches the submission's kernel `_ext.f` but returns a value torch computed"),
+        Invalid(snippet("""
+            import torch
+            from torch.utils.cpp_extension import load_inline
+            _ext = load_inline('m', '', '__global__ void k() {}', functions=['f'])
+            import torch.nn.functional as F
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    out = _ext.f(x)
+                    out.copy_(F.gelu(x))
+                    return out
+        """), line=9, message="`ModelNew.forward` launches the submission's kernel `_ext.f` but returns a value torch computed"),
     ]
 
     def finish(self) -> None:

@@ -9,6 +9,7 @@ from gatekeeper.analyses.torch_fallback_paths import Fallback
 from gatekeeper.analyses.torch_rule_base import TorchFallbackRule
 from gatekeeper.analyses.torch_policy_table import policy
 from gatekeeper.analyses.torch_usage import Use
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 _EXT = "import torch\nfrom torch.utils.cpp_extension import load_inline\n_ext = load_inline('m', '', '', functions=['f'])\n"
 _WHY = {
@@ -67,20 +68,65 @@ class TorchFallbackBranch(TorchFallbackRule):
         "raise an error instead of computing with torch."
     )
     VALID = [
-        "import torch\ntry:\n    import triton\n    HAS_TRITON = True\nexcept ImportError:\n    HAS_TRITON = False\n"
-        "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        if not HAS_TRITON:\n"
-        "            raise RuntimeError('triton is required')\n        y = torch.empty_like(x)\n"
-        "        kernel[(1,)](x, y)\n        return y\n",
-        _EXT + "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        try:\n"
-        "            return _ext.f(x)\n        except RuntimeError as exc:\n            raise ValueError('kernel failed') from exc\n",
+        Valid(snippet("""
+            import torch
+            try:
+                import triton
+                HAS_TRITON = True
+            except ImportError:
+                HAS_TRITON = False
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if not HAS_TRITON:
+                        raise RuntimeError('triton is required')
+                    y = torch.empty_like(x)
+                    kernel[(1,)](x, y)
+                    return y
+        """)),
+        Valid(snippet("""
+            import torch
+            from torch.utils.cpp_extension import load_inline
+            _ext = load_inline('m', '', '', functions=['f'])
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    try:
+                        return _ext.f(x)
+                    except RuntimeError as exc:
+                        raise ValueError('kernel failed') from exc
+        """)),
     ]
     INVALID = [
-        _EXT + "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        try:\n"
-        "            return _ext.f(x)\n        except Exception:\n            return x.mean(dim=0)\n",
-        "import torch\nimport fused_mean_cuda as _ext\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        if x.shape[-1] % 8 == 0:\n            return _ext.f(x)\n        return torch.mean(x, 0)\n",
-        "import torch\nimport torch.nn.functional as F\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        if USE_KERNEL:\n            y = kernel[(8,)](x)\n        else:\n            y = F.gelu(x)\n        return y\n",
+        Invalid(snippet("""
+            import torch
+            from torch.utils.cpp_extension import load_inline
+            _ext = load_inline('m', '', '', functions=['f'])
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    try:
+                        return _ext.f(x)
+                    except Exception:
+                        return x.mean(dim=0)
+        """), line=9, message="the fallback path of this try/except computes `Tensor.mean` with torch"),
+        Invalid(snippet("""
+            import torch
+            import fused_mean_cuda as _ext
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if x.shape[-1] % 8 == 0:
+                        return _ext.f(x)
+                    return torch.mean(x, 0)
+        """), line=7, message="the fallback path of this if/else computes `torch.mean` with torch"),
+        Invalid(snippet("""
+            import torch
+            import torch.nn.functional as F
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if USE_KERNEL:
+                        y = kernel[(8,)](x)
+                    else:
+                        y = F.gelu(x)
+                    return y
+        """), line=8, message="the fallback path of this if/else computes `torch.nn.functional.gelu` with torch"),
     ]
 
     situations = ("fallback_dead", "fallback_live")
