@@ -9,6 +9,7 @@ from gatekeeper.analyses.own_definitions import is_own_class, is_pasted_class
 from gatekeeper.analyses.reference_names import reference_model
 from gatekeeper.analyses.harness_support import in_main_guard, positional, resolve
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 
 class SubclassesReferenceModel(Rule):
@@ -44,12 +45,33 @@ class SubclassesReferenceModel(Rule):
         "kernel; copy parameter shapes from the reference's `__init__` if you need them."
     )
     VALID = [
-        "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n",
-        "import torch.nn as nn\nclass _Base(nn.Module):\n    pass\nclass ModelNew(_Base):\n    pass\n",
-        "if __name__ == '__main__':\n    class Check(Model):\n        pass\n",
+        Valid(snippet("""
+            import torch.nn as nn
+            class ModelNew(nn.Module):
+                def forward(self, x):
+                    return x
+        """)),
+        Valid(snippet("""
+            import torch.nn as nn
+            class _Base(nn.Module):
+                pass
+            class ModelNew(_Base):
+                pass
+        """)),
+        Valid(snippet("""
+            if __name__ == '__main__':
+                class Check(Model):
+                    pass
+        """)),
         # the submission's own `Model` (not the reference's): derives from it freely
-        "import torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n        return _ext.run(x)\n"
-        "class ModelNew(Model):\n    pass\n",
+        Valid(snippet("""
+            import torch.nn as nn
+            class Model(nn.Module):
+                def forward(self, x):
+                    return _ext.run(x)
+            class ModelNew(Model):
+                pass
+        """)),
     ]
     EXAMPLE_PROBLEM = (
         "import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
@@ -57,15 +79,43 @@ class SubclassesReferenceModel(Rule):
         "        return self.lin(x)\n"
     )
     INVALID = [
-        "class ModelNew(Model):\n    pass\n",
-        "from reference import Model as Base\nclass ModelNew(Base):\n    def forward(self, x):\n        return super().forward(x)\n",
-        "import torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        self.lin = nn.Linear(8, 8)\n    def forward(self, x):\n        return self.lin(x)\nModelNew = Model\n",
-        "import problem\nModelNew = type('ModelNew', (problem.Model,), {})\n",
+        Invalid(snippet("""
+            class ModelNew(Model):
+                pass
+        """), line=1, message="`ModelNew` derives from the reference model `Model`"),
+        Invalid(snippet("""
+            from reference import Model as Base
+            class ModelNew(Base):
+                def forward(self, x):
+                    return super().forward(x)
+        """), line=2, message="`ModelNew` derives from the reference model `reference.Model`"),
+        Invalid(snippet("""
+            import torch.nn as nn
+            class Model(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.lin = nn.Linear(8, 8)
+                def forward(self, x):
+                    return self.lin(x)
+            ModelNew = Model
+        """), line=8, message="`ModelNew` derives from the reference model `Model`"),
+        Invalid(snippet("""
+            import problem
+            ModelNew = type('ModelNew', (problem.Model,), {})
+        """), line=2, message="`ModelNew` derives from the reference model `problem.Model`"),
         # a pasted `Model` with its own forward: suspect (a warning under default, an error under strict)
-        "import torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        self.lin = nn.Linear(8, 8)\n    def forward(self, x):\n        return self.lin(x)\n"
-        "class ModelNew(Model):\n    def forward(self, x):\n        return _ext.linear(x, self.lin.weight, self.lin.bias)\n",
+        Invalid(snippet("""
+            import torch.nn as nn
+            class Model(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.lin = nn.Linear(8, 8)
+                def forward(self, x):
+                    return self.lin(x)
+            class ModelNew(Model):
+                def forward(self, x):
+                    return _ext.linear(x, self.lin.weight, self.lin.bias)
+        """), line=8, message="`ModelNew` derives from the reference model `Model`"),
     ]
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:

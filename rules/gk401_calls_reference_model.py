@@ -9,6 +9,7 @@ from gatekeeper.analyses.own_definitions import is_own_class, is_pasted_class
 from gatekeeper.analyses.reference_names import reference_model
 from gatekeeper.analyses.harness_support import in_main_guard, resolve
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 _DISPATCH = ("forward", "__call__", "_call_impl")
 
@@ -50,15 +51,42 @@ class CallsReferenceModel(Rule):
         "inherit the reference `Model`; the harness runs it separately for comparison."
     )
     VALID = [
-        "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "    def forward(self, x):\n        return x * 2\n",
-        "import torch.nn as nn\nclass _Base(nn.Module):\n    def forward(self, x):\n        return x\n"
-        "class ModelNew(_Base):\n    def forward(self, x):\n        return super().forward(x) * 2\n",
-        "class Model:\n    pass\nif __name__ == '__main__':\n    ref = Model()\n",
+        Valid(snippet("""
+            import torch.nn as nn
+            class ModelNew(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                def forward(self, x):
+                    return x * 2
+        """)),
+        Valid(snippet("""
+            import torch.nn as nn
+            class _Base(nn.Module):
+                def forward(self, x):
+                    return x
+            class ModelNew(_Base):
+                def forward(self, x):
+                    return super().forward(x) * 2
+        """)),
+        Valid(snippet("""
+            class Model:
+                pass
+            if __name__ == '__main__':
+                ref = Model()
+        """)),
         # the submission's own `Block`: same name as the reference's, its own kernel inside
-        "import torch.nn as nn\nclass Block(nn.Module):\n    def forward(self, x):\n        return _ext.block(x)\n"
-        "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.b = Block()\n"
-        "    def forward(self, x):\n        return self.b(x)\n",
+        Valid(snippet("""
+            import torch.nn as nn
+            class Block(nn.Module):
+                def forward(self, x):
+                    return _ext.block(x)
+            class ModelNew(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.b = Block()
+                def forward(self, x):
+                    return self.b(x)
+        """)),
     ]
     EXAMPLE_PROBLEM = (
         "import torch\nimport torch.nn as nn\nclass Block(nn.Module):\n    def forward(self, x):\n"
@@ -66,17 +94,48 @@ class CallsReferenceModel(Rule):
         "        self.b = Block()\n    def forward(self, x):\n        return self.b(x).sum()\n"
     )
     INVALID = [
-        "class ModelNew(Model):\n    def forward(self, x):\n        return super().forward(x)\n",
-        "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return Model.forward(self, x)\n",
-        "import torch.nn as nn\nfrom reference import Model as Ref\nclass ModelNew(nn.Module):\n"
-        "    def __init__(self, *a):\n        super().__init__()\n        self.ref = Ref(*a)\n"
-        "    def forward(self, x):\n        return self.ref(x)\n",
-        "import importlib\nBase = importlib.import_module('problem_17').Model\nclass ModelNew(Base):\n"
-        "    def forward(self, x):\n        return super(ModelNew, self).forward(x)\n",
+        Invalid(snippet("""
+            class ModelNew(Model):
+                def forward(self, x):
+                    return super().forward(x)
+        """), line=3, message="`super().forward(...)` runs the forward of the base `Model`"),
+        Invalid(snippet("""
+            import torch.nn as nn
+            class ModelNew(nn.Module):
+                def forward(self, x):
+                    return Model.forward(self, x)
+        """), line=4, message="`Model.forward(...)` runs the reference's forward"),
+        Invalid(snippet("""
+            import torch.nn as nn
+            from reference import Model as Ref
+            class ModelNew(nn.Module):
+                def __init__(self, *a):
+                    super().__init__()
+                    self.ref = Ref(*a)
+                def forward(self, x):
+                    return self.ref(x)
+        """), line=6, message="`reference.Model(...)` builds the reference model"),
+        Invalid(snippet("""
+            import importlib
+            Base = importlib.import_module('problem_17').Model
+            class ModelNew(Base):
+                def forward(self, x):
+                    return super(ModelNew, self).forward(x)
+        """), line=5, message="`super().forward(...)` runs the forward of the base `Base`"),
         # a pasted, unchanged helper class of the reference: suspect (an error under strict)
-        "import torch\nimport torch.nn as nn\nclass Block(nn.Module):\n    def forward(self, x):\n"
-        "        return torch.relu(x)\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        self.b = Block()\n    def forward(self, x):\n        return _ext.sum(self.b(x))\n",
+        Invalid(snippet("""
+            import torch
+            import torch.nn as nn
+            class Block(nn.Module):
+                def forward(self, x):
+                    return torch.relu(x)
+            class ModelNew(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.b = Block()
+                def forward(self, x):
+                    return _ext.sum(self.b(x))
+        """), line=9, message="`Block(...)` builds the reference model"),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -10,6 +10,7 @@ from gatekeeper.analyses.reference_names import is_reference_module, is_referenc
 from gatekeeper.analyses.harness_support import in_main_guard, literal, positional, resolve
 from gatekeeper.static.names import dotted
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 # loader -> (argument index, keyword, what the argument is)
 _LOADERS = {
@@ -49,20 +50,37 @@ class ImportsReference(Rule):
         "parameters in `__init__` and compute `forward` with your own kernel."
     )
     VALID = [
-        "from kernelbench.distributed_collectives import default_device\n",
-        "import torch\nfrom torch.utils.cpp_extension import load_inline\n",
-        "if __name__ == '__main__':\n    from reference import Model\n    print(Model())\n",
-        "if __name__ == '__main__':\n    import reference\n    print(reference.Model())\n",
-        "import preference_utils\n",
-        "from weakref import ref\n",
+        Valid("from kernelbench.distributed_collectives import default_device\n"),
+        Valid(snippet("""
+            import torch
+            from torch.utils.cpp_extension import load_inline
+        """)),
+        Valid(snippet("""
+            if __name__ == '__main__':
+                from reference import Model
+                print(Model())
+        """)),
+        Valid(snippet("""
+            if __name__ == '__main__':
+                import reference
+                print(reference.Model())
+        """)),
+        Valid("import preference_utils\n"),
+        Valid("from weakref import ref\n"),
     ]
     INVALID = [
-        "from reference import Model\n",
-        "import problem as P\n",
-        "from kernelbench.level1 import matmul\n",
-        "import importlib\nm = importlib.import_module('reference')\n",
-        "import importlib.util\nspec = importlib.util.spec_from_file_location('r', '../reference.py')\n",
-        "from __main__ import Model\n",
+        Invalid("from reference import Model\n", line=1, message="`from reference import ...` imports the reference problem"),
+        Invalid("import problem as P\n", line=1, message="`import problem` imports the reference problem"),
+        Invalid("from kernelbench.level1 import matmul\n", line=1, message="`from kernelbench.level1 import ...` imports the reference problem"),
+        Invalid(snippet("""
+            import importlib
+            m = importlib.import_module('reference')
+        """), line=2, message="`importlib.import_module('reference')` imports the reference problem"),
+        Invalid(snippet("""
+            import importlib.util
+            spec = importlib.util.spec_from_file_location('r', '../reference.py')
+        """), line=2, message="`importlib.util.spec_from_file_location('../reference.py')` imports the reference problem"),
+        Invalid("from __main__ import Model\n", line=1, message="`from __main__ import Model` imports the reference problem"),
     ]
 
     def visit_Import(self, node: cst.Import) -> None:

@@ -10,6 +10,7 @@ from gatekeeper.analyses.body_fingerprint import fingerprint, import_map
 from gatekeeper.analyses.reference_names import model_names
 from gatekeeper.static.problem_facts import ProblemFacts
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 # Reference fingerprints by problem hash: the problem is the same for many submissions.
 _REFERENCE_CACHE: dict[str, list[tuple[str, tuple[int, str]]]] = {}
@@ -95,27 +96,75 @@ class CopiesReferenceForward(Rule):
     VALID = [
         # the reference block's forward text, but its layer is the submission's own module,
         # built through a local list in `__init__`
-        "import torch\nclass FusedLinear(torch.nn.Module):\n    def forward(self, x):\n        return _ext.linear(x)\n"
-        "class BlockNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        layers = []\n        layers.append(FusedLinear())\n        self.fc = torch.nn.Sequential(*layers)\n"
-        "    def forward(self, y):\n        return torch.relu(self.fc(y))\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n"
-        "        return _ext.matmul_relu_scale(a, b, 2.0)\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n"
-        "        c = torch.matmul(a, b)\n        return torch.relu(c) * 3.0\n",
-        "import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, a, b):\n"
-        "        c = torch.matmul(a, b)\n        return torch.relu(c) * 2.0\n",
+        Valid(snippet("""
+            import torch
+            class FusedLinear(torch.nn.Module):
+                def forward(self, x):
+                    return _ext.linear(x)
+            class BlockNew(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    layers = []
+                    layers.append(FusedLinear())
+                    self.fc = torch.nn.Sequential(*layers)
+                def forward(self, y):
+                    return torch.relu(self.fc(y))
+        """)),
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, a, b):
+                    return _ext.matmul_relu_scale(a, b, 2.0)
+        """)),
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, a, b):
+                    c = torch.matmul(a, b)
+                    return torch.relu(c) * 3.0
+        """)),
+        Valid(snippet("""
+            import torch
+            import torch.nn as nn
+            class Model(nn.Module):
+                def forward(self, a, b):
+                    c = torch.matmul(a, b)
+                    return torch.relu(c) * 2.0
+        """)),
     ]
     INVALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x, w):\n"
-        "        \"\"\"Fused matmul + relu.\"\"\"\n        y = torch.matmul(x, w)  # fast path\n        return torch.relu(y) * 2.0\n",
-        "from torch import matmul as mm, relu\nclass ModelNew:\n    def forward(self, p, q):\n"
-        "        t = mm(p, q)\n        return relu(t) * 2.0\n",
-        "import torch as T\ndef _fallback(a, b):\n    r = T.matmul(a, b)\n    return T.relu(r) * 2.0\n",
+        Invalid(snippet('''
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x, w):
+                    """Fused matmul + relu."""
+                    y = torch.matmul(x, w)  # fast path
+                    return torch.relu(y) * 2.0
+        '''), line=3, message="`ModelNew.forward` has the same body as the reference's `Model.forward` after renaming"),
+        Invalid(snippet("""
+            from torch import matmul as mm, relu
+            class ModelNew:
+                def forward(self, p, q):
+                    t = mm(p, q)
+                    return relu(t) * 2.0
+        """), line=3, message="`ModelNew.forward` has the same body as the reference's `Model.forward` after renaming"),
+        Invalid(snippet("""
+            import torch as T
+            def _fallback(a, b):
+                r = T.matmul(a, b)
+                return T.relu(r) * 2.0
+        """), line=2, message="`_fallback` has the same body as the reference's `Model.forward` after renaming"),
         # the reference block's layers and forward; an unused own attribute does not change that
-        "import torch\nclass BlockNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        self.fc = torch.nn.Linear(64, 64)\n        self.k = _ext\n    def forward(self, y):\n"
-        "        return torch.relu(self.fc(y))\n",
+        Invalid(snippet("""
+            import torch
+            class BlockNew(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = torch.nn.Linear(64, 64)
+                    self.k = _ext
+                def forward(self, y):
+                    return torch.relu(self.fc(y))
+        """), line=7, message="`BlockNew.forward` has the same body as the reference's `Block.forward` after renaming"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:

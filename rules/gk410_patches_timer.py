@@ -6,6 +6,7 @@ from gatekeeper.analyses.harness_names import TIMERS
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.harness_patching import PatchRule
 from gatekeeper.analyses.harness_support import matches
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 
 
@@ -38,23 +39,77 @@ class PatchesTimer(PatchRule):
         "Make the kernel faster instead; timing happens outside the submission's control."
     )
     VALID = [
-        "import torch, time\ndef bench(f):\n    torch.cuda.synchronize()\n    t0 = time.perf_counter()\n"
-        "    f()\n    torch.cuda.synchronize()\n    return time.perf_counter() - t0\n",
-        "import torch\nstart = torch.cuda.Event(enable_timing=True)\nstart.record()\nstart.label = 'mine'\n",
-        "from time import perf_counter as pc\npc = None\n",  # rebinding a local name patches nothing
+        Valid(snippet("""
+            import torch, time
+            def bench(f):
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                f()
+                torch.cuda.synchronize()
+                return time.perf_counter() - t0
+        """)),
+        Valid(snippet("""
+            import torch
+            start = torch.cuda.Event(enable_timing=True)
+            start.record()
+            start.label = 'mine'
+        """)),
+        Valid(snippet("""
+            from time import perf_counter as pc
+            pc = None
+        """)),  # rebinding a local name patches nothing
     ]
     INVALID = [
-        "import torch\ntorch.cuda.Event.elapsed_time = lambda self, other: 0.001\n",
-        "import torch as T\nt = T.cuda\nt.Event.elapsed_time = lambda s, e: 1e-3\n",
-        "import time\nsetattr(time, 'perf_counter', lambda: 0.0)\n",
-        "from unittest import mock\nmock.patch('torch.cuda.synchronize', lambda: None).start()\n",
-        "import torch\ntorch.cuda.__dict__['synchronize'] = lambda *a: None\n",
-        "import torch\nclass Fast: pass\ntorch.cuda.Event.__class__ = Fast\n",
-        "from unittest.mock import patch\nimport time\n@patch.object(time, 'time', lambda: 0)\ndef f():\n    pass\n",
-        "import torch\ndef _install():\n    orig = torch.cuda.Event.record\n"
-        "    def record(self, stream=None):\n        return orig(self, stream)\n    torch.cuda.Event.record = record\n",
-        'src = r"""\n#include <torch/extension.h>\nvoid f() {\n  auto t = py::module_::import("torch.cuda");\n'
-        '  py::setattr(t, "synchronize", py::none());\n}\n"""\n',
+        Invalid(snippet("""
+            import torch
+            torch.cuda.Event.elapsed_time = lambda self, other: 0.001
+        """), line=2, message="`torch.cuda.Event.elapsed_time` is replaced (assignment)"),
+        Invalid(snippet("""
+            import torch as T
+            t = T.cuda
+            t.Event.elapsed_time = lambda s, e: 1e-3
+        """), line=3, message="`torch.cuda.Event.elapsed_time` is replaced (assignment)"),
+        Invalid(snippet("""
+            import time
+            setattr(time, 'perf_counter', lambda: 0.0)
+        """), line=2, message="`time.perf_counter` is replaced (setattr)"),
+        Invalid(snippet("""
+            from unittest import mock
+            mock.patch('torch.cuda.synchronize', lambda: None).start()
+        """), line=2, message="`torch.cuda.synchronize` is replaced (mock.patch)"),
+        Invalid(snippet("""
+            import torch
+            torch.cuda.__dict__['synchronize'] = lambda *a: None
+        """), line=2, message="`torch.cuda.synchronize` is replaced (__dict__ write)"),
+        Invalid(snippet("""
+            import torch
+            class Fast: pass
+            torch.cuda.Event.__class__ = Fast
+        """), line=3, message="`torch.cuda.Event.__class__` is replaced (__class__ swap)"),
+        Invalid(snippet("""
+            from unittest.mock import patch
+            import time
+            @patch.object(time, 'time', lambda: 0)
+            def f():
+                pass
+        """), line=3, message="`time.time` is replaced (mock.patch.object)"),
+        Invalid(snippet("""
+            import torch
+            def _install():
+                orig = torch.cuda.Event.record
+                def record(self, stream=None):
+                    return orig(self, stream)
+                torch.cuda.Event.record = record
+        """), line=6, message="`torch.cuda.Event.record` is replaced (assignment)"),
+        Invalid(snippet('''
+            src = r"""
+            #include <torch/extension.h>
+            void f() {
+              auto t = py::module_::import("torch.cuda");
+              py::setattr(t, "synchronize", py::none());
+            }
+            """
+        '''), line=5, message="`torch.cuda.synchronize` is replaced (pybind11/C API write)"),
     ]
 
     def sensitive(self, qual: str) -> Optional[str]:

@@ -6,6 +6,7 @@ from gatekeeper.analyses.harness_names import COMPARISONS
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.harness_patching import PatchRule
 from gatekeeper.analyses.harness_support import matches
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 
 
@@ -34,19 +35,52 @@ class PatchesComparison(PatchRule):
         "`torch.testing`. If the output does not match the reference, fix the kernel."
     )
     VALID = [
-        "import torch\ndef _self_test(m, x, ref):\n    assert torch.allclose(m(x), ref, atol=1e-5)\n",
-        "import torch\nallclose = lambda a, b: bool((a - b).abs().max() < 1e-3)\n",  # own helper
+        Valid(snippet("""
+            import torch
+            def _self_test(m, x, ref):
+                assert torch.allclose(m(x), ref, atol=1e-5)
+        """)),
+        Valid(snippet("""
+            import torch
+            allclose = lambda a, b: bool((a - b).abs().max() < 1e-3)
+        """)),  # own helper
     ]
     INVALID = [
-        "import torch\ntorch.allclose = lambda *a, **k: True\n",
-        "from torch import testing as tt\ntt.assert_close = lambda *a, **k: None\n",
-        "import torch\nsetattr(torch, 'equal', lambda a, b: True)\n",
-        "import sys\nsys.modules['torch'].allclose = lambda *a, **k: True\n",
-        "import torch\nvars(torch)['allclose'] = lambda *a, **k: True\n",
-        "from unittest import mock\np = mock.patch('torch.allclose', return_value=True)\np.start()\n",
-        "import torch\ntorch.__dict__.update({'isclose': lambda *a, **k: True})\n",
-        'src = r"""\n#include <torch/extension.h>\nvoid f() { py::module_::import("torch").attr("allclose") = '
-        'py::cpp_function([](py::args a) { return true; }); }\n"""\n',
+        Invalid(snippet("""
+            import torch
+            torch.allclose = lambda *a, **k: True
+        """), line=2, message="`torch.allclose` is replaced (assignment)"),
+        Invalid(snippet("""
+            from torch import testing as tt
+            tt.assert_close = lambda *a, **k: None
+        """), line=2, message="`torch.testing.assert_close` is replaced (assignment)"),
+        Invalid(snippet("""
+            import torch
+            setattr(torch, 'equal', lambda a, b: True)
+        """), line=2, message="`torch.equal` is replaced (setattr)"),
+        Invalid(snippet("""
+            import sys
+            sys.modules['torch'].allclose = lambda *a, **k: True
+        """), line=2, message="`torch.allclose` is replaced (assignment)"),
+        Invalid(snippet("""
+            import torch
+            vars(torch)['allclose'] = lambda *a, **k: True
+        """), line=2, message="`torch.allclose` is replaced (__dict__ write)"),
+        Invalid(snippet("""
+            from unittest import mock
+            p = mock.patch('torch.allclose', return_value=True)
+            p.start()
+        """), line=2, message="`torch.allclose` is replaced (mock.patch)"),
+        Invalid(snippet("""
+            import torch
+            torch.__dict__.update({'isclose': lambda *a, **k: True})
+        """), line=2, message="`torch.isclose` is replaced (__dict__.update)"),
+        Invalid(snippet('''
+            src = r"""
+            #include <torch/extension.h>
+            void f() { py::module_::import("torch").attr("allclose") = py::cpp_function([](py::args a) { return true; }); }
+            """
+        '''), line=3, message="`torch.allclose` is replaced (pybind11/C API write)"),
     ]
 
     def sensitive(self, qual: str) -> Optional[str]:

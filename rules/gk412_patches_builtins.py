@@ -4,6 +4,7 @@ from typing import Optional
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.harness_patching import PatchRule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 
 class PatchesBuiltins(PatchRule):
@@ -30,16 +31,34 @@ class PatchesBuiltins(PatchRule):
         "name in your module; never change `print`, `open` or other builtins for the harness."
     )
     VALID = [
-        "import logging\nprint = logging.getLogger(__name__).info\n",
-        "def max(a, b):\n    return a if a > b else b\n",
-        "import builtins\nn = builtins.len([1, 2])\n",
+        Valid(snippet("""
+            import logging
+            print = logging.getLogger(__name__).info
+        """)),
+        Valid(snippet("""
+            def max(a, b):
+                return a if a > b else b
+        """)),
+        Valid(snippet("""
+            import builtins
+            n = builtins.len([1, 2])
+        """)),
     ]
     INVALID = [
-        "import builtins\nbuiltins.print = lambda *a, **k: None\n",
-        "__builtins__['print'] = lambda *a, **k: None\n",
-        "import builtins as b\nsetattr(b, 'isinstance', lambda *a: True)\n",
-        "__builtins__.abs = lambda x: 0\n",
-        "import builtins\nbuiltins.__dict__.update(max=lambda *a: 0)\n",
+        Invalid(snippet("""
+            import builtins
+            builtins.print = lambda *a, **k: None
+        """), line=2, message="The builtin `builtins.print` is replaced (assignment)"),
+        Invalid("__builtins__['print'] = lambda *a, **k: None\n", line=1, message="The builtin `builtins.print` is replaced (assignment)"),
+        Invalid(snippet("""
+            import builtins as b
+            setattr(b, 'isinstance', lambda *a: True)
+        """), line=2, message="The builtin `builtins.isinstance` is replaced (setattr)"),
+        Invalid("__builtins__.abs = lambda x: 0\n", line=1, message="The builtin `builtins.abs` is replaced (assignment)"),
+        Invalid(snippet("""
+            import builtins
+            builtins.__dict__.update(max=lambda *a: 0)
+        """), line=2, message="The builtin `builtins.max` is replaced (__dict__.update)"),
     ]
 
     def sensitive(self, qual: str) -> Optional[str]:

@@ -7,6 +7,7 @@ from gatekeeper.analyses.harness_names import TIMERS
 from gatekeeper.analyses.harness_names import COMPARISONS
 from gatekeeper.analyses.harness_patching import PatchRule
 from gatekeeper.analyses.harness_support import matches
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 # Settings that are meant to be assigned; precision switches are GK-precision's business.
 _SETTINGS = (
@@ -41,17 +42,48 @@ class PatchesTorch(PatchRule):
         "call them from `ModelNew.forward`; leave `torch.Tensor` and `torch.*` as they are."
     )
     VALID = [
-        "import torch\ntorch.backends.cudnn.benchmark = True\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        self.scale = 2.0\n        self.forward_impl = torch.relu\n",
-        "import torch\nx = torch.zeros(3)\nx.data = torch.ones(3)\n",
+        Valid(snippet("""
+            import torch
+            torch.backends.cudnn.benchmark = True
+        """)),
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.scale = 2.0
+                    self.forward_impl = torch.relu
+        """)),
+        Valid(snippet("""
+            import torch
+            x = torch.zeros(3)
+            x.data = torch.ones(3)
+        """)),
     ]
     INVALID = [
-        "import torch\ntorch.Tensor.__eq__ = lambda self, other: True\n",
-        "import torch\n_orig = torch.mean\ndef fast(*a, **k):\n    return _orig(*a, **k)\ntorch.mean = fast\n",
-        "from torch import Tensor\nsetattr(Tensor, '__float__', lambda self: 0.0)\n",
-        "import torch.nn.functional as F\nF.relu = lambda x, inplace=False: x\n",
-        "import torch\ntorch.nn.Module.__call__ = lambda self, *a: self.forward(*a)\n",
+        Invalid(snippet("""
+            import torch
+            torch.Tensor.__eq__ = lambda self, other: True
+        """), line=2, message="`torch.Tensor.__eq__` is replaced (assignment)"),
+        Invalid(snippet("""
+            import torch
+            _orig = torch.mean
+            def fast(*a, **k):
+                return _orig(*a, **k)
+            torch.mean = fast
+        """), line=5, message="`torch.mean` is replaced (assignment)"),
+        Invalid(snippet("""
+            from torch import Tensor
+            setattr(Tensor, '__float__', lambda self: 0.0)
+        """), line=2, message="`torch.Tensor.__float__` is replaced (setattr)"),
+        Invalid(snippet("""
+            import torch.nn.functional as F
+            F.relu = lambda x, inplace=False: x
+        """), line=2, message="`torch.nn.functional.relu` is replaced (assignment)"),
+        Invalid(snippet("""
+            import torch
+            torch.nn.Module.__call__ = lambda self, *a: self.forward(*a)
+        """), line=2, message="`torch.nn.Module.__call__` is replaced (assignment)"),
     ]
 
     def sensitive(self, qual: str) -> Optional[str]:

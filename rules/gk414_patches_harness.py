@@ -8,6 +8,7 @@ from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.harness_patching import PatchRule
 from gatekeeper.analyses.harness_support import matches, resolve
 from gatekeeper.static.names import dotted
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 HARNESS_MODULES = ("gatekeeper", "kernelbench", "popcorn", "src.eval", "eval_harness", "reference_kernels")
 # Objects the harness injects as globals (the jitter object), never imported.
@@ -40,15 +41,32 @@ class PatchesHarness(PatchRule):
     )
     options = {"modules": list(HARNESS_MODULES), "globals": list(HARNESS_GLOBALS)}
     VALID = [
-        "from kernelbench.distributed_collectives import default_device\ndev = default_device()\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        self.gatekeeper = None\n",
+        Valid(snippet("""
+            from kernelbench.distributed_collectives import default_device
+            dev = default_device()
+        """)),
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.gatekeeper = None
+        """)),
     ]
     INVALID = [
-        "import gatekeeper.behaviour as gb\ngb.compare = lambda *a, **k: True\n",
-        "popcorn_pri.jitter_int = lambda n, align=1: n\n",
-        "import kernelbench.distributed_collectives as kd\nsetattr(kd, 'default_device', lambda: 'cpu')\n",
-        "from unittest import mock\nmock.patch('gatekeeper.timing.measure', lambda *a: 1e-6).start()\n",
+        Invalid(snippet("""
+            import gatekeeper.behaviour as gb
+            gb.compare = lambda *a, **k: True
+        """), line=2, message="`gatekeeper.behaviour.compare` is replaced (assignment)"),
+        Invalid("popcorn_pri.jitter_int = lambda n, align=1: n\n", line=1, message="`popcorn_pri.jitter_int` is replaced (assignment)"),
+        Invalid(snippet("""
+            import kernelbench.distributed_collectives as kd
+            setattr(kd, 'default_device', lambda: 'cpu')
+        """), line=2, message="`kernelbench.distributed_collectives.default_device` is replaced (setattr)"),
+        Invalid(snippet("""
+            from unittest import mock
+            mock.patch('gatekeeper.timing.measure', lambda *a: 1e-6).start()
+        """), line=2, message="`gatekeeper.timing.measure` is replaced (mock.patch)"),
     ]
 
     def target_name(self, target: cst.Attribute) -> Optional[str]:

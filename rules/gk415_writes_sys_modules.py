@@ -5,6 +5,7 @@ import libcst as cst
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.harness_support import literal, positional, resolve, subscript_key
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 _REGISTRIES = ("sys.modules", "sys.meta_path", "sys.path_hooks")
 _MUTATORS = ("update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__",
@@ -34,15 +35,40 @@ class WritesSysModules(Rule):
         "`import` statements and never replace a module for the rest of the process."
     )
     VALID = [
-        "import sys\nthis = sys.modules[__name__]\n",
-        "import sys, os\nsys.path.insert(0, os.path.dirname(__file__))\n",
+        Valid(snippet("""
+            import sys
+            this = sys.modules[__name__]
+        """)),
+        Valid(snippet("""
+            import sys, os
+            sys.path.insert(0, os.path.dirname(__file__))
+        """)),
     ]
     INVALID = [
-        "import sys, types\nsys.modules['torch.testing'] = types.ModuleType('fake')\n",
-        "import sys as _s\n_s.modules.update({'gatekeeper.timing': object()})\n",
-        "import sys\ndel sys.modules['torch']\n",
-        "from unittest import mock\nimport sys\nmock.patch.dict(sys.modules, {'numpy': None}).start()\n",
-        "import sys\nclass Finder:\n    def find_spec(self, *a):\n        return None\nsys.meta_path.insert(0, Finder())\n",
+        Invalid(snippet("""
+            import sys, types
+            sys.modules['torch.testing'] = types.ModuleType('fake')
+        """), line=2, message="The import system is changed (assignment on `sys.modules['torch.testing']`)"),
+        Invalid(snippet("""
+            import sys as _s
+            _s.modules.update({'gatekeeper.timing': object()})
+        """), line=2, message="The import system is changed (.update() on `sys.modules`)"),
+        Invalid(snippet("""
+            import sys
+            del sys.modules['torch']
+        """), line=2, message="The import system is changed (del on `sys.modules['torch']`)"),
+        Invalid(snippet("""
+            from unittest import mock
+            import sys
+            mock.patch.dict(sys.modules, {'numpy': None}).start()
+        """), line=3, message="The import system is changed (mock.patch.dict on `sys.modules`)"),
+        Invalid(snippet("""
+            import sys
+            class Finder:
+                def find_spec(self, *a):
+                    return None
+            sys.meta_path.insert(0, Finder())
+        """), line=5, message="The import system is changed (.insert() on `sys.meta_path`)"),
     ]
 
     def visit_Assign(self, node: cst.Assign) -> None:

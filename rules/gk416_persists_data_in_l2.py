@@ -7,6 +7,7 @@ from gatekeeper.analyses.stream_support import asm_strings, call_args, idents, p
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.names import string_value
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 # Names that make L2 lines persist (runtime API, driver API, cuda-python spellings).
 PERSIST_NAMES = frozenset({
@@ -67,24 +68,70 @@ class PersistsDataInL2(Rule):
         "`cudaCtxResetPersistingL2Cache()`)."
     )
     VALID = [
-        "src = r'''\nvoid reset(cudaStream_t s) {\n  cudaStreamAttrValue a = {};\n  a.accessPolicyWindow.num_bytes = 0;\n"
-        "  a.accessPolicyWindow.hitProp = cudaAccessPropertyNormal;\n  cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &a);\n"
-        "  cudaCtxResetPersistingL2Cache();\n  cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);\n}\n'''\n",
-        "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x, y):\n"
-        "    tl.store(y, tl.load(x, eviction_policy='evict_first'))\n",
-        "# cudaAccessPropertyPersisting is not used here\nimport torch\n",
+        Valid(snippet("""
+            src = r'''
+            void reset(cudaStream_t s) {
+              cudaStreamAttrValue a = {};
+              a.accessPolicyWindow.num_bytes = 0;
+              a.accessPolicyWindow.hitProp = cudaAccessPropertyNormal;
+              cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &a);
+              cudaCtxResetPersistingL2Cache();
+              cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
+            }
+            '''
+        """)),
+        Valid(snippet("""
+            import triton
+            import triton.language as tl
+            @triton.jit
+            def k(x, y):
+                tl.store(y, tl.load(x, eviction_policy='evict_first'))
+        """)),
+        Valid(snippet("""
+            # cudaAccessPropertyPersisting is not used here
+            import torch
+        """)),
     ]
     INVALID = [
-        "src = r'''\nvoid pin(cudaStream_t s, void* w, size_t n) {\n  cudaStreamAttrValue a = {};\n"
-        "  a.accessPolicyWindow.base_ptr = w;\n  a.accessPolicyWindow.num_bytes = n;\n  a.accessPolicyWindow.hitRatio = 1.0f;\n"
-        "  a.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;\n"
-        "  cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &a);\n}\n'''\n",
-        "src = r'''\n#include <cuda_runtime.h>\nvoid setup(size_t l2) { cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, l2); }\n'''\n",
-        "from cuda import cudart\ndef setup(size):\n    cudart.cudaDeviceSetLimit(cudart.cudaLimit.cudaLimitPersistingL2CacheSize, size)\n",
-        "src = r'''\n__global__ void k(const float* x, float* y) {\n  float v;\n"
-        "  asm volatile(\"ld.global.L2::evict_last.f32 %0, [%1];\" : \"=f\"(v) : \"l\"(x));\n  y[0] = v;\n}\n'''\n",
-        "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x, y):\n"
-        "    tl.store(y, tl.load(x, eviction_policy='evict_last'))\n",
+        Invalid(snippet("""
+            src = r'''
+            void pin(cudaStream_t s, void* w, size_t n) {
+              cudaStreamAttrValue a = {};
+              a.accessPolicyWindow.base_ptr = w;
+              a.accessPolicyWindow.num_bytes = n;
+              a.accessPolicyWindow.hitRatio = 1.0f;
+              a.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+              cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &a);
+            }
+            '''
+        """), line=7, message="`cudaAccessPropertyPersisting` makes L2 cache lines persist"),
+        Invalid(snippet("""
+            src = r'''
+            #include <cuda_runtime.h>
+            void setup(size_t l2) { cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, l2); }
+            '''
+        """), line=3, message="`cudaLimitPersistingL2CacheSize` makes L2 cache lines persist"),
+        Invalid(snippet("""
+            from cuda import cudart
+            def setup(size):
+                cudart.cudaDeviceSetLimit(cudart.cudaLimit.cudaLimitPersistingL2CacheSize, size)
+        """), line=3, message="`cudaLimitPersistingL2CacheSize` makes L2 cache lines persist"),
+        Invalid(snippet("""
+            src = r'''
+            __global__ void k(const float* x, float* y) {
+              float v;
+              asm volatile("ld.global.L2::evict_last.f32 %0, [%1];" : "=f"(v) : "l"(x));
+              y[0] = v;
+            }
+            '''
+        """), line=4, message="Inline PTX with an `evict_last` cache hint asks the cache to keep these lines longer"),
+        Invalid(snippet("""
+            import triton
+            import triton.language as tl
+            @triton.jit
+            def k(x, y):
+                tl.store(y, tl.load(x, eviction_policy='evict_last'))
+        """), line=5, message='`eviction_policy="evict_last"` asks the cache to keep these lines longer'),
     ]
 
     def __init__(self, *args, **kwargs) -> None:

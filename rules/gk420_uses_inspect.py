@@ -6,6 +6,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.harness_support import UseRule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 # inspect functions that look at objects the caller hands them, never at frames or source.
 _HARMLESS = frozenset({
@@ -42,14 +43,35 @@ class UsesInspect(UseRule):
     )
     NAMES = ("inspect",)
     VALID = [
-        "import torch\ndef f(x):\n    return x  # inspect.stack() in a comment is not code\n",
-        "s = 'inspect.currentframe'\n",
+        Valid(snippet("""
+            import torch
+            def f(x):
+                return x  # inspect.stack() in a comment is not code
+        """)),
+        Valid("s = 'inspect.currentframe'\n"),
     ]
     INVALID = [
-        "import inspect\ndef forward(x):\n    frame = inspect.currentframe().f_back\n    return frame\n",
-        "from inspect import stack as st\ndef steal():\n    return [f.frame for f in st()]\n",
-        "import inspect as _i\nsrc = _i.getsource\n",
-        "import inspect\nbody = inspect.cleandoc('''\n  __global__ void k() {}\n''')\n",
+        Invalid(snippet("""
+            import inspect
+            def forward(x):
+                frame = inspect.currentframe().f_back
+                return frame
+        """), line=3, message="`inspect.currentframe` is used"),
+        Invalid(snippet("""
+            from inspect import stack as st
+            def steal():
+                return [f.frame for f in st()]
+        """), line=3, message="`inspect.stack` is used"),
+        Invalid(snippet("""
+            import inspect as _i
+            src = _i.getsource
+        """), line=2, message="`inspect.getsource` is used"),
+        Invalid(snippet("""
+            import inspect
+            body = inspect.cleandoc('''
+              __global__ void k() {}
+            ''')
+        """), line=2, message="`inspect.cleandoc` is used"),
     ]
 
     def describe(self, qual: str, entry: str, node: cst.CSTNode) -> Optional[tuple[str, Optional[Severity]]]:

@@ -4,6 +4,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.harness_support import UseRule, literal, positional, resolve
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 FRAME_ATTRIBUTES = frozenset({
     "f_back", "f_locals", "f_globals", "f_code", "f_builtins", "f_trace", "f_lineno",
@@ -40,16 +41,42 @@ class ReadsCallerFrames(UseRule):
              "sys.monitoring", "threading.settrace", "threading.setprofile",
              "threading.settrace_all_threads", "threading.setprofile_all_threads")
     VALID = [
-        "import sys\nprint(sys.version_info, sys.platform)\n",
-        "class Frame:\n    pass\nframe = Frame()\nframe.back = 1\n",
+        Valid(snippet("""
+            import sys
+            print(sys.version_info, sys.platform)
+        """)),
+        Valid(snippet("""
+            class Frame:
+                pass
+            frame = Frame()
+            frame.back = 1
+        """)),
     ]
     INVALID = [
-        "import sys\ndef forward(x):\n    return sys._getframe(1).f_locals['expected']\n",
-        "from sys import _getframe as gf\ncaller = gf(2)\n",
-        "def steal(f):\n    while f is not None:\n        if 'ref' in f.f_locals:\n            return f.f_locals['ref']\n"
-        "        f = f.f_back\n",
-        "def up(frame):\n    return getattr(frame, 'f_back')\n",
-        "import sys\nsys.settrace(lambda *a: None)\n",
+        Invalid(snippet("""
+            import sys
+            def forward(x):
+                return sys._getframe(1).f_locals['expected']
+        """), line=3, message="`.f_locals` is read"),
+        Invalid(snippet("""
+            from sys import _getframe as gf
+            caller = gf(2)
+        """), line=2, message="`sys._getframe` is read"),
+        Invalid(snippet("""
+            def steal(f):
+                while f is not None:
+                    if 'ref' in f.f_locals:
+                        return f.f_locals['ref']
+                    f = f.f_back
+        """), line=3, message="`.f_locals` is read"),
+        Invalid(snippet("""
+            def up(frame):
+                return getattr(frame, 'f_back')
+        """), line=2, message="`getattr(..., 'f_back')` is read"),
+        Invalid(snippet("""
+            import sys
+            sys.settrace(lambda *a: None)
+        """), line=2, message="`sys.settrace` is read"),
     ]
 
     def visit_Attribute(self, node: cst.Attribute) -> None:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.harness_support import UseRule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 
 class ReadsGarbageCollector(UseRule):
@@ -28,11 +29,30 @@ class ReadsGarbageCollector(UseRule):
     )
     NAMES = ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "gc.garbage")
     VALID = [
-        "import gc, torch\ngc.collect()\ntorch.cuda.empty_cache()\n",
-        "import gc\ngc.disable()\n",
+        Valid(snippet("""
+            import gc, torch
+            gc.collect()
+            torch.cuda.empty_cache()
+        """)),
+        Valid(snippet("""
+            import gc
+            gc.disable()
+        """)),
     ]
     INVALID = [
-        "import gc, torch\ndef find():\n    return [o for o in gc.get_objects() if torch.is_tensor(o)]\n",
-        "from gc import get_referrers as refs\ndef who(x):\n    return refs(x)\n",
-        "import gc as g\ndef walk(x):\n    return g.get_referents(x)\n",
+        Invalid(snippet("""
+            import gc, torch
+            def find():
+                return [o for o in gc.get_objects() if torch.is_tensor(o)]
+        """), line=3, message="`gc.get_objects` is used"),
+        Invalid(snippet("""
+            from gc import get_referrers as refs
+            def who(x):
+                return refs(x)
+        """), line=3, message="`gc.get_referrers` is used"),
+        Invalid(snippet("""
+            import gc as g
+            def walk(x):
+                return g.get_referents(x)
+        """), line=3, message="`gc.get_referents` is used"),
     ]

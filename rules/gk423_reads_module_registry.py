@@ -6,6 +6,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.harness_support import UseRule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 
 class ReadsModuleRegistry(UseRule):
@@ -33,15 +34,33 @@ class ReadsModuleRegistry(UseRule):
     )
     NAMES = ("sys.modules", "__main__")
     VALID = [
-        "import sys\nme = sys.modules[__name__]\n",
-        "if __name__ == '__main__':\n    print('self test')\n",
+        Valid(snippet("""
+            import sys
+            me = sys.modules[__name__]
+        """)),
+        Valid(snippet("""
+            if __name__ == '__main__':
+                print('self test')
+        """)),
     ]
     INVALID = [
-        "import sys\nref = sys.modules['__main__'].Model\n",
-        "import __main__\nexpected = __main__.ref_output\n",
-        "import sys\nharness = [m for name, m in sys.modules.items() if 'eval' in name]\n",
-        "from __main__ import Model\n",
-        "import sys as s\nmods = s.modules.get('kernelbench.eval')\n",
+        Invalid(snippet("""
+            import sys
+            ref = sys.modules['__main__'].Model
+        """), line=2, message="`__main__.Model` is read"),
+        Invalid(snippet("""
+            import __main__
+            expected = __main__.ref_output
+        """), line=2, message="`__main__.ref_output` is read"),
+        Invalid(snippet("""
+            import sys
+            harness = [m for name, m in sys.modules.items() if 'eval' in name]
+        """), line=2, message="`sys.modules.items` is read"),
+        Invalid("from __main__ import Model\n", line=1, message="`__main__.Model` is read"),
+        Invalid(snippet("""
+            import sys as s
+            mods = s.modules.get('kernelbench.eval')
+        """), line=2, message="`sys.modules.get` is read"),
     ]
 
     def describe(self, qual: str, entry: str, node: cst.CSTNode) -> Optional[tuple[str, Optional[Severity]]]:

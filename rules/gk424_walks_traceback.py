@@ -4,6 +4,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.harness_support import UseRule, resolve
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 TRACEBACK_ATTRIBUTES = frozenset({"__traceback__", "tb_frame", "tb_next"})
 
@@ -36,15 +37,47 @@ class WalksTraceback(UseRule):
              "traceback.format_stack", "traceback.print_stack", "traceback.extract_tb",
              "traceback.StackSummary", "traceback.FrameSummary", "sys.last_traceback", "sys.last_exc")
     VALID = [
-        "import traceback\ntry:\n    pass\nexcept Exception:\n    traceback.print_exc()\n",
-        "import sys\ntry:\n    pass\nexcept Exception:\n    err = sys.exc_info()[1]\n",
+        Valid(snippet("""
+            import traceback
+            try:
+                pass
+            except Exception:
+                traceback.print_exc()
+        """)),
+        Valid(snippet("""
+            import sys
+            try:
+                pass
+            except Exception:
+                err = sys.exc_info()[1]
+        """)),
     ]
     INVALID = [
-        "def grab():\n    try:\n        raise RuntimeError\n    except RuntimeError as e:\n"
-        "        return e.__traceback__.tb_frame.f_back.f_locals\n",
-        "import sys\ntry:\n    1 / 0\nexcept ZeroDivisionError:\n    tb = sys.exc_info()[2]\n",
-        "import traceback as tb\nnames = [f.name for f in tb.extract_stack()]\n",
-        "import sys\ntry:\n    1 / 0\nexcept Exception:\n    kind, err, trace = sys.exc_info()\n",
+        Invalid(snippet("""
+            def grab():
+                try:
+                    raise RuntimeError
+                except RuntimeError as e:
+                    return e.__traceback__.tb_frame.f_back.f_locals
+        """), line=5, message="`.tb_frame` is read"),
+        Invalid(snippet("""
+            import sys
+            try:
+                1 / 0
+            except ZeroDivisionError:
+                tb = sys.exc_info()[2]
+        """), line=5, message="`sys.exc_info()[2]` is read"),
+        Invalid(snippet("""
+            import traceback as tb
+            names = [f.name for f in tb.extract_stack()]
+        """), line=2, message="`traceback.extract_stack` is read"),
+        Invalid(snippet("""
+            import sys
+            try:
+                1 / 0
+            except Exception:
+                kind, err, trace = sys.exc_info()
+        """), line=5, message="`sys.exc_info() (its traceback)` is read"),
     ]
 
     def visit_Attribute(self, node: cst.Attribute) -> None:

@@ -8,6 +8,7 @@ from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.cpp_source import cpp_calls, cpp_idents
 from gatekeeper.analyses.harness_support import UseRule
 from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 # The Python C API and pybind11 run Python source from C++, out of the Python checks' sight.
 CPP_EVALUATORS = frozenset({"PyRun_SimpleString", "PyRun_SimpleStringFlags", "PyRun_String", "PyRun_StringFlags",
@@ -43,21 +44,64 @@ class EvaluatesCode(UseRule):
     NAMES = ("builtins.eval", "builtins.exec", "builtins.compile", "runpy", "code.interact",
              "code.InteractiveInterpreter", "code.InteractiveConsole", "code.compile_command")
     VALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
-        "m = ModelNew().eval()\nfast = torch.compile(m)\n",
-        "import re, ast\npat = re.compile(r'\\d+')\nv = ast.literal_eval('[1, 2]')\n",
-        "# we never call eval or exec here\ndoc = 'eval(x) is forbidden'\n",
-        "def compile(src):\n    return src\nout = compile('k')\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    return x
+            m = ModelNew().eval()
+            fast = torch.compile(m)
+        """)),
+        Valid(snippet(r"""
+            import re, ast
+            pat = re.compile(r'\d+')
+            v = ast.literal_eval('[1, 2]')
+        """)),
+        Valid(snippet("""
+            # we never call eval or exec here
+            doc = 'eval(x) is forbidden'
+        """)),
+        Valid(snippet("""
+            def compile(src):
+                return src
+            out = compile('k')
+        """)),
     ]
     INVALID = [
-        "exec('import torch; torch.allclose = lambda *a, **k: True')\n",
-        "import builtins\nbuiltins.exec(compile('x = 1', '<s>', 'exec'))\n",
-        "run = eval\ndef f(s):\n    return run(s)\n",
-        "code = ''.join(['im', 'port os'])\n__builtins__['exec'](code)\n",
-        "import builtins\nf = getattr(builtins, 'ev' 'al')\n",
-        "import runpy\nrunpy.run_path('helper.py')\n",
-        "src = r\'\'\'\n#include <torch/extension.h>\nvoid f() { py::exec(\"import torch; torch.allclose = lambda *a, **k: True\"); }\n\'\'\'\n",
-        "src = r\'\'\'\n#include <Python.h>\nvoid f() { PyRun_SimpleString(\"import os\"); }\n\'\'\'\n",
+        Invalid("exec('import torch; torch.allclose = lambda *a, **k: True')\n", line=1, message="`exec` runs code that is not in the submission's source"),
+        Invalid(snippet("""
+            import builtins
+            builtins.exec(compile('x = 1', '<s>', 'exec'))
+        """), line=2, message="`exec` runs code that is not in the submission's source"),
+        Invalid(snippet("""
+            run = eval
+            def f(s):
+                return run(s)
+        """), line=1, message="`eval` runs code that is not in the submission's source"),
+        Invalid(snippet("""
+            code = ''.join(['im', 'port os'])
+            __builtins__['exec'](code)
+        """), line=2, message="`exec` runs code that is not in the submission's source"),
+        Invalid(snippet("""
+            import builtins
+            f = getattr(builtins, 'ev' 'al')
+        """), line=2, message="`eval` runs code that is not in the submission's source"),
+        Invalid(snippet("""
+            import runpy
+            runpy.run_path('helper.py')
+        """), line=2, message="`runpy.run_path` runs code that is not in the submission's source"),
+        Invalid(snippet("""
+            src = r'''
+            #include <torch/extension.h>
+            void f() { py::exec("import torch; torch.allclose = lambda *a, **k: True"); }
+            '''
+        """), line=3, message="`py::exec()` runs code that is not in the submission's source"),
+        Invalid(snippet("""
+            src = r'''
+            #include <Python.h>
+            void f() { PyRun_SimpleString("import os"); }
+            '''
+        """), line=3, message="`PyRun_SimpleString()` runs code that is not in the submission's source"),
     ]
 
     def check_cpp(self, source: CppSource) -> None:

@@ -8,6 +8,7 @@ from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.cpp_source import cpp_call_strings, cpp_calls, cpp_idents
 from gatekeeper.analyses.harness_support import UseRule
 from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 _AVAILABILITY = ("importlib.util.find_spec", "importlib.metadata", "importlib.resources")
 
@@ -44,16 +45,43 @@ class ImportsDynamically(UseRule):
     NAMES = ("builtins.__import__", "importlib", "imp", "pkgutil.get_loader", "pkgutil.find_loader",
              "pkgutil.iter_modules", "pkgutil.walk_packages", "zipimport")
     VALID = [
-        "try:\n    import triton\nexcept ImportError:\n    triton = None\n",
-        "import torch\nfrom torch.utils.cpp_extension import load_inline\n",
+        Valid(snippet("""
+            try:
+                import triton
+            except ImportError:
+                triton = None
+        """)),
+        Valid(snippet("""
+            import torch
+            from torch.utils.cpp_extension import load_inline
+        """)),
     ]
     INVALID = [
-        "mod = __import__('subprocess')\n",
-        "import importlib\nref = importlib.import_module('reference')\n",
-        "from importlib import util\nspec = util.spec_from_file_location('r', '/tmp/r.py')\n",
-        "import importlib as il\nname = 'o' + 's'\nos_mod = il.import_module(name)\n",
-        "from importlib import reload\nimport torch\nreload(torch)\n",
-        "src = r\'\'\'\n#include <torch/extension.h>\nvoid f() { auto sp = py::module_::import(\"subprocess\"); }\n\'\'\'\n",
+        Invalid("mod = __import__('subprocess')\n", line=1, message="`__import__` imports a module by a run-time name"),
+        Invalid(snippet("""
+            import importlib
+            ref = importlib.import_module('reference')
+        """), line=2, message="`importlib.import_module` imports a module by a run-time name"),
+        Invalid(snippet("""
+            from importlib import util
+            spec = util.spec_from_file_location('r', '/tmp/r.py')
+        """), line=2, message="`importlib.util.spec_from_file_location` imports a module by a run-time name"),
+        Invalid(snippet("""
+            import importlib as il
+            name = 'o' + 's'
+            os_mod = il.import_module(name)
+        """), line=3, message="`importlib.import_module` imports a module by a run-time name"),
+        Invalid(snippet("""
+            from importlib import reload
+            import torch
+            reload(torch)
+        """), line=3, message="`importlib.reload` imports a module by a run-time name"),
+        Invalid(snippet("""
+            src = r'''
+            #include <torch/extension.h>
+            void f() { auto sp = py::module_::import("subprocess"); }
+            '''
+        """), line=3, message="The C++/CUDA source imports the Python module `subprocess` at run time"),
     ]
 
     def check_cpp(self, source: CppSource) -> None:

@@ -7,6 +7,7 @@ import libcst as cst
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.harness_support import literal, matches, positional, resolve, subscript_key
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 # Compute libraries where `getattr(torch, dtype_name)` or `getattr(F, activation)` picks a
 # dtype or an op: suspicious, not proof.
@@ -41,18 +42,50 @@ class ComputedGetattr(Rule):
         "explicitly: `{'relu': F.relu, 'gelu': F.gelu}[name]`."
     )
     VALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        w = getattr(self, 'weight')\n        return x\n",
-        "import torch\ndt = getattr(torch, 'float16')\n",
-        "DT = 'bfloat16'\nimport torch\ndt = getattr(torch, DT)\n",
-        "def pick(obj, name):\n    return getattr(obj, name)\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    w = getattr(self, 'weight')
+                    return x
+        """)),
+        Valid(snippet("""
+            import torch
+            dt = getattr(torch, 'float16')
+        """)),
+        Valid(snippet("""
+            DT = 'bfloat16'
+            import torch
+            dt = getattr(torch, DT)
+        """)),
+        Valid(snippet("""
+            def pick(obj, name):
+                return getattr(obj, name)
+        """)),
     ]
     INVALID = [
-        "import builtins\nf = getattr(builtins, 'ev' + 'al')\n",
-        "import os\nname = ''.join(['sys', 'tem'])\ngetattr(os, name)('nvidia-smi -lgc 1980')\n",
-        "import torch\ndef patch(name, fn):\n    setattr(torch, name, fn)\n",
-        "import codecs, os\nrun = vars(os)[codecs.decode('flfgrz', 'rot13')]\n",
-        "def g(n):\n    return __builtins__[n]\n",
+        Invalid(snippet("""
+            import builtins
+            f = getattr(builtins, 'ev' + 'al')
+        """), line=2, message="`getattr` reads `builtins.<computed>`"),
+        Invalid(snippet("""
+            import os
+            name = ''.join(['sys', 'tem'])
+            getattr(os, name)('nvidia-smi -lgc 1980')
+        """), line=3, message="`getattr` reads `os.<computed>`"),
+        Invalid(snippet("""
+            import torch
+            def patch(name, fn):
+                setattr(torch, name, fn)
+        """), line=3, message="`setattr` reads `torch.<computed>`"),
+        Invalid(snippet("""
+            import codecs, os
+            run = vars(os)[codecs.decode('flfgrz', 'rot13')]
+        """), line=2, message="`namespace[...]` reads `os.<computed>`"),
+        Invalid(snippet("""
+            def g(n):
+                return __builtins__[n]
+        """), line=2, message="`namespace[...]` reads `builtins.<computed>`"),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:

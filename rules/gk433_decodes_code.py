@@ -8,6 +8,7 @@ from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.harness_support import literal, matches, positional, resolve
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.walk import children
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 DECODERS = (
     "base64", "binascii.a2b_base64", "binascii.unhexlify", "binascii.a2b_hex", "zlib.decompress",
@@ -80,16 +81,37 @@ class DecodesCode(Rule):
         "literal passed to `load_inline`. Nothing may be encoded, compressed or pickled."
     )
     VALID = [
-        "import torch\nx = b'abc'.decode('utf-8')\n",
-        "doc = 'we do not use base64.b64decode or marshal.loads'\n",
+        Valid(snippet("""
+            import torch
+            x = b'abc'.decode('utf-8')
+        """)),
+        Valid("doc = 'we do not use base64.b64decode or marshal.loads'\n"),
     ]
     INVALID = [
-        "import base64\nexec(base64.b64decode('cHJpbnQoMSk='))\n",
-        "import zlib, base64 as b\nblob = b.b64decode(DATA)\nsrc = zlib.decompress(blob).decode()\ncode = compile(src, 'x', 'exec')\n",
-        "import marshal, types\nfn = types.FunctionType(marshal.loads(BLOB), globals())\n",
-        "import pickle\nstate = pickle.loads(PAYLOAD)\n",
-        "import codecs\nfrom torch.utils.cpp_extension import load_inline\n"
-        "src = codecs.decode(ROT, 'rot13')\next = load_inline('k', cpp_sources=src)\n",
+        Invalid(snippet("""
+            import base64
+            exec(base64.b64decode('cHJpbnQoMSk='))
+        """), line=2, message="`base64.b64decode` decodes data that is then executed"),
+        Invalid(snippet("""
+            import zlib, base64 as b
+            blob = b.b64decode(DATA)
+            src = zlib.decompress(blob).decode()
+            code = compile(src, 'x', 'exec')
+        """), line=2, message="`base64.b64decode` decodes data that is then executed"),
+        Invalid(snippet("""
+            import marshal, types
+            fn = types.FunctionType(marshal.loads(BLOB), globals())
+        """), line=2, message="`marshal.loads` decodes a serialised object"),
+        Invalid(snippet("""
+            import pickle
+            state = pickle.loads(PAYLOAD)
+        """), line=2, message="`pickle.loads` decodes a serialised object"),
+        Invalid(snippet("""
+            import codecs
+            from torch.utils.cpp_extension import load_inline
+            src = codecs.decode(ROT, 'rot13')
+            ext = load_inline('k', cpp_sources=src)
+        """), line=3, message="`codecs.decode` decodes data that is then executed"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:

@@ -4,6 +4,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.harness_support import UseRule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 CODE_ATTRIBUTES = frozenset({"__code__", "co_code", "co_consts", "co_names", "func_code"})
 
@@ -30,14 +31,41 @@ class BuildsCodeObject(UseRule):
     hint = "Define the function with `def` in the submission and call it; never construct or swap code objects."
     NAMES = ("types.FunctionType", "types.CodeType", "types.LambdaType")
     VALID = [
-        "import types\ncfg = types.SimpleNamespace(block=256)\n",
-        "import types\nclass A:\n    pass\ndef f(self):\n    return 1\na = A()\na.f = types.MethodType(f, a)\n",
+        Valid(snippet("""
+            import types
+            cfg = types.SimpleNamespace(block=256)
+        """)),
+        Valid(snippet("""
+            import types
+            class A:
+                pass
+            def f(self):
+                return 1
+            a = A()
+            a.f = types.MethodType(f, a)
+        """)),
     ]
     INVALID = [
-        "import types\nf = types.FunctionType(CODE, globals())\n",
-        "def honest(x):\n    return x\ndef fake(x):\n    return 0\nhonest.__code__ = fake.__code__\n",
-        "from types import CodeType as C\nco = C(0, 0, 0, 0, 0, 0, b'', (), (), (), '', '', 0, b'')\n",
-        "def f():\n    pass\nco = f.__code__.replace(co_consts=(None, 1))\n",
+        Invalid(snippet("""
+            import types
+            f = types.FunctionType(CODE, globals())
+        """), line=2, message="`types.FunctionType` builds or rewrites code at run time"),
+        Invalid(snippet("""
+            def honest(x):
+                return x
+            def fake(x):
+                return 0
+            honest.__code__ = fake.__code__
+        """), line=5, message="`.__code__` builds or rewrites code at run time"),
+        Invalid(snippet("""
+            from types import CodeType as C
+            co = C(0, 0, 0, 0, 0, 0, b'', (), (), (), '', '', 0, b'')
+        """), line=2, message="`types.CodeType` builds or rewrites code at run time"),
+        Invalid(snippet("""
+            def f():
+                pass
+            co = f.__code__.replace(co_consts=(None, 1))
+        """), line=3, message="`.__code__` builds or rewrites code at run time"),
     ]
 
     def visit_Attribute(self, node: cst.Attribute) -> None:

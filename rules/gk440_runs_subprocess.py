@@ -5,6 +5,7 @@ from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.cpp_source import cpp_calls
 from gatekeeper.analyses.harness_support import UseRule
 from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 CPP_PROCESS = frozenset({
     "system", "popen", "_popen", "execv", "execve", "execvp", "execvpe", "execl", "execle",
@@ -39,18 +40,55 @@ class RunsSubprocess(UseRule):
     )
     NAMES = PROCESS
     VALID = [
-        "# we call subprocess-free code only\nimport os\nhere = os.path.dirname(__file__)\n",
-        "import torch\nfrom torch.utils.cpp_extension import load_inline\n"
-        "ext = load_inline('k', cpp_sources='int f();', functions=['f'])\n",
-        "src = '''\n#include <torch/extension.h>\n// system( is mentioned in a comment only\nint f() { return 0; }\n'''\n",
+        Valid(snippet("""
+            # we call subprocess-free code only
+            import os
+            here = os.path.dirname(__file__)
+        """)),
+        Valid(snippet("""
+            import torch
+            from torch.utils.cpp_extension import load_inline
+            ext = load_inline('k', cpp_sources='int f();', functions=['f'])
+        """)),
+        Valid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            // system( is mentioned in a comment only
+            int f() { return 0; }
+            '''
+        """)),
     ]
     INVALID = [
-        "import subprocess\nsubprocess.run(['nvidia-smi'])\n",
-        "from subprocess import check_output as co\nco('ls', shell=True)\n",
-        "import os\ndef sh(c):\n    return os.popen(c).read()\n",
-        "import os as _o\n_o.execvp('python', ['python', '-c', 'pass'])\n",
-        "src = '''\n#include <cstdlib>\nint f() { return std::system(\"nvidia-smi -lgc 1980\"); }\n'''\n",
-        "cuda = '''\n#include <unistd.h>\n__global__ void k() {}\nvoid launch() { if (fork() == 0) { execl(\"/bin/sh\", \"sh\", nullptr); } }\n'''\n",
+        Invalid(snippet("""
+            import subprocess
+            subprocess.run(['nvidia-smi'])
+        """), line=2, message="`subprocess.run` starts another program"),
+        Invalid(snippet("""
+            from subprocess import check_output as co
+            co('ls', shell=True)
+        """), line=2, message="`subprocess.check_output` starts another program"),
+        Invalid(snippet("""
+            import os
+            def sh(c):
+                return os.popen(c).read()
+        """), line=3, message="`os.popen` starts another program"),
+        Invalid(snippet("""
+            import os as _o
+            _o.execvp('python', ['python', '-c', 'pass'])
+        """), line=2, message="`os.execvp` starts another program"),
+        Invalid(snippet("""
+            src = '''
+            #include <cstdlib>
+            int f() { return std::system("nvidia-smi -lgc 1980"); }
+            '''
+        """), line=3, message="`system()` starts another program"),
+        Invalid(snippet("""
+            cuda = '''
+            #include <unistd.h>
+            __global__ void k() {}
+            void launch() { if (fork() == 0) { execl("/bin/sh", "sh", nullptr); } }
+            '''
+        """), line=4, message="`fork()` starts another program"),
     ]
 
     def check_cpp(self, source: CppSource) -> None:

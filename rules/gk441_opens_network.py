@@ -4,6 +4,7 @@ from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.cpp_source import cpp_calls
 from gatekeeper.analyses.harness_support import UseRule
 from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 CPP_NETWORK = frozenset({
     "socket", "getaddrinfo", "gethostbyname", "inet_pton", "sendto", "recvfrom",
@@ -37,15 +38,36 @@ class OpensNetwork(UseRule):
              "paramiko", "grpc", "zmq", "asyncio.open_connection", "torch.hub.load",
              "torch.hub.download_url_to_file", "torch.hub.load_state_dict_from_url")
     VALID = [
-        "import torch\n# no requests or socket here\nurl_note = 'see https://example.org'\n",
-        "import torch.distributed as dist\nws = dist.get_world_size() if dist.is_initialized() else 1\n",
+        Valid(snippet("""
+            import torch
+            # no requests or socket here
+            url_note = 'see https://example.org'
+        """)),
+        Valid(snippet("""
+            import torch.distributed as dist
+            ws = dist.get_world_size() if dist.is_initialized() else 1
+        """)),
     ]
     INVALID = [
-        "import requests\nw = requests.get('http://10.0.0.1/out.pt').content\n",
-        "from urllib.request import urlopen as uo\ndata = uo('http://x/y').read()\n",
-        "import socket\ns = socket.create_connection(('10.0.0.1', 9000))\n",
-        "import httpx\n",
-        "src = '''\n#include <sys/socket.h>\nint f() { return socket(AF_INET, SOCK_STREAM, 0); }\n'''\n",
+        Invalid(snippet("""
+            import requests
+            w = requests.get('http://10.0.0.1/out.pt').content
+        """), line=2, message="`requests.get` uses the network"),
+        Invalid(snippet("""
+            from urllib.request import urlopen as uo
+            data = uo('http://x/y').read()
+        """), line=2, message="`urllib.request.urlopen` uses the network"),
+        Invalid(snippet("""
+            import socket
+            s = socket.create_connection(('10.0.0.1', 9000))
+        """), line=2, message="`socket.create_connection` uses the network"),
+        Invalid("import httpx\n", line=1, message="`httpx` uses the network"),
+        Invalid(snippet("""
+            src = '''
+            #include <sys/socket.h>
+            int f() { return socket(AF_INET, SOCK_STREAM, 0); }
+            '''
+        """), line=3, message="`socket()` uses the network"),
     ]
 
     def check_cpp(self, source: CppSource) -> None:

@@ -10,6 +10,7 @@ from gatekeeper.analyses.cpp_source import cpp_call_strings, cpp_calls, cpp_iden
 from gatekeeper.analyses.harness_support import literal, positional, resolve
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 _OPENERS = ("builtins.open", "io.open", "codecs.open", "os.fdopen", "io.FileIO")
 # function -> index of the path argument that is written (-1: the last positional)
@@ -60,17 +61,47 @@ class WritesFiles(Rule):
         "manage its own build directory. If you must write, use a relative path in the working directory."
     )
     VALID = [
-        "import os\nwith open(os.path.join(os.path.dirname(__file__), 'kernel.cu')) as f:\n    src = f.read()\n",
-        "with open('build_log.txt', 'w') as f:\n    f.write('ok')\n",
-        "from pathlib import Path\n(Path(__file__).parent / 'gen.cu').write_text('// generated')\n",
+        Valid(snippet("""
+            import os
+            with open(os.path.join(os.path.dirname(__file__), 'kernel.cu')) as f:
+                src = f.read()
+        """)),
+        Valid(snippet("""
+            with open('build_log.txt', 'w') as f:
+                f.write('ok')
+        """)),
+        Valid(snippet("""
+            from pathlib import Path
+            (Path(__file__).parent / 'gen.cu').write_text('// generated')
+        """)),
     ]
     INVALID = [
-        "with open('/tmp/gk/result.json', 'w') as f:\n    f.write('{\"speedup\": 100}')\n",
-        "from pathlib import Path\nPath.home().joinpath('.cache', 'x').write_text('1')\n",
-        "import shutil\nshutil.rmtree('/root/.cache/torch_extensions')\n",
-        "import os\nos.write(1, b'speedup: 50.0x\\n')\n",
-        "import os\nout = open(os.path.join('..', 'results.txt'), 'a')\n",
-        "src = '''\n#include <cstdio>\nvoid log() { FILE* f = fopen(\"/tmp/out.txt\", \"w\"); fclose(f); }\n'''\n",
+        Invalid(snippet("""
+            with open('/tmp/gk/result.json', 'w') as f:
+                f.write('{"speedup": 100}')
+        """), line=1, message="`open` writes outside the working directory (/tmp/gk/result.json)"),
+        Invalid(snippet("""
+            from pathlib import Path
+            Path.home().joinpath('.cache', 'x').write_text('1')
+        """), line=2, message="`.write_text()` writes outside the working directory (x)"),
+        Invalid(snippet("""
+            import shutil
+            shutil.rmtree('/root/.cache/torch_extensions')
+        """), line=2, message="`shutil.rmtree` writes outside the working directory (/root/.cache/torch_extensions)"),
+        Invalid(snippet(r"""
+            import os
+            os.write(1, b'speedup: 50.0x\n')
+        """), line=2, message="`os.write` writes to a raw file descriptor"),
+        Invalid(snippet("""
+            import os
+            out = open(os.path.join('..', 'results.txt'), 'a')
+        """), line=2, message="`open` writes outside the working directory (results.txt)"),
+        Invalid(snippet("""
+            src = '''
+            #include <cstdio>
+            void log() { FILE* f = fopen("/tmp/out.txt", "w"); fclose(f); }
+            '''
+        """), line=3, message="`fopen` writes outside the working directory (/tmp/out.txt)"),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -14,6 +14,7 @@ from gatekeeper.analyses.cpp_source import cpp_call_strings, cpp_calls, cpp_iden
 from gatekeeper.analyses.harness_support import positional, resolve
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 _OPENERS = ("builtins.open", "io.open", "codecs.open", "io.FileIO")
 _LISTERS = {"os.listdir": 0, "os.scandir": 0, "os.walk": 0, "glob.glob": 0, "glob.iglob": 0}
@@ -54,20 +55,59 @@ class ReadsForeignFiles(Rule):
         "outputs, the reference, or files elsewhere on the machine."
     )
     VALID = [
-        "import os\nsrc = open(os.path.join(os.path.dirname(__file__), 'kernel.cu')).read()\n",
-        "from pathlib import Path\nsrc = (Path(__file__).parent / 'kernels' / 'mean.cuh').read_text()\n",
-        "me = open(__file__).read()\n",
-        "src = '''\n#include <torch/extension.h>\n#include \"common/tiles.cuh\"\nint f() { return 0; }\n'''\n",
+        Valid(snippet("""
+            import os
+            src = open(os.path.join(os.path.dirname(__file__), 'kernel.cu')).read()
+        """)),
+        Valid(snippet("""
+            from pathlib import Path
+            src = (Path(__file__).parent / 'kernels' / 'mean.cuh').read_text()
+        """)),
+        Valid("me = open(__file__).read()\n"),
+        Valid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            #include "common/tiles.cuh"
+            int f() { return 0; }
+            '''
+        """)),
     ]
     INVALID = [
-        "maps = open('/proc/self/maps').read()\n",
-        "import torch\nexpected = torch.load('expected_output.pt')\n",
-        "import os\nref = open(os.path.join(os.path.dirname(__file__), '..', 'reference.py')).read()\n",
-        "import glob\nfiles = glob.glob('/workspace/**/*.pt', recursive=True)\n",
-        "src = '''\n#include <fstream>\nvoid f() { std::ifstream in(\"/proc/self/environ\"); }\n'''\n",
-        "with open('reference.py') as f:\n    code = f.read()\n",
-        "src = '''\n#include <torch/extension.h>\n#include \"../../expected_output.h\"\nint f() { return 0; }\n'''\n",
-        "from pathlib import Path\nwith Path('/proc/self/mem').open('rb') as f:\n    pass\n",
+        Invalid("maps = open('/proc/self/maps').read()\n", line=1, message="`open` reads a path outside the working directory (/proc/self/maps)"),
+        Invalid(snippet("""
+            import torch
+            expected = torch.load('expected_output.pt')
+        """), line=2, message="`torch.load` reads serialised data"),
+        Invalid(snippet("""
+            import os
+            ref = open(os.path.join(os.path.dirname(__file__), '..', 'reference.py')).read()
+        """), line=2, message="`open` reads the reference (reference.py)"),
+        Invalid(snippet("""
+            import glob
+            files = glob.glob('/workspace/**/*.pt', recursive=True)
+        """), line=2, message="`glob.glob` reads a path outside the working directory (/workspace/**/*.pt)"),
+        Invalid(snippet("""
+            src = '''
+            #include <fstream>
+            void f() { std::ifstream in("/proc/self/environ"); }
+            '''
+        """), line=3, message="`std::ifstream` reads `/proc/self/environ`"),
+        Invalid(snippet("""
+            with open('reference.py') as f:
+                code = f.read()
+        """), line=1, message="`open` reads the reference (reference.py)"),
+        Invalid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            #include "../../expected_output.h"
+            int f() { return 0; }
+            '''
+        """), line=3, message="`#include` reads `../../expected_output.h`"),
+        Invalid(snippet("""
+            from pathlib import Path
+            with Path('/proc/self/mem').open('rb') as f:
+                pass
+        """), line=2, message="`.open()` reads a path outside the working directory (/proc/self/mem)"),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:

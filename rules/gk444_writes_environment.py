@@ -9,6 +9,7 @@ from gatekeeper.analyses.cpp_source import cpp_call_strings, cpp_calls
 from gatekeeper.analyses.harness_support import literal, positional, resolve, subscript_key
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 # Variables that only steer how the extension is built: a warning, not an error.
 BUILD_VARIABLES = frozenset({
@@ -47,15 +48,40 @@ class WritesEnvironment(Rule):
         "(`extra_cuda_cflags=['-arch=sm_90']`) and leave runtime variables to the harness."
     )
     VALID = [
-        "import os\ndebug = os.environ.get('MY_DEBUG') == '1'\n",
-        "import os\nenv = dict(os.environ)\nenv['X'] = '1'\n",
+        Valid(snippet("""
+            import os
+            debug = os.environ.get('MY_DEBUG') == '1'
+        """)),
+        Valid(snippet("""
+            import os
+            env = dict(os.environ)
+            env['X'] = '1'
+        """)),
     ]
     INVALID = [
-        "import os\nos.environ['CUDA_LAUNCH_BLOCKING'] = '0'\n",
-        "from os import environ as E\nE.update({'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True'})\n",
-        "import os\nos.putenv('NVIDIA_TF32_OVERRIDE', '1')\n",
-        "import os\nkey = 'CUDA_' + 'VISIBLE_DEVICES'\nos.environ[key] = '1'\n",
-        "src = '''\n#include <cstdlib>\nvoid f() { setenv(\"CUDA_DEVICE_MAX_CONNECTIONS\", \"1\", 1); }\n'''\n",
+        Invalid(snippet("""
+            import os
+            os.environ['CUDA_LAUNCH_BLOCKING'] = '0'
+        """), line=2, message="`os.environ[...] =` sets the environment variable `CUDA_LAUNCH_BLOCKING`"),
+        Invalid(snippet("""
+            from os import environ as E
+            E.update({'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True'})
+        """), line=2, message="`os.environ.update` sets the environment variable `PYTORCH_CUDA_ALLOC_CONF`"),
+        Invalid(snippet("""
+            import os
+            os.putenv('NVIDIA_TF32_OVERRIDE', '1')
+        """), line=2, message="`os.putenv` sets the environment variable `NVIDIA_TF32_OVERRIDE`"),
+        Invalid(snippet("""
+            import os
+            key = 'CUDA_' + 'VISIBLE_DEVICES'
+            os.environ[key] = '1'
+        """), line=3, message="`os.environ[...] =` sets the environment variable <computed>"),
+        Invalid(snippet("""
+            src = '''
+            #include <cstdlib>
+            void f() { setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1); }
+            '''
+        """), line=3, message="`setenv()` sets the environment variable `CUDA_DEVICE_MAX_CONNECTIONS`"),
     ]
 
     def visit_Assign(self, node: cst.Assign) -> None:

@@ -4,6 +4,7 @@ from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.cpp_source import cpp_calls
 from gatekeeper.analyses.harness_support import UseRule
 from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 CPP_LOADERS = frozenset({"dlopen", "dlmopen", "dlsym", "LoadLibrary", "LoadLibraryA", "LoadLibraryW",
                          "LoadLibraryExA", "LoadLibraryExW", "GetProcAddress", "cuModuleLoad",
@@ -41,16 +42,41 @@ class LoadsNativeLibrary(UseRule):
              "cffi", "torch.ops.load_library", "torch.classes.load_library", "cuda.cuda.cuModuleLoad",
              "cuda.bindings.driver.cuModuleLoad", "os.add_dll_directory")
     VALID = [
-        "import ctypes, torch\nx = torch.zeros(4)\nptr = ctypes.c_void_p(x.data_ptr())\n",
-        "from torch.utils.cpp_extension import load\nimport os\n"
-        "ext = load('k', sources=[os.path.join(os.path.dirname(__file__), 'k.cu')])\n",
+        Valid(snippet("""
+            import ctypes, torch
+            x = torch.zeros(4)
+            ptr = ctypes.c_void_p(x.data_ptr())
+        """)),
+        Valid(snippet("""
+            from torch.utils.cpp_extension import load
+            import os
+            ext = load('k', sources=[os.path.join(os.path.dirname(__file__), 'k.cu')])
+        """)),
     ]
     INVALID = [
-        "import ctypes\nlib = ctypes.CDLL('/usr/lib/x86_64-linux-gnu/libcublas.so')\n",
-        "from ctypes import cdll\ncu = cdll.LoadLibrary('libcuda.so.1')\n",
-        "import cffi\nffi = cffi.FFI()\nlib = ffi.dlopen('libm.so.6')\n",
-        "import torch\ntorch.ops.load_library('prebuilt_kernel.so')\n",
-        "src = '''\n#include <dlfcn.h>\nvoid* h() { return dlopen(\"libcublasLt.so\", RTLD_NOW); }\n'''\n",
+        Invalid(snippet("""
+            import ctypes
+            lib = ctypes.CDLL('/usr/lib/x86_64-linux-gnu/libcublas.so')
+        """), line=2, message="`ctypes.CDLL` loads native code the checks cannot read"),
+        Invalid(snippet("""
+            from ctypes import cdll
+            cu = cdll.LoadLibrary('libcuda.so.1')
+        """), line=2, message="`ctypes.cdll.LoadLibrary` loads native code the checks cannot read"),
+        Invalid(snippet("""
+            import cffi
+            ffi = cffi.FFI()
+            lib = ffi.dlopen('libm.so.6')
+        """), line=2, message="`cffi.FFI` loads native code the checks cannot read"),
+        Invalid(snippet("""
+            import torch
+            torch.ops.load_library('prebuilt_kernel.so')
+        """), line=2, message="`torch.ops.load_library` loads native code the checks cannot read"),
+        Invalid(snippet("""
+            src = '''
+            #include <dlfcn.h>
+            void* h() { return dlopen("libcublasLt.so", RTLD_NOW); }
+            '''
+        """), line=3, message="`dlopen()` loads native code the checks cannot read"),
     ]
 
     def check_cpp(self, source: CppSource) -> None:

@@ -9,6 +9,7 @@ from gatekeeper.analyses.harness_names import PROCESS
 from gatekeeper.analyses.cpp_source import cpp_call_strings, cpp_calls
 from gatekeeper.analyses.harness_support import UseRule, matches, resolve, strings_in
 from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 INSTALL_COMMAND = re.compile(
     r"(?:\b(?:pip3?|conda|mamba|micromamba|apt-get|apt|yum|dnf|apk|uv|poetry|easy_install)\b.*\b(?:install|add)\b)"
@@ -48,14 +49,31 @@ class InstallsPackages(UseRule):
     )
     NAMES = ("pip", "ensurepip", "setuptools.command.easy_install", "easy_install", "conda.cli")
     VALID = [
-        "# requires: pip install triton (done by the environment)\nimport triton\n",
-        "import subprocess\n",
+        Valid(snippet("""
+            # requires: pip install triton (done by the environment)
+            import triton
+        """)),
+        Valid("import subprocess\n"),
     ]
     INVALID = [
-        "import subprocess, sys\nsubprocess.check_call([sys.executable, '-m', 'pip', 'install', 'flash-attn'])\n",
-        "import os\nos.system('pip install --quiet cupy-cuda12x')\n",
-        "from pip._internal.cli.main import main as pipmain\npipmain(['install', 'triton==3.0'])\n",
-        "src = '''\n#include <cstdlib>\nstatic int _ = std::system(\"pip3 install numba\");\n'''\n",
+        Invalid(snippet("""
+            import subprocess, sys
+            subprocess.check_call([sys.executable, '-m', 'pip', 'install', 'flash-attn'])
+        """), line=2, message="`subprocess.check_call` running `-m pip install flash-attn` installs packages at run time"),
+        Invalid(snippet("""
+            import os
+            os.system('pip install --quiet cupy-cuda12x')
+        """), line=2, message="`os.system` running `pip install --quiet cupy-cuda12x` installs packages at run time"),
+        Invalid(snippet("""
+            from pip._internal.cli.main import main as pipmain
+            pipmain(['install', 'triton==3.0'])
+        """), line=2, message="`pip._internal.cli.main.main` installs packages at run time"),
+        Invalid(snippet("""
+            src = '''
+            #include <cstdlib>
+            static int _ = std::system("pip3 install numba");
+            '''
+        """), line=3, message='`system("pip3 install numba")` installs packages at run time'),
     ]
 
     def describe(self, qual, entry, node):  # type: ignore[override]

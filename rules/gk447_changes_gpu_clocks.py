@@ -10,6 +10,7 @@ from gatekeeper.analyses.cpp_source import cpp_call_strings, cpp_calls, cpp_iden
 from gatekeeper.analyses.harness_support import matches, resolve, strings_in
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 NVML_SETTER = re.compile(r"^nvml(?:Device|Unit)?(?:Set|Reset|Clear)\w*$")
 SMI_SETTINGS = frozenset({
@@ -53,15 +54,41 @@ class ChangesGpuClocks(Rule):
     message = "{name} changes the GPU's clocks or settings, which skews every measurement on the machine."
     hint = "Remove it. Clocks and power are the harness's to fix; a kernel gets faster only by doing less or better work."
     VALID = [
-        "import pynvml\npynvml.nvmlInit()\nh = pynvml.nvmlDeviceGetHandleByIndex(0)\nmhz = pynvml.nvmlDeviceGetClockInfo(h, 0)\n",
-        "import subprocess\nq = subprocess.run(['nvidia-smi', '--query-gpu=clocks.sm', '--format=csv'])\n",
+        Valid(snippet("""
+            import pynvml
+            pynvml.nvmlInit()
+            h = pynvml.nvmlDeviceGetHandleByIndex(0)
+            mhz = pynvml.nvmlDeviceGetClockInfo(h, 0)
+        """)),
+        Valid(snippet("""
+            import subprocess
+            q = subprocess.run(['nvidia-smi', '--query-gpu=clocks.sm', '--format=csv'])
+        """)),
     ]
     INVALID = [
-        "import pynvml\nh = pynvml.nvmlDeviceGetHandleByIndex(0)\npynvml.nvmlDeviceSetGpuLockedClocks(h, 1980, 1980)\n",
-        "from pynvml import *\nnvmlDeviceSetApplicationsClocks(handle, 2619, 1980)\n",
-        "import os\nos.system('nvidia-smi -lgc 1980,1980')\n",
-        "import subprocess as sp\nsp.run(['sudo', 'nvidia-smi', '-pm', '1'])\n",
-        "src = '''\n#include <nvml.h>\nvoid boost(nvmlDevice_t d) { nvmlDeviceSetApplicationsClocks(d, 2619, 1980); }\n'''\n",
+        Invalid(snippet("""
+            import pynvml
+            h = pynvml.nvmlDeviceGetHandleByIndex(0)
+            pynvml.nvmlDeviceSetGpuLockedClocks(h, 1980, 1980)
+        """), line=3, message="`nvmlDeviceSetGpuLockedClocks` changes the GPU's clocks or settings"),
+        Invalid(snippet("""
+            from pynvml import *
+            nvmlDeviceSetApplicationsClocks(handle, 2619, 1980)
+        """), line=2, message="`nvmlDeviceSetApplicationsClocks` changes the GPU's clocks or settings"),
+        Invalid(snippet("""
+            import os
+            os.system('nvidia-smi -lgc 1980,1980')
+        """), line=2, message="`os.system` running `nvidia-smi -lgc 1980,1980` changes the GPU's clocks or settings"),
+        Invalid(snippet("""
+            import subprocess as sp
+            sp.run(['sudo', 'nvidia-smi', '-pm', '1'])
+        """), line=2, message="`subprocess.run` running `sudo nvidia-smi -pm 1` changes the GPU's clocks or settings"),
+        Invalid(snippet("""
+            src = '''
+            #include <nvml.h>
+            void boost(nvmlDevice_t d) { nvmlDeviceSetApplicationsClocks(d, 2619, 1980); }
+            '''
+        """), line=3, message="`nvmlDeviceSetApplicationsClocks` changes the GPU's clocks or settings"),
     ]
 
     def visit_Name(self, node: cst.Name) -> None:
