@@ -8,6 +8,7 @@ import libcst as cst
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.stream_support import call_arg
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 STREAM_CTORS = frozenset({
     "torch.cuda.Stream", "torch.cuda.streams.Stream", "torch.Stream", "torch.cuda.ExternalStream",
@@ -161,42 +162,115 @@ class SideStreamInPython(Rule):
     )
     VALID = [
         # a helper that runs on whatever stream its caller passes, called with the current one
-        "import torch\ndef run_on(stream, x):\n    with torch.cuda.stream(stream):\n        return _ext.run(x)\n"
-        "def forward(x):\n    return run_on(torch.cuda.current_stream(), x)\n",
+        Valid(snippet("""
+            import torch
+            def run_on(stream, x):
+                with torch.cuda.stream(stream):
+                    return _ext.run(x)
+            def forward(x):
+                return run_on(torch.cuda.current_stream(), x)
+        """)),
         # the current stream, by name and through a helper variable
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        s = torch.cuda.current_stream()\n        out = torch.empty_like(x)\n"
-        "        _ext.run(x, out, s.cuda_stream)\n        return out\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        with torch.cuda.stream(torch.cuda.current_stream()):\n            return _ext.run(x)\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    s = torch.cuda.current_stream()
+                    out = torch.empty_like(x)
+                    _ext.run(x, out, s.cuda_stream)
+                    return out
+        """)),
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    with torch.cuda.stream(torch.cuda.current_stream()):
+                        return _ext.run(x)
+        """)),
         # a stream only in an annotation, and a local named Stream that is not torch's
-        "import torch\ndef launch(x: torch.Tensor, stream: 'torch.cuda.Stream' = None) -> torch.Tensor:\n"
-        "    return _ext.run(x)\nclass Stream:\n    pass\ndef f():\n    return Stream()\n",
+        Valid(snippet("""
+            import torch
+            def launch(x: torch.Tensor, stream: 'torch.cuda.Stream' = None) -> torch.Tensor:
+                return _ext.run(x)
+            class Stream:
+                pass
+            def f():
+                return Stream()
+        """)),
     ]
     INVALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        self.side = torch.cuda.Stream()\n    def forward(self, x):\n"
-        "        with torch.cuda.stream(self.side):\n            out = _ext.run(x)\n        return out\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.side = torch.cuda.Stream()
+                def forward(self, x):
+                    with torch.cuda.stream(self.side):
+                        out = _ext.run(x)
+                    return out
+        """), line=5, message="Creating a side stream here"),
         # joined only on a rarely taken branch: the steady-state call returns unjoined
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        self.side = torch.cuda.Stream()\n        self.calls = 0\n    def forward(self, x):\n"
-        "        with torch.cuda.stream(self.side):\n            out = _ext.run(x)\n        self.calls += 1\n"
-        "        if self.calls % 100 == 0:\n            torch.cuda.current_stream().wait_stream(self.side)\n"
-        "        return out\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.side = torch.cuda.Stream()
+                    self.calls = 0
+                def forward(self, x):
+                    with torch.cuda.stream(self.side):
+                        out = _ext.run(x)
+                    self.calls += 1
+                    if self.calls % 100 == 0:
+                        torch.cuda.current_stream().wait_stream(self.side)
+                    return out
+        """), line=5, message="Creating a side stream here"),
         # an early return skips the join
-        "import torch\ns = torch.cuda.Stream()\ndef forward(x):\n    with torch.cuda.stream(s):\n"
-        "        y = _ext.run(x)\n    if x.numel() < 4096:\n        return y\n"
-        "    torch.cuda.current_stream().wait_stream(s)\n    return y\n",
+        Invalid(snippet("""
+            import torch
+            s = torch.cuda.Stream()
+            def forward(x):
+                with torch.cuda.stream(s):
+                    y = _ext.run(x)
+                if x.numel() < 4096:
+                    return y
+                torch.cuda.current_stream().wait_stream(s)
+                return y
+        """), line=2, message="Creating a side stream here"),
         # aliased import, stream handle handed to C++
-        "from torch.cuda import Stream as S\n_s = S(priority=-1)\ndef forward(x):\n"
-        "    return _ext.run(x, _s.cuda_stream)\n",
+        Invalid(snippet("""
+            from torch.cuda import Stream as S
+            _s = S(priority=-1)
+            def forward(x):
+                return _ext.run(x, _s.cuda_stream)
+        """), line=2, message="Creating a side stream here"),
         # joined only inside the with block: there the current stream is the side stream
-        "import torch\nimport torch.cuda as tc\ndef forward(x):\n    s = tc.Stream()\n"
-        "    with tc.stream(s):\n        y = _ext.run(x)\n        tc.current_stream().wait_stream(s)\n    return y\n",
-        "import torch\ndef forward(x):\n    torch.cuda.set_stream(torch.cuda.Stream())\n    return _ext.run(x)\n",
+        Invalid(snippet("""
+            import torch
+            import torch.cuda as tc
+            def forward(x):
+                s = tc.Stream()
+                with tc.stream(s):
+                    y = _ext.run(x)
+                    tc.current_stream().wait_stream(s)
+                return y
+        """), line=4, message="Creating a side stream here"),
+        Invalid(snippet("""
+            import torch
+            def forward(x):
+                torch.cuda.set_stream(torch.cuda.Stream())
+                return _ext.run(x)
+        """), line=3, message="switching the current stream"),
         # the same helper, called with a private stream
-        "import torch\ndef run_on(stream, x):\n    with torch.cuda.stream(stream):\n        return _ext.run(x)\n"
-        "def forward(x):\n    return run_on(torch.cuda.Stream(), x)\n",
+        Invalid(snippet("""
+            import torch
+            def run_on(stream, x):
+                with torch.cuda.stream(stream):
+                    return _ext.run(x)
+            def forward(x):
+                return run_on(torch.cuda.Stream(), x)
+        """), line=6, message="Creating a side stream here"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:

@@ -12,6 +12,7 @@ from gatekeeper.static.cpp_functions import CppFunction
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.cpp_tokens import Token
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 _CREATE = frozenset({"cudaStreamCreate", "cudaStreamCreateWithFlags", "cudaStreamCreateWithPriority"})
 # Expressions that hand out a stream other than the current one.
@@ -93,33 +94,90 @@ class SideStreamInCpp(Rule):
     )
     VALID = [
         # the current stream, inline and through a variable
-        "src = r'''\n#include <ATen/cuda/CUDAContext.h>\n__global__ void k(float* y) {}\n"
-        "torch::Tensor f(torch::Tensor y) {\n  auto stream = at::cuda::getCurrentCUDAStream();\n"
-        "  k<<<1, 32, 0, stream>>>(y.data_ptr<float>());\n"
-        "  k<<<1, 32, 0, c10::cuda::getCurrentCUDAStream().stream()>>>(y.data_ptr<float>());\n"
-        "  cublasSetStream(handle, stream);\n  return y;\n}\n'''\n",
+        Valid(snippet("""
+            src = r'''
+            #include <ATen/cuda/CUDAContext.h>
+            __global__ void k(float* y) {}
+            torch::Tensor f(torch::Tensor y) {
+              auto stream = at::cuda::getCurrentCUDAStream();
+              k<<<1, 32, 0, stream>>>(y.data_ptr<float>());
+              k<<<1, 32, 0, c10::cuda::getCurrentCUDAStream().stream()>>>(y.data_ptr<float>());
+              cublasSetStream(handle, stream);
+              return y;
+            }
+            '''
+        """)),
         # legacy default stream, no stream argument, and a stream passed in by the caller
-        "src = r'''\n__global__ void k(float* y) {}\nvoid launch(float* y, cudaStream_t s) { k<<<1, 32, 0, s>>>(y); }\n"
-        "torch::Tensor f(torch::Tensor y) {\n  k<<<1, 32>>>(y.data_ptr<float>());\n  k<<<1, 32, 0, 0>>>(y.data_ptr<float>());\n"
-        "  launch(y.data_ptr<float>(), at::cuda::getCurrentCUDAStream());\n  return y;\n}\n'''\n",
+        Valid(snippet("""
+            src = r'''
+            __global__ void k(float* y) {}
+            void launch(float* y, cudaStream_t s) { k<<<1, 32, 0, s>>>(y); }
+            torch::Tensor f(torch::Tensor y) {
+              k<<<1, 32>>>(y.data_ptr<float>());
+              k<<<1, 32, 0, 0>>>(y.data_ptr<float>());
+              launch(y.data_ptr<float>(), at::cuda::getCurrentCUDAStream());
+              return y;
+            }
+            '''
+        """)),
     ]
     INVALID = [
         # joined only on a rarely taken branch
-        "src = r'''\n__global__ void k(float* y) {}\nvoid f(float* y, int step) {\n  cudaStream_t side;\n"
-        "  cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);\n  k<<<1, 32, 0, side>>>(y);\n"
-        "  if (step % 100 == 0) cudaStreamSynchronize(side);\n}\n'''\n",
-        "src = r'''\n__global__ void k(float* y) {}\nstatic cudaStream_t side;\n"
-        "torch::Tensor f(torch::Tensor y) {\n  if (!side) cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);\n"
-        "  k<<<1, 32, 0, side>>>(y.data_ptr<float>());\n  return y;\n}\n'''\n",
-        "src = r'''\n#include <ATen/cuda/CUDAContext.h>\n__global__ void k(float* y) {}\n"
-        "torch::Tensor f(torch::Tensor y) {\n  at::cuda::CUDAStream s = at::cuda::getStreamFromPool(true);\n"
-        "  k<<<1, 32, 0, s.stream()>>>(y.data_ptr<float>());\n  return y;\n}\n'''\n",
+        Invalid(snippet("""
+            src = r'''
+            __global__ void k(float* y) {}
+            void f(float* y, int step) {
+              cudaStream_t side;
+              cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+              k<<<1, 32, 0, side>>>(y);
+              if (step % 100 == 0) cudaStreamSynchronize(side);
+            }
+            '''
+        """), line=5, message="`cudaStreamCreateWithFlags` in the C++/CUDA source puts work on a stream"),
+        Invalid(snippet("""
+            src = r'''
+            __global__ void k(float* y) {}
+            static cudaStream_t side;
+            torch::Tensor f(torch::Tensor y) {
+              if (!side) cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+              k<<<1, 32, 0, side>>>(y.data_ptr<float>());
+              return y;
+            }
+            '''
+        """), line=5, message="`cudaStreamCreateWithFlags` in the C++/CUDA source puts work on a stream"),
+        Invalid(snippet("""
+            src = r'''
+            #include <ATen/cuda/CUDAContext.h>
+            __global__ void k(float* y) {}
+            torch::Tensor f(torch::Tensor y) {
+              at::cuda::CUDAStream s = at::cuda::getStreamFromPool(true);
+              k<<<1, 32, 0, s.stream()>>>(y.data_ptr<float>());
+              return y;
+            }
+            '''
+        """), line=5, message="`getStreamFromPool` in the C++/CUDA source puts work on a stream"),
         # a guard makes a pool stream current: the getCurrentCUDAStream launch is then on it
-        "src = r'''\n__global__ void k(float* y) {}\ntorch::Tensor f(torch::Tensor y) {\n"
-        "  c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromPool());\n"
-        "  k<<<1, 32, 0, at::cuda::getCurrentCUDAStream()>>>(y.data_ptr<float>());\n  return y;\n}\n'''\n",
-        "src = r'''\ntorch::Tensor mm(torch::Tensor a, torch::Tensor b) {\n  cudaStream_t s;\n  cudaStreamCreate(&s);\n"
-        "  cublasSetStream(handle, s);\n  cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, a, 1, b, 1, &zero, c, 1);\n  return c;\n}\n'''\n",
+        Invalid(snippet("""
+            src = r'''
+            __global__ void k(float* y) {}
+            torch::Tensor f(torch::Tensor y) {
+              c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromPool());
+              k<<<1, 32, 0, at::cuda::getCurrentCUDAStream()>>>(y.data_ptr<float>());
+              return y;
+            }
+            '''
+        """), line=4, message="`getStreamFromPool` in the C++/CUDA source puts work on a stream"),
+        Invalid(snippet("""
+            src = r'''
+            torch::Tensor mm(torch::Tensor a, torch::Tensor b) {
+              cudaStream_t s;
+              cudaStreamCreate(&s);
+              cublasSetStream(handle, s);
+              cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, a, 1, b, 1, &zero, c, 1);
+              return c;
+            }
+            '''
+        """), line=4, message="`cudaStreamCreate` in the C++/CUDA source puts work on a stream"),
     ]
 
     def check_cpp(self, source: CppSource) -> None:

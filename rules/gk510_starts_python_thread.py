@@ -6,6 +6,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 # Calling (or subclassing, or handing on) any of these starts a thread or a process.
 STARTERS = frozenset({
@@ -62,20 +63,66 @@ class StartsPythonThread(Rule):
         "return the output tensor. Remove threads, executors, `multiprocessing` and `os.fork`."
     )
     VALID = [
-        "import threading\nimport multiprocessing as mp\n_lock = threading.Lock()\n"
-        "_workers = mp.cpu_count()\nclass ModelNew:\n    def forward(self, x):\n"
-        "        assert not isinstance(x, threading.Thread)\n        with _lock:\n            return _ext.run(x)\n",
+        Valid(snippet("""
+            import threading
+            import multiprocessing as mp
+            _lock = threading.Lock()
+            _workers = mp.cpu_count()
+            class ModelNew:
+                def forward(self, x):
+                    assert not isinstance(x, threading.Thread)
+                    with _lock:
+                        return _ext.run(x)
+        """)),
         # a local class and method names that only look like threads
-        "class Thread:\n    def start(self):\n        return 1\ndef run():\n    t = Thread()\n    return t.start()\n",
+        Valid(snippet("""
+            class Thread:
+                def start(self):
+                    return 1
+            def run():
+                t = Thread()
+                return t.start()
+        """)),
     ]
     INVALID = [
-        "import threading\ndef forward(x, out):\n    threading.Thread(target=_ext.run, args=(x, out)).start()\n    return out\n",
-        "from concurrent.futures import ThreadPoolExecutor as Pool\n_pool = Pool(1)\n"
-        "def forward(x):\n    return _pool.submit(_ext.run, x)\n",
-        "import torch.multiprocessing as tmp\ndef forward(x):\n    p = tmp.Process(target=_ext.run, args=(x,))\n    p.start()\n",
-        "from threading import Thread\nclass Finisher(Thread):\n    def run(self):\n        _ext.finish()\n",
-        "import asyncio\nasync def forward(x):\n    loop = asyncio.get_running_loop()\n    return await loop.run_in_executor(None, _ext.run, x)\n",
-        "import os\ndef forward(x):\n    if os.fork() == 0:\n        _ext.run(x)\n        os._exit(0)\n    return x\n",
+        Invalid(snippet("""
+            import threading
+            def forward(x, out):
+                threading.Thread(target=_ext.run, args=(x, out)).start()
+                return out
+        """), line=3, message="`threading.Thread` starts a thread or a process"),
+        Invalid(snippet("""
+            from concurrent.futures import ThreadPoolExecutor as Pool
+            _pool = Pool(1)
+            def forward(x):
+                return _pool.submit(_ext.run, x)
+        """), line=2, message="`concurrent.futures.ThreadPoolExecutor` starts a thread or a process"),
+        Invalid(snippet("""
+            import torch.multiprocessing as tmp
+            def forward(x):
+                p = tmp.Process(target=_ext.run, args=(x,))
+                p.start()
+        """), line=3, message="`torch.multiprocessing.Process` starts a thread or a process"),
+        Invalid(snippet("""
+            from threading import Thread
+            class Finisher(Thread):
+                def run(self):
+                    _ext.finish()
+        """), line=2, message="`threading.Thread` starts a thread or a process"),
+        Invalid(snippet("""
+            import asyncio
+            async def forward(x):
+                loop = asyncio.get_running_loop()
+                return await loop.run_in_executor(None, _ext.run, x)
+        """), line=4, message="`run_in_executor` starts a thread or a process"),
+        Invalid(snippet("""
+            import os
+            def forward(x):
+                if os.fork() == 0:
+                    _ext.run(x)
+                    os._exit(0)
+                return x
+        """), line=3, message="`os.fork` starts a thread or a process"),
     ]
 
     def _starter(self, expr: cst.BaseExpression) -> Optional[str]:

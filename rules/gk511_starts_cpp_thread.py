@@ -7,6 +7,7 @@ from gatekeeper.analyses.stream_support import function_at, idents
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.cpp_tokens import Token
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 _STD_STARTERS = frozenset({"thread", "jthread", "async"})
 _C_STARTERS = frozenset({"pthread_create", "thrd_create", "_beginthreadex", "CreateThread"})
@@ -58,19 +59,60 @@ class StartsCppThread(Rule):
         "`#pragma omp parallel for`, whose threads join at the end of the loop; never detach a thread."
     )
     VALID = [
-        "src = r'''\n#include <omp.h>\ntorch::Tensor f(torch::Tensor x) {\n  auto y = torch::empty_like(x);\n"
-        "  float* py = y.data_ptr<float>(); const float* px = x.data_ptr<float>();\n"
-        "  #pragma omp parallel for\n  for (long i = 0; i < x.numel(); ++i) py[i] = px[i] * 2.f;\n  return y;\n}\n'''\n",
-        "src = r'''\n#include <thread>\ntorch::Tensor f(torch::Tensor x) {\n  int n = std::thread::hardware_concurrency();\n"
-        "  return x.mul(n);\n}\n'''\n",
+        Valid(snippet("""
+            src = r'''
+            #include <omp.h>
+            torch::Tensor f(torch::Tensor x) {
+              auto y = torch::empty_like(x);
+              float* py = y.data_ptr<float>(); const float* px = x.data_ptr<float>();
+              #pragma omp parallel for
+              for (long i = 0; i < x.numel(); ++i) py[i] = px[i] * 2.f;
+              return y;
+            }
+            '''
+        """)),
+        Valid(snippet("""
+            src = r'''
+            #include <thread>
+            torch::Tensor f(torch::Tensor x) {
+              int n = std::thread::hardware_concurrency();
+              return x.mul(n);
+            }
+            '''
+        """)),
     ]
     INVALID = [
-        "src = r'''\n#include <thread>\ntorch::Tensor f(torch::Tensor x, torch::Tensor y) {\n"
-        "  std::thread t([=] { run(x, y); });\n  t.detach();\n  return y;\n}\n'''\n",
-        "src = r'''\n#include <pthread.h>\nstatic void* worker(void* p) { finish(p); return nullptr; }\n"
-        "torch::Tensor f(torch::Tensor y) {\n  pthread_t tid;\n  pthread_create(&tid, nullptr, worker, y.data_ptr());\n  return y;\n}\n'''\n",
-        "src = r'''\n#include <future>\nstatic std::future<void> pending;\ntorch::Tensor f(torch::Tensor y) {\n"
-        "  pending = std::async(std::launch::async, [=] { run(y); });\n  return y;\n}\n'''\n",
+        Invalid(snippet("""
+            src = r'''
+            #include <thread>
+            torch::Tensor f(torch::Tensor x, torch::Tensor y) {
+              std::thread t([=] { run(x, y); });
+              t.detach();
+              return y;
+            }
+            '''
+        """), line=5, message="`detach` in the C++ source starts a thread that is detached and never joined"),
+        Invalid(snippet("""
+            src = r'''
+            #include <pthread.h>
+            static void* worker(void* p) { finish(p); return nullptr; }
+            torch::Tensor f(torch::Tensor y) {
+              pthread_t tid;
+              pthread_create(&tid, nullptr, worker, y.data_ptr());
+              return y;
+            }
+            '''
+        """), line=6, message="`pthread_create` in the C++ source starts a thread that is not joined"),
+        Invalid(snippet("""
+            src = r'''
+            #include <future>
+            static std::future<void> pending;
+            torch::Tensor f(torch::Tensor y) {
+              pending = std::async(std::launch::async, [=] { run(y); });
+              return y;
+            }
+            '''
+        """), line=5, message="`std::async` in the C++ source starts a thread that is not joined"),
     ]
 
     def check_cpp(self, source: CppSource) -> None:

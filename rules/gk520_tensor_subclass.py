@@ -8,6 +8,7 @@ from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.stream_support import idents
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 TENSOR_BASES = frozenset({
     "torch.Tensor", "torch._tensor.Tensor", "torch._C._TensorBase", "torch._C.TensorBase",
@@ -47,18 +48,58 @@ class TensorSubclass(Rule):
         "e.g. `out = torch.empty(shape, device=x.device, dtype=x.dtype)`, launch, `return out`."
     )
     VALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
-        "        assert isinstance(x, torch.Tensor)\n        out = torch.empty_like(x)\n        _ext.run(x, out)\n        return out\n",
-        "from torch import Tensor\ndef helper(x: Tensor) -> Tensor:\n    return x.contiguous()\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x: torch.Tensor) -> torch.Tensor:
+                    assert isinstance(x, torch.Tensor)
+                    out = torch.empty_like(x)
+                    _ext.run(x, out)
+                    return out
+        """)),
+        Valid(snippet("""
+            from torch import Tensor
+            def helper(x: Tensor) -> Tensor:
+                return x.contiguous()
+        """)),
     ]
     INVALID = [
-        "import torch\nclass Lazy(torch.Tensor):\n    pass\n",
-        "import torch as T\nBase = T.Tensor\nclass Lazy(Base):\n    pass\nclass Lazier(Lazy):\n    pass\n",
-        "import torch\ndef wrap(x):\n    return torch.Tensor._make_wrapper_subclass(Thunk, x.shape, dtype=x.dtype)\n",
-        "import torch\nT = type('T', (torch.Tensor,), {})\n",
-        "class Lazy:\n    pass\ndef forward(x):\n    y = x.clone()\n    y.__class__ = Lazy\n    return y\n",
-        "src = r'''\nstruct LazyImpl : public c10::TensorImpl { using TensorImpl::TensorImpl; };\n"
-        "torch::Tensor f(torch::Tensor x) { return at::detail::make_tensor<LazyImpl>(x.key_set(), x.dtype()); }\n'''\n",
+        Invalid(snippet("""
+            import torch
+            class Lazy(torch.Tensor):
+                pass
+        """), line=2, message="`Lazy` subclasses `torch.Tensor`"),
+        Invalid(snippet("""
+            import torch as T
+            Base = T.Tensor
+            class Lazy(Base):
+                pass
+            class Lazier(Lazy):
+                pass
+        """), line=3, message="`Lazy` subclasses `torch.Tensor`"),
+        Invalid(snippet("""
+            import torch
+            def wrap(x):
+                return torch.Tensor._make_wrapper_subclass(Thunk, x.shape, dtype=x.dtype)
+        """), line=3, message="`_make_wrapper_subclass` builds a tensor of another class"),
+        Invalid(snippet("""
+            import torch
+            T = type('T', (torch.Tensor,), {})
+        """), line=2, message="`type(...)` creates a `torch.Tensor` subclass"),
+        Invalid(snippet("""
+            class Lazy:
+                pass
+            def forward(x):
+                y = x.clone()
+                y.__class__ = Lazy
+                return y
+        """), line=5, message="`__class__ = Lazy` swaps an object's class"),
+        Invalid(snippet("""
+            src = r'''
+            struct LazyImpl : public c10::TensorImpl { using TensorImpl::TensorImpl; };
+            torch::Tensor f(torch::Tensor x) { return at::detail::make_tensor<LazyImpl>(x.key_set(), x.dtype()); }
+            '''
+        """), line=2, message="A C++ class derives from `TensorImpl`"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:

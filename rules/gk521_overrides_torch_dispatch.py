@@ -6,6 +6,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 HOOKS = frozenset({"__torch_function__", "__torch_dispatch__"})
 MODE_BASES = frozenset({
@@ -50,18 +51,51 @@ class OverridesTorchDispatch(Rule):
         "`__torch_dispatch__` or use torch's dispatch modes."
     )
     VALID = [
-        "import torch\nfrom torch.overrides import is_tensor_like\n"
-        "def forward(x):\n    assert is_tensor_like(x)\n    return _ext.run(x)\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return _ext.run(x)\n",
+        Valid(snippet("""
+            import torch
+            from torch.overrides import is_tensor_like
+            def forward(x):
+                assert is_tensor_like(x)
+                return _ext.run(x)
+        """)),
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    return _ext.run(x)
+        """)),
     ]
     INVALID = [
-        "import torch\nclass Out:\n    pass\nsetattr(Out, '__torch_function__', classmethod(lambda *a, **k: True))\n",
-        "import torch\nclass Out:\n    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
-        "        return True\n",
-        "from torch.utils._python_dispatch import TorchDispatchMode as M\nclass Spy(M):\n"
-        "    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n        return func(*args, **(kwargs or {}))\n",
-        "import torch\nclass Out:\n    __torch_function__ = staticmethod(lambda *a, **k: True)\n",
-        "import torch.overrides as ov\ndef forward(x):\n    with ov.TorchFunctionMode():\n        return _ext.run(x)\n",
+        Invalid(snippet("""
+            import torch
+            class Out:
+                pass
+            setattr(Out, '__torch_function__', classmethod(lambda *a, **k: True))
+        """), line=4, message="`__torch_function__` is set with setattr"),
+        Invalid(snippet("""
+            import torch
+            class Out:
+                @classmethod
+                def __torch_function__(cls, func, types, args=(), kwargs=None):
+                    return True
+        """), line=4, message="`__torch_function__` is defined"),
+        Invalid(snippet("""
+            from torch.utils._python_dispatch import TorchDispatchMode as M
+            class Spy(M):
+                def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                    return func(*args, **(kwargs or {}))
+        """), line=2, message="`Spy` subclasses `torch.utils._python_dispatch.TorchDispatchMode`"),
+        Invalid(snippet("""
+            import torch
+            class Out:
+                __torch_function__ = staticmethod(lambda *a, **k: True)
+        """), line=3, message="`__torch_function__` is assigned"),
+        Invalid(snippet("""
+            import torch.overrides as ov
+            def forward(x):
+                with ov.TorchFunctionMode():
+                    return _ext.run(x)
+        """), line=3, message="`torch.overrides.TorchFunctionMode` is used"),
     ]
 
     def _flagged(self, expr: cst.BaseExpression) -> Optional[str]:

@@ -4,6 +4,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 # Dunders through which a checker compares or converts a result.
 DUNDERS = frozenset({
@@ -48,24 +49,72 @@ class ReturnsDeferredObject(Rule):
     )
     VALID = [
         # never instantiated, and a Module with a custom __getattr__
-        "class Spec:\n    def __eq__(self, other):\n        return True\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def __getattr__(self, name):\n"
-        "        return super().__getattr__(name)\n    def forward(self, x):\n        return _ext.run(x)\n",
+        Valid(snippet("""
+            class Spec:
+                def __eq__(self, other):
+                    return True
+        """)),
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __getattr__(self, name):
+                    return super().__getattr__(name)
+                def forward(self, x):
+                    return _ext.run(x)
+        """)),
         # a key object built once at construction time
-        "class Key:\n    def __eq__(self, other):\n        return isinstance(other, Key)\n    def __hash__(self):\n        return 1\n"
-        "class ModelNew:\n    def __init__(self):\n        self.key = Key()\n    def forward(self, x):\n        return _ext.run(x)\n",
-        "from dataclasses import dataclass\n@dataclass\nclass Cfg:\n    block: int = 256\ndef forward(x):\n"
-        "    return _ext.run(x, Cfg().block)\n",
+        Valid(snippet("""
+            class Key:
+                def __eq__(self, other):
+                    return isinstance(other, Key)
+                def __hash__(self):
+                    return 1
+            class ModelNew:
+                def __init__(self):
+                    self.key = Key()
+                def forward(self, x):
+                    return _ext.run(x)
+        """)),
+        Valid(snippet("""
+            from dataclasses import dataclass
+            @dataclass
+            class Cfg:
+                block: int = 256
+            def forward(x):
+                return _ext.run(x, Cfg().block)
+        """)),
     ]
     INVALID = [
-        "class Thunk:\n    def __init__(self, f, x):\n        self.f, self.x = f, x\n"
-        "    def __eq__(self, other):\n        return self.f(self.x) == other\n"
-        "def forward(x):\n    return Thunk(_ext.run, x)\n",
-        "class Fake:\n    @property\n    def __class__(self):\n        import torch\n        return torch.Tensor\n"
-        "    def __array__(self, dtype=None):\n        return compute()\nclass ModelNew:\n    def forward(self, x):\n"
-        "        out = Fake()\n        return out\n",
-        "class Proxy:\n    def __getattr__(self, name):\n        return getattr(_materialise(self), name)\n"
-        "make = Proxy\ndef forward(x):\n    return make()\n",
+        Invalid(snippet("""
+            class Thunk:
+                def __init__(self, f, x):
+                    self.f, self.x = f, x
+                def __eq__(self, other):
+                    return self.f(self.x) == other
+            def forward(x):
+                return Thunk(_ext.run, x)
+        """), line=7, message="`Thunk` overrides `__eq__` and is instantiated by the submission"),
+        Invalid(snippet("""
+            class Fake:
+                @property
+                def __class__(self):
+                    import torch
+                    return torch.Tensor
+                def __array__(self, dtype=None):
+                    return compute()
+            class ModelNew:
+                def forward(self, x):
+                    out = Fake()
+                    return out
+        """), line=10, message="`Fake` overrides `__class__`"),
+        Invalid(snippet("""
+            class Proxy:
+                def __getattr__(self, name):
+                    return getattr(_materialise(self), name)
+            make = Proxy
+            def forward(x):
+                return make()
+        """), line=6, message="`Proxy` overrides `__getattr__` and is instantiated by the submission"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:

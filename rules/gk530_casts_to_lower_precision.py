@@ -7,6 +7,7 @@ import libcst as cst
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.stream_support import assumed_note, problem_dtype
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 HALF = frozenset({
     "torch.float16", "torch.half", "torch.bfloat16", "triton.language.float16", "triton.language.bfloat16",
@@ -68,20 +69,55 @@ class CastsToLowerPrecision(Rule):
         "(`tl.float32` in Triton, `float` in CUDA), and do not cast inputs or outputs to fp16/bf16."
     )
     VALID = [
-        "import torch\ndef forward(x):\n    if x.dtype == torch.float16:\n        raise TypeError('float32 only')\n"
-        "    eps = torch.finfo(torch.float16).eps\n    return _ext.run(x.float(), eps)\n",
-        "import triton\nimport triton.language as tl\nimport torch\nDT = {torch.float32: tl.float32, torch.float16: tl.float16}\n"
-        "@triton.jit\ndef k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
-        "    acc = tl.zeros((BLOCK,), dtype=tl.float32)\n    acc += tl.load(x_ptr + offs, mask=offs < n).to(tl.float32)\n"
-        "    tl.store(y_ptr + offs, acc, mask=offs < n)\n",
+        Valid(snippet("""
+            import torch
+            def forward(x):
+                if x.dtype == torch.float16:
+                    raise TypeError('float32 only')
+                eps = torch.finfo(torch.float16).eps
+                return _ext.run(x.float(), eps)
+        """)),
+        Valid(snippet("""
+            import triton
+            import triton.language as tl
+            import torch
+            DT = {torch.float32: tl.float32, torch.float16: tl.float16}
+            @triton.jit
+            def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                acc = tl.zeros((BLOCK,), dtype=tl.float32)
+                acc += tl.load(x_ptr + offs, mask=offs < n).to(tl.float32)
+                tl.store(y_ptr + offs, acc, mask=offs < n)
+        """)),
     ]
     INVALID = [
-        "import torch\ndef forward(x, w):\n    return (x.half() @ w.half()).float()\n",
-        "import torch\nlow = torch.bfloat16\ndef forward(x):\n    y = torch.empty(x.shape, device=x.device, dtype=low)\n"
-        "    _ext.run(x.to(dtype=low), y)\n    return y.to(torch.float32)\n",
-        "import triton.language as tl\nimport triton\n@triton.jit\ndef k(a_ptr, b_ptr, c_ptr):\n"
-        "    a = tl.load(a_ptr).to(tl.float16)\n    b = tl.load(b_ptr).to(tl.float16)\n    tl.store(c_ptr, tl.dot(a, b))\n",
-        "from torch import float16 as f16\ndef forward(x):\n    return _ext.run(x.to('cuda', f16))\n",
+        Invalid(snippet("""
+            import torch
+            def forward(x, w):
+                return (x.half() @ w.half()).float()
+        """), line=3, message="`.half()` computes in float16"),
+        Invalid(snippet("""
+            import torch
+            low = torch.bfloat16
+            def forward(x):
+                y = torch.empty(x.shape, device=x.device, dtype=low)
+                _ext.run(x.to(dtype=low), y)
+                return y.to(torch.float32)
+        """), line=4, message="`.empty(..., bfloat16)` computes in bfloat16"),
+        Invalid(snippet("""
+            import triton.language as tl
+            import triton
+            @triton.jit
+            def k(a_ptr, b_ptr, c_ptr):
+                a = tl.load(a_ptr).to(tl.float16)
+                b = tl.load(b_ptr).to(tl.float16)
+                tl.store(c_ptr, tl.dot(a, b))
+        """), line=5, message="`.to(..., float16)` computes in float16"),
+        Invalid(snippet("""
+            from torch import float16 as f16
+            def forward(x):
+                return _ext.run(x.to('cuda', f16))
+        """), line=3, message="`.to(..., float16)` computes in float16"),
     ]
 
 

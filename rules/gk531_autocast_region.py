@@ -5,6 +5,7 @@ import libcst as cst
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.stream_support import assumed_note, call_arg, is_false, problem_dtype
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 AUTOCAST = frozenset({
     "torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast",
@@ -42,13 +43,37 @@ class AutocastRegion(Rule):
     )
     hint = "Remove autocast and compute in the problem's dtype; write the fast path in your own kernel."
     VALID = [
-        "import torch\ndef forward(x):\n    with torch.autocast('cuda', enabled=False):\n        return _ext.run(x)\n",
-        "import torch\ndef forward(x):\n    with torch.autocast('cuda', dtype=torch.float32):\n        return _ext.run(x)\n",
+        Valid(snippet("""
+            import torch
+            def forward(x):
+                with torch.autocast('cuda', enabled=False):
+                    return _ext.run(x)
+        """)),
+        Valid(snippet("""
+            import torch
+            def forward(x):
+                with torch.autocast('cuda', dtype=torch.float32):
+                    return _ext.run(x)
+        """)),
     ]
     INVALID = [
-        "import torch\ndef forward(x):\n    with torch.autocast(device_type='cuda'):\n        return _ext.run(x)\n",
-        "from torch.cuda.amp import autocast as ac\nclass ModelNew:\n    @ac()\n    def forward(self, x):\n        return _ext.run(x)\n",
-        "import torch\ntorch.set_autocast_enabled(True)\n",
+        Invalid(snippet("""
+            import torch
+            def forward(x):
+                with torch.autocast(device_type='cuda'):
+                    return _ext.run(x)
+        """), line=3, message="`torch.autocast` turns on autocast"),
+        Invalid(snippet("""
+            from torch.cuda.amp import autocast as ac
+            class ModelNew:
+                @ac()
+                def forward(self, x):
+                    return _ext.run(x)
+        """), line=3, message="`torch.cuda.amp.autocast` turns on autocast"),
+        Invalid(snippet("""
+            import torch
+            torch.set_autocast_enabled(True)
+        """), line=2, message="`torch.set_autocast_enabled` turns on autocast"),
     ]
 
 

@@ -11,6 +11,7 @@ from gatekeeper.analyses.stream_support import (
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.names import string_value
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 FLAGS = frozenset({
     "torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32",
@@ -98,27 +99,76 @@ class EnablesTF32(Rule):
         "to Triton's `tl.dot` for float32 operands."
     )
     VALID = [
-        "import torch\ntorch.backends.cuda.matmul.allow_tf32 = False\ntorch.set_float32_matmul_precision('highest')\n",
+        Valid(snippet("""
+            import torch
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.set_float32_matmul_precision('highest')
+        """)),
         # half-precision GEMM switches do not touch a float32 problem
-        "import torch\ntorch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True\n"
-        "torch.backends.cuda.matmul.allow_fp16_accumulation = True\n",
-        "import triton\nimport triton.language as tl\n@triton.jit\ndef k(a, b, c):\n"
-        "    acc = tl.zeros((16, 16), dtype=tl.float32)\n    acc += tl.dot(tl.load(a), tl.load(b), input_precision='ieee')\n"
-        "    tl.store(c, acc)\n",
-        "src = r'''\n__global__ void k(const float* a, float* c) { c[0] = a[0] * a[1]; }\n"
-        "void f() { cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH); }\n'''\n",
+        Valid(snippet("""
+            import torch
+            torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
+            torch.backends.cuda.matmul.allow_fp16_accumulation = True
+        """)),
+        Valid(snippet("""
+            import triton
+            import triton.language as tl
+            @triton.jit
+            def k(a, b, c):
+                acc = tl.zeros((16, 16), dtype=tl.float32)
+                acc += tl.dot(tl.load(a), tl.load(b), input_precision='ieee')
+                tl.store(c, acc)
+        """)),
+        Valid(snippet("""
+            src = r'''
+            __global__ void k(const float* a, float* c) { c[0] = a[0] * a[1]; }
+            void f() { cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH); }
+            '''
+        """)),
     ]
     INVALID = [
-        "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n",
-        "import torch.backends.cudnn as cudnn\ncudnn.allow_tf32 = True\n",
-        "import torch\ntorch.set_float32_matmul_precision('high')\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        torch.set_float32_matmul_precision('medium')\n        return _ext.run(x)\n",
-        "import triton.language as tl\nimport triton\n@triton.jit\ndef k(a, b, c):\n"
-        "    tl.store(c, tl.dot(tl.load(a), tl.load(b), allow_tf32=True))\n",
-        "import torch\nsetattr(torch.backends.cuda.matmul, 'allow_tf32', True)\n",
-        "src = r'''\nvoid setup() { at::globalContext().setAllowTF32CuBLAS(true); }\n'''\n",
-        "src = r'''\n__global__ void k(float* d) {\n  asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\" : \"+f\"(d[0]));\n}\n'''\n",
+        Invalid(snippet("""
+            import torch
+            torch.backends.cuda.matmul.allow_tf32 = True
+        """), line=2, message="`torch.backends.cuda.matmul.allow_tf32 = ...` makes float32 matrix math run in TF32"),
+        Invalid(snippet("""
+            import torch.backends.cudnn as cudnn
+            cudnn.allow_tf32 = True
+        """), line=2, message="`torch.backends.cudnn.allow_tf32 = ...` makes float32 matrix math run in TF32"),
+        Invalid(snippet("""
+            import torch
+            torch.set_float32_matmul_precision('high')
+        """), line=2, message="`torch.set_float32_matmul_precision(...)` makes float32 matrix math run in TF32"),
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    torch.set_float32_matmul_precision('medium')
+                    return _ext.run(x)
+        """), line=4, message='`torch.set_float32_matmul_precision("medium")` (bfloat16 inside float32 matmuls, 8 mantissa bits)'),
+        Invalid(snippet("""
+            import triton.language as tl
+            import triton
+            @triton.jit
+            def k(a, b, c):
+                tl.store(c, tl.dot(tl.load(a), tl.load(b), allow_tf32=True))
+        """), line=5, message="`tl.dot(..., allow_tf32=True)` makes float32 matrix math run in TF32"),
+        Invalid(snippet("""
+            import torch
+            setattr(torch.backends.cuda.matmul, 'allow_tf32', True)
+        """), line=2, message="`setattr(torch.backends.cuda.matmul, 'allow_tf32', ...)` makes float32 matrix math run in TF32"),
+        Invalid(snippet("""
+            src = r'''
+            void setup() { at::globalContext().setAllowTF32CuBLAS(true); }
+            '''
+        """), line=2, message="`setAllowTF32CuBLAS(...)` makes float32 matrix math run in TF32"),
+        Invalid(snippet("""
+            src = r'''
+            __global__ void k(float* d) {
+              asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" : "+f"(d[0]));
+            }
+            '''
+        """), line=3, message="Inline PTX with `tf32` operands makes float32 matrix math run in TF32"),
     ]
 
 

@@ -7,6 +7,7 @@ from gatekeeper.analyses.stream_support import asm_strings, assumed_note, enclos
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.cpp_tokens import Token
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 # Half and bfloat16 storage types, conversions and arithmetic (cuda_fp16.h / cuda_bf16.h),
 # tensor-core and library switches to 16-bit math.
@@ -75,21 +76,60 @@ class HalfPrecisionInKernel(Rule):
         "`__half` / `__nv_bfloat16`."
     )
     VALID = [
-        "src = r'''\n#include <cuda_fp16.h>\n__global__ void k(const float* x, float* y, int n) {\n"
-        "  for (int half = blockDim.x / 2; half > 0; half >>= 1) { if (threadIdx.x < half) y[threadIdx.x] += y[threadIdx.x + half]; }\n}\n"
-        "torch::Tensor f(torch::Tensor x) {\n  TORCH_CHECK(x.scalar_type() != at::kHalf, \"float32 only\");\n"
-        "  AT_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), \"k\", [&] {});\n  return x;\n}\n'''\n",
-        "src = r'''\n__global__ void k(const float4* x, float4* y) { float4 v = x[threadIdx.x]; y[threadIdx.x] = v; }\n'''\n",
+        Valid(snippet("""
+            src = r'''
+            #include <cuda_fp16.h>
+            __global__ void k(const float* x, float* y, int n) {
+              for (int half = blockDim.x / 2; half > 0; half >>= 1) { if (threadIdx.x < half) y[threadIdx.x] += y[threadIdx.x + half]; }
+            }
+            torch::Tensor f(torch::Tensor x) {
+              TORCH_CHECK(x.scalar_type() != at::kHalf, "float32 only");
+              AT_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), "k", [&] {});
+              return x;
+            }
+            '''
+        """)),
+        Valid(snippet("""
+            src = r'''
+            __global__ void k(const float4* x, float4* y) { float4 v = x[threadIdx.x]; y[threadIdx.x] = v; }
+            '''
+        """)),
     ]
     INVALID = [
-        "src = r'''\n#include <cuda_fp16.h>\n__global__ void k(const float* a, const float* b, float* c) {\n"
-        "  __half x = __float2half(a[threadIdx.x]);\n  c[threadIdx.x] = __half2float(__hmul(x, __float2half(b[threadIdx.x])));\n}\n'''\n",
-        "src = r'''\n#include <mma.h>\nusing namespace nvcuda;\n__global__ void k(const half* a, const half* b, float* c) {\n"
-        "  wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;\n}\n'''\n",
-        "src = r'''\ntorch::Tensor f(torch::Tensor a, torch::Tensor b) {\n  auto ah = a.to(torch::kHalf);\n"
-        "  auto bh = b.to(at::ScalarType::Half);\n  return run(ah, bh).to(torch::kFloat);\n}\n'''\n",
-        "src = r'''\n__global__ void k(float* d, unsigned a0, unsigned b0) {\n"
-        "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\" : \"+f\"(d[0]));\n}\n'''\n",
+        Invalid(snippet("""
+            src = r'''
+            #include <cuda_fp16.h>
+            __global__ void k(const float* a, const float* b, float* c) {
+              __half x = __float2half(a[threadIdx.x]);
+              c[threadIdx.x] = __half2float(__hmul(x, __float2half(b[threadIdx.x])));
+            }
+            '''
+        """), line=4, message="`__half` in the C++/CUDA source computes in float16"),
+        Invalid(snippet("""
+            src = r'''
+            #include <mma.h>
+            using namespace nvcuda;
+            __global__ void k(const half* a, const half* b, float* c) {
+              wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;
+            }
+            '''
+        """), line=4, message="`half` in the C++/CUDA source computes in float16"),
+        Invalid(snippet("""
+            src = r'''
+            torch::Tensor f(torch::Tensor a, torch::Tensor b) {
+              auto ah = a.to(torch::kHalf);
+              auto bh = b.to(at::ScalarType::Half);
+              return run(ah, bh).to(torch::kFloat);
+            }
+            '''
+        """), line=3, message="`kHalf` as a target dtype in the C++/CUDA source computes in float16"),
+        Invalid(snippet("""
+            src = r'''
+            __global__ void k(float* d, unsigned a0, unsigned b0) {
+              asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" : "+f"(d[0]));
+            }
+            '''
+        """), line=3, message="Inline PTX with `f16` operands in the C++/CUDA source computes in f16"),
     ]
 
     def check_cpp(self, source: CppSource) -> None:

@@ -9,6 +9,7 @@ from gatekeeper.analyses.stream_support import call_args, idents
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.walk import subtree
+from gatekeeper.static.examples import Invalid, Valid, snippet
 
 # Methods that turn tensor values into something a Python condition can test. Metadata
 # (`shape`, `size()`, `numel()`, `dtype`, `is_cuda`, `is_contiguous()`, `stride()`,
@@ -75,27 +76,68 @@ class BranchesOnInputValues(Rule):
         "a magnitude or a std."
     )
     VALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        if not x.is_contiguous() or x.shape[0] > 4096:\n            x = x.contiguous()\n"
-        "        return _ext.run(x)\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        if torch.isnan(x).any():\n            raise ValueError('NaN input')\n        return _ext.run(x)\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, w):\n        super().__init__()\n"
-        "        self.w = w\n        self.sparse = bool((w == 0).float().mean() > 0.9)\n"
-        "    def forward(self, x):\n        if self.w.abs().max() > 1:\n            return _ext.big(x, self.w)\n"
-        "        return _ext.run(x, self.w)\n",
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if not x.is_contiguous() or x.shape[0] > 4096:
+                        x = x.contiguous()
+                    return _ext.run(x)
+        """)),
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if torch.isnan(x).any():
+                        raise ValueError('NaN input')
+                    return _ext.run(x)
+        """)),
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self, w):
+                    super().__init__()
+                    self.w = w
+                    self.sparse = bool((w == 0).float().mean() > 0.9)
+                def forward(self, x):
+                    if self.w.abs().max() > 1:
+                        return _ext.big(x, self.w)
+                    return _ext.run(x, self.w)
+        """)),
     ]
     INVALID = [
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        if x.abs().amax() < 0.5:\n            return _ext.low_order(x)\n        return _ext.full(x)\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n"
-        "        if a[0, 0].item() == 0 and torch.all(a == 0):\n            return torch.zeros_like(b)\n"
-        "        return _ext.matmul(a, b)\n",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-        "        sample = x.flatten()[:1024]\n        s = sample.std()\n"
-        "        return _ext.fast(x) if s < 1.5 else _ext.exact(x)\n",
-        "src = r'''\ntorch::Tensor f(torch::Tensor x) {\n  if (x.abs().max().item<float>() < 0.5f) return fast(x);\n"
-        "  return exact(x);\n}\n'''\n",
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if x.abs().amax() < 0.5:
+                        return _ext.low_order(x)
+                    return _ext.full(x)
+        """), line=4, message="This condition reads the values of the input `x` (`.amax()`)"),
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, a, b):
+                    if a[0, 0].item() == 0 and torch.all(a == 0):
+                        return torch.zeros_like(b)
+                    return _ext.matmul(a, b)
+        """), line=4, message="This condition reads the values of the input `a` (`.item()`)"),
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    sample = x.flatten()[:1024]
+                    s = sample.std()
+                    return _ext.fast(x) if s < 1.5 else _ext.exact(x)
+        """), line=6, message="This condition reads the values of the input `s` (`s` holds a value computed from it)"),
+        Invalid(snippet("""
+            src = r'''
+            torch::Tensor f(torch::Tensor x) {
+              if (x.abs().max().item<float>() < 0.5f) return fast(x);
+              return exact(x);
+            }
+            '''
+        """), line=3, message="reads the values of the input"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:
