@@ -8,7 +8,7 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.analyses.torch_usage_model import (
-    _ELEMENTWISE, _OPERATOR_SYMBOL, _TENSOR_ATTRS, _is_self_attr, _receiver_key,
+    ELEMENTWISE, OPERATOR_SYMBOL, TENSOR_ATTRS, is_self_attr, receiver_key,
 )
 
 
@@ -22,18 +22,18 @@ class TensorValues:
             if isinstance(node.operator, cst.MatrixMultiply):
                 self._use("operator", "@", node, op="matmul", heavy=True)
                 return
-            op = _ELEMENTWISE.get(type(node.operator))
+            op = ELEMENTWISE.get(type(node.operator))
             if op is None or isinstance(self.ctx.parent(node), (cst.BinaryOperation, cst.UnaryOperation)):
                 return
             if self.tensorish(node.left) or self.tensorish(node.right):
-                self._use("operator", _OPERATOR_SYMBOL[op], node, op=op, heavy=False)
+                self._use("operator", OPERATOR_SYMBOL[op], node, op=op, heavy=False)
         elif isinstance(node, cst.AugAssign):
             if isinstance(node.operator, cst.MatrixMultiplyAssign):
                 self._use("operator", "@=", node, op="matmul", heavy=True)
                 return
-            op = _ELEMENTWISE.get(type(node.operator))
+            op = ELEMENTWISE.get(type(node.operator))
             if op is not None and (self.tensorish(node.target) or self.tensorish(node.value)):
-                self._use("operator", _OPERATOR_SYMBOL[op] + "=", node, op=op, heavy=False)
+                self._use("operator", OPERATOR_SYMBOL[op] + "=", node, op=op, heavy=False)
         elif isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
             if not isinstance(self.ctx.parent(node), (cst.BinaryOperation, cst.UnaryOperation)) and self.tensorish(node.expression):
                 self._use("operator", "-", node, op="neg", heavy=False)
@@ -49,9 +49,9 @@ class TensorValues:
         if isinstance(expr, cst.Name):
             return bool(self.frames) and expr.value in self.frames[-1].tensor_names
         if isinstance(expr, cst.Attribute):
-            if _is_self_attr(expr):
+            if is_self_attr(expr):
                 return expr.attr.value in self.self_tensors
-            return expr.attr.value in _TENSOR_ATTRS and self.tensorish(expr.value, depth + 1)
+            return expr.attr.value in TENSOR_ATTRS and self.tensorish(expr.value, depth + 1)
         if isinstance(expr, cst.Subscript):
             return self.tensorish(expr.value, depth + 1)
         if isinstance(expr, cst.BinaryOperation):
@@ -67,11 +67,11 @@ class TensorValues:
             if qual is not None:
                 return qual.startswith("torch.") and not qual.startswith("torch.ops.") and self.ops.returns_tensor(qual)
             func = expr.func
-            if isinstance(func, cst.Attribute) and not _is_self_attr(func):
+            if isinstance(func, cst.Attribute) and not is_self_attr(func):
                 receiver = func.value
                 if isinstance(receiver, cst.Name) and self.frames and receiver.value in self.frames[-1].containers:
                     return False
-                if _receiver_key(receiver) in self.holders:
+                if receiver_key(receiver) in self.holders:
                     return True  # the extension's result: a tensor
                 return self.ops.method_returns_tensor(func.attr.value)
         return False

@@ -9,7 +9,7 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.analyses.torch_usage_model import (
-    _CONTAINER_CLASSES, _PY_BUILTINS, _PY_COMPUTE, _is_container, _is_self_attr, _receiver_key,
+    CONTAINER_CLASSES, PY_BUILTINS, PY_COMPUTE, is_container, is_self_attr, receiver_key,
 )
 
 
@@ -19,7 +19,7 @@ class TorchCalls:
 
     def _star_import(self, name: str) -> Optional[str]:
         """`from torch.nn.functional import *` then `linear(x, w)`."""
-        if self.ctx.resolver.lookup(name) is not None or name in _PY_BUILTINS:
+        if self.ctx.resolver.lookup(name) is not None or name in PY_BUILTINS:
             return None
         for key, binding in self.ctx.resolver.module_scope.names.items():
             if key.startswith("*torch") and binding.qualname:
@@ -48,7 +48,7 @@ class TorchCalls:
             if last in ("reduce", "einsum", "contract", "repeat"):
                 self._use("function", qual, node, op="einsum" if "einsum" in last or last == "contract" else last)
             return
-        op = _PY_COMPUTE.get(qual)
+        op = PY_COMPUTE.get(qual)
         if op is None:
             return
         if op == "matmul" or any(self.tensorish(a.value) for a in node.args):
@@ -74,11 +74,11 @@ class TorchCalls:
         func = node.func
         if cls.startswith("torch.nn."):
             if not rest:
-                if _is_self_attr(func):
+                if is_self_attr(func):
                     self._self_layer_call(node, func.attr.value, cls)  # type: ignore[union-attr]
             elif rest[0] in ("forward", "__call__"):
                 owner = func.value if isinstance(func, cst.Attribute) else None
-                if owner is not None and _is_self_attr(owner):
+                if owner is not None and is_self_attr(owner):
                     self._self_layer_call(node, owner.attr.value, cls)  # type: ignore[union-attr]
                 else:
                     self._layer_use(node, [cls])
@@ -119,11 +119,11 @@ class TorchCalls:
         ctx = self.ctx
         receiver = func.value
         name = func.attr.value
-        if _is_self_attr(func):
+        if is_self_attr(func):
             # self.fc(x) assigned after forward in the file: decided in resolve()
             self.self_calls.append((name, node, ctx.function_key, ()))
             return
-        key = _receiver_key(receiver)
+        key = receiver_key(receiver)
         if key is not None and (key in self.holders or not self.ops.known_tensor_method(name)):
             self._kernel(node, f"{key}.{name}", needs_ext=(key, name))
         if not self.ops.method_is_compute(name):
@@ -143,9 +143,9 @@ class TorchCalls:
                 return False
             binding = self.ctx.resolver.lookup(receiver.value)
             if binding is not None and binding.kind == "local":
-                return not (_is_container(binding.value) or self._foreign_object(binding.value))
+                return not (is_container(binding.value) or self._foreign_object(binding.value))
             return True
-        if _is_self_attr(receiver):
+        if is_self_attr(receiver):
             return receiver.attr.value not in self.self_foreign  # type: ignore[union-attr]
         return not isinstance(receiver, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString,
                                          cst.List, cst.Dict, cst.Set, cst.Tuple, cst.Integer, cst.Float))
@@ -159,7 +159,7 @@ class TorchCalls:
     def _nn_compute_class(self, qual: str) -> bool:
         if not qual.startswith("torch.nn.") or not qual.rsplit(".", 1)[-1][:1].isupper():
             return False
-        return self.ops.function_is_compute(qual) and qual.rsplit(".", 1)[-1] not in _CONTAINER_CLASSES
+        return self.ops.function_is_compute(qual) and qual.rsplit(".", 1)[-1] not in CONTAINER_CLASSES
 
     def _nn_classes_in(self, expr: cst.BaseExpression, depth: int) -> list[str]:
         """torch.nn classes constructed in an expression (through Sequential, ModuleList,

@@ -15,28 +15,21 @@ kernel and the torch code sit on the two sides of that early return.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Optional
+from typing import Iterable, Optional
 
 import libcst as cst
 
 from gatekeeper.static.walk import walk
 
-if TYPE_CHECKING:
-    from gatekeeper.analyses.torch_usage import Kernel, TorchUsage, Use
+from gatekeeper.analyses.torch_usage_model import Fallback, Kernel, UsageFacts, Use
+
+__all__ = ["Fallback", "condition_of", "find_fallbacks"]  # Fallback is defined with the model
 
 _INPUT_MARKERS = frozenset({
     "shape", "size", "numel", "dim", "ndim", "ndimension", "nelement", "stride", "dtype",
     "is_contiguous", "len", "data_ptr", "element_size", "storage_offset",
 })
 _DEVICE_MARKERS = frozenset({"is_cuda", "device", "is_available", "is_cpu", "device_count", "is_xpu", "is_mps"})
-
-
-@dataclass
-class Fallback:
-    kind: str  # try | if
-    node: cst.CSTNode  # the Try / If / IfExp statement
-    condition: str  # exception | input | device | flag | dead
-    kernel: str  # the own kernel on the other path
 
 
 def _slot(child: cst.CSTNode, parent: cst.CSTNode) -> Optional[str]:
@@ -96,7 +89,7 @@ def condition_of(node: cst.CSTNode) -> str:
     return "flag"
 
 
-def _following(usage: "TorchUsage", stmt: cst.CSTNode) -> set[int]:
+def _following(usage: "UsageFacts", stmt: cst.CSTNode) -> set[int]:
     """Statements that run after `stmt` when it does not return: the rest of its block, or,
     at the end of a block, what follows the enclosing if/try/with (`if ok: try: return
     k(x) except: log()` then `return torch...`)."""
@@ -121,7 +114,7 @@ def _following(usage: "TorchUsage", stmt: cst.CSTNode) -> set[int]:
     return set()
 
 
-def find_fallbacks(usage: "TorchUsage") -> None:
+def find_fallbacks(usage: "UsageFacts") -> None:
     """Mark `use.fallback` on every Python use that sits on a fallback path."""
     kernels: dict[int, list[tuple[str, "Kernel"]]] = {}
     for kernel in usage.kernels:
@@ -138,7 +131,7 @@ def find_fallbacks(usage: "TorchUsage") -> None:
     _early_returns(usage, uses)
 
 
-def _make(usage: "TorchUsage", stmt: cst.CSTNode, kernel: "Kernel", *, kernel_in_body: bool) -> Fallback:
+def _make(usage: "UsageFacts", stmt: cst.CSTNode, kernel: "Kernel", *, kernel_in_body: bool) -> Fallback:
     condition = condition_of(stmt)
     test = getattr(stmt, "test", None)
     truth = _constant_truth(usage, test, 0) if test is not None else None
@@ -147,7 +140,7 @@ def _make(usage: "TorchUsage", stmt: cst.CSTNode, kernel: "Kernel", *, kernel_in
     return Fallback("try" if isinstance(stmt, cst.Try) else "if", stmt, condition, kernel.what)
 
 
-def _constant_truth(usage: "TorchUsage", expr: cst.BaseExpression, depth: int) -> Optional[bool]:
+def _constant_truth(usage: "UsageFacts", expr: cst.BaseExpression, depth: int) -> Optional[bool]:
     """The truth of a condition fixed when the file is written: literals, `not`, `and`/`or`,
     comparisons, module constants assigned once (`USE_KERNEL = False`), and environment
     variables read with their default (`os.environ.get("USE_KERNEL", "0") == "1"`): the
@@ -162,7 +155,7 @@ _CASTS = {"builtins.int": int, "builtins.bool": bool, "builtins.str": str, "buil
 _STR_METHODS = frozenset({"lower", "upper", "strip", "casefold"})
 
 
-def _static_value(usage: "TorchUsage", expr: cst.BaseExpression, depth: int, names: bool = True) -> object:
+def _static_value(usage: "UsageFacts", expr: cst.BaseExpression, depth: int, names: bool = True) -> object:
     """The value of an expression fixed in the file, or _UNKNOWN. `names=False` inside a
     `self.X = ...` value: a bare name there is usually a parameter (`self.dim = dim`), not
     the module constant of the same name."""
@@ -208,7 +201,7 @@ def _static_value(usage: "TorchUsage", expr: cst.BaseExpression, depth: int, nam
     return _UNKNOWN
 
 
-def _bindings(usage: "TorchUsage") -> dict[str, int]:
+def _bindings(usage: "UsageFacts") -> dict[str, int]:
     """How many times each name is bound anywhere in the file (module level, in try/if
     blocks, through `global` in functions, as a loop target)."""
     found = usage.ctx.__dict__.get("_gk3_bindings")
@@ -232,7 +225,7 @@ def _bindings(usage: "TorchUsage") -> dict[str, int]:
     return found
 
 
-def _self_assignments(usage: "TorchUsage") -> dict[str, list[cst.BaseExpression]]:
+def _self_assignments(usage: "UsageFacts") -> dict[str, list[cst.BaseExpression]]:
     """`self.X = value` anywhere in the file (every value, so that a flag flipped at run
     time, `self.use_kernel = False` in an except, has two and is not fixed)."""
     found = usage.ctx.__dict__.get("_gk3_self_assignments")
@@ -253,7 +246,7 @@ def _self_assignments(usage: "TorchUsage") -> dict[str, list[cst.BaseExpression]
     return found
 
 
-def _compare(usage: "TorchUsage", expr: cst.Comparison, depth: int, names: bool) -> object:
+def _compare(usage: "UsageFacts", expr: cst.Comparison, depth: int, names: bool) -> object:
     target = expr.comparisons[0]
     op = target.operator
     if isinstance(op, (cst.In, cst.NotIn)) and usage.ctx.qualname(target.comparator) == "os.environ":
@@ -278,7 +271,7 @@ def _compare(usage: "TorchUsage", expr: cst.Comparison, depth: int, names: bool)
     return _UNKNOWN
 
 
-def _call_value(usage: "TorchUsage", call: cst.Call, depth: int, names: bool) -> object:
+def _call_value(usage: "UsageFacts", call: cst.Call, depth: int, names: bool) -> object:
     qual = usage.ctx.qualname(call.func) or ""
     args = [a.value for a in call.args if a.keyword is None]
     if qual in _ENV_GETTERS:
@@ -298,7 +291,7 @@ def _call_value(usage: "TorchUsage", call: cst.Call, depth: int, names: bool) ->
     return _UNKNOWN
 
 
-def _early_returns(usage: "TorchUsage", uses: list["Use"]) -> None:
+def _early_returns(usage: "UsageFacts", uses: list["Use"]) -> None:
     """`if/try` without else whose body returns: the code after it is the other branch."""
     candidates: dict[int, cst.CSTNode] = {}
     for item in [*usage.kernels, *uses]:

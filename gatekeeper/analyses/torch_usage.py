@@ -28,7 +28,7 @@ from gatekeeper.analyses.tensor_values import TensorValues
 from gatekeeper.analyses.torch_call_kinds import TorchCalls
 from gatekeeper.analyses.torch_op_table import TorchOps, short_op, torch_ops
 from gatekeeper.analyses.torch_usage_model import (
-    Kernel, Use, _extension_module, _Frame, _is_container, _is_self_attr, _receiver_key, _tensor_params,
+    Kernel, Use, extension_module, Frame, is_container, is_self_attr, receiver_key, tensor_params,
 )
 from gatekeeper.static.context import FileContext
 from gatekeeper.static.cpp_functions import CppFunction
@@ -44,7 +44,7 @@ class TorchUsage(TorchCalls, TensorValues):
         self.ops: TorchOps = torch_ops()
         self.uses: list[Use] = []
         self.kernels: list[Kernel] = []
-        self.frames: list[_Frame] = []
+        self.frames: list[Frame] = []
         self.kernel_defs: set[str] = set()
         self.loader_functions: set[str] = set()  # functions whose body calls load_inline
         self.holders: set[str] = set()  # names / self.X bound to an extension module
@@ -81,9 +81,9 @@ class TorchUsage(TorchCalls, TensorValues):
         kernel_def = outer_kernel or any(self._is_kernel_decorator(d) for d in node.decorators)
         if kernel_def:
             self.kernel_defs.add(node.name.value)
-        frame = _Frame(self.ctx.function_key, kernel_def)
+        frame = Frame(self.ctx.function_key, kernel_def)
         if node.name.value in ("forward", "__call__") and self.ctx.classes:
-            frame.tensor_names.update(_tensor_params(node.params))
+            frame.tensor_names.update(tensor_params(node.params))
         self.frames.append(frame)
 
     def leave_function(self) -> None:
@@ -105,7 +105,7 @@ class TorchUsage(TorchCalls, TensorValues):
         loader = self._is_loader_call(value)
         for target in targets:
             if loader and isinstance(target, cst.Attribute):
-                key = _receiver_key(target)
+                key = receiver_key(target)
                 if key is not None and not key.startswith("self."):
                     self.holders.add(key)  # Fn.ext = load_inline(...): a class attribute holds it
             if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
@@ -113,7 +113,7 @@ class TorchUsage(TorchCalls, TensorValues):
                 if loader:
                     self.holders.add(f"self.{attr}")
                 layers = self._nn_classes_in(value, 0)
-                if _is_container(value) or self._foreign_object(value):
+                if is_container(value) or self._foreign_object(value):
                     self.self_foreign.add(attr)
                 if layers:
                     self.self_layers[attr] = layers
@@ -122,7 +122,7 @@ class TorchUsage(TorchCalls, TensorValues):
                 if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
                     self.holder_calls[f"self.{attr}"] = value.func.value
                 if isinstance(value, cst.Attribute):  # self.op = _ext.fused_cuda: calling self.op launches it
-                    receiver = _receiver_key(value.value)
+                    receiver = receiver_key(value.value)
                     if receiver is not None:
                         self.self_ext[attr] = (receiver, value.attr.value, self.ctx.qualname(value))
                 elif isinstance(value, cst.Name) and self.ctx.functions and value.value in _param_names(self.ctx.functions[-1]):
@@ -143,7 +143,7 @@ class TorchUsage(TorchCalls, TensorValues):
                         frame.tensor_names.add(name)
                     else:
                         frame.tensor_names.discard(name)
-                    if _is_container(value):
+                    if is_container(value):
                         frame.containers.add(name)
 
     def loop(self, node: cst.For) -> None:
@@ -170,7 +170,7 @@ class TorchUsage(TorchCalls, TensorValues):
         if isinstance(func, cst.Subscript):
             base = func.value
             base_qual = ctx.qualname(base)
-            if _is_self_attr(base):  # self.layers[i](x): a call of what the container holds
+            if is_self_attr(base):  # self.layers[i](x): a call of what the container holds
                 self.self_calls.append((base.attr.value, node, ctx.function_key, ()))  # type: ignore[union-attr]
             elif isinstance(base, cst.Name) and base_qual is None:  # kernel[grid](...)
                 binding = ctx.resolver.lookup(base.value)
@@ -194,7 +194,7 @@ class TorchUsage(TorchCalls, TensorValues):
         if qual is not None and qual.startswith("torch."):
             self._torch_call(node, qual)
             return
-        if qual is not None and isinstance(func, cst.Attribute) and _extension_module(qual):
+        if qual is not None and isinstance(func, cst.Attribute) and extension_module(qual):
             self._kernel(node, qual)  # a prebuilt extension: import fused_cuda; fused_cuda.f(x)
             return
         if qual is None and isinstance(func, cst.Call):
@@ -281,7 +281,7 @@ class TorchUsage(TorchCalls, TensorValues):
         for attr, node, key, _ in self.self_calls:
             if attr in self.self_ext and attr not in self.self_layers and attr not in self.class_attrs:
                 receiver, name, qual = self.self_ext[attr]
-                if qual is not None and _extension_module(qual):
+                if qual is not None and extension_module(qual):
                     self.kernels.append(Kernel(f"self.{attr}", key, (), node))
                 elif qual is None or not qual.startswith("torch."):
                     self.kernels.append(Kernel(f"self.{attr}", key, (), node, needs_ext=(receiver, name)))

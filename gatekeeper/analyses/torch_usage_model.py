@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Protocol
 
 import libcst as cst
 
@@ -13,22 +13,22 @@ from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.names import dotted
 
 if TYPE_CHECKING:
-    from gatekeeper.analyses.torch_fallback_paths import Fallback
+    from gatekeeper.static.context import FileContext
 
-_ELEMENTWISE = {
+ELEMENTWISE = {
     cst.Add: "add", cst.Subtract: "sub", cst.Multiply: "mul", cst.Divide: "div",
     cst.FloorDivide: "floor_divide", cst.Modulo: "remainder", cst.Power: "pow",
     cst.AddAssign: "add", cst.SubtractAssign: "sub", cst.MultiplyAssign: "mul",
     cst.DivideAssign: "div", cst.FloorDivideAssign: "floor_divide", cst.ModuloAssign: "remainder",
     cst.PowerAssign: "pow",
 }
-_OPERATOR_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floor_divide": "//", "remainder": "%", "pow": "**", "neg": "-"}
-_TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "real", "imag", "grad"})
+OPERATOR_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floor_divide": "//", "remainder": "%", "pow": "**", "neg": "-"}
+TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "real", "imag", "grad"})
 _CONTAINER_CALLS = frozenset({"list", "dict", "set", "tuple", "sorted", "str", "range", "len", "int", "float", "frozenset", "OrderedDict", "defaultdict", "deque"})
 _SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "complex", "bytes"})
-_CONTAINER_CLASSES = frozenset({"Sequential", "ModuleList", "ModuleDict"})
-_PY_BUILTINS = frozenset(dir(__import__("builtins")))
-_PY_COMPUTE = {
+CONTAINER_CLASSES = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+PY_BUILTINS = frozenset(dir(__import__("builtins")))
+PY_COMPUTE = {
     "builtins.sum": "sum", "builtins.abs": "abs", "builtins.pow": "pow", "builtins.max": "max",
     "builtins.min": "min", "builtins.round": "round", "builtins.divmod": "remainder",
     "operator.matmul": "matmul", "operator.mul": "mul", "operator.add": "add", "operator.sub": "sub",
@@ -41,6 +41,14 @@ _NOT_EXTENSIONS = frozenset({
     "pytest", "typing_extensions", "packaging", "psutil", "kernelbench", "popcorn_pri",
 })
 
+
+
+@dataclass
+class Fallback:
+    kind: str  # try | if
+    node: cst.CSTNode  # the Try / If / IfExp statement
+    condition: str  # exception | input | device | flag | dead
+    kernel: str  # the own kernel on the other path
 
 
 @dataclass
@@ -69,8 +77,20 @@ class Kernel:
     needs_ext: Optional[tuple[str, str]] = None  # (receiver key, attribute) of an extension call
 
 
+class UsageFacts(Protocol):
+    """What the path and work analyses (torch_fallback_paths, kernel_work) read from TorchUsage,
+    declared here so that they need not import torch_usage, which imports them."""
+
+    ctx: "FileContext"
+    kernels: list[Kernel]
+    uses: list[Use]
+    self_calls: list[tuple[str, cst.Call, str, tuple[cst.CSTNode, ...]]]
+
+    def in_forward(self, key: str) -> bool: ...
+
+
 @dataclass
-class _Frame:
+class Frame:
     key: str
     kernel_def: bool
     tensor_names: set[str] = field(default_factory=set)
@@ -78,7 +98,7 @@ class _Frame:
     layer_aliases: dict[str, str] = field(default_factory=dict)  # loop var -> self attr
 
 
-def _extension_module(qual: str) -> bool:
+def extension_module(qual: str) -> bool:
     """`qual` is a function of an imported module that is neither torch, the standard
     library, nor a known numeric/utility package: a prebuilt extension of the submission."""
     if qual.startswith("."):
@@ -87,14 +107,14 @@ def _extension_module(qual: str) -> bool:
     return root not in sys.stdlib_module_names and root not in _NOT_EXTENSIONS and root != "builtins"
 
 
-def _is_self_attr(expr: cst.BaseExpression) -> bool:
+def is_self_attr(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
 
 
-def _receiver_key(expr: cst.BaseExpression) -> Optional[str]:
+def receiver_key(expr: cst.BaseExpression) -> Optional[str]:
     if isinstance(expr, cst.Name):
         return expr.value
-    if _is_self_attr(expr):
+    if is_self_attr(expr):
         return f"self.{expr.attr.value}"  # type: ignore[union-attr]
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
         return f"call:{expr.func.value}"
@@ -103,7 +123,7 @@ def _receiver_key(expr: cst.BaseExpression) -> Optional[str]:
     return None
 
 
-def _is_container(value: Optional[cst.BaseExpression]) -> bool:
+def is_container(value: Optional[cst.BaseExpression]) -> bool:
     if value is None:
         return False
     if isinstance(value, (cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp,
@@ -112,7 +132,7 @@ def _is_container(value: Optional[cst.BaseExpression]) -> bool:
     return isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in _CONTAINER_CALLS
 
 
-def _tensor_params(params: cst.Parameters) -> set[str]:
+def tensor_params(params: cst.Parameters) -> set[str]:
     """Parameters of a forward that hold tensors: all but the first (self / ctx), minus
     those annotated as Python scalars and those with a default unless annotated Tensor."""
     names: set[str] = set()

@@ -43,7 +43,7 @@ def _callees(ctx: "FileContext") -> dict[str, set[str]]:
     return out
 
 
-def _is_root(ctx: "FileContext", key: str) -> bool:
+def is_root(ctx: "FileContext", key: str) -> bool:
     if _last(key) not in ROOT_NAMES:
         return False
     # The reference's own `Model` copied into the submission is not the submission's path.
@@ -54,11 +54,11 @@ def compute_forward_keys(ctx: "FileContext") -> frozenset[str]:
     callees = _callees(ctx)
     called = {k for targets in callees.values() for k in targets}
     reached: set[str] = set()
-    stack = [k for k in ctx.defined if _is_root(ctx, k)]
+    stack = [k for k in ctx.defined if is_root(ctx, k)]
     # Indirectly used functions: referenced by name beyond their own `def`, never called.
     for key in ctx.defined:
         name = _last(key)
-        if key in called or name in NOT_FORWARD or name.startswith("__") or _is_root(ctx, key):
+        if key in called or name in NOT_FORWARD or name.startswith("__") or is_root(ctx, key):
             continue
         if len(re.findall(rf"(?<![\w.]){re.escape(name)}\b|\.{re.escape(name)}\b", ctx.text)) > _defs(ctx, name):
             stack.append(key)

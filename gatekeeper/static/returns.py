@@ -22,7 +22,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from gatekeeper.static.context import FileContext
-from gatekeeper.static.forward_path import _is_root
+from gatekeeper.static.forward_path import is_root
 from gatekeeper.static.persistence import PersistenceTracker
 from gatekeeper.static.walk import subtree
 
@@ -147,7 +147,7 @@ class ReturnFlow:
             by_last.setdefault(key.rsplit(".", 1)[-1], set()).add(key)
         roots = [k for k in defined if k in ("ModelNew.forward", "ModelNew.__call__")]
         if not roots:
-            roots = [k for k in defined if _is_root(self.ctx, k)]
+            roots = [k for k in defined if is_root(self.ctx, k)]
         reached: set[str] = set()
         stack = list(roots)
         while stack:
