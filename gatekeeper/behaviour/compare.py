@@ -1,11 +1,16 @@
-"""Comparing outputs in the trusted parent (it has never imported the submission)."""
+"""Comparing outputs in the trusted parent (it has never imported the submission).
+
+Every statistic is computed chunk by chunk (behaviour.chunks), in float64, over at most
+CHUNK_ELEMENTS values at a time: a multi-GiB output is compared in bounded host memory,
+reading a large tensor straight from its mapped transfer file."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from gatekeeper.sandbox.tensors import is_packed, unpack
+from gatekeeper.behaviour.chunks import Flat, chunks
+from gatekeeper.sandbox.tensors import is_packed
 
 
 @dataclass
@@ -49,54 +54,69 @@ def _compare_one(reference: Any, got: Any, tolerances: Any) -> Comparison:
     if list(reference["shape"]) != list(got["shape"]):
         return Comparison(False, "shape", f"shape {got['shape']} instead of {reference['shape']}",
                           {"got_shape": got["shape"], "want_shape": reference["shape"]})
-    ref, out = unpack(reference), unpack(got)
+    ref, out = Flat(reference), Flat(got)
+    if ref.numel != out.numel:
+        return Comparison(False, "structure", f"{out.numel} values for shape {got['shape']}")
     atol, rtol = tolerances(reference["dtype"])
-    if ref.is_complex() or out.is_complex() or not (ref.is_floating_point() or out.is_floating_point()):
-        equal = torch.equal(ref, out.to(ref.dtype))
+    if ref.is_complex or out.is_complex or not (ref.is_floating or out.is_floating):
+        equal = all(torch.equal(r, o.to(r.dtype)) for r, o in chunks(ref, out))
         return Comparison(equal, "values", "" if equal else "integer values differ")
-    ref64, out64 = ref.double(), out.double()
-    bad_nan = ~torch.isfinite(out64) & torch.isfinite(ref64)
-    if bool(bad_nan.any()):
-        count = int(bad_nan.sum())
-        return Comparison(False, "nan", f"{count} of {out64.numel()} values are NaN/Inf where the reference is finite",
-                          {"nonfinite": count, "numel": out64.numel()})
-    finite = torch.isfinite(ref64)
-    diff = (out64 - ref64).abs()
-    allowed = atol + rtol * ref64.abs()
-    wrong = finite & (diff > allowed) | (~finite & ~((out64 == ref64) | (out64.isnan() & ref64.isnan())))
-    if bool(wrong.any()):
-        count = int(wrong.sum())
-        worst = float(diff[finite].max()) if bool(finite.any()) else float("nan")
+    nonfinite = mismatched = 0
+    worst = float("-inf")
+    for r, o in chunks(ref, out):
+        ref64, out64 = r.double(), o.double()
+        finite = torch.isfinite(ref64)
+        nonfinite += int((~torch.isfinite(out64) & finite).sum())
+        if nonfinite:
+            continue  # the NaN/Inf verdict wins; keep counting it only
+        diff = (out64 - ref64).abs()
+        wrong = finite & (diff > atol + rtol * ref64.abs()) \
+            | (~finite & ~((out64 == ref64) | (out64.isnan() & ref64.isnan())))
+        mismatched += int(wrong.sum())
+        if bool(finite.any()):
+            worst = max(worst, float(diff[finite].max()))
+    numel = ref.numel
+    if nonfinite:
+        return Comparison(False, "nan", f"{nonfinite} of {numel} values are NaN/Inf where the reference is finite",
+                          {"nonfinite": nonfinite, "numel": numel})
+    if mismatched:
+        worst = worst if worst != float("-inf") else float("nan")
         return Comparison(False, "values",
-                          f"{count} of {out64.numel()} values off by more than atol={atol:g}, rtol={rtol:g} "
+                          f"{mismatched} of {numel} values off by more than atol={atol:g}, rtol={rtol:g} "
                           f"(max abs error {worst:.3g})",
-                          {"mismatched": count, "numel": out64.numel(), "max_abs_error": worst,
+                          {"mismatched": mismatched, "numel": numel, "max_abs_error": worst,
                            "atol": atol, "rtol": rtol})
     return Comparison(True)
 
 
-def error_ratio(reference: Any, reference64: Any, got: Any, max_numel: int = 1 << 26) -> Optional[dict[str, Any]]:
+def error_ratio(reference: Any, reference64: Any, got: Any, max_numel: int = 1 << 31) -> Optional[dict[str, Any]]:
     """The error budget: the submission's RMS error against a float64 reference, over the RMS
     error of the honest computation in the reference's own dtype (floored at that dtype's
     epsilon times the output's RMS, so an exact reference does not make every ratio infinite).
-    None when it does not apply (not floating, shapes differ, too large, no float64 reference)."""
+    None when it does not apply (not floating, shapes differ, too large, no float64 reference).
+    Sums of squares accumulate chunk by chunk: bounded memory at any output size."""
     import torch
 
     if not (is_packed(reference) and is_packed(reference64) and is_packed(got)):
         return None
     if list(reference["shape"]) != list(got["shape"]) or list(reference64["shape"]) != list(got["shape"]):
         return None
-    ref, ref64, out = unpack(reference), unpack(reference64), unpack(got)
-    if not ref.is_floating_point() or not out.is_floating_point() or ref.numel() == 0 or ref.numel() > max_numel:
+    ref, ref64, out = Flat(reference), Flat(reference64), Flat(got)
+    if not ref.is_floating or not out.is_floating or ref.numel == 0 or ref.numel > max_numel \
+            or not ref.numel == ref64.numel == out.numel:
         return None
-    ref64 = ref64.double()
-    finite = torch.isfinite(ref64) & torch.isfinite(ref.double()) & torch.isfinite(out.double())
-    if not bool(finite.any()):
+    count, squares, honest_sq, error_sq = 0, 0.0, 0.0, 0.0
+    for r, e, o in chunks(ref, ref64, out):
+        r, e, o = r.double(), e.double(), o.double()
+        finite = torch.isfinite(e) & torch.isfinite(r) & torch.isfinite(o)
+        exact = e[finite]
+        count += int(exact.numel())
+        squares += float(exact.pow(2).sum())
+        honest_sq += float((r[finite] - exact).pow(2).sum())
+        error_sq += float((o[finite] - exact).pow(2).sum())
+    if count == 0:
         return None
-    exact = ref64[finite]
-    scale = float(exact.pow(2).mean().sqrt())
-    honest = float((ref.double()[finite] - exact).pow(2).mean().sqrt())
-    error = float((out.double()[finite] - exact).pow(2).mean().sqrt())
+    scale, honest, error = ((v / count) ** 0.5 for v in (squares, honest_sq, error_sq))
     floor = torch.finfo(ref.dtype).eps * max(scale, 1e-30)
     return {"ratio": error / max(honest, floor), "error": error, "honest": honest, "floor": floor,
             "dtype": reference["dtype"]}

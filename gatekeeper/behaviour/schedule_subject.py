@@ -113,7 +113,8 @@ class Runner:
             return
         after = counts()
         if isinstance(out, torch.Tensor):
-            self.last = (index, out, hashlib.sha256(packed["data"]).hexdigest())  # as it was at return
+            early = packed["file"]["sha256"] if "file" in packed else hashlib.sha256(packed["data"]).hexdigest()
+            self.last = (index, out, early)  # as it was at return (a large output's file carries it)
         self.channel.send("schedule-call", index=index, output=packed, threads_before=before, threads_after=after)
         self.previous = inputs
 

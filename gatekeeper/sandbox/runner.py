@@ -26,6 +26,7 @@ from gatekeeper.sandbox.channel import ChannelError, FrameReader, pack_message
 from gatekeeper.sandbox.isolation import Isolation, detect, require
 from gatekeeper.sandbox.reaper import reap_tagged, tag
 from gatekeeper.sandbox.scrub import scrub_message, scrub_text
+from gatekeeper.sandbox.spill import BYTES_ENV, DIR_ENV, SpillError, adopt_tree, export_tree, threshold
 
 # Environment variables a worker may inherit; everything else is dropped.
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
@@ -146,6 +147,7 @@ class Job:
         workdir: Optional[Path] = None,
         keep_stdin: bool = False,
         verbatim_errors: bool = False,
+        spill: bool = True,
     ) -> None:
         self.isolation: Isolation = require(detect()) if isolate else Isolation("none", "isolation not requested")
         self.own_dir = workdir is None
@@ -164,6 +166,13 @@ class Job:
         self.started = time.monotonic()
         self.result = JobResult(status="crashed", isolation=self.isolation.name)
         worker_env = scrubbed_env(env, self.work)
+        # Large tensors travel as files in this folder (sandbox.spill), not inside frames.
+        self.spill_dir: Optional[Path] = None
+        if spill:
+            self.spill_dir = self.work / "xfer"
+            self.spill_dir.mkdir(mode=0o700, exist_ok=True)
+            worker_env.update({DIR_ENV: str(self.spill_dir), BYTES_ENV: str(threshold())})
+            write_roots = list(write_roots or []) + [str(self.spill_dir)]  # the guard allows it (inside work)
         self.tag = tag(worker_env)
         try:
             argv = self.isolation.wrap([sys.executable, "-I", "-B", WORKER_SCRIPT, str(write_fd)],
@@ -192,6 +201,8 @@ class Job:
     def feed(self, message: dict[str, Any], close: bool = True) -> None:
         """Send one message to the job's `channel.receive()`. Written from a thread, so a
         worker that never reads (it hangs at import) cannot block the parent on a full pipe."""
+        if self.spill_dir is not None:  # adopted large tensors become files in this worker's folder
+            message = export_tree(message, str(self.spill_dir))
         payload = pack_message(message)
 
         def write() -> None:
@@ -221,7 +232,22 @@ class Job:
         os.close(self.read_fd)
         if self.own_dir:
             shutil.rmtree(self.work, ignore_errors=True)
+        elif self.spill_dir is not None:
+            shutil.rmtree(self.spill_dir, ignore_errors=True)
         return self.result
+
+    def _adopt(self, result: JobResult) -> None:
+        """Large tensors the worker sent as files: verified against their signed digests and
+        unlinked; a missing, truncated or altered file makes the whole result forged."""
+        if self.spill_dir is None:
+            return
+        try:
+            result.messages = [adopt_tree(m, str(self.spill_dir)) for m in result.messages]
+        except (SpillError, OSError) as exc:
+            result.status, result.detail = "forged", f"a large tensor sent as a file failed its check: {exc}"
+            result.messages = []
+        if not self.own_dir:
+            shutil.rmtree(self.spill_dir, ignore_errors=True)
 
     def wait(self) -> JobResult:
         result = self.result
@@ -242,6 +268,7 @@ class Job:
             err_tail = self.err.tail(_TAIL)
             result.stderr_tail = err_tail if self.verbatim_errors else scrub_text(err_tail, 2000)
             result.output_dropped_bytes = self.out.dropped() + self.err.dropped()
+            self._adopt(result)  # after the kill: no worker can change a file any more
             os.close(self.read_fd)
             if self.own_dir:
                 shutil.rmtree(self.work, ignore_errors=True)

@@ -1,7 +1,9 @@
 """Tensors across the channel as raw bytes plus metadata: no pickle in either direction.
 
 `pack` runs in a worker (it imports torch); `unpack` runs in a trusted process and accepts
-only the dtypes listed here.
+only the dtypes listed here. A tensor of at least `spill.threshold()` bytes travels as a file
+(gatekeeper.sandbox.spill): its packed form carries `file` (a signed descriptor) instead of
+`data` in a worker, and `data` is a verified `spill.FileData` once the parent adopted it.
 """
 
 from __future__ import annotations
@@ -22,17 +24,23 @@ def pack(tensor: Any) -> dict[str, Any]:
     """A dense copy of the tensor's values (on CPU), with where it lived and how it was laid out."""
     import torch
 
-    dense = tensor.detach()
-    if dense.device.type != "cpu":
-        dense = dense.cpu()
-    return {
+    from gatekeeper.sandbox import spill
+
+    packed = {
         "__tensor__": True,
         "dtype": dtype_name(tensor.dtype),
         "shape": list(tensor.shape),
         "stride": list(tensor.stride()),
         "device": str(tensor.device),
-        "data": raw_bytes(dense),
     }
+    if spill.should_spill(tensor.numel() * tensor.element_size()):
+        packed["file"] = spill.write(tensor)  # streamed: no full host copy of a GPU tensor
+        return packed
+    dense = tensor.detach()
+    if dense.device.type != "cpu":
+        dense = dense.cpu()
+    packed["data"] = raw_bytes(dense)
+    return packed
 
 
 def raw_bytes(tensor: Any) -> bytes:
@@ -45,8 +53,13 @@ def raw_bytes(tensor: Any) -> bytes:
 
 
 def digest(tensor: Any) -> str:
-    """sha256 of the tensor's bytes (dense copy), for before/after comparisons."""
-    return hashlib.sha256(pack(tensor)["data"]).hexdigest()
+    """sha256 of the tensor's row-major bytes, for before/after comparisons (streamed in
+    bounded pieces: a large GPU tensor is never copied to the host whole)."""
+    from gatekeeper.sandbox.spill import tensor_digest
+
+    if tensor.numel() * tensor.element_size() <= (1 << 24):
+        return hashlib.sha256(raw_bytes(tensor.detach().cpu())).hexdigest()
+    return tensor_digest(tensor)
 
 
 def is_packed(value: Any) -> bool:
@@ -61,7 +74,15 @@ def unpack(packed: dict[str, Any], device: str = "cpu") -> Any:
         raise ValueError(f"unsupported dtype {name!r}")
     dtype = getattr(torch, name)
     shape = [int(s) for s in packed["shape"]]
+    if "file" in packed:  # a worker receiving a large tensor: read straight into its storage
+        from gatekeeper.sandbox.spill import read_into
+
+        return read_into(packed["file"], torch.empty(shape, dtype=dtype, device=device))
     data = packed["data"]
+    from gatekeeper.sandbox.spill import FileData
+
+    if isinstance(data, FileData):  # the parent: a private copy (compare.py reads it in chunks instead)
+        return data.tensor(dtype).clone().reshape(shape).to(device)
     if not data:
         return torch.empty(shape, dtype=dtype, device=device)
     flat = torch.frombuffer(bytearray(data), dtype=dtype)

@@ -1,0 +1,294 @@
+"""Large tensors between workers and the parent, outside the framed pipe.
+
+A tensor of at least `threshold()` bytes (GATEKEEPER_SPILL_BYTES, default 64 MiB) does not
+travel inside a frame: the sender streams its bytes into a file of the receiving side's
+transfer folder and the frame carries a descriptor `{"name", "bytes", "sha256"}`. The frame
+is HMAC-signed like every other, so the digest is authenticated; the receiver checks the
+size and the digest before it uses a single byte, and a missing, truncated, linked or
+altered file is a `SpillError` (the runner turns it into status "forged": never a pass).
+
+Where the files live: `<the job's private working dir>/xfer` (runner.Job), bound read-write
+into the worker under bubblewrap and visible to nobody else there. Under `unshare` and `none`
+the file system is shared (docs/threat-model.md): a concurrently running submission could
+read the reference's files while they exist. The parent adopts every file as soon as the
+worker is gone: it opens it, unlinks it, checks it and keeps only the descriptor.
+
+Memory: the sender writes in chunks (a GPU tensor goes through a bounded host buffer), the
+worker-side receiver reads straight into the destination tensor, and the parent maps the
+file (copy-on-write) instead of reading it: no second full host copy anywhere.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import mmap
+import os
+import re
+import uuid
+from typing import Any, Optional
+
+DIR_ENV = "GATEKEEPER_SPILL_DIR"
+BYTES_ENV = "GATEKEEPER_SPILL_BYTES"
+DEFAULT_THRESHOLD = 64 << 20
+CHUNK = 64 << 20  # bytes per streamed piece (host buffer of a GPU tensor, hash and write unit)
+_NAME = re.compile(r"^[0-9a-f]{32}\.bin$")
+
+
+class SpillError(Exception):
+    """A transfer file is missing, truncated, linked elsewhere, or does not match its digest."""
+
+
+def threshold(environ: Optional[dict[str, str]] = None) -> int:
+    """Tensors of at least this many bytes travel as files (read in the parent, passed to workers)."""
+    raw = (environ if environ is not None else os.environ).get(BYTES_ENV, "")
+    try:
+        value = int(raw)
+    except ValueError:
+        return DEFAULT_THRESHOLD
+    return value if value > 0 else DEFAULT_THRESHOLD
+
+
+def worker_dir() -> Optional[str]:
+    """The transfer folder inside a worker (None: no spilling, everything inline)."""
+    folder = os.environ.get(DIR_ENV)
+    return folder if folder and os.path.isdir(folder) else None
+
+
+def should_spill(nbytes: int) -> bool:
+    return worker_dir() is not None and nbytes >= threshold()
+
+
+def _host_view(tensor: Any) -> memoryview:
+    """The bytes of a contiguous CPU tensor, without a copy (the tensor must stay alive)."""
+    size = tensor.numel() * tensor.element_size()
+    return memoryview((ctypes.c_ubyte * size).from_address(tensor.data_ptr())).cast("B")
+
+
+def _byte_chunks(tensor: Any):
+    """Row-major bytes of any tensor in pieces of at most CHUNK bytes (bounded host memory)."""
+    import torch
+
+    flat = tensor.detach().contiguous().reshape(-1)
+    if flat.numel() == 0:
+        return
+    raw = flat.view(torch.uint8) if flat.element_size() > 0 else flat
+    if raw.device.type == "cpu":
+        view = _host_view(raw)
+        for start in range(0, len(view), CHUNK):
+            yield view[start:start + CHUNK]
+        return
+    buffer = torch.empty(min(CHUNK, raw.numel()), dtype=torch.uint8)
+    host = _host_view(buffer)
+    for start in range(0, raw.numel(), CHUNK):
+        piece = raw[start:start + CHUNK]
+        buffer[: piece.numel()].copy_(piece)
+        yield host[: piece.numel()]
+
+
+def tensor_digest(tensor: Any) -> str:
+    """sha256 of the tensor's row-major bytes, streamed (the digest a spilled file carries)."""
+    h = hashlib.sha256()
+    for piece in _byte_chunks(tensor):
+        h.update(piece)
+    return h.hexdigest()
+
+
+def write(tensor: Any, folder: Optional[str] = None) -> dict[str, Any]:
+    """Worker side: stream the tensor into a new file of the transfer folder; its descriptor."""
+    folder = folder or worker_dir()
+    if folder is None:
+        raise SpillError("no transfer folder in this process")
+    name = uuid.uuid4().hex + ".bin"
+    h, size = hashlib.sha256(), 0
+    fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        for piece in _byte_chunks(tensor):
+            h.update(piece)
+            size += len(piece)
+            while piece:
+                piece = piece[os.write(fd, piece):]
+    finally:
+        os.close(fd)
+    return {"name": name, "bytes": size, "sha256": h.hexdigest()}
+
+
+def _open_checked(name: Any, folder: str, dir_fd: Optional[int] = None) -> int:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise SpillError(f"transfer file name {str(name)[:80]!r} is not one the sandbox writes")
+    try:
+        if dir_fd is not None:
+            return os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+        return os.open(os.path.join(folder, name), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise SpillError(f"transfer file {name} is missing or not a plain file ({exc.strerror})") from None
+
+
+def _check_size(fd: int, name: str, want: Any) -> int:
+    info = os.fstat(fd)
+    import stat
+
+    if not stat.S_ISREG(info.st_mode):
+        raise SpillError(f"transfer file {name} is not a plain file")
+    if not isinstance(want, int) or info.st_size != want:
+        raise SpillError(f"transfer file {name} holds {info.st_size} bytes, its signed descriptor says {want}")
+    return info.st_size
+
+
+def read_into(descriptor: dict[str, Any], tensor: Any, folder: Optional[str] = None) -> Any:
+    """Worker side: fill `tensor` (any device, contiguous) from a transfer file, checking
+    size and digest on the way (one pass; a GPU tensor through a bounded host buffer)."""
+    import torch
+
+    folder = folder or worker_dir() or ""
+    name = descriptor.get("name")
+    fd = _open_checked(name, folder)
+    try:
+        size = _check_size(fd, str(name), descriptor.get("bytes"))
+        if size != tensor.numel() * tensor.element_size():
+            raise SpillError(f"transfer file {name}: {size} bytes for a tensor of "
+                             f"{tensor.numel() * tensor.element_size()}")
+        raw = tensor.view(-1).view(torch.uint8)
+        h = hashlib.sha256()
+        on_host = raw.device.type == "cpu"
+        buffer = raw if on_host else torch.empty(min(CHUNK, max(size, 1)), dtype=torch.uint8)
+        host = _host_view(buffer) if size else memoryview(b"")
+        for start in range(0, size, CHUNK):
+            count = min(CHUNK, size - start)
+            window = host[start:start + count] if on_host else host[:count]
+            got = 0
+            while got < count:
+                n = os.readv(fd, [window[got:]])
+                if n <= 0:
+                    raise SpillError(f"transfer file {name} ended early")
+                got += n
+            h.update(window)
+            if not on_host:
+                raw[start:start + count].copy_(buffer[:count])
+        if h.hexdigest() != descriptor.get("sha256"):
+            raise SpillError(f"transfer file {name} does not match the digest in its signed descriptor")
+    finally:
+        os.close(fd)
+    return tensor
+
+
+class FileData:
+    """Parent side: an adopted transfer file (unlinked, verified), mapped on demand."""
+
+    def __init__(self, fd: int, nbytes: int, sha256: str) -> None:
+        self.fd, self.nbytes, self.sha256 = fd, nbytes, sha256
+        self._map: Optional[mmap.mmap] = None
+
+    def buffer(self) -> mmap.mmap:
+        """A copy-on-write mapping of the whole file (pages load as they are read)."""
+        if self._map is None:
+            self._map = mmap.mmap(self.fd, self.nbytes, access=mmap.ACCESS_COPY)
+        return self._map
+
+    def tensor(self, dtype: Any, start: int = 0, count: int = -1) -> Any:
+        """Elements [start, start + count) as a flat tensor over the mapping (no copy)."""
+        import torch
+
+        size = torch.empty((), dtype=dtype).element_size()
+        total = self.nbytes // size
+        count = total - start if count < 0 else count
+        if count <= 0:
+            return torch.empty(0, dtype=dtype)
+        return torch.frombuffer(self.buffer(), dtype=dtype, count=count, offset=start * size)
+
+    def copy_to(self, folder: str) -> dict[str, Any]:
+        """A fresh file with these bytes in another worker's transfer folder (kernel-side copy)."""
+        name = uuid.uuid4().hex + ".bin"
+        out = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            offset = 0
+            while offset < self.nbytes:
+                try:
+                    n = os.copy_file_range(self.fd, out, self.nbytes - offset, offset)
+                except OSError:
+                    n = os.sendfile(out, self.fd, offset, min(CHUNK, self.nbytes - offset))
+                if n <= 0:
+                    raise SpillError("copying a transfer file stopped early")
+                offset += n
+        finally:
+            os.close(out)
+        return {"name": name, "bytes": self.nbytes, "sha256": self.sha256}
+
+    def close(self) -> None:
+        if self._map is not None:
+            try:
+                self._map.close()
+            except BufferError:  # a tensor still views it: the mapping goes with that tensor
+                pass
+            self._map = None
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __len__(self) -> int:
+        return self.nbytes
+
+
+def adopt(descriptor: Any, folder: str, dir_fd: Optional[int] = None) -> FileData:
+    """Parent side, after the worker is gone: open the file, unlink it (nobody else can find
+    it any more), refuse one with other links, and check size and digest."""
+    if not isinstance(descriptor, dict):
+        raise SpillError("a transfer descriptor is not an object")
+    name = descriptor.get("name")
+    fd = _open_checked(name, folder, dir_fd)
+    try:
+        size = _check_size(fd, str(name), descriptor.get("bytes"))
+        if dir_fd is not None:
+            os.unlink(str(name), dir_fd=dir_fd)
+        else:
+            os.unlink(os.path.join(folder, str(name)))
+        if os.fstat(fd).st_nlink != 0:
+            raise SpillError(f"transfer file {name} has another link: it may be another file's data")
+        h = hashlib.sha256()
+        buffer = bytearray(min(CHUNK, max(size, 1)))
+        view = memoryview(buffer)
+        offset = 0
+        while offset < size:
+            n = os.preadv(fd, [view[: min(CHUNK, size - offset)]], offset)
+            if n <= 0:
+                raise SpillError(f"transfer file {name} ended early")
+            h.update(view[:n])
+            offset += n
+        if h.hexdigest() != descriptor.get("sha256"):
+            raise SpillError(f"transfer file {name} does not match the digest in its signed descriptor")
+    except BaseException:
+        os.close(fd)
+        raise
+    return FileData(fd, size, h.hexdigest())
+
+
+def adopt_tree(value: Any, folder: str, dir_fd: Optional[int] = None) -> Any:
+    """Every spilled tensor inside a received message gets its verified `FileData` as `data`."""
+    if isinstance(value, dict):
+        if value.get("__tensor__") is True and "file" in value:
+            out = {k: v for k, v in value.items() if k != "file"}
+            out["data"] = adopt(value["file"], folder, dir_fd)
+            return out
+        return {k: adopt_tree(v, folder, dir_fd) for k, v in value.items()}
+    if isinstance(value, list):
+        return [adopt_tree(v, folder, dir_fd) for v in value]
+    return value
+
+
+def export_tree(value: Any, folder: str) -> Any:
+    """Before a message goes to a worker: each adopted tensor becomes a file in its folder."""
+    if isinstance(value, dict):
+        if value.get("__tensor__") is True and isinstance(value.get("data"), FileData):
+            out = {k: v for k, v in value.items() if k != "data"}
+            out["file"] = value["data"].copy_to(folder)
+            return out
+        return {k: export_tree(v, folder) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [export_tree(v, folder) for v in value]
+    return value
