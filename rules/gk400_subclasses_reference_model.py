@@ -7,7 +7,8 @@ import libcst as cst
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.own_definitions import is_own_class, is_pasted_class
 from gatekeeper.analyses.reference_names import reference_model
-from gatekeeper.analyses.harness_support import in_main_guard, positional, resolve
+from gatekeeper.analyses.harness_support import in_main_guard, resolve
+from gatekeeper.static.syntax import argument
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
@@ -129,7 +130,7 @@ class SubclassesReferenceModel(Rule):
             return
         value = node.value
         if isinstance(value, cst.Call) and resolve(self.ctx, value.func) == "builtins.type":
-            bases = positional(value, 1)
+            bases = argument(value, 1)
             if isinstance(bases, (cst.Tuple, cst.List)):
                 for element in bases.elements:
                     self._check(element.value, "ModelNew", node)

@@ -7,7 +7,8 @@ import libcst as cst
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.path_targets import classify
 from gatekeeper.analyses.reference_names import is_reference_module, is_reference_path, model_names
-from gatekeeper.analyses.harness_support import in_main_guard, literal, positional, resolve
+from gatekeeper.analyses.harness_support import in_main_guard, literal, resolve
+from gatekeeper.static.syntax import argument
 from gatekeeper.static.names import dotted
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
@@ -112,10 +113,10 @@ class ImportsReference(Rule):
         if spec is None:
             return
         index, keyword, kind = spec
-        argument = positional(node, index, keyword)
-        text: Optional[str] = literal(self.ctx, argument)
+        given = argument(node, index, keyword)
+        text: Optional[str] = literal(self.ctx, given)
         if text is None and kind == "path":
-            text = classify(self.ctx, argument).text  # os.path.join(here, "..", "reference.py")
+            text = classify(self.ctx, given).text  # os.path.join(here, "..", "reference.py")
         if text is None:
             return
         hit = is_reference_path(self.ctx, text) if kind == "path" else is_reference_module(self.ctx, text)

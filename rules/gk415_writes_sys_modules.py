@@ -3,7 +3,8 @@ from __future__ import annotations
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.analyses.harness_support import literal, positional, resolve, subscript_key
+from gatekeeper.analyses.harness_support import literal, resolve, subscript_key
+from gatekeeper.static.syntax import argument
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
@@ -99,7 +100,7 @@ class WritesSysModules(Rule):
         func = node.func
         if not isinstance(func, cst.Attribute):
             if resolve(self.ctx, func) == "builtins.setattr":
-                owner, name = resolve(self.ctx, positional(node, 0)), literal(self.ctx, positional(node, 1))
+                owner, name = resolve(self.ctx, argument(node, 0)), literal(self.ctx, argument(node, 1))
                 if owner and name and f"{owner}.{name}" in _REGISTRIES:
                     self._report(node, f"{owner}.{name}", "setattr")
             return
@@ -110,7 +111,7 @@ class WritesSysModules(Rule):
                 self._report(node, owner, f".{method}()")
         elif method == "dict" and isinstance(func.value, (cst.Name, cst.Attribute)) and (
                 func.value.value if isinstance(func.value, cst.Name) else func.value.attr.value) == "patch":
-            target = positional(node, 0, "in_dict")
+            target = argument(node, 0, "in_dict")
             owner = resolve(self.ctx, target) or literal(self.ctx, target)
             if owner in _REGISTRIES:
                 self._report(node, owner, "mock.patch.dict")

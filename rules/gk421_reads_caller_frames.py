@@ -3,7 +3,8 @@ from __future__ import annotations
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.analyses.harness_support import UseRule, literal, positional, resolve
+from gatekeeper.analyses.harness_support import UseRule, literal, resolve
+from gatekeeper.static.syntax import argument
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
 FRAME_ATTRIBUTES = frozenset({
@@ -86,7 +87,7 @@ class ReadsCallerFrames(UseRule):
 
     def visit_Call(self, node: cst.Call) -> None:
         if resolve(self.ctx, node.func) in ("builtins.getattr", "builtins.hasattr"):
-            name = literal(self.ctx, positional(node, 1))
+            name = literal(self.ctx, argument(node, 1))
             if name in FRAME_ATTRIBUTES:
                 self._emit(node, f"getattr(..., {name!r})", name)
         super().visit_Call(node)

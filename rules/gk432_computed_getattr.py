@@ -5,7 +5,8 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.analyses.harness_support import literal, matches, positional, resolve, subscript_key
+from gatekeeper.analyses.harness_support import literal, matches, resolve, subscript_key
+from gatekeeper.static.syntax import argument
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
@@ -93,11 +94,11 @@ class ComputedGetattr(Rule):
         if func not in _ACCESSORS:
             return
         if func == "operator.attrgetter":
-            if node.args and literal(self.ctx, positional(node, 0)) is None:
+            if node.args and literal(self.ctx, argument(node, 0)) is None:
                 self._report(node, "operator.attrgetter", "<object>", compute=False)
             return
-        owner = resolve(self.ctx, positional(node, 0))
-        name = positional(node, 1)
+        owner = resolve(self.ctx, argument(node, 0))
+        name = argument(node, 1)
         if owner is None or name is None or literal(self.ctx, name) is not None:
             return
         self._report(node, func.replace("builtins.", ""), owner, compute=bool(matches(owner, _COMPUTE)))

@@ -5,7 +5,8 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.analyses.harness_support import literal, matches, positional, resolve
+from gatekeeper.analyses.harness_support import literal, matches, resolve
+from gatekeeper.static.syntax import argument
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.walk import children
 from gatekeeper.static.examples import Invalid, Valid, snippet
@@ -50,8 +51,8 @@ _CODECS = frozenset({"rot13", "rot_13", "base64", "base_64", "base64_codec", "zl
 
 def _code_codec(ctx, call: cst.Call) -> bool:
     """codecs.decode with a codec that hides data (rot13, base64, zlib, hex...) or a computed one."""
-    name = literal(ctx, positional(call, 1, "encoding"))
-    if positional(call, 1, "encoding") is None:
+    name = literal(ctx, argument(call, 1, "encoding"))
+    if argument(call, 1, "encoding") is None:
         return False  # the default is utf-8
     return name is None or name.lower().replace("-", "_") in _CODECS
 

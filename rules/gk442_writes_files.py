@@ -7,7 +7,8 @@ import libcst as cst
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.path_targets import FD, INSIDE, OUTSIDE, TEMP, PathInfo, classify, literal_where, write_mode
 from gatekeeper.analyses.cpp_source import cpp_call_strings, cpp_calls, cpp_idents, cpp_statement_strings
-from gatekeeper.analyses.harness_support import literal, positional, resolve
+from gatekeeper.analyses.harness_support import resolve
+from gatekeeper.static.syntax import argument
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
@@ -117,7 +118,7 @@ class WritesFiles(Rule):
             return
         if func in _OPENERS:
             writes = write_mode(self.ctx, node, 1)
-            target = positional(node, 0, "file")
+            target = argument(node, 0, "file")
             info = classify(self.ctx, target)
             if func == "os.fdopen" or info.where == FD:
                 if writes is not False:
@@ -129,7 +130,7 @@ class WritesFiles(Rule):
                 self._path(node, func, info)
         elif func in _OS_WRITES:
             index = _OS_WRITES[func]
-            target = positional(node, index) if index >= 0 else _last_positional(node)
+            target = argument(node, index) if index >= 0 else _last_positional(node)
             self._path(node, func, classify(self.ctx, target))
         elif func in _FD_WRITES:
             self._report(node, func, "to a raw file descriptor", "it can fake the harness's result channel.")

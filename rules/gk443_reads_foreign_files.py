@@ -11,7 +11,8 @@ from gatekeeper.analyses.path_targets import write_mode
 from gatekeeper.analyses.path_targets import FD, INSIDE, OUTSIDE, PathInfo, classify, literal_where
 from gatekeeper.analyses.reference_names import is_reference_path
 from gatekeeper.analyses.cpp_source import cpp_call_strings, cpp_calls, cpp_idents, cpp_statement_strings
-from gatekeeper.analyses.harness_support import positional, resolve
+from gatekeeper.analyses.harness_support import resolve
+from gatekeeper.static.syntax import argument
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
@@ -123,9 +124,9 @@ class ReadsForeignFiles(Rule):
             return
         if func in _OPENERS:
             if write_mode(self.ctx, node, 1) is False:
-                self._judge(node, func, classify(self.ctx, positional(node, 0, "file")), listing=False)
+                self._judge(node, func, classify(self.ctx, argument(node, 0, "file")), listing=False)
         elif func in _LISTERS:
-            target = positional(node, 0)
+            target = argument(node, 0)
             self._judge(node, func, classify(self.ctx, target) if target is not None else PathInfo(INSIDE), listing=True)
         elif func in _LOADERS:
             self._report(node, func, "serialised data", "saved tensors can hold precomputed outputs; "

@@ -6,7 +6,8 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.cpp_source import cpp_call_strings, cpp_calls
-from gatekeeper.analyses.harness_support import literal, positional, resolve, subscript_key
+from gatekeeper.analyses.harness_support import literal, resolve, subscript_key
+from gatekeeper.static.syntax import argument
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
@@ -105,16 +106,16 @@ class WritesEnvironment(Rule):
         func = node.func
         qual = resolve(self.ctx, func)
         if qual in ("os.putenv", "os.unsetenv"):
-            self._var(node, qual, literal(self.ctx, positional(node, 0)))
+            self._var(node, qual, literal(self.ctx, argument(node, 0)))
         elif isinstance(func, cst.Attribute) and func.attr.value in _MUTATORS and resolve(self.ctx, func.value) in _ENVIRON:
             how = f"os.environ.{func.attr.value}"
             if func.attr.value in ("setdefault", "pop", "__setitem__", "__delitem__"):
-                self._var(node, how, literal(self.ctx, positional(node, 0)))
+                self._var(node, how, literal(self.ctx, argument(node, 0)))
             else:
-                self._vars(node, how, positional(node, 0), node)
+                self._vars(node, how, argument(node, 0), node)
         elif isinstance(func, cst.Attribute) and func.attr.value == "dict" and isinstance(func.value, (cst.Name, cst.Attribute)):
-            if resolve(self.ctx, positional(node, 0, "in_dict")) in _ENVIRON or literal(self.ctx, positional(node, 0)) == "os.environ":
-                self._vars(node, "mock.patch.dict(os.environ)", positional(node, 1, "values"), node)
+            if resolve(self.ctx, argument(node, 0, "in_dict")) in _ENVIRON or literal(self.ctx, argument(node, 0)) == "os.environ":
+                self._vars(node, "mock.patch.dict(os.environ)", argument(node, 1, "values"), node)
 
     def _vars(self, node: cst.CSTNode, how: str, mapping: Optional[cst.BaseExpression], call: Optional[cst.Call] = None) -> None:
         keys: list[Optional[str]] = []

@@ -6,7 +6,7 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.analyses.stream_support import call_arg
+from gatekeeper.static.syntax import argument
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
@@ -362,7 +362,7 @@ class SideStreamInPython(Rule):
                     self.frames[-1].local_streams.add(identity)
                     self.watch.add(identity)
         elif qual in STREAM_SWITCHES:
-            target = call_arg(node, 0, "stream")
+            target = argument(node, 0, "stream")
             if not self._is_current(target) and not self._is_parameter(target):
                 use = _Use(node, 0, "switch", self._stream_identity(target) if target is not None else None)
                 parent = self.ctx.parent(node)

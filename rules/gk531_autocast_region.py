@@ -3,7 +3,8 @@ from __future__ import annotations
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.analyses.stream_support import assumed_note, call_arg, is_false, problem_dtype
+from gatekeeper.analyses.stream_support import assumed_note, is_false, problem_dtype
+from gatekeeper.static.syntax import argument
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
@@ -88,16 +89,9 @@ class AutocastRegion(Rule):
         if dtype not in ("float32", "float64"):
             return
         if qual.endswith("set_autocast_enabled"):
-            if is_false(call_arg(node, 0, "enabled")) or is_false(call_arg(node, 1, "enabled")):
+            if is_false(argument(node, 0, "enabled")) or is_false(argument(node, 1, "enabled")):
                 return
-        elif is_false(_keyword(node, "enabled")) or self.ctx.qualname(_keyword(node, "dtype")) in FULL_PRECISION:
+        elif is_false(argument(node, None, "enabled")) or self.ctx.qualname(argument(node, None, "dtype")) in FULL_PRECISION:
             return
         self.report(node, self.message.format(name=qual, dtype=dtype) + assumed_note(self.ctx),
                     evidence={"call": qual, "problem_dtype": dtype})
-
-
-def _keyword(call: cst.Call, name: str):
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg.value
-    return None

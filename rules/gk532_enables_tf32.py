@@ -6,11 +6,12 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.stream_support import (
-    asm_strings, assumed_note, call_arg, call_args, idents, is_false, is_true, problem_dtype, ptx_words,
+    asm_strings, assumed_note, call_args, idents, is_false, is_true, problem_dtype, ptx_words,
 )
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.names import string_value
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.syntax import argument
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
 FLAGS = frozenset({
@@ -242,7 +243,7 @@ class EnablesTF32(Rule):
         if dtype is None:
             return
         if qual == "torch.set_float32_matmul_precision":
-            text = string_value(call_arg(node, 0, "precision") or cst.Name("None"))
+            text = string_value(argument(node, 0, "precision") or cst.Name("None"))
             if text is not None and text.lower() == "medium":
                 self._flag(node, "`torch.set_float32_matmul_precision(\"medium\")` (bfloat16 inside float32 matmuls, "
                                  "8 mantissa bits)", dtype)

@@ -22,10 +22,11 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.analyses.cpp_source import cpp_python_writes
-from gatekeeper.analyses.harness_support import literal, positional, resolve
+from gatekeeper.analyses.harness_support import literal, resolve
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.names import dotted
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.syntax import argument
 
 _SETATTR = ("builtins.setattr", "builtins.delattr", "builtins.object.__setattr__",
             "builtins.object.__delattr__", "builtins.type.__setattr__")
@@ -108,24 +109,24 @@ class PatchRule(Rule):
             self._setattr(node, "setattr")
         elif last in ("__setattr__", "__delattr__") and isinstance(node.func, cst.Attribute):
             owner = resolve(self.ctx, node.func.value)
-            name = literal(self.ctx, positional(node, 0))
+            name = literal(self.ctx, argument(node, 0))
             if owner and name:
                 self._found(node, f"{owner}.{name}", "setattr")
         elif last == "patch":
-            self._found(node, literal(self.ctx, positional(node, 0, "target")), "mock.patch")
+            self._found(node, literal(self.ctx, argument(node, 0, "target")), "mock.patch")
         elif last in ("object", "multiple", "dict") and isinstance(node.func, cst.Attribute) and _last(node.func.value) == "patch":
             self._patch_helper(node, last)
         elif last in _DICT_WRITES and isinstance(node.func, cst.Attribute):
             self._dict_method(node, node.func.value, last)
 
     def _setattr(self, node: cst.Call, how: str) -> None:
-        first = positional(node, 0, "obj")
+        first = argument(node, 0, "obj")
         dotted_target = literal(self.ctx, first)
         if dotted_target is not None:  # monkeypatch.setattr("torch.allclose", f)
             self._found(node, dotted_target, "monkeypatch.setattr")
             return
         owner = resolve(self.ctx, first)
-        name_arg = positional(node, 1, "name")
+        name_arg = argument(node, 1, "name")
         name = literal(self.ctx, name_arg)
         if owner and name:
             self._found(node, f"{owner}.{name}", "__class__ swap" if name == "__class__" else how)
@@ -134,15 +135,15 @@ class PatchRule(Rule):
             self._found(node, f"{owner}.<computed>", how)
 
     def _patch_helper(self, node: cst.Call, kind: str) -> None:
-        owner = resolve(self.ctx, positional(node, 0, "target"))
+        owner = resolve(self.ctx, argument(node, 0, "target"))
         if owner is None and kind == "dict":
-            owner = literal(self.ctx, positional(node, 0, "in_dict"))
+            owner = literal(self.ctx, argument(node, 0, "in_dict"))
         if owner is None:
             return
         if owner.endswith(".__dict__"):
             owner = owner[: -len(".__dict__")]
         if kind == "object":
-            name = literal(self.ctx, positional(node, 1, "attribute"))
+            name = literal(self.ctx, argument(node, 1, "attribute"))
             if name:
                 self._found(node, f"{owner}.{name}", "mock.patch.object")
         elif kind == "multiple":
@@ -167,7 +168,7 @@ class PatchRule(Rule):
             owner = None
         if owner is None:
             return
-        key = literal(self.ctx, positional(node, 0)) if method in ("__setitem__", "setdefault", "pop", "__delitem__") else None
+        key = literal(self.ctx, argument(node, 0)) if method in ("__setitem__", "setdefault", "pop", "__delitem__") else None
         self.dict_write(node, owner, key, f"__dict__.{method}")
 
     def dict_write(self, node: cst.Call, owner: str, key: Optional[str], how: str) -> None:

@@ -21,6 +21,7 @@ from gatekeeper.report import Severity
 from gatekeeper.static.context import FileContext
 from gatekeeper.static.names import dotted, string_value
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.syntax import argument, in_main_guard  # noqa: F401 - in_main_guard is re-exported to the GK4xx rules
 
 _CACHE_ATTR = "_gk4_resolved"
 # Module globals that `dir(builtins)` also lists; in a module they are the module's own.
@@ -39,22 +40,6 @@ def literal(ctx: FileContext, expr: Optional[cst.BaseExpression]) -> Optional[st
         values = ctx.constants.get(expr.value, [])
         if len(values) == 1 and isinstance(values[0], (cst.SimpleString, cst.ConcatenatedString)):
             return string_value(values[0])
-    return None
-
-
-def positional(call: cst.Call, index: int, keyword: Optional[str] = None) -> Optional[cst.BaseExpression]:
-    """The argument at `index` (or passed as `keyword`), else None."""
-    position = 0
-    for arg in call.args:
-        if arg.keyword is not None:
-            if keyword is not None and arg.keyword.value == keyword:
-                return arg.value
-            continue
-        if arg.star:
-            return None
-        if position == index:
-            return arg.value
-        position += 1
     return None
 
 
@@ -87,11 +72,11 @@ def _resolve(ctx: FileContext, expr: cst.BaseExpression) -> Optional[str]:
             return plain
         func = resolve(ctx, expr.func)
         if func in ("importlib.import_module", "builtins.__import__"):
-            name = literal(ctx, positional(expr, 0, "name"))
+            name = literal(ctx, argument(expr, 0, "name"))
             return name if name and all(p.isidentifier() for p in name.split(".")) else None
         if func == "builtins.getattr":
-            base = resolve(ctx, positional(expr, 0))
-            name = literal(ctx, positional(expr, 1))
+            base = resolve(ctx, argument(expr, 0))
+            name = literal(ctx, argument(expr, 1))
             return f"{base}.{name}" if base and name and name.isidentifier() else None
     return None
 
@@ -149,18 +134,6 @@ def matches(qual: Optional[str], names: tuple[str, ...]) -> Optional[str]:
         if qual.startswith(prefix):
             return name
     return None
-
-
-def in_main_guard(ctx: FileContext, node: cst.CSTNode) -> bool:
-    """True inside `if __name__ == "__main__":`, which never runs under the harness."""
-    for parent in ctx.ancestors(node):
-        if isinstance(parent, cst.If) and isinstance(parent.test, cst.Comparison):
-            test = parent.test
-            if (isinstance(test.left, cst.Name) and test.left.value == "__name__"
-                    and len(test.comparisons) == 1
-                    and string_value(test.comparisons[0].comparator) == "__main__"):  # type: ignore[arg-type]
-                return True
-    return False
 
 
 _BINDING_PARENTS = frozenset({cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr})

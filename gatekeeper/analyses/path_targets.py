@@ -13,8 +13,9 @@ from typing import Optional
 
 import libcst as cst
 
-from gatekeeper.analyses.harness_support import literal, positional, resolve
+from gatekeeper.analyses.harness_support import literal, resolve
 from gatekeeper.static.context import FileContext
+from gatekeeper.static.syntax import argument
 
 INSIDE, OUTSIDE, TEMP, UNKNOWN, FD = "inside", "outside", "temp", "unknown", "fd"
 SOURCE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".hxx",
@@ -109,7 +110,7 @@ def _call(ctx: FileContext, call: cst.Call, depth: int) -> PathInfo:
     if func in ("os.path.join", "posixpath.join"):
         return _join(ctx, [a.value for a in call.args], depth)
     if func in _KEEP:
-        inner = positional(call, 0)
+        inner = argument(call, 0)
         if func == "os.path.dirname":
             return PathInfo(classify(ctx, inner, depth + 1).where)
         return classify(ctx, inner, depth + 1) if inner is not None else PathInfo(INSIDE)
@@ -140,7 +141,7 @@ def _join(ctx: FileContext, parts: list[cst.BaseExpression], depth: int) -> Path
 
 def write_mode(ctx, call: cst.Call, index: int) -> Optional[bool]:
     """True/False when the mode argument is known, None when computed."""
-    mode = positional(call, index, "mode")
+    mode = argument(call, index, "mode")
     if mode is None:
         return False
     text = literal(ctx, mode)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from gatekeeper.static.names import int_value
+from gatekeeper.static.syntax import in_main_guard  # noqa: F401 - re-exported to the GK2xx rules
 
 from gatekeeper.static.problem_facts import MIN_SIGNIFICANT, ProblemFacts, names_by_value
 
@@ -221,20 +222,6 @@ class _SizeReads:
 
 
 # Where code runs -------------------------------------------------------------------------
-def in_main_guard(ctx: "FileContext", node: cst.CSTNode) -> bool:
-    """Inside `if __name__ == "__main__":`, a self-test the benchmark never runs. Walks the
-    parents, so call it only for a node about to be reported."""
-    for parent in ctx.ancestors(node):
-        if isinstance(parent, cst.If) and isinstance(parent.test, cst.Comparison):
-            test = parent.test
-            if (isinstance(test.left, cst.Name) and test.left.value == "__name__"
-                    and len(test.comparisons) == 1
-                    and isinstance(test.comparisons[0].comparator, cst.SimpleString)
-                    and "__main__" in test.comparisons[0].comparator.value):
-                return True
-    return False
-
-
 _HARNESS_FUNCTIONS = frozenset({"get_inputs", "get_init_inputs"})
 
 

@@ -38,20 +38,6 @@ def assumed_note(ctx: FileContext) -> str:
 
 
 # Python helpers ----------------------------------------------------------------------------
-def call_arg(call: cst.Call, position: int, keyword: str) -> Optional[cst.BaseExpression]:
-    """The argument given positionally at `position` or as `keyword=`."""
-    index = 0
-    for arg in call.args:
-        if arg.keyword is not None:
-            if arg.keyword.value == keyword:
-                return arg.value
-        elif not arg.star:
-            if index == position:
-                return arg.value
-            index += 1
-    return None
-
-
 def is_false(expr: Optional[cst.BaseExpression]) -> bool:
     return isinstance(expr, cst.Name) and expr.value in ("False", "None") or (
         isinstance(expr, cst.Integer) and expr.value == "0"

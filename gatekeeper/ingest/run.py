@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
@@ -23,6 +24,7 @@ from gatekeeper.ingest.queries import Filters, entries, input_errors
 from gatekeeper.ingest.rows import report_for, result_row
 from gatekeeper.ingest.sources import read_source
 from gatekeeper.ingest.store import RunKey, Store
+from gatekeeper.sandbox.lifeline import RunGuard
 from gatekeeper.version import __version__
 
 STAGES = ("static", "build", "behaviour", "timing")
@@ -137,14 +139,18 @@ def _run_tasks(plan, store: Store, run_key: RunKey, config: Config, options: Ing
     # later stages manage memory in their own sandboxes (a CUDA process needs a large address space).
     setup = {"config": config.model_dump(mode="json"), "stages": options.stages,
              "memory_mb": config.limits.memory_mb if options.stages == "static" else None}
+    guard: "RunGuard | contextlib.nullcontext" = contextlib.nullcontext()
     if options.executor == "ray":
         from gatekeeper.ingest.ray_executor import RayPool
 
         pool = RayPool(setup, jobs=len(envs), timeout_s=timeout, address=options.address, stages=options.stages)
     else:
-        pool = WorkerPool(setup, envs, timeout)
+        # A kill -9 of ingest must leave no process and no temp dir (issue 12, row 5): the
+        # workers' temp dirs live under the guard's root and their trees carry its run tag.
+        guard = RunGuard(prefix="gatekeeper-ingest-")
+        pool = WorkerPool(setup, [{**env, **guard.env()} for env in envs], timeout)
     last_flush = time.monotonic()
-    with IngestProgress(console, len(plan.tasks)) as progress:
+    with guard, IngestProgress(console, len(plan.tasks)) as progress:
         try:
             for outcome in pool.run(plan.tasks):
                 info = plan.info[outcome.i]

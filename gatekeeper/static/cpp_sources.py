@@ -19,6 +19,7 @@ import libcst as cst
 
 from gatekeeper.static.cpp_tokens import Token, directive_lines, tokenize
 from gatekeeper.static.names import NameResolver, string_value
+from gatekeeper.static.syntax import argument
 
 if TYPE_CHECKING:
     from gatekeeper.static.cpp_functions import CppFunction
@@ -102,7 +103,7 @@ class SourceExtractor:
         else:
             wanted = {"sources": (1, "file")}
         for keyword, (position, kind) in wanted.items():
-            arg = _argument(call, keyword, position)
+            arg = argument(call, position, keyword)
             if arg is None:
                 continue
             pieces: list[Segment] = []
@@ -227,16 +228,6 @@ class SourceExtractor:
             return path.read_text("utf-8", errors="replace")
         except OSError:
             return None
-
-
-def _argument(call: cst.Call, keyword: str, position: int) -> Optional[cst.BaseExpression]:
-    for i, arg in enumerate(call.args):
-        if arg.keyword is not None:
-            if arg.keyword.value == keyword:
-                return arg.value
-        elif arg.star == "" and i == position:
-            return arg.value
-    return None
 
 
 LocationFn = Callable[[CppSource, int], tuple[int, int]]
