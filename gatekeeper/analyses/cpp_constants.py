@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from gatekeeper.static.cpp_sources import CppSource
-from gatekeeper.static.cpp_tokens import Token, parse_int
+from gatekeeper.static.cpp_tokens import Token, line_end, match_close, parse_int
 
 _INT_TYPES = frozenset({
     "int", "unsigned", "long", "short", "size_t", "int64_t", "int32_t", "uint32_t", "uint64_t",
@@ -107,7 +107,7 @@ class CppFacts:
                 self.launch_starts.append(i)
             elif word == "dim3":
                 if i + 2 < n and toks[i + 1].kind == "ident" and texts[i + 2] in ("(", "{"):
-                    close = _match(toks, i + 2)
+                    close = match_close(toks, i + 2)
                     self._define(texts[i + 1], "dim3", list(range(i + 3, close)), i + 1)
                     assigned[texts[i + 1]] = assigned.get(texts[i + 1], 0) + 1
             elif word in _RUNTIME_SIZE_READS:
@@ -130,9 +130,9 @@ class CppFacts:
     def _macro(self, text: str, toks: list[Token], name_index: int) -> int:
         """`#define NAME body` (object-like): record it; return the index after the body."""
         name = toks[name_index]
-        line_end = _line_end(text, name.offset)
+        line_end_ = line_end(text, name.offset)
         j = name_index + 1
-        while j < len(toks) and toks[j].offset < line_end and toks[j].kind != "directive":
+        while j < len(toks) and toks[j].offset < line_end_ and toks[j].kind != "directive":
             j += 1
         body = list(range(name_index + 1, j))
         function_like = bool(body) and toks[body[0]].text == "(" and toks[body[0]].offset == name.offset + len(name.text)
@@ -344,20 +344,6 @@ def _text_at(toks: list[Token], i: int) -> str:
     return _text(toks, i)
 
 
-def _match(toks: list[Token], start: int) -> int:
-    pairs = {"(": ")", "{": "}", "[": "]"}
-    open_, close = toks[start].text, pairs.get(toks[start].text, ")")
-    depth = 0
-    for i in range(start, len(toks)):
-        if toks[i].text == open_:
-            depth += 1
-        elif toks[i].text == close:
-            depth -= 1
-            if depth == 0:
-                return i
-    return len(toks)
-
-
 def _split_commas(toks: list[Token], start: int, end: int) -> list[list[int]]:
     parts: list[list[int]] = [[]]
     depth = 0
@@ -424,15 +410,3 @@ def _in_shared_extent(toks: list[Token], i: int) -> bool:
             return inside
     return False
 
-
-def _line_end(src: str, offset: int) -> int:
-    """End of the preprocessor line that contains offset, following backslash continuations."""
-    i = offset
-    while True:
-        end = src.find("\n", i)
-        if end < 0:
-            return len(src)
-        if src[end - 1] == "\\":
-            i = end + 1
-            continue
-        return end

@@ -11,7 +11,7 @@ import re
 from typing import Iterable, Iterator
 
 from gatekeeper.static.cpp_sources import CppSource
-from gatekeeper.static.cpp_tokens import Token
+from gatekeeper.static.cpp_tokens import Token, match_close
 
 _BEFORE_CALL = frozenset({"return", "else", "do", "throw", "case", "co_return", "co_await", "sizeof"})
 _CPP_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
@@ -58,16 +58,7 @@ def cpp_ident_names(source: CppSource) -> Iterable[str]:
 
 def cpp_call_span(source: CppSource, open_index: int) -> tuple[int, int]:
     """Token indices of the matching parentheses of the call whose `(` is at open_index."""
-    tokens = source.tokens
-    depth = 0
-    for j in range(open_index, len(tokens)):
-        if tokens[j].text == "(":
-            depth += 1
-        elif tokens[j].text == ")":
-            depth -= 1
-            if depth == 0:
-                return open_index, j
-    return open_index, len(tokens) - 1
+    return open_index, match_close(source.tokens, open_index)
 
 
 def cpp_call_strings(source: CppSource, name_index: int) -> tuple[list[str], list[Token]]:

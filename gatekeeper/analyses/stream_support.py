@@ -18,9 +18,9 @@ import libcst as cst
 from gatekeeper.static.context import FileContext
 from gatekeeper.static.cpp_functions import CppFunction
 from gatekeeper.static.cpp_sources import CppSource
-from gatekeeper.static.cpp_tokens import Token
+from gatekeeper.static.cpp_tokens import CLOSERS, Token, match_close  # match_close is re-exported to the C++ stream rules
 
-_CLOSERS = {"(": ")", "[": "]", "{": "}", "<<<": ">>>"}
+_CLOSERS = CLOSERS
 _OPENERS = {v: k for k, v in _CLOSERS.items()}
 ASSUMED_FLOAT32 = " (No problem file was given, so the problem is assumed to be float32.)"
 
@@ -51,22 +51,6 @@ def is_true(expr: Optional[cst.BaseExpression]) -> bool:
 
 
 # C++ token helpers -----------------------------------------------------------------------
-def match_close(tokens: Sequence[Token], start: int) -> int:
-    """Index of the bracket closing the one at `start` (or the last token)."""
-    open_ = tokens[start].text
-    close = _CLOSERS[open_]
-    depth = 0
-    for i in range(start, len(tokens)):
-        text = tokens[i].text
-        if text == open_:
-            depth += 1
-        elif text == close:
-            depth -= 1
-            if depth == 0:
-                return i
-    return len(tokens) - 1
-
-
 def split_args(tokens: Sequence[Token], open_index: int, close_index: int) -> list[list[Token]]:
     """Top-level comma-separated arguments between two matching brackets."""
     args: list[list[Token]] = [[]]

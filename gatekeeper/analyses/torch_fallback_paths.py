@@ -14,7 +14,6 @@ kernel and the torch code sit on the two sides of that early return.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterable, Optional
 
 import libcst as cst

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gatekeeper.static.cpp_tokens import Token
+from gatekeeper.static.cpp_tokens import Token, match_close
 
 _NOT_FUNCTIONS = frozenset({"if", "for", "while", "switch", "return", "sizeof", "catch", "defined"})
 
@@ -21,32 +21,19 @@ class CppFunction:
     is_kernel: bool = False
 
 
-def _match(tokens: list[Token], start: int, open_: str, close: str) -> int:
-    depth = 0
-    for i in range(start, len(tokens)):
-        text = tokens[i].text
-        if text == open_:
-            depth += 1
-        elif text == close:
-            depth -= 1
-            if depth == 0:
-                return i
-    return len(tokens) - 1
-
-
 def functions(tokens: list[Token]) -> list[CppFunction]:
     out: list[CppFunction] = []
     i, n = 0, len(tokens)
     while i < n - 1:
         tok = tokens[i]
         if tok.kind == "ident" and tokens[i + 1].text == "(" and tok.text not in _NOT_FUNCTIONS:
-            close = _match(tokens, i + 1, "(", ")")
+            close = match_close(tokens, i + 1)
             j = close + 1
             # skip qualifiers between ) and { (const, noexcept, -> type)
             while j < n and tokens[j].kind == "ident" and tokens[j].text in ("const", "noexcept", "override"):
                 j += 1
             if j < n and tokens[j].text == "{" and i > 0 and tokens[i - 1].kind in ("ident", "punct") and tokens[i - 1].text not in ("=", "(", ",", "return", "."):
-                end = _match(tokens, j, "{", "}")
+                end = match_close(tokens, j)
                 params = _param_names(tokens[i + 2 : close])
                 fn = CppFunction(tok.text, params, j, end, offset=tok.offset,
                                  is_kernel=any(t.text == "__global__" for t in tokens[max(0, i - 6) : i]))

@@ -8,7 +8,7 @@ stream (for example `at` `::` `matmul` `(`).
 from __future__ import annotations
 
 import re
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Sequence
 
 class Token(NamedTuple):
     # A NamedTuple: a source yields hundreds of tokens and a frozen dataclass costs ~3x to build.
@@ -78,10 +78,10 @@ def directive_lines(src: str, tokens: list[Token]) -> dict[str, list[Token]]:
         name = tokens[idx + 1]
         if name.kind != "ident":
             continue
-        line_end = _line_end(src, name.offset)
+        line_end_ = line_end(src, name.offset)
         body: list[Token] = []
         for nxt in tokens[idx + 2 :]:
-            if nxt.offset >= line_end or nxt.kind == "directive":
+            if nxt.offset >= line_end_ or nxt.kind == "directive":
                 break
             body.append(nxt)
         # function-like macro: NAME( immediately
@@ -91,7 +91,8 @@ def directive_lines(src: str, tokens: list[Token]) -> dict[str, list[Token]]:
     return macros
 
 
-def _line_end(src: str, offset: int) -> int:
+def line_end(src: str, offset: int) -> int:
+    """End of the preprocessor line that contains offset, following backslash continuations."""
     i = offset
     while True:
         end = src.find("\n", i)
@@ -101,3 +102,23 @@ def _line_end(src: str, offset: int) -> int:
             i = end + 1
             continue
         return end
+
+
+CLOSERS = {"(": ")", "[": "]", "{": "}", "<<<": ">>>"}
+
+
+def match_close(tokens: Sequence[Token], start: int) -> int:
+    """Index of the token closing the bracket at `start` (`(`, `[`, `{` or `<<<`), or of the
+    last token when it is never closed (a truncated source)."""
+    open_ = tokens[start].text
+    close = CLOSERS[open_]
+    depth = 0
+    for i in range(start, len(tokens)):
+        text = tokens[i].text
+        if text == open_:
+            depth += 1
+        elif text == close:
+            depth -= 1
+            if depth == 0:
+                return i
+    return len(tokens) - 1
