@@ -7,6 +7,7 @@ import libcst as cst
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.returned_values_rule import FlowRule
 from gatekeeper.static.returns import NONE, OPAQUE, VISIBLE, ReturnSite, storage_key
+from gatekeeper.static.syntax import store_key
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
 
@@ -238,7 +239,7 @@ class ReturnsPersistentTensor(FlowRule):
     def visit_Assign(self, node: cst.Assign) -> None:
         super().visit_Assign(node)
         for target in node.targets:
-            key = _store_key(target.target)
+            key = store_key(target.target)
             if key is not None:
                 self.assigned.setdefault(key, []).append(node.value)
 
@@ -290,9 +291,3 @@ _HANDLE_MAKERS = frozenset({
 })
 
 
-def _store_key(target: cst.BaseExpression) -> Optional[str]:
-    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
-        return f"self.{target.attr.value}"
-    if isinstance(target, cst.Name):
-        return target.value
-    return None

@@ -6,6 +6,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.returned_values_rule import FlowRule
+from gatekeeper.static.syntax import is_self_attr, self_attr
 from gatekeeper.static.walk import subtree
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
@@ -161,8 +162,8 @@ class SwitchesOnCallCount(FlowRule):
 
     def _counter(self, target: cst.BaseExpression) -> Optional[str]:
         """The name of call-surviving state `target` denotes, or None for a local."""
-        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
-            return f"self.{target.attr.value}"
+        if is_self_attr(target):
+            return self_attr(target)
         if isinstance(target, cst.Name) and self.declared and target.value in self.declared[-1]:
             return target.value
         if isinstance(target, cst.Subscript):

@@ -6,7 +6,7 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.static.syntax import argument
+from gatekeeper.static.syntax import argument, is_self_attr, self_attr, store_key
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
@@ -303,9 +303,8 @@ class SideStreamInPython(Rule):
                 binding = self.ctx.resolver.lookup(expr.value)
                 if binding is None or binding is self.ctx.resolver.module_scope.names.get(expr.value):
                     return expr.value
-        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-            if expr.attr.value in self.stream_attrs:
-                return f"self.{expr.attr.value}"
+        elif is_self_attr(expr) and expr.attr.value in self.stream_attrs:
+            return self_attr(expr)
         return None
 
     def _is_current(self, expr: Optional[cst.BaseExpression]) -> bool:
@@ -407,9 +406,9 @@ class SideStreamInPython(Rule):
                     self._add_use(node, "ref", identity)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if self.join_depth == 0 and node.attr.value in self.stream_attrs and isinstance(node.value, cst.Name) \
-                and node.value.value == "self" and self._is_reference(node):
-            self._add_use(node, "ref", f"self.{node.attr.value}")
+        key = self_attr(node)
+        if self.join_depth == 0 and node.attr.value in self.stream_attrs and key is not None and self._is_reference(node):
+            self._add_use(node, "ref", key)
 
     def _is_reference(self, node: cst.CSTNode) -> bool:
         parent = self.ctx.parent(node)
@@ -432,11 +431,7 @@ class SideStreamInPython(Rule):
     def _creation_target(self, node: cst.Call) -> Optional[str]:
         parent = self.ctx.parent(node)
         if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
-            target = parent.targets[0].target
-            if isinstance(target, cst.Name):
-                return target.value
-            if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
-                return f"self.{target.attr.value}"
+            return store_key(parent.targets[0].target)
         if isinstance(parent, cst.AnnAssign) and isinstance(parent.target, cst.Name):
             return parent.target.value
         return None

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
+from gatekeeper.static.syntax import self_attr
 from gatekeeper.static.walk import walk
 
 if TYPE_CHECKING:
@@ -53,8 +54,9 @@ def _root(expr: cst.BaseExpression) -> Optional[str]:
         if isinstance(expr, cst.Name):
             return expr.value
         if isinstance(expr, cst.Attribute):
-            if isinstance(expr.value, cst.Name) and expr.value.value == "self":
-                return f"self.{expr.attr.value}"
+            key = self_attr(expr)
+            if key is not None:
+                return key
             expr = expr.value
         elif isinstance(expr, cst.Subscript):
             expr = expr.value

@@ -8,8 +8,9 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.analyses.torch_usage_model import (
-    ELEMENTWISE, OPERATOR_SYMBOL, TENSOR_ATTRS, is_self_attr, receiver_key,
+    ELEMENTWISE, OPERATOR_SYMBOL, TENSOR_ATTRS, receiver_key,
 )
+from gatekeeper.static.syntax import is_self_attr
 
 
 class TensorValues:

@@ -9,8 +9,9 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.analyses.torch_usage_model import (
-    CONTAINER_CLASSES, PY_BUILTINS, PY_COMPUTE, is_container, is_self_attr, receiver_key,
+    CONTAINER_CLASSES, PY_BUILTINS, PY_COMPUTE, is_container, receiver_key,
 )
+from gatekeeper.static.syntax import is_self_attr
 
 
 class TorchCalls:

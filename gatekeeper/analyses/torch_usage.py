@@ -28,8 +28,9 @@ from gatekeeper.analyses.tensor_values import TensorValues
 from gatekeeper.analyses.torch_call_kinds import TorchCalls
 from gatekeeper.analyses.torch_op_table import TorchOps, short_op, torch_ops
 from gatekeeper.analyses.torch_usage_model import (
-    Kernel, Use, extension_module, Frame, is_container, is_self_attr, receiver_key, tensor_params,
+    Kernel, Use, extension_module, Frame, is_container, receiver_key, tensor_params,
 )
+from gatekeeper.static.syntax import is_self_attr
 from gatekeeper.static.context import FileContext
 from gatekeeper.static.cpp_functions import CppFunction
 from gatekeeper.static.cpp_sources import LOADERS, CppSource

@@ -11,6 +11,7 @@ import libcst as cst
 
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.names import dotted
+from gatekeeper.static.syntax import is_self_attr, self_attr
 
 if TYPE_CHECKING:
     from gatekeeper.static.context import FileContext
@@ -107,15 +108,11 @@ def extension_module(qual: str) -> bool:
     return root not in sys.stdlib_module_names and root not in _NOT_EXTENSIONS and root != "builtins"
 
 
-def is_self_attr(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
-
-
 def receiver_key(expr: cst.BaseExpression) -> Optional[str]:
     if isinstance(expr, cst.Name):
         return expr.value
     if is_self_attr(expr):
-        return f"self.{expr.attr.value}"  # type: ignore[union-attr]
+        return self_attr(expr)
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
         return f"call:{expr.func.value}"
     if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value[:1].isupper():

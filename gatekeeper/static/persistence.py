@@ -13,6 +13,7 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.static.context import FileContext
+from gatekeeper.static.syntax import self_attr
 
 _CONTAINER_READS = ("get", "setdefault", "pop", "__getitem__")
 # Methods that return the tensor they are called on (in-place ops and copies into it).
@@ -52,8 +53,9 @@ class PersistenceTracker:
         if expr is None:
             return None
         if isinstance(expr, cst.Attribute):
-            if isinstance(expr.value, cst.Name) and expr.value.value == "self" and self.frames:
-                return f"self.{expr.attr.value}"
+            key = self_attr(expr)
+            if key is not None and self.frames:
+                return key
             inner = self.origin(expr.value)
             return f"{inner}.{expr.attr.value}" if inner and expr.attr.value in ("data",) else None
         if isinstance(expr, cst.Name):

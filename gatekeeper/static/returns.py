@@ -24,6 +24,7 @@ import libcst as cst
 from gatekeeper.static.context import FileContext
 from gatekeeper.static.forward_path import is_root
 from gatekeeper.static.persistence import PersistenceTracker
+from gatekeeper.static.syntax import store_key
 from gatekeeper.static.walk import subtree
 
 # How the storage a return hands back was produced on the path to that return.
@@ -251,7 +252,7 @@ class ReturnFlow:
         own = self._writes_in_expr(value, origin, returned=True)
         if own[0] != NONE:
             return own
-        ret_key = _store_key(unwrap(value))
+        ret_key = store_key(unwrap(value))
         best = (NONE, "")
         child: cst.CSTNode = ret
         for anc in self.ctx.ancestors(ret):
@@ -278,7 +279,7 @@ class ReturnFlow:
             return best  # a branch or loop body may not run: it does not dominate
         for small in stmt.body:
             if isinstance(small, cst.Assign):
-                keys = {_store_key(t.target) for t in small.targets}
+                keys = {store_key(t.target) for t in small.targets}
                 if (ret_key in keys or storage_key(origin) in keys) and self.tracker.origin(small.value) is None:
                     return FRESH, ""
             if isinstance(small, (cst.Expr, cst.Assign, cst.AugAssign, cst.AnnAssign)):
@@ -357,14 +358,6 @@ def _last_name(func: cst.BaseExpression) -> str:
     if isinstance(func, cst.Attribute):
         return func.attr.value
     return func.value if isinstance(func, cst.Name) else ""
-
-
-def _store_key(target: cst.BaseExpression) -> Optional[str]:
-    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
-        return f"self.{target.attr.value}"
-    if isinstance(target, cst.Name):
-        return target.value
-    return None
 
 
 def _within(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> bool:
