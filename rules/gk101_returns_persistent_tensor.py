@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
