@@ -25,6 +25,7 @@ import gpu_cases as cases  # noqa: E402
 import torch  # noqa: E402
 
 import gatekeeper  # noqa: E402
+from gatekeeper.problem.loaded import load_problem  # noqa: E402
 from gatekeeper.config import Config  # noqa: E402
 from gatekeeper.pipeline import RunOptions, Submission  # noqa: E402
 from gatekeeper.timing.render import timing_lines  # noqa: E402
@@ -51,7 +52,7 @@ def config(**timing) -> Config:
 def time_case(label: str, submission: Path, problem: Path, cfg: Config) -> dict:
     started = time.monotonic()
     sub = Submission(path=str(submission), data=submission.read_bytes())
-    out = run_timing(sub, problem, cfg, RunOptions(time=True, seed=1234), [])
+    out = run_timing(sub, load_problem(problem), cfg, RunOptions(time=True, seed=1234), [])
     result = {"status": out.status.value, "reason": out.reason, "wall_s": round(time.monotonic() - started, 1),
               "findings": [{"rule": f.rule, "name": f.name, "severity": f.severity.value, "message": f.message}
                            for f in out.findings], **out.report}

@@ -15,7 +15,7 @@ from gatekeeper.config import Config, load_config
 from gatekeeper.errors import GatekeeperError, UsageError
 from gatekeeper.pipeline import RunOptions, Submission, run
 from gatekeeper.report import Report, StageName
-from gatekeeper.static.problem_facts import ProblemFacts, load_problem_facts
+from gatekeeper.problem.loaded import Problem, load_problem
 
 PathOrCode = Union[str, Path]
 STAGE_NAMES = {s.value: s for s in (StageName.STATIC, StageName.BUILD, StageName.BEHAVIOUR, StageName.TIMING)}
@@ -42,7 +42,7 @@ def _problem_path(problem: Optional[PathOrCode], scratch: list[Path]) -> Optiona
         return None
     if isinstance(problem, Path) or not _looks_like_code(problem):
         path = Path(problem)
-        if not path.is_file():
+        if not path.exists():  # a file, or a KernelBench-Hard folder (gatekeeper.problem.formats)
             raise UsageError(f"problem file not found: {path}")
         return path
     import tempfile
@@ -54,13 +54,13 @@ def _problem_path(problem: Optional[PathOrCode], scratch: list[Path]) -> Optiona
     return path
 
 
-_FACTS_BY_SOURCE: "OrderedDict[str, ProblemFacts]" = OrderedDict()
+_FACTS_BY_SOURCE: "OrderedDict[str, Problem]" = OrderedDict()
 _FACTS_BY_SOURCE_MAX = 32
 _FACTS_LOCK = threading.Lock()
 
 
-def _static_problem_facts(source: Optional[PathOrCode]) -> Optional[ProblemFacts]:
-    """Problem facts for problem source text, kept by content: an agent's hook passes the
+def _static_problem(source: Optional[PathOrCode]) -> Optional[Problem]:
+    """The Problem for problem source text, kept by content: an agent's hook passes the
     same problem text on every call, and writing, parsing and deleting it again cost about
     4 ms a call. None for a path, or for a problem that fails to load (the normal path then
     reports the failure as usual)."""
@@ -74,7 +74,7 @@ def _static_problem_facts(source: Optional[PathOrCode]) -> Optional[ProblemFacts
             return facts
     scratch: list[Path] = []
     try:
-        facts = load_problem_facts(_problem_path(source, scratch))
+        facts = load_problem(_problem_path(source, scratch))
     except GatekeeperError:
         return None
     finally:
@@ -118,10 +118,10 @@ def check(
     try:
         options = RunOptions(last_stage=STAGE_NAMES[stages], keep_going=keep_going or config.keep_going,
                              seed=seed, time=time or stages == "timing")
-        facts = _static_problem_facts(problem) if stages == "static" else None
-        if facts is not None:
+        loaded = _static_problem(problem) if stages == "static" else None
+        if loaded is not None:
             # Static-only needs the problem's facts, not its file: reuse them by content.
-            return run(submission, None, config, options, problem=facts)
+            return run(submission, None, config, options, problem=loaded)
         problem_path = _problem_path(problem, scratch)
         return run(submission, problem_path, config, options)
     finally:

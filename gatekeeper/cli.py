@@ -83,7 +83,7 @@ def _console(stream: TextIO, color: Color) -> Console:
 def check(
     paths: List[str] = typer.Argument(..., help="submission files or folders of them; - reads one from stdin"),
     problem: Optional[Path] = typer.Option(None, "--problem", "-p",
-                                           help="the reference problem file (default: the configuration's problem_map)"),
+                                           help="the reference problem file, or a KernelBench-Hard problem folder (default: the configuration's problem_map)"),
     static_only: bool = typer.Option(False, "--static-only", help="run only the static rules (no code executed)"),
     fmt: Format = typer.Option(Format.text, "--format", "-f",
                                help="text | json (one document) | jsonl (one report a line) | sarif | github"),

@@ -23,7 +23,7 @@ from gatekeeper.report import (
     Environment, FileRef, Finding, ProblemRef, Report, Severity, StageName, StageResult,
     StageStatus, Verdict,
 )
-from gatekeeper.static.problem_facts import ProblemFacts, load_problem_facts
+from gatekeeper.problem.loaded import Problem, load_problem
 from gatekeeper.stages import RunOptions, StageOutcome, Submission
 from gatekeeper.static.stage import run_static
 from gatekeeper.version import __version__
@@ -35,7 +35,8 @@ ORDER = (StageName.STATIC, StageName.BUILD, StageName.BEHAVIOUR, StageName.TIMIN
 
 
 # Later stages live in their own packages and are imported only when they run. Each is
-# `fn(submission, problem_path, config, options, findings_so_far) -> StageOutcome`.
+# `fn(submission, problem, config, options, findings_so_far) -> StageOutcome`, `problem`
+# being the one Problem the pipeline loaded (None when there is none).
 STAGE_RUNNERS: dict[StageName, str] = {
     StageName.BUILD: "gatekeeper.build.stage:run_build",
     StageName.BEHAVIOUR: "gatekeeper.behaviour.stage:run_behaviour",
@@ -78,7 +79,7 @@ def run(
     problem_path: Optional[Path],
     config: Config,
     options: RunOptions,
-    problem: Optional[ProblemFacts] = None,
+    problem: Optional[Problem] = None,
 ) -> Report:
     env = environment()
     stages: list[StageResult] = []
@@ -88,9 +89,13 @@ def run(
     problem_ref: Optional[ProblemRef] = None
     try:
         if problem_path is not None and problem is None:
-            problem = load_problem_facts(problem_path)
+            problem = load_problem(problem_path, tuple(config.jitter.names))  # once, for every stage
         if problem is not None:
-            problem_ref = ProblemRef(path=problem.path, sha256=problem.sha256, name=problem.name)
+            problem_ref = problem.ref()
+            if options.last_stage == StageName.STATIC and not options.time:
+                from gatekeeper.problem.import_check import check_imports
+
+                check_imports(problem, config)  # no later stage would notice a problem that fails to import
         stopped: Optional[str] = None
         for name in ORDER:
             if ORDER.index(name) > ORDER.index(options.last_stage) and not (name == StageName.TIMING and options.time):
@@ -108,7 +113,7 @@ def run(
                 continue
             started = time.perf_counter()
             if name == StageName.STATIC:
-                found = run_static(submission.data, submission.path, config, problem)
+                found = run_static(submission.data, submission.path, config, problem.facts if problem else None)
                 status = StageStatus.FAILED if _has_error(found) else StageStatus.PASSED
                 reason = None
             else:
@@ -119,7 +124,7 @@ def run(
                         reason=f"the {name.value} stage is not available in gatekeeper {__version__}; it did not run",
                     ))
                     continue
-                outcome = runner(submission, problem_path, config, options, list(findings))
+                outcome = runner(submission, problem, config, options, list(findings))
                 status, found = outcome.status, configured(outcome.findings, config)
                 if status == StageStatus.FAILED and not _has_error(found):
                     status = StageStatus.PASSED  # the configuration disabled or downgraded what failed it

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from gatekeeper.analyses.reference_names import entry_name
 from gatekeeper.report import Category, Severity
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
@@ -51,9 +52,17 @@ class MissingModelNew(Rule):
     ]
 
     def finish(self) -> None:
-        if self.ctx.resolver.module_scope.names.get("ModelNew") is not None:
+        entry = entry_name(self.ctx)  # `Model` when the problem is KernelBench-Hard's
+        if self.ctx.resolver.module_scope.names.get(entry) is not None:
             return
-        if "ModelNew" in self.ctx.constants:
+        if entry in self.ctx.constants:
             return
         body = self.ctx.module.body
-        self.report(body[0] if body else self.ctx.module)
+        if entry == "ModelNew":
+            self.report(body[0] if body else self.ctx.module)
+            return
+        self.report(body[0] if body else self.ctx.module,
+                    f"The submission defines no `{entry}` at module level; the harness has nothing to instantiate "
+                    f"(a KernelBench-Hard solution.py defines `{entry}`).",
+                    f"Define `class {entry}(torch.nn.Module)` with the same constructor arguments as the reference "
+                    f"`Model` and a `forward` with the same inputs.")

@@ -2,8 +2,9 @@
 forbids and the ops it allows. Not a rule file: it defines no rule with a `code`.
 
 - forbidden: the sidecar's `forbidden = [...]` (`<problem>.toml`) and, for
-  KernelBench-Hard layouts, the `forbidden:` list of a `problem.yaml` beside the problem.
-- allowed: the sidecar's `allowed_ops = [...]`.
+  KernelBench-Hard layouts, the `forbidden:` list of a `problem.yaml` beside the problem,
+  as gatekeeper.problem.load_problem put them on the facts (`declared_forbidden`).
+- allowed: the sidecar's `allowed_ops = [...]` (`declared_allowed`).
 - reference: the compute ops the reference's classes (`Model` and its blocks) call, as op families
   (torch_policy.toml `[families]`): `nn.Linear` and `x @ w.t()` are both `matmul`.
 
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Optional
 
 import libcst as cst
@@ -47,37 +47,9 @@ def problem_ops(problem: Optional[ProblemFacts]) -> ProblemOps:
         return EMPTY
     cached = problem.__dict__.get(_ATTR)
     if cached is None:
-        forbidden, allowed = _declared(Path(problem.path))
-        cached = ProblemOps(_reference_families(problem.module), forbidden, allowed)
+        cached = ProblemOps(_reference_families(problem.module), problem.declared_forbidden, problem.declared_allowed)
         problem.__dict__[_ATTR] = cached
     return cached
-
-
-def _declared(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    from gatekeeper.problem.sidecar import load_sidecar, sidecar_path
-
-    forbidden: list[str] = []
-    allowed: list[str] = []
-    if sidecar_path(path).is_file():
-        sidecar = load_sidecar(path)
-        forbidden += sidecar.forbidden
-        allowed += sidecar.allowed_ops
-    forbidden += _yaml_forbidden(path.parent / "problem.yaml")
-    return tuple(forbidden), tuple(allowed)
-
-
-def _yaml_forbidden(path: Path) -> list[str]:
-    """KernelBench-Hard's `problem.yaml`: a top-level `forbidden:` list of op names."""
-    if not path.is_file():
-        return []
-    try:
-        import yaml
-
-        data = yaml.safe_load(path.read_text("utf-8"))
-    except Exception:  # no PyYAML, or not YAML: the sidecar still applies
-        return []
-    values = data.get("forbidden") if isinstance(data, dict) else None
-    return [str(v) for v in values] if isinstance(values, list) else []
 
 
 def _reference_families(module: cst.Module) -> Counter[str]:

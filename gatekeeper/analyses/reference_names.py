@@ -3,7 +3,8 @@
 A module is the reference when a component of its dotted name is the problem file's stem,
 `reference` / `ref` / `problem` (and plurals and `_model` forms), a KernelBench level
 (`level1`), or a `kernelbench` module other than the shims the problem itself imports. The
-reference class is `Model`, plus every class the problem file defines (except `ModelNew`).
+reference class is `Model`, plus every class the problem file defines, except the class the
+submission defines (`entry_name`: `ModelNew`, or `Model` for a KernelBench-Hard problem).
 """
 
 from __future__ import annotations
@@ -55,20 +56,26 @@ def is_reference_path(ctx: FileContext, text: Optional[str]) -> bool:
 
 
 _DEFAULT_NAMES = frozenset({"Model"})
-_NAMES_BY_PROBLEM: dict[str, frozenset[str]] = {}
+_NAMES_BY_PROBLEM: dict[tuple[str, str], frozenset[str]] = {}
+
+
+def entry_name(ctx: FileContext) -> str:
+    """The class the submission must define: the problem format's (`Model` in KernelBench-Hard)."""
+    return ctx.problem.entry if ctx.problem is not None else "ModelNew"
 
 
 def model_names(ctx: FileContext) -> frozenset[str]:
     problem = ctx.problem
     if problem is None:
         return _DEFAULT_NAMES
-    names = _NAMES_BY_PROBLEM.get(problem.sha256)
+    key = (problem.sha256, problem.entry)
+    names = _NAMES_BY_PROBLEM.get(key)
     if names is None:
         found = {"Model"}
         for stmt in problem.module.body:
-            if isinstance(stmt, cst.ClassDef) and stmt.name.value != "ModelNew":
+            if isinstance(stmt, cst.ClassDef):
                 found.add(stmt.name.value)
-        names = _NAMES_BY_PROBLEM[problem.sha256] = frozenset(found)
+        names = _NAMES_BY_PROBLEM[key] = frozenset(found - {"ModelNew", problem.entry})
     return names
 
 

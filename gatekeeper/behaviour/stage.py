@@ -18,12 +18,11 @@ from gatekeeper.build.cache import cuda_present, exclusive, extensions_dir, is_b
 from gatekeeper.build.sources import extract
 from gatekeeper.build.stage import submission_file
 from gatekeeper.config import Config
-from gatekeeper.errors import InfrastructureError
 from gatekeeper.stages import RunOptions, StageOutcome, Submission
 from gatekeeper.problem.plan import Trial, draw_seed, plan_trials
 from gatekeeper.problem.schedule import plan_schedule
 from gatekeeper.problem.secret import init_seed
-from gatekeeper.problem.sidecar import load_sidecar
+from gatekeeper.problem.loaded import Problem
 from gatekeeper.report import Finding, StageName, StageStatus
 from gatekeeper.sandbox import JobResult, run_job
 from gatekeeper.sandbox.runner import Job
@@ -44,11 +43,11 @@ def _error(reason: str, environment: Optional[dict[str, Any]] = None) -> StageOu
     return StageOutcome(StageStatus.ERROR, reason=reason, environment=environment or {})
 
 
-def run_reference(problem_path: Path, trials: list[Trial], seed: int, config: Config,
+def run_reference(problem: Problem, trials: list[Trial], seed: int, config: Config,
                   device: Optional[str] = None, schedule: Optional[dict[str, Any]] = None) -> JobResult:
     limits = config.limits
     attempts = max(len(t.attempts) for t in trials)
-    params = {"problem": str(problem_path.resolve()), "jitter_names": list(config.jitter.names), "device": device,
+    params = {**problem.describe(), "jitter_names": list(config.jitter.names), "device": device,
               "trials": [t.to_json(init_seed=init_seed(seed)) for t in trials], "schedule": schedule}
     return run_job("gatekeeper.behaviour.reference_job:reference_job", params,
                    timeouts={"load": max(limits.import_timeout_s, TRUSTED_START_S),
@@ -59,7 +58,7 @@ def run_reference(problem_path: Path, trials: list[Trial], seed: int, config: Co
 
 
 def start_subject(path: Path, device_hint: str, config: Config, ext_dir: Optional[Path], cold_build: bool,
-                  wait_s: float) -> Job:
+                  wait_s: float, entry: str = "ModelNew") -> Job:
     """Started before the reference finishes: it imports torch and the submission meanwhile."""
     limits = config.limits
     first = limits.build_timeout_s if cold_build else limits.import_timeout_s
@@ -69,7 +68,7 @@ def start_subject(path: Path, device_hint: str, config: Config, ext_dir: Optiona
         env["TORCH_EXTENSIONS_DIR"] = str(ext_dir)
         roots.append(str(ext_dir))
     return Job("gatekeeper.behaviour.subject_job:subject_job",
-               {"submission": str(path), "device": device_hint, "poison": True},
+               {"submission": str(path), "device": device_hint, "poison": True, "entry": entry},
                timeouts={"start": max(limits.import_timeout_s, TRUSTED_START_S), "import": first, "init": first,
                          "wait-trials": wait_s, "call": limits.call_timeout_s,
                          "schedule": max(limits.call_timeout_s, SCHEDULE_S)},
@@ -111,12 +110,12 @@ def _reference_failure(ref: JobResult, environment: dict[str, Any]) -> Optional[
     return None
 
 
-def run_behaviour(submission: Submission, problem_path: Optional[Path], config: Config, options: RunOptions,
+def run_behaviour(submission: Submission, problem: Optional[Problem], config: Config, options: RunOptions,
                   findings_so_far: list[Finding]) -> StageOutcome:
     """The stage entry point (pipeline.STAGE_RUNNERS). Never raises: a fault of the gatekeeper
     itself is an ERROR outcome (exit 3), never a reject or a traceback."""
     try:
-        return _run_behaviour(submission, problem_path, config, options, findings_so_far)
+        return _run_behaviour(submission, problem, config, options, findings_so_far)
     except Exception as exc:  # noqa: BLE001 - the last line of defence, reported with its type
         import traceback
 
@@ -124,17 +123,13 @@ def run_behaviour(submission: Submission, problem_path: Optional[Path], config: 
                       f"({traceback.format_exc(limit=-2).strip().splitlines()[-3:]})")
 
 
-def _run_behaviour(submission: Submission, problem_path: Optional[Path], config: Config,
+def _run_behaviour(submission: Submission, problem: Optional[Problem], config: Config,
                    options: RunOptions, findings_so_far: Optional[list[Finding]] = None) -> StageOutcome:
-    if problem_path is None:
+    if problem is None:
         return StageOutcome(StageStatus.SKIPPED, reason="no problem given (--problem): nothing to run against")
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    try:
-        sidecar = load_sidecar(problem_path)
-        source = problem_path.read_text("utf-8")
-    except (InfrastructureError, OSError, UnicodeDecodeError) as exc:
-        return _error(f"problem error: {exc}")
+    sidecar, source = problem.sidecar, problem.source  # loaded once by the pipeline
     extracted = extract(submission.data, submission.path)
     if extracted is not None and extracted.needs_cuda and not cuda_present():
         return _error("needs a CUDA device: the submission compiles CUDA sources (load_inline cuda_sources) and "
@@ -143,13 +138,13 @@ def _run_behaviour(submission: Submission, problem_path: Optional[Path], config:
     options.seed = seed  # the report records the seed actually used
     try:
         trials, constants = plan_trials(source, sidecar, seed, config.jitter.shapes, config.jitter.low,
-                                        config.jitter.high)
+                                        config.jitter.high, canonical=problem.shapes)
     except Exception as exc:  # libcst parse error in the problem
-        return _error(f"problem error: {problem_path} cannot be parsed: {exc}")
+        return _error(f"problem error: {problem.path} cannot be parsed: {exc}")
     timings["plan_s"] = time.perf_counter() - started
 
     text = submission.data.decode("utf-8", errors="replace")
-    location = model_location(submission.path, text)
+    location = model_location(submission.path, text, problem.entry)
     key = extracted.cache_key() if extracted is not None and extracted.compiles else None
     ext_dir = extensions_dir(key) if key else None
     device_hint = sidecar.device or ("cuda" if cuda_present() else "cpu")
@@ -159,10 +154,11 @@ def _run_behaviour(submission: Submission, problem_path: Optional[Path], config:
         path = submission_file(submission, Path(scratch))
         mark = time.perf_counter()
         budget = config.limits.import_timeout_s + config.limits.call_timeout_s * 5 * len(trials)
-        subject = start_subject(path, device_hint, config, ext_dir, bool(key) and not is_built(key), budget)
+        subject = start_subject(path, device_hint, config, ext_dir, bool(key) and not is_built(key), budget,
+                                problem.entry)
         schedule = {"plan": plan_schedule(seed, sidecar.values.allowed()).to_json(), "init_seed": init_seed(seed),
                     "fixed": sidecar.values.fixed} if SCHEDULE else None
-        ref = run_reference(problem_path, trials, seed, config, sidecar.device, schedule)
+        ref = run_reference(problem, trials, seed, config, sidecar.device, schedule)
         timings["reference_s"] = time.perf_counter() - mark
         environment: dict[str, Any] = {"isolation": ref.isolation}
         failure = _reference_failure(ref, environment)
@@ -184,8 +180,8 @@ def _run_behaviour(submission: Submission, problem_path: Optional[Path], config:
         return _error(cuda, environment)
 
     mark = time.perf_counter()
-    judge = Judge(references, sidecar.tolerance, location)
-    calls = ScheduleJudge(scheduled, sidecar.tolerance)
+    judge = Judge(references, problem.tolerance, location)
+    calls = ScheduleJudge(scheduled, problem.tolerance)
     for message in result.messages:
         kind = message.get("kind")
         try:

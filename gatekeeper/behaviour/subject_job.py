@@ -95,7 +95,7 @@ class Subject:
             self.channel.send("tampering", when="after import", names=changed(self.baseline, after_import))
             self.baseline = after_import
         self.module = module
-        if not callable(getattr(module, "ModelNew", None)):
+        if not callable(getattr(module, self.params.get("entry", "ModelNew"), None)):
             self.channel.send("no-model")
             return False
         return True
@@ -108,7 +108,8 @@ class Subject:
             return
         self.channel.phase("init")
         torch.manual_seed(trial["init_seed"])
-        model = self.module.ModelNew(*unpack_tree(trial["init"], self.device))
+        entry = getattr(self.module, self.params.get("entry", "ModelNew"))  # Model in KernelBench-Hard
+        model = entry(*unpack_tree(trial["init"], self.device))
         if isinstance(model, torch.nn.Module):
             model = model.to(self.device).eval()
         self.model, self.init_key = model, key

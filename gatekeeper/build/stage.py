@@ -11,6 +11,7 @@ from gatekeeper.build.cache import cuda_present, exclusive, extensions_dir, is_b
 from gatekeeper.build.errors import first_error
 from gatekeeper.build.sources import Extracted, extract
 from gatekeeper.config import Config
+from gatekeeper.problem.loaded import Problem
 from gatekeeper.stages import RunOptions, StageOutcome, Submission
 from gatekeeper.report import Finding, Location, StageName, StageStatus
 from gatekeeper.sandbox import run_job
@@ -28,7 +29,7 @@ def submission_file(submission: Submission, scratch: Path) -> Path:
     return target
 
 
-def run_build(submission: Submission, problem_path: Optional[Path], config: Config, options: RunOptions,
+def run_build(submission: Submission, problem: Optional[Problem], config: Config, options: RunOptions,
               findings_so_far: list[Finding]) -> StageOutcome:
     """The stage entry point (pipeline.STAGE_RUNNERS). Never raises (exit 3 on our own faults)."""
     try:

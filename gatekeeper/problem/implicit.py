@@ -161,3 +161,14 @@ def jitter_source(module: cst.Module, chosen: dict[str, int], spec: JitterSpec,
               else jitter_value(n, spec, rng, (align or {}).get(name, 1), (ranges or {}).get(name))
               for name, n in sorted(chosen.items())}
     return module.visit(_Rewrite(values)).code, values
+
+
+def rewrite_constants(module: cst.Module, values: dict[str, int]) -> str:
+    """The module's source with these module-level int constants set (a canonical shape)."""
+    return module.visit(_Rewrite(values)).code
+
+
+def module_int_constants(module: cst.Module) -> dict[str, int]:
+    """Module-level `NAME = <int literal>` assignments."""
+    found = {name: _int_value(value) for name, value in _module_assignments(module).items()}
+    return {name: value for name, value in found.items() if value is not None}

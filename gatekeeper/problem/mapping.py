@@ -4,6 +4,8 @@ entries, so that `check`, the pre-commit hook and ingest need no `--problem` fla
     [[tool.gatekeeper.problem_map]]
     submissions = "runs/level{level}/{id}_*.py"       # glob; {field} captures part of a segment
     problem = "KernelBench/level{level}/{id}_*.py"    # template; a glob must match one file
+    # or a KernelBench-Hard folder (reference.py, shapes.py, problem.yaml):
+    # problem = "problems/{name}"
 
 The first entry whose `submissions` pattern matches wins. Paths are relative to the folder
 of the configuration file (the current folder when there is none). Besides the captured
@@ -21,6 +23,8 @@ from typing import Optional
 
 from gatekeeper.errors import UsageError
 
+# The files of a KernelBench-Hard problem folder that are not the submission (solution.py).
+HARD_HARNESS_FILES = ("reference.py", "shapes.py", "sota.py", "check.py", "benchmark.py")
 _TOKEN = re.compile(r"\*\*/|\*\*|\*|\?|\{([A-Za-z_][A-Za-z0-9_]*)\}|\[[^\]/]*\]")
 
 
@@ -63,8 +67,13 @@ def _relative(path: Path, base: Path) -> Optional[str]:
         return None
 
 
+def _is_problem(path: Path) -> bool:
+    """A problem file, or a KernelBench-Hard problem folder."""
+    return path.is_file() or (path.is_dir() and (path / "reference.py").is_file())
+
+
 def map_problem(submission: Path, config) -> Optional[Path]:
-    """The problem file for `submission`, or None when no entry's pattern matches it.
+    """The problem file (or KernelBench-Hard folder) for `submission`, or None when no entry's pattern matches it.
     A matching entry whose problem cannot be found is a usage error (exit 2) that names
     the entry and the path it tried."""
     if not config.problem_map:
@@ -88,7 +97,7 @@ def map_problem(submission: Path, config) -> Optional[Path]:
         where = f"problem_map entry {number} ({entry.submissions!r} -> {entry.problem!r}) in " \
                 f"{config.source or 'the configuration'}"
         if glob.has_magic(target):
-            found = sorted(p for p in base.glob(target) if p.is_file())
+            found = sorted(p for p in base.glob(target) if _is_problem(p))
             if len(found) == 1:
                 return found[0]
             if not found:
@@ -98,7 +107,7 @@ def map_problem(submission: Path, config) -> Optional[Path]:
             raise UsageError(f"{rel}: {where} gives {target!r}, which matches {len(found)} files ({shown}); "
                              "make the template specific enough to match one")
         path = base / target
-        if not path.is_file():
+        if not _is_problem(path):
             raise UsageError(f"{rel}: {where} gives {target}, which does not exist under {base}; "
                              "fix the template or give --problem")
         return path
@@ -117,5 +126,8 @@ def is_problem_file(path: Path, config) -> bool:
     for entry in config.problem_map:
         template = re.sub(r"\{[A-Za-z_][A-Za-z0-9_]*\}", "*", entry.problem)
         if pattern_regex(template).match(rel):
+            return True
+        folder = template.rstrip("/")  # a KernelBench-Hard folder: its harness files, not solution.py
+        if any(pattern_regex(f"{folder}/{name}").match(rel) for name in HARD_HARNESS_FILES):
             return True
     return False

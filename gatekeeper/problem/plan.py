@@ -1,26 +1,30 @@
 """The trials of one behaviour run, all derived from one seed.
 
 Three nominal trials (two different random inputs for the caching checks, one set of
-values to overwrite the inputs in place), then `shapes` jittered trials: at least one
-smaller and one larger than nominal, and odd sizes where alignment allows. Each jittered
-trial carries a few alternative attempts, so that a jitter the reference rejects is
-retried with another.
+values to overwrite the inputs in place), then the problem's other canonical shapes
+(KernelBench-Hard's shapes.py, `jitter-shape-N`, at most MAX_CANONICAL), then `shapes`
+jittered trials: at least one smaller and one larger than nominal, and odd sizes where
+alignment allows. Each jittered trial carries a few alternative attempts, so that a
+jitter the reference rejects is retried with another.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import libcst as cst
 
-from gatekeeper.problem.implicit import choose_constants, jitter_source, sizing_constants, small_input_constants
+from gatekeeper.problem.implicit import (
+    choose_constants, jitter_source, module_int_constants, rewrite_constants, sizing_constants, small_input_constants,
+)
 from gatekeeper.problem.jitter import JitterSpec
 from gatekeeper.problem.sidecar import Sidecar
 
 NOMINAL = ("nominal", "nominal-second", "nominal-overwrite")
 MIN_IMPLICIT_SIZE = 8
+MAX_CANONICAL = 3  # canonical shapes run besides nominal: each costs a reference and a submission call
 
 
 @dataclass
@@ -57,8 +61,9 @@ def _scales(count: int, low: float, high: float) -> list[tuple[float, bool]]:
 
 
 def plan_trials(source: str, sidecar: Sidecar, seed: int, shapes: int, low: float, high: float,
-                attempts: int = 4) -> tuple[list[Trial], dict[str, int]]:
-    """The trials, and the implicit sizing constants that will be jittered (name: nominal)."""
+                attempts: int = 4, canonical: Sequence[dict[str, int]] = ()) -> tuple[list[Trial], dict[str, int]]:
+    """The trials, and the implicit sizing constants that will be jittered (name: nominal).
+    `canonical`: the problem's declared shapes (constant name: size), run as they are."""
     rng = random.Random(seed)
     module = cst.parse_module(source)
     chosen: dict[str, int] = {}
@@ -69,6 +74,7 @@ def plan_trials(source: str, sidecar: Sidecar, seed: int, shapes: int, low: floa
         chosen.update(small)
     nominal = Attempt(JitterSpec(), source, dict(chosen))
     trials = [Trial(name, rng.getrandbits(31), [nominal]) for name in NOMINAL]
+    trials += _canonical_trials(module, canonical, rng)
     if not sidecar.jitter.enabled:
         return trials, chosen
     for index, (scale, odd) in enumerate(_scales(shapes, low, high)):
@@ -88,6 +94,19 @@ def plan_trials(source: str, sidecar: Sidecar, seed: int, shapes: int, low: floa
             trial.attempts.append(Attempt(spec, text, values))
         trials.append(trial)
     return trials, chosen
+
+
+def _canonical_trials(module: cst.Module, canonical: Sequence[dict[str, int]], rng: random.Random) -> list[Trial]:
+    """One trial per declared shape that differs from the nominal constants."""
+    nominal = module_int_constants(module)
+    trials: list[Trial] = []
+    for shape in canonical:
+        values = {k: v for k, v in shape.items() if k in nominal}
+        if not values or all(nominal[k] == v for k, v in values.items()) or len(trials) >= MAX_CANONICAL:
+            continue
+        source = rewrite_constants(module, values)
+        trials.append(Trial(f"jitter-shape-{len(trials) + 1}", rng.getrandbits(31), [Attempt(JitterSpec(), source, values)]))
+    return trials
 
 
 def draw_seed(given: Optional[int]) -> int:

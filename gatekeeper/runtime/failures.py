@@ -20,8 +20,8 @@ def needs_cuda_reason(text: str) -> Optional[str]:
     return None
 
 
-def model_location(path: str, text: str) -> Optional[Location]:
-    match = re.search(r"^class\s+ModelNew\b", text, re.MULTILINE)
+def model_location(path: str, text: str, entry: str = "ModelNew") -> Optional[Location]:
+    match = re.search(rf"^class\s+{re.escape(entry)}\b", text, re.MULTILINE)
     if match is None or path == "<submission>":
         return None
     return Location(path=path, line=text.count("\n", 0, match.start()) + 1, column=1)

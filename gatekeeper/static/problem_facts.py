@@ -41,6 +41,11 @@ class ProblemFacts:
     derived: dict[int, str] = field(default_factory=dict)
     exact: dict[int, str] = field(default_factory=dict)  # dimensions and their products only
     dtype: str = "float32"
+    # Set by gatekeeper.problem.load_problem: the class the submission defines (`ModelNew`,
+    # `Model` for KernelBench-Hard) and the ops the sidecar / problem.yaml forbid and allow.
+    entry: str = "ModelNew"
+    declared_forbidden: tuple[str, ...] = ()
+    declared_allowed: tuple[str, ...] = ()
 
     def explain(self, value: int) -> Optional[str]:
         """Why `value` is one of the problem's sizes (a dimension or a product of them), or None.

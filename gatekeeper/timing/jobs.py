@@ -205,7 +205,7 @@ def time_pair_job(params: dict[str, Any], channel: Any) -> None:
     submission = load_module(params["submission"], "gk_submission")
     channel.phase("setup")
     ref = method.Side("reference", make_model(problem.Model, problem, model_seed, device), sets)
-    sub = method.Side("submission", make_model(submission.ModelNew, problem, model_seed, device),
+    sub = method.Side("submission", make_model(getattr(submission, params.get("entry", "ModelNew")), problem, model_seed, device),
                       [list(s) for s in sets])
     channel.phase("time")
     mode = params.get("mode", "events")

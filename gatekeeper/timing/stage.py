@@ -96,12 +96,12 @@ def _failure(result: Any, who: str, config: Any) -> Optional[Finding]:
     return None
 
 
-def run_timing(submission: Any, problem_path: Optional[Path], config: Any, options: Any,
+def run_timing(submission: Any, problem: Optional[Any], config: Any, options: Any,
                findings_so_far: list[Finding]) -> StageOutcome:
     name = gpu_name()
     if name is None:
         return _error(NO_GPU)
-    if problem_path is None:
+    if problem is None:
         return _error("timing needs the reference problem (--problem) to time against", gpu=name, device="cuda")
     if any(f.severity == Severity.ERROR for f in findings_so_far):
         return StageOutcome(status=StageStatus.SKIPPED, reason="timing runs only on a submission with no error "
@@ -120,7 +120,7 @@ def run_timing(submission: Any, problem_path: Optional[Path], config: Any, optio
     ceilings = calib_cache.load(folder, key)
     keep = sorted(secrets.SystemRandom().sample(range(settings.min_reps), min(settings.output_checks, settings.min_reps)))
     params = {
-        "problem": str(Path(problem_path).resolve()), "seed": seed, "jitter_names": config.jitter.names,
+        **problem.describe(), "seed": seed, "jitter_names": config.jitter.names,
         "input_sets": settings.input_sets, "cap_bytes": settings.input_sets_max_mb << 20,
         "warmup_calls": settings.warmup_calls, "flush_factor": settings.l2_flush_factor,
         "keep": keep, "gather_seed": secrets.randbelow(2**31), "gather_elements": 4096,
@@ -172,7 +172,7 @@ def run_timing(submission: Any, problem_path: Optional[Path], config: Any, optio
                                 "input_sets": p["input_sets"], "warmup_calls": settings.warmup_calls,
                                 "seed": seed, "torch": facts.get("torch"), "driver": facts.get("driver")})
     reference_outputs = {int(m["set"]): m["tensors"] for m in ref.of_kind("output")}
-    check = compare(pair.of_kind("output"), reference_outputs, tolerances(Path(problem_path)))
+    check = compare(pair.of_kind("output"), reference_outputs, tolerances(problem))
     timing, score, found = judge(measured, counts, fl, settings, config, ceilings=ceilings,
                                  spec={**spec.as_dict(), "origin": origin},
                                  reference_alone_us=ref.first("reference_alone")["event_us"], output_check=check)

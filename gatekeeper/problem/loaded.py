@@ -1,0 +1,128 @@
+"""One `Problem`, loaded once per check and handed to every stage.
+
+It holds the format (KernelBench, the seed's, KernelBench-Hard), the files, the reference's
+source, the sidecar merged with `problem.yaml`, the canonical shapes, and the facts the
+static rules read. The later stages send its path, format and settings to their workers,
+which import the reference file in their own process.
+
+Load errors are raised here, once: a missing or unreadable path is a usage error (exit 2),
+a problem that does not parse or whose side files are invalid is a problem error (exit 3).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional
+
+from gatekeeper.errors import UsageError
+from gatekeeper.problem.formats import (
+    DEFAULT_TOLERANCES, ENTRY, Located, ProblemFormat, locate, read_shapes, read_yaml, text_format, yaml_ops,
+    yaml_tolerances,
+)
+from gatekeeper.problem.sidecar import Sidecar, Tolerance, load_sidecar, sidecar_path
+from gatekeeper.report import ProblemRef
+from gatekeeper.static.problem_facts import ProblemFacts, derive_sizes, load_problem_facts
+
+DEFAULT_JITTER_NAMES = ("popcorn_pri",)
+
+
+@dataclass(frozen=True)
+class Problem:
+    format: ProblemFormat
+    path: Path  # the reference module (reference.py in a KernelBench-Hard folder)
+    source: str
+    sha256: str
+    name: str
+    sidecar: Sidecar  # the sidecar TOML merged with problem.yaml (tolerances, forbidden ops)
+    facts: ProblemFacts  # what the static rules read
+    shapes: tuple[dict[str, int], ...] = ()  # canonical shapes (shapes.py), by reference constant
+    folder: Optional[Path] = None
+
+    @property
+    def entry(self) -> str:
+        """The class the submission defines: `ModelNew`, or `Model` in KernelBench-Hard."""
+        return ENTRY[self.format]
+
+    def tolerance(self, dtype: str) -> tuple[float, float]:
+        """(atol, rtol): the sidecar's or problem.yaml's, else the format's own default."""
+        if dtype in self.sidecar.tolerances:
+            given = self.sidecar.tolerances[dtype]
+            return given.atol, given.rtol
+        return DEFAULT_TOLERANCES[self.format].get(dtype, (0.0, 0.0))
+
+    def ref(self) -> ProblemRef:
+        return ProblemRef(path=str(self.folder or self.path), sha256=self.sha256, name=self.name)
+
+    def describe(self) -> dict[str, object]:
+        """What workers need besides the path (JSON)."""
+        return {"problem": str(self.path.resolve()), "format": self.format.value, "entry": self.entry}
+
+
+def load_problem(path: Path, jitter_names: tuple[str, ...] = DEFAULT_JITTER_NAMES) -> Problem:
+    """The problem at `path` (a file, or a KernelBench-Hard folder), cached by the paths,
+    sizes and modification times of every file it reads: a batch checks thousands of
+    submissions against a handful of problems."""
+    located = locate(Path(path))
+    stamps = tuple(_stamp(p) for p in (located.reference, sidecar_path(located.reference), located.yaml,
+                                        located.shapes))
+    return _load(located, stamps, tuple(jitter_names))
+
+
+def _stamp(path: Optional[Path]) -> tuple[str, int, int]:
+    if path is None:
+        return ("", 0, 0)
+    try:
+        st = path.stat()
+    except OSError:
+        return (str(path), -1, -1)
+    return (str(path), st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=64)
+def _load(located: Located, stamps: tuple, jitter_names: tuple[str, ...]) -> Problem:
+    facts = load_problem_facts(located.reference)
+    try:
+        raw = located.reference.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read problem file {located.reference}: {exc.strerror}") from None
+    source = raw.decode("utf-8-sig")
+    fmt = located.format
+    if fmt == ProblemFormat.KERNELBENCH:
+        fmt = text_format(source, list(jitter_names))
+    sidecar = load_sidecar(located.reference)
+    shapes: list[dict[str, int]] = []
+    if located.yaml is not None:
+        sidecar = _merge_yaml(sidecar, located.yaml)
+    if located.shapes is not None:
+        shapes = read_shapes(located.shapes, facts.constants)
+    facts = _with_problem(facts, ENTRY[fmt], sidecar, shapes)
+    name = located.folder.name if located.folder is not None else located.reference.stem
+    return Problem(format=fmt, path=located.reference, source=source, sha256=hashlib.sha256(raw).hexdigest(),
+                   name=name, sidecar=sidecar, facts=facts, shapes=tuple(shapes), folder=located.folder)
+
+
+def _merge_yaml(sidecar: Sidecar, path: Path) -> Sidecar:
+    """problem.yaml's tolerances and forbidden ops; the sidecar TOML wins where both say."""
+    data = read_yaml(path)
+    tolerances = {k: Tolerance(**v) for k, v in yaml_tolerances(data, path).items()}
+    tolerances.update(sidecar.tolerances)
+    forbidden = list(dict.fromkeys(sidecar.forbidden + yaml_ops(data, "forbidden", path)))
+    allowed = list(dict.fromkeys(sidecar.allowed_ops + yaml_ops(data, "allowed", path)))
+    return sidecar.model_copy(update={"tolerances": tolerances, "forbidden": forbidden, "allowed_ops": allowed})
+
+
+def _with_problem(facts: ProblemFacts, entry: str, sidecar: Sidecar, shapes: list[dict[str, int]]) -> ProblemFacts:
+    """The static facts plus what the Problem knows: the entry class, the declared ops, and
+    every canonical shape's sizes (a kernel that bakes in any of them is hardcoded)."""
+    dims = set(facts.dims)
+    for shape in shapes:
+        dims.update(v for v in shape.values() if v > 1)
+    copy = dataclasses.replace(facts, dims=dims, derived={}, entry=entry,
+                               declared_forbidden=tuple(sidecar.forbidden), declared_allowed=tuple(sidecar.allowed_ops))
+    if dims != facts.dims:
+        copy.exact = derive_sizes(sorted(dims), facts.constants, derived_relations=False)
+    return copy
