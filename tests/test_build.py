@@ -84,3 +84,17 @@ def test_compile_error_is_mapped_to_the_python_line_and_cached():
         assert len(failures) == 1 and failures[0].location.line == wanted
         assert "undefined_method_here" in failures[0].message
     assert failures[0].evidence.get("cached") is True
+
+
+def test_a_toolchain_that_cannot_build_anything_is_an_infrastructure_error_not_a_reject(monkeypatch, tmp_path):
+    """The compiler is missing (as when the sandbox cannot see a GCC under /opt): the
+    submission's compile fails, and so does a trivial probe extension, so it is exit 3."""
+    monkeypatch.setenv("GATEKEEPER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    submission = tmp_path / "broken.py"
+    submission.write_text(SUB + "\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return ext.f(x)\n")
+    report = gatekeeper.check(submission, FIXTURES / "problems" / "cpu_mean.py", stages="build", keep_going=True)
+    build = next(s for s in report.stages if s.name.value == "build")
+    assert build.status.value == "error" and report.exit_code == 3
+    assert "cannot build even a trivial C++ extension" in build.reason
+    assert not [f for f in report.findings if f.rule == "GK680"]

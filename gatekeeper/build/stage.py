@@ -10,6 +10,7 @@ from gatekeeper.runtime.checks import finding
 from gatekeeper.build.cache import cuda_present, exclusive, extensions_dir, is_built, mark_built
 from gatekeeper.build.errors import first_error
 from gatekeeper.build.sources import Extracted, extract
+from gatekeeper.build.toolchain import toolchain_failure
 from gatekeeper.config import Config
 from gatekeeper.problem.loaded import Problem
 from gatekeeper.stages import RunOptions, StageOutcome, Submission
@@ -69,11 +70,13 @@ def build(submission: Submission, extracted: Extracted, key: str, config: Config
     folder = extensions_dir(key)
     with tempfile.TemporaryDirectory(prefix="gatekeeper-build-") as scratch:
         path = submission_file(submission, Path(scratch))
-        limits = {"start": 120.0, "load": max(config.limits.import_timeout_s, 120.0),
-                  "build": config.limits.build_timeout_s}
         with exclusive(folder):
-            result = _build_job(path, limits, config, folder)
+            result = _build_job(path, _limits(config), config, folder)
     return _outcome(result, submission, extracted, key, config, location)
+
+
+def _limits(config: Config) -> dict[str, float]:
+    return {"start": 120.0, "load": max(config.limits.import_timeout_s, 120.0), "build": config.limits.build_timeout_s}
 
 
 def _build_job(path: Path, limits: dict[str, float], config: Config, folder: Path):
@@ -102,6 +105,14 @@ def _outcome(result, submission: Submission, extracted: Extracted, key: str, con
     if cuda:
         return StageOutcome(StageStatus.ERROR, reason=cuda, environment=environment)
     if "Error building extension" in message or "error:" in message:
+        broken = toolchain_failure(extracted.needs_cuda, result.isolation, lambda path, folder: _build_job(
+            path, _limits(config), config, folder))
+        if broken:
+            return StageOutcome(StageStatus.ERROR, environment=environment, reason=(
+                f"this machine cannot build even a trivial {'CUDA' if extracted.needs_cuda else 'C++'} extension "
+                f"in the sandbox ({result.isolation} isolation), so the submission's compile error says nothing "
+                f"about it: {broken[-600:]} — check the compiler ($CC, CUDA_HOME) and that the sandbox can see it, "
+                "or set GATEKEEPER_ISOLATION"))
         (extensions_dir(key) / FAILED_MARKER).write_text(message, "utf-8")
         return StageOutcome(StageStatus.FAILED, [_compile_finding(message, extracted, submission.path, location)],
                             environment=environment)

@@ -79,6 +79,32 @@ def _interpreter_roots() -> list[str]:
     return sorted(roots)
 
 
+# Compilers a build may run: torch passes $CC to nvcc as -ccbin, ninja runs c++ and nvcc.
+_COMPILERS = ("c++", "g++", "gcc", "cc", "clang", "clang++", "nvcc", "ninja", "ld", "as")
+_COMPILER_ENV = ("CC", "CXX", "CUDAHOSTCXX", "NVCC_CCBIN")
+
+
+def toolchain_roots() -> list[str]:
+    """Install prefixes of the compilers outside /usr (a GCC under /opt/gcc, a CUDA toolkit
+    under /opt): without them every build fails inside the sandbox, which would read as the
+    submission's compile error. Only a `<prefix>/bin/<tool>` layout counts, never `/` or a
+    home directory, so a PATH entry like ~/bin does not expose the user's files."""
+    found = [os.environ.get(name, "").split()[0] for name in _COMPILER_ENV if os.environ.get(name, "").strip()]
+    found += [shutil.which(tool) or "" for tool in _COMPILERS]
+    roots: set[str] = set()
+    for tool in found:
+        tool = shutil.which(tool) or tool
+        for path in {os.path.abspath(tool), os.path.realpath(tool)}:
+            folder = os.path.dirname(path)
+            if os.path.basename(folder) != "bin":
+                continue
+            prefix = os.path.dirname(folder)
+            if prefix in ("/", "") or prefix.startswith(("/usr", "/home", "/root", "/tmp")) or not os.path.isdir(prefix):
+                continue
+            roots.add(prefix)
+    return sorted(roots)
+
+
 def _read_only_system() -> list[str]:
     args: list[str] = []
     for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
@@ -93,6 +119,8 @@ def _read_only_system() -> list[str]:
     for cuda in {os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda", "/opt/cuda"}:
         if cuda and os.path.isdir(cuda) and not cuda.startswith("/usr/"):
             args += ["--ro-bind", cuda, cuda]
+    for prefix in toolchain_roots():
+        args += ["--ro-bind", prefix, prefix]
     return args
 
 

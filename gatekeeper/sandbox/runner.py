@@ -30,7 +30,8 @@ from gatekeeper.sandbox.spill import BYTES_ENV, DIR_ENV, SpillError, adopt_tree,
 
 # Environment variables a worker may inherit; everything else is dropped.
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
-             "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "TERM")
+             "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CC", "CXX", "CUDAHOSTCXX", "NVCC_CCBIN",
+             "TORCH_CUDA_ARCH_LIST", "TERM")
 _TAIL = 4000
 WORKER_SCRIPT = str(Path(__file__).resolve().with_name("worker.py"))
 
