@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from gatekeeper.config import load_config
+from gatekeeper.config import ProfileName, load_config
 from gatekeeper.errors import GatekeeperError, UsageError
 from gatekeeper.report import report_json_schema
 from gatekeeper.version import __version__
@@ -34,12 +34,6 @@ class Format(str, Enum):
     jsonl = "jsonl"
     sarif = "sarif"
     github = "github"
-
-
-class ProfileName(str, Enum):
-    strict = "strict"
-    default = "default"
-    lenient = "lenient"
 
 
 class Color(str, Enum):

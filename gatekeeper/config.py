@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Any, Iterable, Literal, Optional
 
@@ -24,6 +25,14 @@ else:  # pragma: no cover
 
 Profile = Literal["strict", "default", "lenient"]
 PROFILES: tuple[str, ...] = ("strict", "default", "lenient")
+
+
+class ProfileName(str, Enum):
+    """The profiles as a command-line choice (typer takes choices as an Enum); `check` and `ingest` share it."""
+
+    strict = "strict"
+    default = "default"
+    lenient = "lenient"
 
 
 class _Strict(BaseModel):

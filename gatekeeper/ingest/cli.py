@@ -11,18 +11,14 @@ from typing import Optional
 
 import typer
 
+from gatekeeper.config import ProfileName
+
 
 class StageChoice(str, Enum):
     static = "static"
     build = "build"
     behaviour = "behaviour"
     timing = "timing"
-
-
-class ProfileChoice(str, Enum):
-    strict = "strict"
-    default = "default"
-    lenient = "lenient"
 
 
 class ExecutorChoice(str, Enum):
@@ -50,7 +46,7 @@ def ingest(
     store: Path = typer.Option(..., "--store", help="SQLite results store (created if missing)"),
     jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="worker processes when there is no GPU"),
     stages: StageChoice = typer.Option(StageChoice.behaviour, "--stages", help="the last stage to run"),
-    profile: Optional[ProfileChoice] = typer.Option(None, "--profile", help="strict | default | lenient"),
+    profile: Optional[ProfileName] = typer.Option(None, "--profile", help="strict | default | lenient"),
     config: Optional[Path] = typer.Option(None, "--config", help="configuration file (TOML)"),
     mapping: Optional[Path] = typer.Option(None, "--mapping", help="folder source: JSON/TOML map of file -> problem"),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="seconds per submission before its worker is killed"),
@@ -87,7 +83,7 @@ def ingest(
 def leaderboard(
     store: Path = typer.Option(..., "--store", help="the results store written by `gatekeeper ingest`"),
     problem: Optional[str] = typer.Option(None, "--problem", help="only this problem"),
-    profile: Optional[ProfileChoice] = typer.Option(None, "--profile", help="only results under this profile"),
+    profile: Optional[ProfileName] = typer.Option(None, "--profile", help="only results under this profile"),
     stages: Optional[StageChoice] = typer.Option(None, "--stages", help="only results of runs to this stage"),
     html: Optional[Path] = typer.Option(None, "--html", help="write a self-contained index.html into this folder"),
 ) -> None:
