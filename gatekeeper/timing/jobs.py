@@ -1,10 +1,14 @@
-"""Sandbox jobs of the timing stage (run by gatekeeper.sandbox.run_job, on the GPU).
+"""Sandbox jobs of the timing stage (started and driven by gatekeeper.timing.conduct).
 
-- `time_pair_job` runs in a worker that imports the submission: it times the submission and
-  the reference interleaved and reports observations only (times, sampled outputs).
 - `reference_job` runs in a worker that never imports the submission: device facts, the
-  calibration when the cache lacks it, the counts for the floors, the reference timed
-  alone, and the reference's outputs on the same input sets, for the parent to compare.
+  calibration when the cache lacks it, the counts for the floors, the base input sets (sent
+  to the parent, which hands them to the submission's worker), then it times the reference
+  in blocks when the parent says so (gatekeeper.timing.blocks).
+- `submission_job` runs in a worker that imports the submission and nothing of the problem:
+  its set-up is the checking worker's own (`gatekeeper.behaviour.subject_job.Subject.load`,
+  the same harness modules, no reference `Model`, no problem module), then it times the
+  submission in blocks, alternating with the reference's worker, and reports observations
+  only (times, sampled outputs); the parent compares them with the reference's.
 
 `gatekeeper.timing.method` is imported at the top, before any submission code, so the
 timing primitives it captures are the real ones.
@@ -19,8 +23,6 @@ from typing import Any
 from gatekeeper.timing import method  # noqa: F401  (captures CUDA primitives first)
 
 import torch  # noqa: E402
-
-from gatekeeper.timing.adaptive import StopRule  # noqa: E402
 
 
 class _NominalJitter:
@@ -117,26 +119,6 @@ def make_model(cls: Any, problem: types.ModuleType, seed: int, device: torch.dev
     return cls(*init).to(device).eval()
 
 
-def gather(out: Any, seed: int, per_tensor: int) -> list[dict[str, Any]]:
-    """A fixed random sample of each output tensor's elements, packed for the channel."""
-    from gatekeeper.sandbox.tensors import pack
-
-    tensors = [out] if isinstance(out, torch.Tensor) else [t for t in (out or []) if isinstance(t, torch.Tensor)]
-    packed = []
-    for i, t in enumerate(tensors):
-        flat = t.detach().reshape(-1)
-        n = flat.numel()
-        g = torch.Generator().manual_seed(seed + i)
-        idx = torch.randint(0, max(n, 1), (min(per_tensor, n),), generator=g).to(flat.device)
-        packed.append({"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""),
-                       "values": pack(flat[idx] if n else flat)})
-    return packed
-
-
-def _rule(p: dict[str, Any]) -> StopRule:
-    return StopRule(**p["rule"])
-
-
 def _device_facts() -> dict[str, Any]:
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     facts = {"name": props.name, "torch": torch.__version__, "cuda": torch.version.cuda,
@@ -160,12 +142,36 @@ def _driver_version() -> str:
     return "unknown"
 
 
+def _bases(problem: types.ModuleType, key: int, params: dict[str, Any], device: torch.device) -> list[list[Any]]:
+    """Distinct base sets within the device budget and the shipping budget (each set travels
+    once to the submission's worker)."""
+    from gatekeeper.timing.fresh import set_bytes, set_count
+
+    wanted = int(params["input_sets"])
+    first = input_sets(problem, key, 1, 1 << 62, device)[0]
+    per = set_bytes(first)
+    count = set_count(per, int(params["cap_bytes"]), wanted)
+    count = max(1, min(count, int(params.get("ship_bytes", 512 << 20)) // max(per, 1)))
+    sets = [first]
+    for k in range(1, count):
+        torch.manual_seed(_set_seed(key, k))
+        sets.append(list(_to_device(list(problem.get_inputs()), device)))
+    return sets
+
+
 def reference_job(params: dict[str, Any], channel: Any) -> None:
+    from gatekeeper.sandbox.tensors import pack_tree
+    from gatekeeper.timing.blocks import BlockTimer, serve
+    from gatekeeper.timing.fresh import FreshInputs
+
     channel.phase("import")
-    device = torch.device("cuda", torch.cuda.current_device())
-    facts = _device_facts()
-    channel.send("device", facts=facts)
-    if params.get("calibrate"):
+    cuda = params.get("device", "cuda") == "cuda"
+    device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+    facts: dict[str, Any] = {}
+    if cuda:
+        facts = _device_facts()
+        channel.send("device", facts=facts)
+    if params.get("calibrate") and cuda:
         channel.phase("calibrate")
         from gatekeeper.timing.calibrate import measure
 
@@ -173,61 +179,40 @@ def reference_job(params: dict[str, Any], channel: Any) -> None:
     problem = load_problem(params["problem"], params.get("jitter_names", []))
     channel.phase("count")
     model_seed, inputs_key = run_seeds(params)
-    sets = input_sets(problem, inputs_key, int(params["input_sets"]), int(params["cap_bytes"]), device)
+    sets = _bases(problem, inputs_key, params, device)
     model = make_model(problem.Model, problem, model_seed, device)
     from gatekeeper.timing.floors import count
 
     counts = count(model, sets[0], None)
     channel.send("counts", **counts.as_dict())
-    channel.phase("outputs")
-    with torch.no_grad():
-        for k in sorted({int(i) % len(sets) for i in params.get("keep", [])}):
-            channel.send("output", set=k, tensors=gather(model(*sets[k]), int(params["gather_seed"]),
-                                                         int(params["gather_elements"])))
-    channel.phase("time")
-    ref = method.Side("reference", model, sets)
-    result = method.time_pair(ref, None, rule=_rule(params), warmup_calls=int(params["warmup_calls"]),
-                              l2_bytes=facts.get("L2_cache_size") or 50 << 20,
-                              flush_factor=float(params["flush_factor"]), mode="events")
-    channel.send("reference_alone", event_us=result.sampled.reference_us, stopped_by=result.sampled.stopped_by)
+    channel.phase("inputs")
+    init = list(problem.get_init_inputs()) if hasattr(problem, "get_init_inputs") else []
+    fresh_key = _set_seed(inputs_key, -1)
+    channel.send("inputs", init=pack_tree(init), init_seed=model_seed, key=fresh_key,
+                 sets=[pack_tree(s) for s in sets])
+    timer = BlockTimer(model, FreshInputs(sets, fresh_key), device, float(params["flush_factor"]))
+    channel.phase("idle")
+    serve(timer, channel)
 
 
-def time_pair_job(params: dict[str, Any], channel: Any) -> None:
-    channel.phase("import")
-    device = torch.device("cuda", torch.cuda.current_device())
-    model_seed, inputs_key = run_seeds(params)  # before any submission code runs
-    problem = load_problem(params["problem"], params.get("jitter_names", []))
-    # The inputs are drawn before the submission's code runs, and their key is dropped.
-    sets = input_sets(problem, inputs_key, int(params["input_sets"]), int(params["cap_bytes"]), device)
-    del inputs_key
-    from gatekeeper.sandbox.loading import load_module
+def submission_job(params: dict[str, Any], channel: Any) -> None:
+    """Set up exactly as the checking worker does (Subject.load), then time blocks."""
+    from gatekeeper.behaviour.subject_job import Subject
+    from gatekeeper.sandbox.tensors import unpack_tree
+    from gatekeeper.timing.blocks import BlockTimer, serve
+    from gatekeeper.timing.fresh import FreshInputs
 
-    submission = load_module(params["submission"], "gk_submission")
-    channel.phase("setup")
-    ref = method.Side("reference", make_model(problem.Model, problem, model_seed, device), sets)
-    sub = method.Side("submission", make_model(getattr(submission, params.get("entry", "ModelNew")), problem, model_seed, device),
-                      [list(s) for s in sets])
-    channel.phase("time")
-    mode = params.get("mode", "events")
-    kwargs = dict(rule=_rule(params), warmup_calls=int(params["warmup_calls"]),
-                  l2_bytes=torch.cuda.get_device_properties(device).L2_cache_size or 50 << 20,
-                  flush_factor=float(params["flush_factor"]), keep=[int(i) for i in params.get("keep", [])])
-    graph_error = None
-    try:
-        result = method.time_pair(ref, sub, mode=mode, **kwargs)
-    except Exception as exc:  # graph capture refused: time plain launches, say so
-        if mode != "graph":
-            raise
-        graph_error = f"{type(exc).__name__}: {exc}"[:500]
-        ref = method.Side("reference", ref.call, sets)
-        sub = method.Side("submission", sub.call, sub.input_sets)
-        result = method.time_pair(ref, sub, mode="events", **kwargs)
-    channel.phase("report")
-    channel.send("pairs", reference_event_us=ref.event_us, submission_event_us=sub.event_us,
-                 reference_synced_us=ref.synced_us, submission_synced_us=sub.synced_us,
-                 mode=result.mode, stopped_by=result.sampled.stopped_by, elapsed_s=result.sampled.elapsed_s,
-                 flush_bytes=result.flush_bytes, spin_us=result.spin_us, host_call_us=result.host_call_us,
-                 input_sets=len(sets), graph_error=graph_error)
-    for index, out in sorted(sub.kept.items()):
-        channel.send("output", index=index, set=index % len(sets),
-                     tensors=gather(out, int(params["gather_seed"]), int(params["gather_elements"])))
+    channel.phase("start")
+    subject = Subject(params, channel)
+    if not subject.load():
+        return
+    channel.phase("wait-inputs")
+    fed = channel.receive()
+    device = torch.device(subject.device if subject.device != "cuda" else f"cuda:{torch.cuda.current_device()}")
+    sets = [list(unpack_tree(s, str(device))) for s in fed["sets"]]
+    subject.ensure_model({"init": fed["init"], "init_seed": int(fed["init_seed"])})
+    timer = BlockTimer(subject.model, FreshInputs(sets, int(fed["key"])), device, float(params["flush_factor"]))
+    del fed
+    channel.send("ready", input_sets=len(sets))
+    channel.phase("idle")
+    serve(timer, channel)

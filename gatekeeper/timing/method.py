@@ -10,11 +10,13 @@ stream), so each call yields two times: `event_us` (start..end, the figure) and 
 (start..after the device sync). Their difference, against the reference's, measures work
 that escaped the current stream.
 
-Submission and reference are timed in the same run, pair by pair, alternating which goes
-first, each on its own rotating input set. The reference shares this (untrusted) process
-for timing only: correctness of the timed outputs is judged by the trusted parent, and the
-reference is timed again in a worker that never imported the submission, so a submission
-that slows the reference down here is seen (docs/timing.md, "Trust").
+Before the flush, persisting L2 lines and the stream's access-policy window are reset
+(gatekeeper.timing.l2), so lines a submission pinned are evicted like the rest.
+
+The timing stage times each side in its own worker, in alternating blocks
+(gatekeeper.timing.blocks, driven by gatekeeper.timing.conduct): the submission's process
+never holds the reference. `time_pair` below times one or two callables in one process, for
+the benches (bench/gpu_ncu.py) and the calibration's method.
 
 The CUDA primitives are captured when this module is imported, which the worker does before
 it imports the submission, so a submission that rebinds `torch.cuda.Event` or
@@ -30,6 +32,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from gatekeeper.timing.adaptive import Sampled, StopRule, sample_until_stable
+from gatekeeper.timing.l2 import L2Reset
 
 _Event = torch.cuda.Event
 _elapsed_ms = torch.cuda.Event.elapsed_time
@@ -37,6 +40,7 @@ _record = torch.cuda.Event.record
 _synchronize = torch.cuda.synchronize
 _sleep = torch.cuda._sleep
 _perf = time.perf_counter
+L2_RESET = L2Reset()  # libcuda bound now, before any submission code; inert without a driver
 
 Inputs = Sequence[Any]
 Call = Callable[..., Any]
@@ -120,6 +124,7 @@ class PairTimer:
     def _time_one(self, side: Side, index: int) -> None:
         k = index % len(side.input_sets)
         start, end, after = _Event(enable_timing=True), _Event(enable_timing=True), _Event(enable_timing=True)
+        L2_RESET.reset(torch.cuda.current_stream().cuda_stream)
         self.flush()
         _sleep(self.spin_cycles)
         _record(start)

@@ -57,3 +57,20 @@ def compare(submission: list[dict[str, Any]], reference: dict[int, list[dict[str
                                    f"sampled elements off (max abs error {worst:.3g}, rtol {rtol}, atol {atol})"})
     detail = "; ".join(f"timed call {m['index']}: {m['why']}" for m in mismatches[:3])
     return {"checked": checked, "mismatches": mismatches, "detail": detail}
+
+
+def compare_checks(checks: list[tuple[dict[str, Any], dict[str, Any]]],
+                   table: dict[str, tuple[float, float]] = TOLERANCE) -> dict[str, Any]:
+    """`checks`: (submission, reference) sample reports of the same timed call index, each
+    {index, tensors} (gatekeeper.timing.blocks); the call indices were drawn by the parent
+    after each block ran."""
+    subs, refs = [], {}
+    for sub, ref in checks:
+        index = int(sub.get("index", ref.get("index", -1)))
+        if sub.get("tensors") is None:
+            subs.append({"index": index, "set": index, "tensors": []})
+        else:
+            subs.append({"index": index, "set": index, "tensors": sub["tensors"]})
+        if ref.get("tensors") is not None:
+            refs[index] = ref["tensors"]
+    return compare(subs, refs, table)

@@ -1,9 +1,9 @@
 """The timing stage: `run_timing(...)` for gatekeeper.pipeline.STAGE_RUNNERS.
 
 Without a GPU it stops with an infrastructure error that says so (exit 3): a CPU figure is
-never offered in place of a GPU time. With one, it runs two sandboxed workers: the
-reference alone (calibration, counts, reference outputs), then the submission and the
-reference interleaved; it judges the results here, in the trusted parent.
+never offered in place of a GPU time. With one, it runs two sandboxed workers, one per side,
+timed in alternating blocks (gatekeeper.timing.conduct): the submission's process never
+holds the reference. It judges the results here, in the trusted parent.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from gatekeeper.report import Finding, Severity, StageStatus
 from gatekeeper.timing import cache as calib_cache
 from gatekeeper.timing import findings as rules
 from gatekeeper.timing.floors import Counts, floors
-from gatekeeper.timing.outputs import compare, tolerances
+from gatekeeper.timing.adaptive import rule_from_settings
+from gatekeeper.timing.conduct import Outcome, Plan, run
+from gatekeeper.timing.outputs import compare_checks, tolerances
 from gatekeeper.timing.score import Measured, judge
 from gatekeeper.timing.specs import resolve
 
@@ -107,7 +109,7 @@ def run_timing(submission: Any, problem: Optional[Any], config: Any, options: An
         return StageOutcome(status=StageStatus.SKIPPED, reason="timing runs only on a submission with no error "
                             "findings", environment={"gpu": name, "device": "cuda"})
     try:
-        from gatekeeper.sandbox import run_job
+        from gatekeeper.sandbox import Job  # noqa: F401
     except ImportError:
         return _error("the sandbox worker is not available in this installation; timing runs only "
                       "inside it", gpu=name, device="cuda")
@@ -118,67 +120,98 @@ def run_timing(submission: Any, problem: Optional[Any], config: Any, options: An
     folder = Path(settings.cache_dir) if settings.cache_dir else calib_cache.default_dir()
     key = calib_cache.key(name, _driver(), torch.__version__)
     ceilings = calib_cache.load(folder, key)
-    keep = sorted(secrets.SystemRandom().sample(range(settings.min_reps), min(settings.output_checks, settings.min_reps)))
-    params = {
-        **problem.describe(), "seed": seed, "jitter_names": config.jitter.names,
-        "input_sets": settings.input_sets, "cap_bytes": settings.input_sets_max_mb << 20,
-        "warmup_calls": settings.warmup_calls, "flush_factor": settings.l2_flush_factor,
-        "keep": keep, "gather_seed": secrets.randbelow(2**31), "gather_elements": 4096,
-        "rule": {"min_reps": settings.min_reps, "max_reps": settings.max_reps, "batch": settings.batch,
-                 "ci_rel_halfwidth": settings.ci_rel_halfwidth, "confidence": settings.confidence,
-                 "budget_s": settings.budget_s},
-    }
-    limits = config.limits
-    time_limit = settings.budget_s * 3 + 120
     with tempfile.TemporaryDirectory(prefix="gatekeeper-timing-") as scratch:
         ext_dir = _extensions_dir(submission, folder.parent / "timing_extensions")
-        common = dict(memory_mb=limits.memory_mb, cap_address_space=False, default_timeout_s=limits.call_timeout_s,
-                      env={"TORCH_EXTENSIONS_DIR": str(ext_dir)}, write_roots=[str(ext_dir)])  # never the calibration cache
-        ref = run_job("gatekeeper.timing.jobs:reference_job", {**params, "calibrate": ceilings is None},
-                      timeouts={"import": limits.import_timeout_s, "calibrate": 300, "count": limits.call_timeout_s,
-                                "outputs": limits.call_timeout_s, "time": time_limit}, **common)
-        if ref.status != "ok" or ref.first("error") or ref.first("reference_alone") is None:
-            err = ref.first("error") or {}
-            return _error(f"the reference could not be timed ({ref.status}, phase '{ref.phase}'): "
-                          f"{err.get('message') or ref.detail or ref.stderr_tail[-300:]}", gpu=name, device="cuda")
-        if ceilings is None:
-            ceilings = ref.first("calibration")["values"]
-            calib_cache.store(folder, key, ceilings)
-        pair = run_job("gatekeeper.timing.jobs:time_pair_job",
-                       {**params, "submission": _submission_file(submission, Path(scratch)), "mode": settings.mode},
-                       timeouts={"import": max(limits.import_timeout_s, limits.build_timeout_s),
-                                 "setup": limits.call_timeout_s, "time": time_limit,
-                                 "report": limits.call_timeout_s}, **common)
+        out = measure(_submission_file(submission, Path(scratch)), problem.path, config, seed=seed,
+                      device="cuda", calibrate=ceilings is None, ext_dir=ext_dir)
     env = {"gpu": name, "device": "cuda"}
-    failed = _failure(pair, "submission", config)
-    if failed is not None:
-        return StageOutcome(status=StageStatus.FAILED if failed.severity == Severity.ERROR else StageStatus.PASSED,
-                            findings=[failed], environment=env)
-    facts = ref.first("device")["facts"]
-    counts_msg = {k: v for k, v in ref.first("counts").items() if k != "kind"}
-    counts = Counts(**counts_msg)
+    if out.failed == "submission" or (out.submission is not None and out.failed is None
+                                      and out.submission.first("error")):
+        failed = _failure(out.submission, "submission", config) if out.submission is not None else None
+        if failed is not None:
+            return StageOutcome(status=StageStatus.FAILED if failed.severity == Severity.ERROR else StageStatus.PASSED,
+                                findings=[failed], environment=env)
+    if out.failed is not None or out.reference is None:
+        ref = out.reference
+        err = (ref.first("error") if ref else None) or {}
+        detail = err.get("message") or (ref.detail or ref.stderr_tail[-300:] if ref else "not started")
+        return _error(f"the {out.failed or 'reference'} could not be timed "
+                      f"({ref.status if ref else '?'}, phase '{ref.phase if ref else '?'}'): {detail}", **env)
+    if ceilings is None:
+        ceilings = out.messages["calibration"]["values"]
+        calib_cache.store(folder, key, ceilings)
+    facts = out.messages["device"]["facts"]
+    counts = Counts(**{k: v for k, v in out.messages["counts"].items() if k != "kind"})
     spec, origin = resolve(facts["name"], SimpleNamespace(**facts))
     if spec is None:
         return _error(f"no peak rates are known for '{facts['name']}' and the device reports none; "
                       "add it to gatekeeper/timing/specs.py", **env)
-    p = pair.first("pairs")
-    mode = p["mode"]
+    mode = out.mode
     launch = ceilings.get("graph_launch_floor_us" if mode == "graph" else "launch_floor_us")
     fl = floors(counts, spec, launch, settings.fp32_matmul_rate)
-    measured = Measured(p["reference_event_us"], p["submission_event_us"], p["reference_synced_us"],
-                        p["submission_synced_us"], mode=mode, stopped_by=p["stopped_by"], elapsed_s=p["elapsed_s"],
-                        method={"device": facts["name"], "l2_flush_bytes": p["flush_bytes"],
-                                "queued_spin_us": p["spin_us"], "host_call_us": p["host_call_us"],
-                                "input_sets": p["input_sets"], "warmup_calls": settings.warmup_calls,
+    paired = out.paired
+    measured = Measured(paired.reference_us, paired.submission_us, out.reference_synced_us, out.submission_synced_us,
+                        mode=mode, stopped_by=paired.stopped_by, elapsed_s=paired.elapsed_s,
+                        method={"device": facts["name"], "l2_flush_bytes": _flush_bytes(facts, settings),
+                                "queued_spin_us": out.spin_us, "host_call_us": out.host_call_us,
+                                "input_sets": out.input_sets, "distinct_calls": out.calls,
+                                "inputs": "fresh per call (rolled base sets), never repeated in a process",
+                                "reference_process": "own worker, alternating blocks",
+                                "persisting_l2_limit_bytes": out.persisting_l2_limit,
+                                "warmup_calls": settings.warmup_calls,
                                 "seed": seed, "torch": facts.get("torch"), "driver": facts.get("driver")})
-    reference_outputs = {int(m["set"]): m["tensors"] for m in ref.of_kind("output")}
-    check = compare(pair.of_kind("output"), reference_outputs, tolerances(problem))
+    check = compare_checks(out.checks, tolerances(problem))
     timing, score, found = judge(measured, counts, fl, settings, config, ceilings=ceilings,
                                  spec={**spec.as_dict(), "origin": origin},
-                                 reference_alone_us=ref.first("reference_alone")["event_us"], output_check=check)
-    if p.get("graph_error"):
-        f = rules.GRAPH_CAPTURE_FAILED.finding(p["graph_error"], {}, config)
+                                 reference_alone_us=out.alone.reference_us, output_check=check)
+    if out.graph_error:
+        f = rules.GRAPH_CAPTURE_FAILED.finding(out.graph_error, {}, config)
         if f is not None:
             found.append(f)
     status = StageStatus.FAILED if any(f.severity == Severity.ERROR for f in found) else StageStatus.PASSED
     return StageOutcome(status=status, findings=found, report={"timing": timing, "score": score}, environment=env)
+
+
+def _flush_bytes(facts: dict[str, Any], settings: Any) -> int:
+    n = max(int((facts.get("L2_cache_size") or 50 << 20) * settings.l2_flush_factor) // 4, 1 << 20)
+    return n * 4
+
+
+def measure(submission_path: str, problem_path: Path, config: Any, *, seed: int, device: str,
+            calibrate: bool, ext_dir: Path, workdirs: Optional[tuple[Path, Path]] = None) -> Outcome:
+    """Start the two workers and run the alternating blocks (gatekeeper.timing.conduct).
+    `device` is "cuda" for the stage; tests drive the same path with "cpu" (host-clock
+    times, no CUDA call), `workdirs` keeping the workers' folders for inspection."""
+    from gatekeeper.sandbox import Job
+
+    settings, limits = config.timing, config.limits
+    idle = settings.budget_s * 3 + 120
+    cuda = device == "cuda"
+    common = dict(memory_mb=limits.memory_mb, cap_address_space=not cuda, default_timeout_s=limits.call_timeout_s,
+                  env={"TORCH_EXTENSIONS_DIR": str(ext_dir), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+                  write_roots=[str(ext_dir)], keep_stdin=True)  # never the calibration cache
+    ref_params = {"problem": str(problem_path.resolve()), "seed": seed, "jitter_names": config.jitter.names,
+                  "device": device, "calibrate": calibrate,
+                  # graph mode keeps one graph (and its output pool) per set: fewer sets there
+                  "input_sets": min(settings.input_sets, 16) if settings.mode == "graph" else settings.input_sets,
+                  "cap_bytes": settings.input_sets_max_mb << 20, "flush_factor": settings.l2_flush_factor}
+    # The checking worker's parameters plus the flush factor (gatekeeper.behaviour.stage.start_subject).
+    sub_params = {"submission": submission_path, "device": device, "poison": False,
+                  "flush_factor": settings.l2_flush_factor}
+    phases = {"idle": idle, "block": idle, "warmup": idle, "report": limits.call_timeout_s}
+
+    def start_reference() -> Job:
+        return Job("gatekeeper.timing.jobs:reference_job", ref_params,
+                   timeouts={"import": limits.import_timeout_s, "calibrate": 300, "count": limits.call_timeout_s,
+                             "inputs": limits.call_timeout_s, **phases},
+                   workdir=workdirs[0] if workdirs else None, **common)
+
+    def start_submission() -> Job:
+        first = max(limits.import_timeout_s, limits.build_timeout_s)
+        return Job("gatekeeper.timing.jobs:submission_job", sub_params,
+                   timeouts={"start": first, "import": first, "init": first, "wait-inputs": idle, **phases},
+                   workdir=workdirs[1] if workdirs else None, **common)
+
+    plan = Plan(rule=rule_from_settings(settings), warmup_calls=settings.warmup_calls, idle_s=idle,
+                graph=settings.mode == "graph" and cuda)
+    return run(start_reference, start_submission, plan)
