@@ -24,7 +24,6 @@ import libcst as cst
 from gatekeeper.analyses.cpp_source import cpp_python_writes
 from gatekeeper.analyses.harness_support import literal, resolve
 from gatekeeper.static.cpp_sources import CppSource
-from gatekeeper.static.names import dotted
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.syntax import argument
 
@@ -208,8 +207,3 @@ class PatchRule(Rule):
             return
         self.report(node, self.message.format(name=qual, how=how, what=what),
                     evidence={"target": qual, "how": how})
-
-
-def root_name(expr: cst.BaseExpression) -> Optional[str]:
-    text = dotted(expr)
-    return text.split(".")[0] if text else None

@@ -27,7 +27,7 @@ from gatekeeper.static.walk import walk
 _ALLOCATORS = frozenset({"empty", "zeros", "ones", "full", "tensor", "randn", "rand", "empty_strided"})
 
 
-def is_token_launch(usage: "UsageFacts", kernel: "Kernel") -> bool:
+def is_token_launch(usage: UsageFacts, kernel: Kernel) -> bool:
     node = kernel.node
     if not isinstance(node, cst.Call):
         return False
@@ -35,7 +35,7 @@ def is_token_launch(usage: "UsageFacts", kernel: "Kernel") -> bool:
     return all(_sliver(usage, arg.value, function, 0) for arg in node.args)
 
 
-def _sliver(usage: "UsageFacts", expr: cst.BaseExpression, function: Optional[cst.FunctionDef], depth: int) -> bool:
+def _sliver(usage: UsageFacts, expr: cst.BaseExpression, function: Optional[cst.FunctionDef], depth: int) -> bool:
     """A value that does not depend on the data as a whole: a constant, a constant-index
     slice of something, a freshly allocated constant-size tensor, or a local bound only to those."""
     if depth > 4:
@@ -127,7 +127,7 @@ def _local_values(function: Optional[cst.FunctionDef], name: str) -> list[cst.Ba
     return out
 
 
-def torch_does_whole_op(usage: "UsageFacts") -> bool:
+def torch_does_whole_op(usage: UsageFacts) -> bool:
     """Torch's uses on the forward path cover every op family the reference computes, at
     least as many times as the reference writes it (a reference with two Mish calls is not
     covered by one torch Mish next to a kernel that does the other)."""
@@ -140,7 +140,7 @@ def torch_does_whole_op(usage: "UsageFacts") -> bool:
     return all(done[family] >= count for family, count in reference.items())
 
 
-def cpp_fallback(use: "Use") -> bool:
+def cpp_fallback(use: Use) -> bool:
     """A C++ torch / vendor call on one branch of a choice made at run time, in a source
     that also launches a kernel (`<<<`): `return torch::mean(x, dim);` as the other return
     path, or `if (K <= 64) { k<<<...>>>(...); } else { cublasSgemm(...); }`. Which branch
@@ -187,7 +187,7 @@ def _in_conditional_block(text: str, offset: int) -> bool:
     return False
 
 
-def helper_launches(usage: "UsageFacts", forward: list["Kernel"], dropped: list["Kernel"]) -> list["Kernel"]:
+def helper_launches(usage: UsageFacts, forward: list[Kernel], dropped: list[Kernel]) -> list[Kernel]:
     """Calls of a helper of the file that launches a kernel (`self._run_kernel(x)`,
     `launch(x)`) are launches too, where they are called: fallbacks and data flow in
     forward see them."""

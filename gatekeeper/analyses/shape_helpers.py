@@ -40,9 +40,6 @@ class ProblemSizes:
     def shape_size(self, value: int) -> Optional[str]:
         return self.meaning.get(value) if value > 1 else None
 
-    def is_dim(self, value: int) -> bool:
-        return value in self.names
-
     def count_for(self, count: int, block: int) -> Optional[str]:
         """Why `count` programs of `block` elements cover exactly one of the problem's sizes."""
         if block <= 0 or count <= 1:

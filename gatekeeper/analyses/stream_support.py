@@ -146,10 +146,6 @@ def function_at(funcs: Sequence[CppFunction], index: int) -> Optional[CppFunctio
     return None
 
 
-def dotted_tokens(tokens: Sequence[Token]) -> str:
-    return "".join(t.text for t in tokens)
-
-
 def idents(source: CppSource) -> frozenset[str]:
     """The identifiers of a source, computed once and shared by the GK5xx rules, so a rule
     can leave a source that cannot concern it without walking its tokens."""

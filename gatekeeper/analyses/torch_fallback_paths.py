@@ -88,7 +88,7 @@ def condition_of(node: cst.CSTNode) -> str:
     return "flag"
 
 
-def _following(usage: "UsageFacts", stmt: cst.CSTNode) -> set[int]:
+def _following(usage: UsageFacts, stmt: cst.CSTNode) -> set[int]:
     """Statements that run after `stmt` when it does not return: the rest of its block, or,
     at the end of a block, what follows the enclosing if/try/with (`if ok: try: return
     k(x) except: log()` then `return torch...`)."""
@@ -113,9 +113,9 @@ def _following(usage: "UsageFacts", stmt: cst.CSTNode) -> set[int]:
     return set()
 
 
-def find_fallbacks(usage: "UsageFacts") -> None:
+def find_fallbacks(usage: UsageFacts) -> None:
     """Mark `use.fallback` on every Python use that sits on a fallback path."""
-    kernels: dict[int, list[tuple[str, "Kernel"]]] = {}
+    kernels: dict[int, list[tuple[str, Kernel]]] = {}
     for kernel in usage.kernels:
         for stmt, slot in _slots(kernel.path):
             kernels.setdefault(id(stmt), []).append((slot, kernel))
@@ -130,7 +130,7 @@ def find_fallbacks(usage: "UsageFacts") -> None:
     _early_returns(usage, uses)
 
 
-def _make(usage: "UsageFacts", stmt: cst.CSTNode, kernel: "Kernel", *, kernel_in_body: bool) -> Fallback:
+def _make(usage: UsageFacts, stmt: cst.CSTNode, kernel: Kernel, *, kernel_in_body: bool) -> Fallback:
     condition = condition_of(stmt)
     test = getattr(stmt, "test", None)
     truth = _constant_truth(usage, test, 0) if test is not None else None
@@ -139,7 +139,7 @@ def _make(usage: "UsageFacts", stmt: cst.CSTNode, kernel: "Kernel", *, kernel_in
     return Fallback("try" if isinstance(stmt, cst.Try) else "if", stmt, condition, kernel.what)
 
 
-def _constant_truth(usage: "UsageFacts", expr: cst.BaseExpression, depth: int) -> Optional[bool]:
+def _constant_truth(usage: UsageFacts, expr: cst.BaseExpression, depth: int) -> Optional[bool]:
     """The truth of a condition fixed when the file is written: literals, `not`, `and`/`or`,
     comparisons, module constants assigned once (`USE_KERNEL = False`), and environment
     variables read with their default (`os.environ.get("USE_KERNEL", "0") == "1"`): the
@@ -154,7 +154,7 @@ _CASTS = {"builtins.int": int, "builtins.bool": bool, "builtins.str": str, "buil
 _STR_METHODS = frozenset({"lower", "upper", "strip", "casefold"})
 
 
-def _static_value(usage: "UsageFacts", expr: cst.BaseExpression, depth: int, names: bool = True) -> object:
+def _static_value(usage: UsageFacts, expr: cst.BaseExpression, depth: int, names: bool = True) -> object:
     """The value of an expression fixed in the file, or _UNKNOWN. `names=False` inside a
     `self.X = ...` value: a bare name there is usually a parameter (`self.dim = dim`), not
     the module constant of the same name."""
@@ -200,7 +200,7 @@ def _static_value(usage: "UsageFacts", expr: cst.BaseExpression, depth: int, nam
     return _UNKNOWN
 
 
-def _bindings(usage: "UsageFacts") -> dict[str, int]:
+def _bindings(usage: UsageFacts) -> dict[str, int]:
     """How many times each name is bound anywhere in the file (module level, in try/if
     blocks, through `global` in functions, as a loop target)."""
     found = usage.ctx.__dict__.get("_gk3_bindings")
@@ -224,7 +224,7 @@ def _bindings(usage: "UsageFacts") -> dict[str, int]:
     return found
 
 
-def _self_assignments(usage: "UsageFacts") -> dict[str, list[cst.BaseExpression]]:
+def _self_assignments(usage: UsageFacts) -> dict[str, list[cst.BaseExpression]]:
     """`self.X = value` anywhere in the file (every value, so that a flag flipped at run
     time, `self.use_kernel = False` in an except, has two and is not fixed)."""
     found = usage.ctx.__dict__.get("_gk3_self_assignments")
@@ -245,7 +245,7 @@ def _self_assignments(usage: "UsageFacts") -> dict[str, list[cst.BaseExpression]
     return found
 
 
-def _compare(usage: "UsageFacts", expr: cst.Comparison, depth: int, names: bool) -> object:
+def _compare(usage: UsageFacts, expr: cst.Comparison, depth: int, names: bool) -> object:
     target = expr.comparisons[0]
     op = target.operator
     if isinstance(op, (cst.In, cst.NotIn)) and usage.ctx.qualname(target.comparator) == "os.environ":
@@ -270,7 +270,7 @@ def _compare(usage: "UsageFacts", expr: cst.Comparison, depth: int, names: bool)
     return _UNKNOWN
 
 
-def _call_value(usage: "UsageFacts", call: cst.Call, depth: int, names: bool) -> object:
+def _call_value(usage: UsageFacts, call: cst.Call, depth: int, names: bool) -> object:
     qual = usage.ctx.qualname(call.func) or ""
     args = [a.value for a in call.args if a.keyword is None]
     if qual in _ENV_GETTERS:
@@ -290,7 +290,7 @@ def _call_value(usage: "UsageFacts", call: cst.Call, depth: int, names: bool) ->
     return _UNKNOWN
 
 
-def _early_returns(usage: "UsageFacts", uses: list["Use"]) -> None:
+def _early_returns(usage: UsageFacts, uses: list[Use]) -> None:
     """`if/try` without else whose body returns: the code after it is the other branch."""
     candidates: dict[int, cst.CSTNode] = {}
     for item in [*usage.kernels, *uses]:

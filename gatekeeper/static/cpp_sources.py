@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
@@ -228,6 +228,3 @@ class SourceExtractor:
             return path.read_text("utf-8", errors="replace")
         except OSError:
             return None
-
-
-LocationFn = Callable[[CppSource, int], tuple[int, int]]
