@@ -1,111 +1,16 @@
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Optional
 
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
+from gatekeeper.analyses.stream_joins import (
+    CURRENT_STREAM, DEVICE_SYNC, JOIN_METHODS, STREAM_CTORS, STREAM_SWITCHES, StreamFrame, StreamUse, branch_path,
+)
 from gatekeeper.static.syntax import argument, is_self_attr, self_attr, store_key
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
-
-STREAM_CTORS = frozenset({
-    "torch.cuda.Stream", "torch.cuda.streams.Stream", "torch.Stream", "torch.cuda.ExternalStream",
-    "torch.cuda.streams.ExternalStream", "cupy.cuda.Stream", "cupy.cuda.ExternalStream",
-})
-STREAM_SWITCHES = frozenset({
-    "torch.cuda.stream", "torch.cuda.set_stream", "torch.cuda.StreamContext",
-    "torch.cuda.streams.StreamContext", "torch.accelerator.set_stream", "torch.cuda.utils.stream",
-})
-CURRENT_STREAM = frozenset({
-    "torch.cuda.current_stream", "torch.cuda.default_stream", "torch.accelerator.current_stream",
-    "torch.cuda.streams.current_stream",
-})
-_JOIN_METHODS = frozenset({"wait_stream", "wait_event", "synchronize"})
-_DEVICE_SYNC = frozenset({"torch.cuda.synchronize", "torch.accelerator.synchronize", "cupy.cuda.Device.synchronize"})
-
-
-# A path is the tuple of branches that enclose a statement inside its function:
-# (id of the if/loop/try/boolean node, which arm). A join covers a use when it comes later
-# and every branch it sits in also encloses the use, with no return in between.
-Path = tuple[tuple[int, str], ...]
-
-
-@dataclass
-class _Use:
-    node: cst.CSTNode
-    seq: int
-    kind: str  # create | switch | ref
-    identity: Optional[str] = None
-    path: Path = ()
-
-
-@dataclass
-class _Frame:
-    key: str
-    uses: list[_Use] = field(default_factory=list)
-    joins: list[tuple[int, Path]] = field(default_factory=list)
-    returns: list[tuple[int, Path]] = field(default_factory=list)
-    local_streams: set[str] = field(default_factory=set)
-    merged: bool = False
-
-    def joined_after(self, use: _Use) -> bool:
-        if not self.merged:
-            self.joins = _merge_branches(self.joins)
-            self.merged = True
-        for seq, path in self.joins:
-            if seq <= use.seq or path != use.path[:len(path)]:
-                continue  # earlier, or on a branch the use's path need not take
-            if any(use.seq < r < seq and _compatible(rpath, use.path) for r, rpath in self.returns):
-                continue  # a return between them leaves on a path without the join
-            return True
-        return False
-
-
-def _compatible(a: Path, b: Path) -> bool:
-    n = min(len(a), len(b))
-    return a[:n] == b[:n]
-
-
-def _merge_branches(joins: list[tuple[int, Path]]) -> list[tuple[int, Path]]:
-    """An `if` whose body and `else` both join (directly in each arm) joins on every path."""
-    out = list(joins)
-    while True:
-        arms: dict[tuple[Path, int], dict[str, int]] = {}
-        for seq, path in out:
-            if path and path[-1][1] in ("body", "else"):
-                arm = arms.setdefault((path[:-1], path[-1][0]), {})
-                arm[path[-1][1]] = max(seq, arm.get(path[-1][1], 0))
-        added = [(max(a.values()), outer) for (outer, _), a in arms.items()
-                 if len(a) == 2 and (max(a.values()), outer) not in out]
-        if not added:
-            return out
-        out.extend(added)
-
-
-def branch_path(ctx, node: cst.CSTNode) -> Path:
-    """The branches enclosing `node` inside its function (outermost first)."""
-    path: list[tuple[int, str]] = []
-    child = node
-    for anc in ctx.ancestors(node):
-        if isinstance(anc, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            break
-        if isinstance(anc, (cst.If, cst.IfExp)):
-            if child is anc.orelse:
-                path.append((id(anc), "else"))
-            elif child is anc.body:
-                path.append((id(anc), "body"))
-        elif isinstance(anc, (cst.For, cst.While)):
-            if child is anc.body or child is anc.orelse:
-                path.append((id(anc), "loop"))  # may run zero times
-        elif isinstance(anc, cst.Try):
-            if child is not anc.body and child is not anc.finalbody:
-                path.append((id(anc), f"handler{id(child)}"))
-        elif isinstance(anc, cst.BooleanOperation) and child is anc.right:
-            path.append((id(anc), "right"))  # `ok and s.synchronize()`
-        child = anc
-    return tuple(reversed(path))
 
 
 class SideStreamInPython(Rule):
@@ -276,8 +181,8 @@ class SideStreamInPython(Rule):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.seq = 0
-        self.frames: list[_Frame] = [_Frame("<module>")]
-        self.done: list[_Frame] = []
+        self.frames: list[StreamFrame] = [StreamFrame("<module>")]
+        self.done: list[StreamFrame] = []
         self.stream_attrs: set[str] = set()
         self.module_streams: set[str] = {
             name for name, values in self.ctx.constants.items()
@@ -285,7 +190,7 @@ class SideStreamInPython(Rule):
         }
         # every name that may hold a stream somewhere: visit_Name leaves at once for the rest
         self.watch: set[str] = set(self.module_streams)
-        self.with_uses: dict[int, list[_Use]] = {}
+        self.with_uses: dict[int, list[StreamUse]] = {}
         self.join_depth = 0
         self.join_calls: set[int] = set()
 
@@ -325,14 +230,14 @@ class SideStreamInPython(Rule):
         binding = self.ctx.resolver.lookup(expr.value)
         return binding is not None and binding.kind == "param"
 
-    def _add_use(self, node: cst.CSTNode, kind: str, identity: Optional[str] = None) -> _Use:
-        use = _Use(node, self._tick(), kind, identity, branch_path(self.ctx, node))
+    def _add_use(self, node: cst.CSTNode, kind: str, identity: Optional[str] = None) -> StreamUse:
+        use = StreamUse(node, self._tick(), kind, identity, branch_path(self.ctx, node))
         self.frames[-1].uses.append(use)
         return use
 
     # traversal -----------------------------------------------------------------------
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.frames.append(_Frame(self.ctx.function_key))
+        self.frames.append(StreamFrame(self.ctx.function_key))
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         if len(self.frames) > 1:
@@ -340,7 +245,7 @@ class SideStreamInPython(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _JOIN_METHODS:
+        if isinstance(func, cst.Attribute) and func.attr.value in JOIN_METHODS:
             if self._is_join(node, func):
                 self.frames[-1].joins.append((self._tick(), branch_path(self.ctx, node)))
                 self.join_depth += 1
@@ -349,7 +254,7 @@ class SideStreamInPython(Rule):
         qual = self.ctx.qualname(func)
         if qual is None:
             return
-        if qual in _DEVICE_SYNC:
+        if qual in DEVICE_SYNC:
             self.frames[-1].joins.append((self._tick(), branch_path(self.ctx, node)))
         elif qual in STREAM_CTORS:
             identity = self._creation_target(node)
@@ -363,7 +268,7 @@ class SideStreamInPython(Rule):
         elif qual in STREAM_SWITCHES:
             target = argument(node, 0, "stream")
             if not self._is_current(target) and not self._is_parameter(target):
-                use = _Use(node, 0, "switch", self._stream_identity(target) if target is not None else None)
+                use = StreamUse(node, 0, "switch", self._stream_identity(target) if target is not None else None)
                 parent = self.ctx.parent(node)
                 with_node = self.ctx.parent(parent) if isinstance(parent, cst.WithItem) else None
                 if isinstance(with_node, cst.With):
@@ -382,9 +287,9 @@ class SideStreamInPython(Rule):
         for item in node.items:
             identity = self._stream_identity(item.item)
             if identity is not None:
-                self.with_uses.setdefault(id(node), []).append(_Use(item.item, 0, "switch", identity))
+                self.with_uses.setdefault(id(node), []).append(StreamUse(item.item, 0, "switch", identity))
             elif isinstance(item.item, cst.Call) and self.ctx.qualname(item.item.func) in STREAM_CTORS:
-                self.with_uses.setdefault(id(node), []).append(_Use(item.item, 0, "switch", None))
+                self.with_uses.setdefault(id(node), []).append(StreamUse(item.item, 0, "switch", None))
 
     def leave_With(self, node: cst.With) -> None:
         for use in self.with_uses.pop(id(node), []):
@@ -471,10 +376,10 @@ class SideStreamInPython(Rule):
                     self._emit(use, f"`{frame.key}`", True, f"Using the side stream `{use.identity}`")
 
     @staticmethod
-    def _has_switch(frame: _Frame, identity: Optional[str]) -> bool:
+    def _has_switch(frame: StreamFrame, identity: Optional[str]) -> bool:
         return any(u.kind == "switch" and u.identity == identity for u in frame.uses)
 
-    def _emit(self, use: _Use, function: str, bad: bool, what: str) -> None:
+    def _emit(self, use: StreamUse, function: str, bad: bool, what: str) -> None:
         if bad:
             self.report(use.node, self.message.format(what=what, function=function),
                         evidence={"stream": use.identity, "function": function, "joined": False})

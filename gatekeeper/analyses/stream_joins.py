@@ -1,0 +1,109 @@
+"""The GK500 analysis of Python streams: which calls create, switch to or join a CUDA stream,
+and whether a join covers a use on every path through the function (branch paths).
+
+A rule-sized analysis kept out of the rule file so the rule holds its policy, messages and
+examples; nothing here knows about findings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import libcst as cst
+
+STREAM_CTORS = frozenset({
+    "torch.cuda.Stream", "torch.cuda.streams.Stream", "torch.Stream", "torch.cuda.ExternalStream",
+    "torch.cuda.streams.ExternalStream", "cupy.cuda.Stream", "cupy.cuda.ExternalStream",
+})
+STREAM_SWITCHES = frozenset({
+    "torch.cuda.stream", "torch.cuda.set_stream", "torch.cuda.StreamContext",
+    "torch.cuda.streams.StreamContext", "torch.accelerator.set_stream", "torch.cuda.utils.stream",
+})
+CURRENT_STREAM = frozenset({
+    "torch.cuda.current_stream", "torch.cuda.default_stream", "torch.accelerator.current_stream",
+    "torch.cuda.streams.current_stream",
+})
+JOIN_METHODS = frozenset({"wait_stream", "wait_event", "synchronize"})
+DEVICE_SYNC = frozenset({"torch.cuda.synchronize", "torch.accelerator.synchronize", "cupy.cuda.Device.synchronize"})
+
+
+# A path is the tuple of branches that enclose a statement inside its function:
+# (id of the if/loop/try/boolean node, which arm). A join covers a use when it comes later
+# and every branch it sits in also encloses the use, with no return in between.
+Path = tuple[tuple[int, str], ...]
+
+
+@dataclass
+class StreamUse:
+    node: cst.CSTNode
+    seq: int
+    kind: str  # create | switch | ref
+    identity: Optional[str] = None
+    path: Path = ()
+
+
+@dataclass
+class StreamFrame:
+    key: str
+    uses: list[StreamUse] = field(default_factory=list)
+    joins: list[tuple[int, Path]] = field(default_factory=list)
+    returns: list[tuple[int, Path]] = field(default_factory=list)
+    local_streams: set[str] = field(default_factory=set)
+    merged: bool = False
+
+    def joined_after(self, use: StreamUse) -> bool:
+        if not self.merged:
+            self.joins = merge_branches(self.joins)
+            self.merged = True
+        for seq, path in self.joins:
+            if seq <= use.seq or path != use.path[:len(path)]:
+                continue  # earlier, or on a branch the use's path need not take
+            if any(use.seq < r < seq and compatible(rpath, use.path) for r, rpath in self.returns):
+                continue  # a return between them leaves on a path without the join
+            return True
+        return False
+
+
+def compatible(a: Path, b: Path) -> bool:
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
+def merge_branches(joins: list[tuple[int, Path]]) -> list[tuple[int, Path]]:
+    """An `if` whose body and `else` both join (directly in each arm) joins on every path."""
+    out = list(joins)
+    while True:
+        arms: dict[tuple[Path, int], dict[str, int]] = {}
+        for seq, path in out:
+            if path and path[-1][1] in ("body", "else"):
+                arm = arms.setdefault((path[:-1], path[-1][0]), {})
+                arm[path[-1][1]] = max(seq, arm.get(path[-1][1], 0))
+        added = [(max(a.values()), outer) for (outer, _), a in arms.items()
+                 if len(a) == 2 and (max(a.values()), outer) not in out]
+        if not added:
+            return out
+        out.extend(added)
+
+
+def branch_path(ctx, node: cst.CSTNode) -> Path:
+    """The branches enclosing `node` inside its function (outermost first)."""
+    path: list[tuple[int, str]] = []
+    child = node
+    for anc in ctx.ancestors(node):
+        if isinstance(anc, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            break
+        if isinstance(anc, (cst.If, cst.IfExp)):
+            if child is anc.orelse:
+                path.append((id(anc), "else"))
+            elif child is anc.body:
+                path.append((id(anc), "body"))
+        elif isinstance(anc, (cst.For, cst.While)):
+            if child is anc.body or child is anc.orelse:
+                path.append((id(anc), "loop"))  # may run zero times
+        elif isinstance(anc, cst.Try):
+            if child is not anc.body and child is not anc.finalbody:
+                path.append((id(anc), f"handler{id(child)}"))
+        elif isinstance(anc, cst.BooleanOperation) and child is anc.right:
+            path.append((id(anc), "right"))  # `ok and s.synchronize()`
+        child = anc
+    return tuple(reversed(path))
