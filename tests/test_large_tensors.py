@@ -122,7 +122,7 @@ def test_chunked_error_budget_equals_the_whole_tensor_formula(tmp_path, monkeypa
 
 
 HONEST = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x) * 2.0\n"
-WRONG = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x) * 2.0 + 0.01\n"
+WRONG = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x) * 2.5\n"
 
 
 def _check(tmp_path, source):

@@ -198,6 +198,8 @@ class FileData:
 
     def copy_to(self, folder: str) -> dict[str, Any]:
         """A fresh file with these bytes in another worker's transfer folder (kernel-side copy)."""
+        if self.fd < 0:
+            raise SpillError("this transfer file was already handed to a worker and released")
         name = uuid.uuid4().hex + ".bin"
         out = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
@@ -281,14 +283,39 @@ def adopt_tree(value: Any, folder: str, dir_fd: Optional[int] = None) -> Any:
     return value
 
 
-def export_tree(value: Any, folder: str) -> Any:
-    """Before a message goes to a worker: each adopted tensor becomes a file in its folder."""
+def export_tree(value: Any, folder: str, release: bool = True) -> Any:
+    """Before a message goes to a worker: each adopted tensor becomes a file in its folder.
+    With `release` (the default) the parent's own copy is closed once copied, so a fed input
+    occupies the disk once, not twice (the parent never reads inputs after feeding them)."""
+    copied: dict[int, dict[str, Any]] = {}
+    out = _export(value, folder, copied)
+    if release:
+        for data in list(_file_data(value)):
+            data.close()
+    return out
+
+
+def _export(value: Any, folder: str, copied: dict[int, dict[str, Any]]) -> Any:
     if isinstance(value, dict):
-        if value.get("__tensor__") is True and isinstance(value.get("data"), FileData):
+        data = value.get("data")
+        if value.get("__tensor__") is True and isinstance(data, FileData):
+            if id(data) not in copied:
+                copied[id(data)] = data.copy_to(folder)
             out = {k: v for k, v in value.items() if k != "data"}
-            out["file"] = value["data"].copy_to(folder)
+            out["file"] = dict(copied[id(data)])
             return out
-        return {k: export_tree(v, folder) for k, v in value.items()}
+        return {k: _export(v, folder, copied) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [export_tree(v, folder) for v in value]
+        return [_export(v, folder, copied) for v in value]
     return value
+
+
+def _file_data(value: Any):
+    if isinstance(value, FileData):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _file_data(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _file_data(v)
