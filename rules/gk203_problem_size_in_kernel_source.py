@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from gatekeeper.static.names import int_value
@@ -9,22 +7,15 @@ from gatekeeper.static.names import int_value
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.cpp_constants import CppConstant, CppFacts
 from gatekeeper.analyses.cpp_number_roles import CppRoles, tile_bound
+from gatekeeper.analyses.size_literals import (
+    ROLES, address_names, is_tile_like, judge_cpp, launch_arguments, meaning, steps_tiles, triton_reads_sizes,
+    triton_role,
+)
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
-from gatekeeper.static.walk import subtree
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
 _P = "R = 4\nB = 16\nD = 48\ndef get_inputs():\n    return [torch.randn(R, B, D)]\n"
-
-
-_ROLES = {
-    "bound": "a loop or guard bound", "offset": "an index offset", "stride": "a row stride in an index",
-    "alloc": "an allocation size",
-}
-
-
-def _is_tile_like(value: int) -> bool:
-    return value <= 1024 and value & (value - 1) == 0
 
 
 class ProblemSizeInKernelSource(Rule):
@@ -315,7 +306,7 @@ class ProblemSizeInKernelSource(Rule):
         for deco in node.decorators:
             expr = deco.decorator.func if isinstance(deco.decorator, cst.Call) else deco.decorator
             if (self.ctx.qualname(expr) or "").startswith("triton."):
-                self.kernels.append((node, _triton_reads_sizes(node), _address_names(node)))
+                self.kernels.append((node, triton_reads_sizes(node), address_names(node)))
                 return
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -329,68 +320,16 @@ class ProblemSizeInKernelSource(Rule):
         kernel, reads = self.kernels[-1][0].name.value, self.kernels[-1][1]
         if value is None or value < 17 or (kernel, value) in self.triton_reported:
             return
-        if reads and _is_tile_like(value):
+        if reads and is_tile_like(value):
             return  # a power-of-two width next to sizes the kernel is given: a tile
-        role = self._triton_role(node)
-        why = _meaning(self.ctx.problem, value, role, vector=False) if role else None
+        role = triton_role(self.ctx, node, self.kernels[-1][2])
+        why = meaning(self.ctx.problem, value, role, vector=False) if role else None
         if why is None:
             return
         self.triton_reported.add((kernel, value))
-        self.report(node, self.triton_message.format(kernel=kernel, value=value, why=why, role=_ROLES[role]),
+        self.report(node, self.triton_message.format(kernel=kernel, value=value, why=why, role=ROLES[role]),
                     evidence={"value": value, "meaning": why, "kernel": kernel, "role": role},
                     confidence=Confidence.SUSPECT if reads else Confidence.LIKELY)
-
-    def _triton_role(self, node: cst.Integer) -> Optional[str]:
-        parent = self.ctx.parent(node)
-        if isinstance(parent, cst.UnaryOperation):
-            node, parent = parent, self.ctx.parent(parent)
-        if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
-            return "bound"
-        if isinstance(parent, cst.Arg):
-            call = self.ctx.parent(parent)
-            if isinstance(call, cst.Call) and (self.ctx.qualname(call.func) or "").rsplit(".", 1)[-1] in (
-                    "range", "static_range"):
-                return "bound"
-            return None
-        if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, (cst.FloorDivide, cst.Divide)) \
-                and self._in_range_bound(parent):
-            return "bound"  # range(0, 4096 // BLOCK_K)
-        if isinstance(parent, cst.BinaryOperation):
-            other = parent.right if parent.left is node else parent.left
-            if _is_tile_like(int_value(node) or 0) and _mentions_program_id(other):
-                return None  # pid * 256: a tile's start (Triton tiles are powers of two; pid * 48 is a row)
-            if not self._pointer_arithmetic(parent):
-                return None  # x * 768 scales a value; only address arithmetic lays out data
-            if isinstance(parent.operator, (cst.Add, cst.Subtract)):
-                return "offset"
-            if isinstance(parent.operator, cst.Multiply):
-                return "stride"
-        return None
-
-    def _in_range_bound(self, expr: cst.BaseExpression) -> bool:
-        top = expr
-        while isinstance(self.ctx.parent(top), cst.BinaryOperation):
-            top = self.ctx.parent(top)
-        arg = self.ctx.parent(top)
-        call = self.ctx.parent(arg) if isinstance(arg, cst.Arg) else None
-        return isinstance(call, cst.Call) and (self.ctx.qualname(call.func) or "").rsplit(".", 1)[-1] in (
-            "range", "static_range")
-
-    def _pointer_arithmetic(self, expr: cst.BaseExpression) -> bool:
-        """The arithmetic around expr computes an address: it reaches a `tl.load`/`tl.store`
-        (or atomic) argument, involves a `*_ptr` name, or is assigned to a name that does."""
-        top = expr
-        while isinstance(self.ctx.parent(top), (cst.BinaryOperation, cst.UnaryOperation)):
-            top = self.ctx.parent(top)
-        if any(isinstance(n, cst.Name) and n.value.endswith("ptr") for n in subtree(top)):
-            return True
-        arg = self.ctx.parent(top)
-        if isinstance(arg, cst.Assign) and len(arg.targets) == 1 and isinstance(arg.targets[0].target, cst.Name):
-            return arg.targets[0].target.value in self.kernels[-1][2]  # offs = row * 768 + ...
-        call = self.ctx.parent(arg) if isinstance(arg, cst.Arg) else None
-        return isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and bool(call.args) \
-            and call.args[0] is arg and (  # the address, not the value stored
-                call.func.attr.value in ("load", "store") or call.func.attr.value.startswith("atomic_"))
 
     # C++ / CUDA -------------------------------------------------------------------------
     def check_cpp(self, source: CppSource) -> None:
@@ -410,51 +349,30 @@ class ProblemSizeInKernelSource(Rule):
             uses = facts.uses.get(const.name, [])
             # a constant that is a tile width somewhere (`k0 += BK`) bounds loops over its tile
             tile = any(facts.tile_use(i) for i in uses)
-            hits = [h for i in uses if (h := self._judge(facts, roles, i, const.value, exact_only=tile))
+            hits = [h for i in uses if (h := judge_cpp(problem, facts, roles, i, const.value, exact_only=tile))
                     and not (tile and h[1] == "bound" and tile_bound(facts.tokens, i))
-                    and not (tile and _steps_tiles(facts.tokens, i))]
+                    and not (tile and steps_tiles(facts.tokens, i))]
             if not hits:
                 continue
             reported.add(const.value)
-            self._report_named(source, facts, const, hits[0][0], _ROLES[hits[0][1]], all(reads for _, _, reads in hits))
+            self._report_named(source, facts, const, hits[0][0], ROLES[hits[0][1]], all(reads for _, _, reads in hits))
         self._local_size_arguments(source, facts, problem, reported)
         for index in [k for k, t in enumerate(tokens) if t.kind == "number"]:
             value = tokens[index].int_value
             if value is None or value in reported or index in in_bodies:
                 continue  # a literal inside a constant's definition is judged by the constant's uses
-            hit = self._judge(facts, roles, index, value)
+            hit = judge_cpp(problem, facts, roles, index, value)
             if hit is None:
                 continue
             why, role, reads = hit
             reported.add(value)
-            self.report_cpp(source, tokens[index].offset, self.message.format(value=value, why=why, role=_ROLES[role]),
+            self.report_cpp(source, tokens[index].offset, self.message.format(value=value, why=why, role=ROLES[role]),
                             evidence={"value": value, "meaning": why, "role": role},
                             confidence=Confidence.SUSPECT if reads else Confidence.LIKELY)
 
-    def _judge(self, facts: CppFacts, roles: CppRoles, index: int, value: int,
-               exact_only: bool = False) -> Optional[tuple[str, str, bool]]:
-        """(why, role, the function reads its sizes) when the token at index is a size.
-        `exact_only` for a constant that is a tile width elsewhere: no derived relations."""
-        if value < 17:
-            return None
-        exact = self.ctx.problem.explain(value)
-        if exact is None and exact_only:
-            return None
-        if facts.tile_use(index):
-            return None
-        role = roles.role(index)
-        if role is None or (exact is None and role not in ("offset", "bound")):
-            return None  # derived relations (offsets, vector counts) are asked only here
-        reads = roles.reads_sizes_at(index)
-        if reads and _is_tile_like(value) and not (role in ("offset", "stride") and roles.indexes_global(index)):
-            return None  # a power-of-two width next to run-time sizes, unless it lays out an input
-        why = exact or _meaning(self.ctx.problem, value, role, vector=facts.vector_types)
-        # an output allocated at literal sizes is likely whatever else the function reads
-        return (why, role, reads and role != "alloc") if why is not None else None
-
     def _local_size_arguments(self, source: CppSource, facts: CppFacts, problem, reported: set[int]) -> None:
         """`int n = 768;` handed to a kernel launch as its size: the C++ form of GK206."""
-        arguments = _launch_arguments(facts)
+        arguments = launch_arguments(facts)
         if not arguments:
             return
         for const in facts.constants.values():
@@ -462,7 +380,7 @@ class ProblemSizeInKernelSource(Rule):
                 continue
             value = facts.value_of(const.name, 0)
             why = problem.explain(value) if value is not None and value not in reported else None
-            if why is None or _is_tile_like(value):
+            if why is None or is_tile_like(value):
                 continue  # a power of two passed along is a block or tile width as often as a size
             if any(i in arguments for i in facts.uses.get(const.name, [])):
                 reported.add(value)
@@ -479,81 +397,3 @@ class ProblemSizeInKernelSource(Rule):
         self.report_cpp(source, offset, message, hint,
                         evidence={"value": const.value, "meaning": why, "constant": const.name},
                         confidence=Confidence.SUSPECT if reads else Confidence.LIKELY)
-
-
-def _meaning(problem, value: int, role: str, vector: bool) -> Optional[str]:
-    """Exact sizes for every size role; offsets built from the sizes only for an offset, and
-    sizes counted in vectors only for an offset, or a bound in code that uses vector types."""
-    why = problem.explain(value)
-    if why is not None:
-        return why
-    if role == "offset":
-        return problem.explain_offset(value)
-    if role == "bound" and vector:
-        derived = problem.explain_offset(value)
-        return derived if derived is not None and "vectors" in derived else None
-    return None
-
-
-def _launch_arguments(facts: CppFacts) -> set[int]:
-    """Token indices of the arguments of every `k<<<grid, block>>>(...)` call."""
-    out: set[int] = set()
-    toks = facts.tokens
-    for launch in facts.launches:
-        end = launch.index
-        while end < len(toks) and toks[end].text != ">>>":
-            end += 1
-        if end + 1 < len(toks) and toks[end + 1].text == "(":
-            depth = 0
-            for k in range(end + 1, len(toks)):
-                depth += {"(": 1, ")": -1}.get(toks[k].text, 0)
-                if depth == 0:
-                    break
-                out.add(k)
-    return out
-
-
-def _steps_tiles(toks, i: int) -> bool:
-    """`t * T + threadIdx.x`: the start of tile t, for a constant that is a tile elsewhere."""
-    return (i > 0 and toks[i - 1].text == "*" and i + 2 < len(toks) and toks[i + 1].text == "+"
-            and toks[i + 2].text in ("threadIdx", "tid", "tx", "ty", "lane"))
-
-
-def _mentions_program_id(expr: cst.BaseExpression) -> bool:
-    for sub in subtree(expr):
-        if isinstance(sub, cst.Name) and sub.value in ("program_id", "pid") or (
-                isinstance(sub, cst.Attribute) and sub.attr.value == "program_id"):
-            return True
-    return False
-
-
-def _address_names(kernel: cst.FunctionDef) -> set[str]:
-    """Names used in a `tl.load`/`tl.store` address or next to a `*_ptr` name."""
-    out: set[str] = set()
-    for sub in subtree(kernel.body):
-        expr = None
-        if isinstance(sub, cst.Call) and isinstance(sub.func, cst.Attribute) and sub.args and (
-                sub.func.attr.value in ("load", "store") or sub.func.attr.value.startswith("atomic_")):
-            expr = sub.args[0].value
-        elif isinstance(sub, cst.BinaryOperation) and any(
-                isinstance(n, cst.Name) and n.value.endswith("ptr") for n in (sub.left, sub.right)):
-            expr = sub
-        if expr is not None:
-            out.update(n.value for n in subtree(expr) if isinstance(n, cst.Name))
-    return out
-
-
-def _triton_reads_sizes(kernel: cst.FunctionDef) -> bool:
-    """A parameter that is not `tl.constexpr` compared against or looped to: the kernel is
-    told its sizes."""
-    params = {p.name.value for p in kernel.params.params if p.annotation is None or not any(
-        isinstance(n, cst.Name) and n.value == "constexpr" or isinstance(n, cst.Attribute) and n.attr.value == "constexpr"
-        for n in subtree(p.annotation.annotation))}
-    for sub in subtree(kernel.body):
-        if isinstance(sub, (cst.Comparison, cst.Call)):
-            if isinstance(sub, cst.Call) and not (isinstance(sub.func, cst.Name) and sub.func.value == "range"
-                                                  or isinstance(sub.func, cst.Attribute) and sub.func.attr.value in ("range", "static_range")):
-                continue
-            if any(isinstance(n, cst.Name) and n.value in params for n in subtree(sub)):
-                return True
-    return False

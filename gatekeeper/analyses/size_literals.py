@@ -1,0 +1,183 @@
+"""Which role an integer literal plays in a kernel (a bound, an index offset, a row stride, an
+allocation size) and whether that value is one of the problem's sizes: the analysis behind
+GK203 for Triton kernels and C++/CUDA sources. Nothing here reports."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.analyses.cpp_constants import CppFacts
+from gatekeeper.analyses.cpp_number_roles import CppRoles
+from gatekeeper.static.context import FileContext
+from gatekeeper.static.names import int_value
+from gatekeeper.static.walk import subtree
+
+ROLES = {
+    "bound": "a loop or guard bound", "offset": "an index offset", "stride": "a row stride in an index",
+    "alloc": "an allocation size",
+}
+
+
+def is_tile_like(value: int) -> bool:
+    return value <= 1024 and value & (value - 1) == 0
+
+
+def meaning(problem, value: int, role: str, vector: bool) -> Optional[str]:
+    """Exact sizes for every size role; offsets built from the sizes only for an offset, and
+    sizes counted in vectors only for an offset, or a bound in code that uses vector types."""
+    why = problem.explain(value)
+    if why is not None:
+        return why
+    if role == "offset":
+        return problem.explain_offset(value)
+    if role == "bound" and vector:
+        derived = problem.explain_offset(value)
+        return derived if derived is not None and "vectors" in derived else None
+    return None
+
+
+def judge_cpp(problem, facts: CppFacts, roles: CppRoles, index: int, value: int,
+              exact_only: bool = False) -> Optional[tuple[str, str, bool]]:
+    """(why, role, the function reads its sizes) when the C++ number token at index is one of
+    the problem's sizes used as a size. `exact_only` for a constant that is a tile width
+    elsewhere: no derived relations."""
+    if value < 17:
+        return None
+    exact = problem.explain(value)
+    if exact is None and exact_only:
+        return None
+    if facts.tile_use(index):
+        return None
+    role = roles.role(index)
+    if role is None or (exact is None and role not in ("offset", "bound")):
+        return None  # derived relations (offsets, vector counts) are asked only here
+    reads = roles.reads_sizes_at(index)
+    if reads and is_tile_like(value) and not (role in ("offset", "stride") and roles.indexes_global(index)):
+        return None  # a power-of-two width next to run-time sizes, unless it lays out an input
+    why = exact or meaning(problem, value, role, vector=facts.vector_types)
+    # an output allocated at literal sizes is likely whatever else the function reads
+    return (why, role, reads and role != "alloc") if why is not None else None
+
+
+def launch_arguments(facts: CppFacts) -> set[int]:
+    """Token indices of the arguments of every `k<<<grid, block>>>(...)` call."""
+    out: set[int] = set()
+    toks = facts.tokens
+    for launch in facts.launches:
+        end = launch.index
+        while end < len(toks) and toks[end].text != ">>>":
+            end += 1
+        if end + 1 < len(toks) and toks[end + 1].text == "(":
+            depth = 0
+            for k in range(end + 1, len(toks)):
+                depth += {"(": 1, ")": -1}.get(toks[k].text, 0)
+                if depth == 0:
+                    break
+                out.add(k)
+    return out
+
+
+def steps_tiles(toks, i: int) -> bool:
+    """`t * T + threadIdx.x`: the start of tile t, for a constant that is a tile elsewhere."""
+    return (i > 0 and toks[i - 1].text == "*" and i + 2 < len(toks) and toks[i + 1].text == "+"
+            and toks[i + 2].text in ("threadIdx", "tid", "tx", "ty", "lane"))
+
+
+def _mentions_program_id(expr: cst.BaseExpression) -> bool:
+    for sub in subtree(expr):
+        if isinstance(sub, cst.Name) and sub.value in ("program_id", "pid") or (
+                isinstance(sub, cst.Attribute) and sub.attr.value == "program_id"):
+            return True
+    return False
+
+
+def address_names(kernel: cst.FunctionDef) -> set[str]:
+    """Names used in a `tl.load`/`tl.store` address or next to a `*_ptr` name."""
+    out: set[str] = set()
+    for sub in subtree(kernel.body):
+        expr = None
+        if isinstance(sub, cst.Call) and isinstance(sub.func, cst.Attribute) and sub.args and (
+                sub.func.attr.value in ("load", "store") or sub.func.attr.value.startswith("atomic_")):
+            expr = sub.args[0].value
+        elif isinstance(sub, cst.BinaryOperation) and any(
+                isinstance(n, cst.Name) and n.value.endswith("ptr") for n in (sub.left, sub.right)):
+            expr = sub
+        if expr is not None:
+            out.update(n.value for n in subtree(expr) if isinstance(n, cst.Name))
+    return out
+
+
+def triton_reads_sizes(kernel: cst.FunctionDef) -> bool:
+    """A parameter that is not `tl.constexpr` compared against or looped to: the kernel is
+    told its sizes."""
+    params = {p.name.value for p in kernel.params.params if p.annotation is None or not any(
+        isinstance(n, cst.Name) and n.value == "constexpr" or isinstance(n, cst.Attribute) and n.attr.value == "constexpr"
+        for n in subtree(p.annotation.annotation))}
+    for sub in subtree(kernel.body):
+        if isinstance(sub, (cst.Comparison, cst.Call)):
+            if isinstance(sub, cst.Call) and not (isinstance(sub.func, cst.Name) and sub.func.value == "range"
+                                                  or isinstance(sub.func, cst.Attribute) and sub.func.attr.value in ("range", "static_range")):
+                continue
+            if any(isinstance(n, cst.Name) and n.value in params for n in subtree(sub)):
+                return True
+    return False
+
+
+# Triton kernels ---------------------------------------------------------------------------
+def triton_role(ctx: FileContext, node: cst.Integer, addressed: set[str]) -> Optional[str]:
+    """The role of an integer literal inside a Triton kernel (bound, offset, stride), or None.
+    `addressed`: the kernel's names that take part in address arithmetic (address_names)."""
+    parent = ctx.parent(node)
+    if isinstance(parent, cst.UnaryOperation):
+        node, parent = parent, ctx.parent(parent)
+    if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
+        return "bound"
+    if isinstance(parent, cst.Arg):
+        call = ctx.parent(parent)
+        if isinstance(call, cst.Call) and (ctx.qualname(call.func) or "").rsplit(".", 1)[-1] in (
+                "range", "static_range"):
+            return "bound"
+        return None
+    if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, (cst.FloorDivide, cst.Divide)) \
+            and _in_range_bound(ctx, parent):
+        return "bound"  # range(0, 4096 // BLOCK_K)
+    if isinstance(parent, cst.BinaryOperation):
+        other = parent.right if parent.left is node else parent.left
+        if is_tile_like(int_value(node) or 0) and _mentions_program_id(other):
+            return None  # pid * 256: a tile's start (Triton tiles are powers of two; pid * 48 is a row)
+        if not _pointer_arithmetic(ctx, parent, addressed):
+            return None  # x * 768 scales a value; only address arithmetic lays out data
+        if isinstance(parent.operator, (cst.Add, cst.Subtract)):
+            return "offset"
+        if isinstance(parent.operator, cst.Multiply):
+            return "stride"
+    return None
+
+
+def _in_range_bound(ctx: FileContext, expr: cst.BaseExpression) -> bool:
+    top = expr
+    while isinstance(ctx.parent(top), cst.BinaryOperation):
+        top = ctx.parent(top)
+    arg = ctx.parent(top)
+    call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+    return isinstance(call, cst.Call) and (ctx.qualname(call.func) or "").rsplit(".", 1)[-1] in (
+        "range", "static_range")
+
+
+def _pointer_arithmetic(ctx: FileContext, expr: cst.BaseExpression, addressed: set[str]) -> bool:
+    """The arithmetic around expr computes an address: it reaches a `tl.load`/`tl.store`
+    (or atomic) argument, involves a `*_ptr` name, or is assigned to a name that does."""
+    top = expr
+    while isinstance(ctx.parent(top), (cst.BinaryOperation, cst.UnaryOperation)):
+        top = ctx.parent(top)
+    if any(isinstance(n, cst.Name) and n.value.endswith("ptr") for n in subtree(top)):
+        return True
+    arg = ctx.parent(top)
+    if isinstance(arg, cst.Assign) and len(arg.targets) == 1 and isinstance(arg.targets[0].target, cst.Name):
+        return arg.targets[0].target.value in addressed  # offs = row * 768 + ...
+    call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+    return isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and bool(call.args) \
+        and call.args[0] is arg and (  # the address, not the value stored
+            call.func.attr.value in ("load", "store") or call.func.attr.value.startswith("atomic_"))
