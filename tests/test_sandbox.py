@@ -143,3 +143,16 @@ def test_worker_dies_with_its_parent(tmp_path):
         time.sleep(0.1)
     os.kill(worker, 9)
     raise AssertionError("the worker outlived its parent")
+
+
+@pytest.mark.parametrize("level", ["bwrap", "unshare", "none"])
+def test_tmpdir_exists_and_is_writable_inside_every_isolation_level(monkeypatch, level):
+    """nvcc writes its intermediates to $TMPDIR and, unlike gcc, does not fall back to /tmp:
+    a TMPDIR that exists only outside the sandbox fails every CUDA build."""
+    monkeypatch.setenv("GATEKEEPER_ISOLATION", level)
+    if detect().name != level:
+        pytest.skip(f"{level} isolation is not usable on this machine")
+    result = _code("import os\nd = os.environ['TMPDIR']\nopen(os.path.join(d, 'probe'), 'w').write('x')\n"
+                   "result = [os.path.isdir(d), os.listdir(d)]\n")
+    assert result.status == "ok", result
+    assert result.first("result")["value"] == [True, ["probe"]]

@@ -167,6 +167,8 @@ def bwrap_args(workdir: Path, read_paths: Iterable[str], write_paths: Iterable[s
     # The working directory is a fresh size-capped tmpfs: the parent's stdout/stderr files
     # in the real folder stay out of the worker's reach.
     args += ["--size", str(WORKDIR_BYTES), "--tmpfs", work]
+    # TMPDIR (work/tmp) must exist inside too: nvcc, unlike gcc, does not fall back to /tmp.
+    args += ["--dir", os.path.join(work, "tmp")]
     for path in write_paths:
         real = os.path.realpath(path)
         os.makedirs(real, exist_ok=True)
