@@ -7,8 +7,9 @@ import libcst as cst
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.cpp_constants import CppFacts
 from gatekeeper.analyses.shape_helpers import (
-    in_main_guard, module_constant, py_int, py_shape, shape_text, size_read_kind, sizes_for,
+    Literal, in_main_guard, module_constant, pattern_literals, py_int, py_shape, shape_text, size_read_kind, sizes_for,
 )
+from gatekeeper.analyses.size_literals import cpp_size_read
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
@@ -17,7 +18,6 @@ _P = "R = 4\nB = 16\nD = 48\ndef get_inputs():\n    return [torch.randn(R, B, D)
 _HEADER = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
 _EQUALITY = (cst.Equal, cst.NotEqual)
 _MEMBERSHIP = (cst.In, cst.NotIn)
-Literal = Union[int, tuple]
 
 
 class ShapeDispatch(Rule):
@@ -263,7 +263,7 @@ class ShapeDispatch(Rule):
         if kind is None:
             return
         for case in node.cases:
-            literals = _pattern_literals(self, case.pattern, kind)
+            literals = pattern_literals(self.ctx, case.pattern, kind)
             if literals:
                 self._judge(case, literals, test=f"match {self.ctx.module.code_for_node(node.subject)}: case "
                             f"{self.ctx.module.code_for_node(case.pattern)}")
@@ -358,7 +358,7 @@ class ShapeDispatch(Rule):
                 continue
             for num, other in ((i + 1, i - 1), (i - 1, i + 1)):
                 value = toks[num].int_value
-                if value is None or value <= 1 or not _cpp_size_read(toks, other, before=other < i):
+                if value is None or value <= 1 or not cpp_size_read(toks, other, before=other < i):
                     continue
                 if num == i + 1 and i + 2 < len(toks) and toks[i + 2].text in ("*", "/", "+", "-", "<<", "%"):
                     continue
@@ -404,54 +404,3 @@ class ShapeDispatch(Rule):
         else:
             self.report_cpp(source, offset, self.message.format(test=test, literal=value, why=why),
                             evidence={"literals": [value], "meaning": why})
-
-
-def _cpp_size_read(toks, index: int, before: bool) -> bool:
-    """`x.size(1)`, `x.sizes()[1]`, `x.numel()` ending at `index` (before the operator) or
-    starting at `index` (after it)."""
-    if before:
-        if toks[index].text == ")":
-            depth, k = 0, index
-            while k >= 0:
-                depth += {")": 1, "(": -1}.get(toks[k].text, 0)
-                if depth == 0:
-                    break
-                k -= 1
-            return k > 0 and toks[k - 1].text in ("size", "numel") and toks[k - 2].text in (".", "->")
-        if toks[index].text == "]":
-            k = index
-            while k >= 0 and toks[k].text != "[":
-                k -= 1
-            return k > 2 and toks[k - 1].text == ")" and toks[k - 3].text == "sizes"
-        return False
-    # after the operator: x . size ( 1 )
-    return (index + 2 < len(toks) and toks[index + 1].text in (".", "->")
-            and toks[index + 2].text in ("size", "numel", "sizes"))
-
-
-def _pattern_literals(rule: ShapeDispatch, pattern: cst.MatchPattern, kind: str) -> list[Literal]:
-    if isinstance(pattern, cst.MatchOr):
-        out: list[Literal] = []
-        for element in pattern.patterns:
-            out.extend(_pattern_literals(rule, element.pattern, kind))
-        return out
-    if isinstance(pattern, cst.MatchAs) and pattern.pattern is not None:
-        return _pattern_literals(rule, pattern.pattern, kind)
-    if isinstance(pattern, cst.MatchValue) and kind == "size":
-        value = py_int(rule.ctx, pattern.value)
-        return [value] if value is not None and value > 1 else []
-    if isinstance(pattern, (cst.MatchList, cst.MatchTuple)) and kind == "shape":
-        values: list[Optional[int]] = []
-        for element in pattern.patterns:
-            inner = getattr(element, "value", None)
-            if isinstance(element, cst.MatchSequenceElement) and isinstance(inner, cst.MatchAs) and inner.pattern is None:
-                values.append(None)  # a capture such as `b` matches any size
-                continue
-            if not isinstance(element, cst.MatchSequenceElement) or not isinstance(inner, cst.MatchValue):
-                return []
-            value = py_int(rule.ctx, inner.value)
-            if value is None:
-                return []
-            values.append(value)
-        return [tuple(values)] if any(v is not None and v > 1 for v in values) else []
-    return []

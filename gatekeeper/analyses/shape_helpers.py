@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Union
 
 import libcst as cst
 
@@ -234,3 +234,38 @@ def reach(ctx: "FileContext", key: str) -> str:
     if "." not in key and key != "<module>" and not ctx.calls.get(key):
         return "dead"
     return "forward"
+
+
+# Match statements ------------------------------------------------------------------------
+# A literal a dispatch compares against: a size, or a shape tuple (None for a wildcard).
+Literal = Union[int, tuple]
+
+
+def pattern_literals(ctx: "FileContext", pattern: cst.MatchPattern, kind: str) -> list[Literal]:
+    """The sizes (kind "size") or shapes (kind "shape", None for a capture) a `case` pattern
+    matches literally; [] when it matches anything else."""
+    if isinstance(pattern, cst.MatchOr):
+        out: list[Literal] = []
+        for element in pattern.patterns:
+            out.extend(pattern_literals(ctx, element.pattern, kind))
+        return out
+    if isinstance(pattern, cst.MatchAs) and pattern.pattern is not None:
+        return pattern_literals(ctx, pattern.pattern, kind)
+    if isinstance(pattern, cst.MatchValue) and kind == "size":
+        value = py_int(ctx, pattern.value)
+        return [value] if value is not None and value > 1 else []
+    if isinstance(pattern, (cst.MatchList, cst.MatchTuple)) and kind == "shape":
+        values: list[Optional[int]] = []
+        for element in pattern.patterns:
+            inner = getattr(element, "value", None)
+            if isinstance(element, cst.MatchSequenceElement) and isinstance(inner, cst.MatchAs) and inner.pattern is None:
+                values.append(None)  # a capture such as `b` matches any size
+                continue
+            if not isinstance(element, cst.MatchSequenceElement) or not isinstance(inner, cst.MatchValue):
+                return []
+            value = py_int(ctx, inner.value)
+            if value is None:
+                return []
+            values.append(value)
+        return [tuple(values)] if any(v is not None and v > 1 for v in values) else []
+    return []

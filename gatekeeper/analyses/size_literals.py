@@ -125,6 +125,29 @@ def triton_reads_sizes(kernel: cst.FunctionDef) -> bool:
     return False
 
 
+
+def cpp_size_read(toks, index: int, before: bool) -> bool:
+    """`x.size(1)`, `x.sizes()[1]`, `x.numel()` ending at `index` (before the operator) or
+    starting at `index` (after it)."""
+    if before:
+        if toks[index].text == ")":
+            depth, k = 0, index
+            while k >= 0:
+                depth += {")": 1, "(": -1}.get(toks[k].text, 0)
+                if depth == 0:
+                    break
+                k -= 1
+            return k > 0 and toks[k - 1].text in ("size", "numel") and toks[k - 2].text in (".", "->")
+        if toks[index].text == "]":
+            k = index
+            while k >= 0 and toks[k].text != "[":
+                k -= 1
+            return k > 2 and toks[k - 1].text == ")" and toks[k - 3].text == "sizes"
+        return False
+    # after the operator: x . size ( 1 )
+    return (index + 2 < len(toks) and toks[index + 1].text in (".", "->")
+            and toks[index + 2].text in ("size", "numel", "sizes"))
+
 # Triton kernels ---------------------------------------------------------------------------
 def triton_role(ctx: FileContext, node: cst.Integer, addressed: set[str]) -> Optional[str]:
     """The role of an integer literal inside a Triton kernel (bound, offset, stride), or None.
