@@ -14,22 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from gatekeeper.analyses.cpp_const_eval import INT_TYPES, ConstEvaluator
 from gatekeeper.static.cpp_sources import CppSource
-from gatekeeper.static.cpp_tokens import Token, line_end, match_close, parse_int
+from gatekeeper.static.cpp_tokens import Token, line_end, match_close, parse_int, text_at
 
-_INT_TYPES = frozenset({
-    "int", "unsigned", "long", "short", "size_t", "int64_t", "int32_t", "uint32_t", "uint64_t",
-    "auto", "index_t", "int16_t", "uint16_t", "signed",
-})
 _QUALIFIERS = frozenset({"const", "constexpr", "static", "inline", "__device__", "__constant__", "__host__", "volatile"})
 _VECTOR_TYPES = frozenset({
     "float2", "float4", "int2", "int4", "uint2", "uint4", "double2", "half2", "__half2", "nv_bfloat162",
     "__nv_bfloat162", "longlong2",
 })
 _MAX_DEPTH = 12
-_MAX_NESTING = 48
 _ASSIGN_OPS = frozenset({"=", "+=", "-=", "*=", "/=", "++", "--"})
-_DECL_PREV = _INT_TYPES | _QUALIFIERS
+_DECL_PREV = INT_TYPES | _QUALIFIERS
 _CONST = frozenset({"const", "constexpr"})
 _RUNTIME_SIZE_READS = frozenset({"size", "sizes", "numel", "stride", "strides", "dim", "shape"})
 _INTERESTING = _ASSIGN_OPS | _RUNTIME_SIZE_READS | _VECTOR_TYPES | {"define", "<<<", "dim3"}
@@ -203,7 +199,7 @@ class CppFacts:
     def evaluate(self, indices: list[int], depth: int = 0, nesting: int = 0) -> Optional[int]:
         if not indices or depth > _MAX_DEPTH:
             return None
-        return _Evaluator(self, [self.tokens[i] for i in indices], depth, nesting).run()
+        return ConstEvaluator(self.value_of, [self.tokens[i] for i in indices], depth, nesting).run()
 
     def value_of(self, name: str, depth: int, nesting: int = 0) -> Optional[int]:
         const = self.constants.get(name)
@@ -226,122 +222,34 @@ class CppFacts:
                 return True
             if i in launch.grid and launch.grid_value is None and prev == "/":
                 return True
-        if prev == "+=" or (prev == "+" and nxt == "-" and _text(toks, i + 2) == "1"):
+        if prev == "+=" or (prev == "+" and nxt == "-" and text_at(toks, i + 2) == "1"):
             return True
         if prev == "/" and i > 1 and toks[i - 2].text == ")" and _group_has_minus_one(toks, i - 2):
             return True
-        if nxt == "/" and (value := parse_int(_text(toks, i + 2))) is not None and value <= 64:
+        if nxt == "/" and (value := parse_int(text_at(toks, i + 2))) is not None and value <= 64:
             return True
-        if nxt == ">>" and (value := parse_int(_text(toks, i + 2))) is not None and value <= 6:
+        if nxt == ">>" and (value := parse_int(text_at(toks, i + 2))) is not None and value <= 6:
             return True
-        if prev == "*" and _text(toks, i - 2) in ("x", "y", "z") and _text(toks, i - 4) in ("blockIdx", "blockDim"):
+        if prev == "*" and text_at(toks, i - 2) in ("x", "y", "z") and text_at(toks, i - 4) in ("blockIdx", "blockDim"):
             # blockIdx.x * T + threadIdx.x starts a tile; `x + blockIdx.x * COLS` or
             # `y[blockIdx.x * COLS + c]` steps over whole rows: a row stride, not a tile
-            return _text(toks, i - 4) == "blockDim" or _tile_start(toks, i)
-        if nxt == "*" and _text(toks, i + 2) in ("blockIdx", "blockDim"):
+            return text_at(toks, i - 4) == "blockDim" or _tile_start(toks, i)
+        if nxt == "*" and text_at(toks, i + 2) in ("blockIdx", "blockDim"):
             return True
         if prev == "," and _enclosing_call(toks, i).lower().find("div") >= 0:
             return True
         return _in_launch_bounds(toks, i) or _in_shared_extent(toks, i)
 
 
-class _Evaluator:
-    """Integer constant expressions: literals, names, parentheses, unary -, * / % + - << >>."""
-
-    def __init__(self, facts: CppFacts, toks: list[Token], depth: int, nesting: int = 0) -> None:
-        self.facts, self.toks, self.pos, self.depth = facts, toks, 0, depth
-        # parentheses and unary signs open, through the macros being expanded: deep ones
-        # answer "not constant" instead of exhausting Python's stack
-        self.nesting = nesting
-
-    def run(self) -> Optional[int]:
-        try:
-            value = self.additive()
-        except (ValueError, ZeroDivisionError, IndexError):
-            return None
-        return value if self.pos == len(self.toks) else None
-
-    def peek(self) -> str:
-        return self.toks[self.pos].text if self.pos < len(self.toks) else ""
-
-    def additive(self) -> int:
-        value = self.term()
-        while self.peek() in ("+", "-", "<<", ">>"):
-            op = self.toks[self.pos].text
-            self.pos += 1
-            right = self.term()
-            if op in ("<<", ">>") and not 0 <= right < 64:
-                raise ValueError("shift out of range")
-            value = {"+": value + right, "-": value - right}.get(op) if op in "+-" else (
-                value << right if op == "<<" else value >> right)
-            if abs(value) > 1 << 62:
-                raise ValueError("not a size")
-        return value
-
-    def term(self) -> int:
-        value = self.unary()
-        while self.peek() in ("*", "/", "%"):
-            op = self.toks[self.pos].text
-            self.pos += 1
-            right = self.unary()
-            value = value * right if op == "*" else (int(value / right) if op == "/" else value % right)
-        return value
-
-    def unary(self) -> int:
-        self.nesting += 1
-        try:
-            return self._unary()
-        finally:
-            self.nesting -= 1
-
-    def _unary(self) -> int:
-        if self.nesting > _MAX_NESTING:
-            raise ValueError("nested too deeply to be a size")  # never a RecursionError
-        tok = self.toks[self.pos]
-        self.pos += 1
-        if tok.text == "-":
-            return -self.unary()
-        if tok.text == "+":
-            return self.unary()
-        if tok.text == "(":
-            if self.peek() in _INT_TYPES and _text_at(self.toks, self.pos + 1) == ")":
-                self.pos += 2  # (int) cast
-                return self.unary()
-            value = self.additive()
-            if self.peek() != ")":
-                raise ValueError("unbalanced")
-            self.pos += 1
-            return value
-        if tok.kind == "number":
-            value = tok.int_value
-            if value is None:
-                raise ValueError("not an integer")
-            return value
-        if tok.kind == "ident":
-            value = self.facts.value_of(tok.text, self.depth, self.nesting)
-            if value is None:
-                raise ValueError("not constant")
-            return value
-        raise ValueError("unexpected token")
-
-
 def _tile_start(toks: list[Token], i: int) -> bool:
     """`blockIdx.x * T + threadIdx.x`, or `int base = blockIdx.x * T;`."""
-    nxt = _text(toks, i + 1)
+    nxt = text_at(toks, i + 1)
     if nxt == "+":
-        return any(_text(toks, k) in ("threadIdx", "tid", "lane", "tx", "ty") for k in range(i + 2, i + 4))
+        return any(text_at(toks, k) in ("threadIdx", "tid", "lane", "tx", "ty") for k in range(i + 2, i + 4))
     if nxt == ";":
         k = i - 5
-        return _text(toks, k) == "=" and _text(toks, k - 2) in _INT_TYPES | _QUALIFIERS
+        return text_at(toks, k) == "=" and text_at(toks, k - 2) in INT_TYPES | _QUALIFIERS
     return False
-
-
-def _text(toks: list[Token], i: int) -> str:
-    return toks[i].text if 0 <= i < len(toks) else ""
-
-
-def _text_at(toks: list[Token], i: int) -> str:
-    return _text(toks, i)
 
 
 def _split_commas(toks: list[Token], start: int, end: int) -> list[list[int]]:
@@ -374,7 +282,7 @@ def _open_paren(toks: list[Token], close: int) -> int:
 
 def _group_has_minus_one(toks: list[Token], close: int) -> bool:
     start = _open_paren(toks, close)
-    return any(toks[k].text == "-" and _text(toks, k + 1) == "1" for k in range(max(start, 0), close))
+    return any(toks[k].text == "-" and text_at(toks, k + 1) == "1" for k in range(max(start, 0), close))
 
 
 def _enclosing_call(toks: list[Token], i: int) -> str:
@@ -385,7 +293,7 @@ def _enclosing_call(toks: list[Token], i: int) -> str:
             depth += 1
         elif text == "(":
             if depth == 0:
-                return _text(toks, k - 1)
+                return text_at(toks, k - 1)
             depth -= 1
         elif text in (";", "{", "}"):
             return ""
@@ -394,7 +302,7 @@ def _enclosing_call(toks: list[Token], i: int) -> str:
 
 def _in_launch_bounds(toks: list[Token], i: int) -> bool:
     return _enclosing_call(toks, i) == "__launch_bounds__" or (
-        _text(toks, i - 1) == "(" and _text(toks, i - 2) == "__launch_bounds__")
+        text_at(toks, i - 1) == "(" and text_at(toks, i - 2) == "__launch_bounds__")
 
 
 def _in_shared_extent(toks: list[Token], i: int) -> bool:

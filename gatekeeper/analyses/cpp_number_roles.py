@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from gatekeeper.static.cpp_sources import CppSource
-from gatekeeper.static.cpp_tokens import Token
+from gatekeeper.static.cpp_tokens import Token, text_at
 
 _COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
 _ADDITIVE = frozenset({"+", "-"})
@@ -132,19 +132,19 @@ class CppRoles:
 
     def _pointer(self, fn: _Function, k: int) -> bool:
         """Token k names one of fn's pointer parameters (not `threadIdx.x` when x is one)."""
-        return self.tokens[k].text in fn.pointers and _text(self.tokens, k - 1) not in (".", "->", "::")
+        return self.tokens[k].text in fn.pointers and text_at(self.tokens, k - 1) not in (".", "->", "::")
 
     # roles ---------------------------------------------------------------------------
     def role(self, i: int) -> Optional[str]:
         toks = self.tokens
-        prev, nxt = _text(toks, i - 1), _text(toks, i + 1)
+        prev, nxt = text_at(toks, i - 1), text_at(toks, i + 1)
         if prev in ("<", ">") and nxt in (">", ","):
             return None  # a template argument: foo<256>(...)
         if prev in _COMPARISONS or nxt in _COMPARISONS:
             return "bound"
         opener = _opener(toks, i)
         if opener is not None and toks[opener].text == "[" and _is_index(toks, opener):
-            if _text(toks, opener - 1) in self.local_arrays:
+            if text_at(toks, opener - 1) in self.local_arrays:
                 return None  # s[t0 + 48] into a __shared__ or register array: tile geometry
             if prev in _ADDITIVE or nxt in _ADDITIVE or (prev == "[" and nxt == "]"):
                 return "offset"
@@ -158,10 +158,6 @@ class CppRoles:
             if fn is not None and fn.pointers and any(self._pointer(fn, k) for k in _chain(toks, i)):
                 return "offset"  # pointer arithmetic: x + 768 + off
         return None
-
-
-def _text(toks: list[Token], i: int) -> str:
-    return toks[i].text if 0 <= i < len(toks) else ""
 
 
 def _groups(toks: list[Token], start: int, end: int) -> list[list[Token]]:
@@ -201,7 +197,7 @@ def _opener(toks: list[Token], i: int) -> Optional[int]:
 
 def _is_index(toks: list[Token], bracket: int) -> bool:
     """`x[...]` is an index; `float buf[96]` and `__shared__ float s[256]` declare arrays."""
-    before = _text(toks, bracket - 1)
+    before = text_at(toks, bracket - 1)
     if before == "]":
         depth, k = 0, bracket - 1
         while k >= 0:  # a[i][j] indexes as a[i] does; float t[N][M] declares as t[N] does
@@ -223,9 +219,9 @@ def _is_index(toks: list[Token], bracket: int) -> bool:
 
 def _alloc_call(toks: list[Token], opener: int) -> bool:
     k = opener
-    if toks[k].text == "{" and _text(toks, k - 1) == "(":
+    if toks[k].text == "{" and text_at(toks, k - 1) == "(":
         k -= 1
-    return toks[k].text == "(" and _text(toks, k - 1) in _ALLOC_CALLS
+    return toks[k].text == "(" and text_at(toks, k - 1) in _ALLOC_CALLS
 
 
 def _chain(toks: list[Token], i: int) -> list[int]:
@@ -257,9 +253,9 @@ def tile_bound(toks: list[Token], i: int) -> bool:
         if text == ")":
             depth += 1
         elif text == "(":
-            if depth == 0 and _text(toks, k - 1) == "for":
+            if depth == 0 and text_at(toks, k - 1) == "for":
                 return True
             depth = max(0, depth - 1)
         elif text in ("{", "}"):
             break
-    return any(toks[k].text == "threadIdx" for k in _chain(toks, i - 2 if _text(toks, i - 1) in _COMPARISONS else i + 2))
+    return any(toks[k].text == "threadIdx" for k in _chain(toks, i - 2 if text_at(toks, i - 1) in _COMPARISONS else i + 2))

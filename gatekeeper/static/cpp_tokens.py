@@ -104,6 +104,11 @@ def line_end(src: str, offset: int) -> int:
         return end
 
 
+def text_at(tokens: Sequence[Token], i: int) -> str:
+    """The text of token i, or "" outside the stream: lets a pattern look around without bounds checks."""
+    return tokens[i].text if 0 <= i < len(tokens) else ""
+
+
 CLOSERS = {"(": ")", "[": "]", "{": "}", "<<<": ">>>"}
 
 
