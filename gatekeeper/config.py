@@ -58,6 +58,8 @@ class LimitSettings(_Strict):
     build_timeout_s: float = 600.0
     call_timeout_s: float = 60.0
     memory_mb: int = 16384
+    static_timeout_s: float = Field(default=60.0, gt=0, description="wall clock for the static stage of one "
+                                    "file (milliseconds normally); past it the file's verdict is error, exit 3")
 
 
 class TimingSettings(_Strict):
@@ -73,10 +75,12 @@ class TimingSettings(_Strict):
         default=0.01, gt=0, lt=1, description="stop once both medians' CI half-widths are within this fraction")
     confidence: float = Field(default=0.95, gt=0.5, lt=1)
     budget_s: float = Field(default=20.0, gt=0, description="wall-clock budget for the timed pairs")
-    input_sets: int = Field(default=4, ge=2, description="pre-generated input sets rotated across calls")
+    input_sets: int = Field(default=256, ge=1, description="distinct input sets generated ahead (within "
+                            "input_sets_max_mb); calls beyond them get rolled copies, never a repeat")
     input_sets_max_mb: int = Field(default=8192, ge=1, description="cap on the memory the input sets take")
     l2_flush_factor: float = Field(default=2.0, ge=2.0, description="flush buffer size over the L2 size")
-    output_checks: int = Field(default=4, ge=1, description="timed calls whose outputs are checked")
+    output_checks: int = Field(default=4, ge=1, description="timed calls per block whose outputs are "
+                               "compared with the reference's (drawn after the block ran)")
     floor_tolerance: float = Field(
         default=0.05, ge=0, lt=1, description="a median below floor x (1 - this) is timing-implausible")
     speedup_review: float = Field(default=10.0, gt=1, description="a speedup above this asks for review")

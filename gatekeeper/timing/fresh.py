@@ -14,7 +14,8 @@ A roll keeps the multiset of values (the problem's value distribution, positivit
 ranges) but puts new content at every position; a content-keyed cache of any key, a sampled
 fingerprint or a cache keyed on the address misses. The preparation writes into working
 buffers that keep their addresses (CUDA graphs replay over them) and runs outside the timed
-region; the L2 flush that follows evicts what it wrote.
+region; the L2 flush that follows evicts what it wrote. Each call gets new tensor objects
+over those buffers, with the same `_version` every time.
 """
 
 from __future__ import annotations
@@ -96,7 +97,15 @@ class FreshInputs:
             factor = 1.1 + 0.4 * (_h(self.key, "factor", b, p, r) % 10_000) / 10_000
             flat_dst[at : at + 1].mul_(factor)
         self.prepared[b] = r
-        return work
+        return [_fresh_object(t) if isinstance(t, torch.Tensor) else t for t in work]
+
+
+def _fresh_object(t: torch.Tensor) -> torch.Tensor:
+    """A new tensor object over the working buffer's storage, as the checking worker's
+    scheduled inputs are (gatekeeper.behaviour.schedule_subject): its `_version` is the same on
+    every call and no attribute set on an earlier call's object is there."""
+    return torch.empty(0, dtype=t.dtype, device=t.device).set_(t.untyped_storage(), t.storage_offset(),
+                                                               t.shape, t.stride())
 
 
 def distinct_within(index_count: int, bases: int, smallest_numel: int) -> bool:

@@ -6,7 +6,8 @@
   in blocks when the parent says so (gatekeeper.timing.blocks).
 - `submission_job` runs in a worker that imports the submission and nothing of the problem:
   its set-up is the checking worker's own (`gatekeeper.behaviour.subject_job.Subject.load`,
-  the same harness modules, no reference `Model`, no problem module), then it times the
+  the same harness modules, no reference `Model`, no problem module; the checking worker's
+  decoy `gk_problem` as in its schedule's timed part), then it times the
   submission in blocks, alternating with the reference's worker, and reports observations
   only (times, sampled outputs); the parent compares them with the reference's.
 
@@ -211,6 +212,12 @@ def submission_job(params: dict[str, Any], channel: Any) -> None:
     device = torch.device(subject.device if subject.device != "cuda" else f"cuda:{torch.cuda.current_device()}")
     sets = [list(unpack_tree(s, str(device))) for s in fed["sets"]]
     subject.ensure_model({"init": fed["init"], "init_seed": int(fed["init_seed"])})
+    # The checking worker plants this decoy (a `gk_problem` module with a `Model` that is not
+    # the reference) before the timed part of its call schedule; every timed call here sees
+    # what the scheduled calls there saw.
+    from gatekeeper.behaviour.schedule_subject import plant_decoy
+
+    plant_decoy()
     timer = BlockTimer(subject.model, FreshInputs(sets, int(fed["key"])), device, float(params["flush_factor"]))
     del fed
     channel.send("ready", input_sets=len(sets))

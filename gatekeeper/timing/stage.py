@@ -213,5 +213,6 @@ def measure(submission_path: str, problem_path: Path, config: Any, *, seed: int,
                    workdir=workdirs[1] if workdirs else None, **common)
 
     plan = Plan(rule=rule_from_settings(settings), warmup_calls=settings.warmup_calls, idle_s=idle,
+                checks_per_block=settings.output_checks,
                 graph=settings.mode == "graph" and cuda)
     return run(start_reference, start_submission, plan)
