@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from gatekeeper.sandbox.spill import FileData
-from gatekeeper.sandbox.tensors import _DTYPES
+from gatekeeper.sandbox.tensors import DTYPES
 
 # 4 Mi values: the float64 temporaries of one piece stay around 100 MiB.
 CHUNK_ELEMENTS = 1 << 22
@@ -24,7 +24,7 @@ class Flat:
         import torch
 
         name = packed["dtype"]
-        if name not in _DTYPES:
+        if name not in DTYPES:
             raise ValueError(f"unsupported dtype {name!r}")
         self.dtype = getattr(torch, name)
         self.data = packed.get("data", b"")

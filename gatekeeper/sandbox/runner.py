@@ -76,7 +76,7 @@ def scrubbed_env(extra: Optional[dict[str, str]], workdir: Path) -> dict[str, st
     return env
 
 
-def _rss_mb(pid: int) -> float:
+def rss_mb(pid: int) -> float:
     """Resident memory of pid and its descendants, in MiB (Linux /proc; 0 elsewhere)."""
     total = 0.0
     todo = [pid]
@@ -100,7 +100,7 @@ def _rss_mb(pid: int) -> float:
     return total
 
 
-def _kill(proc: subprocess.Popen) -> None:
+def kill_job(proc: subprocess.Popen) -> None:
     # Under bwrap/unshare the worker's whole tree is in its own pid namespace and dies with
     # its init (the wrapper); without them the process group goes here and the rest of the
     # tree (setsid, double forks) by its environment tag in `Job._reap`.
@@ -223,7 +223,7 @@ class Job:
 
     def kill(self) -> JobResult:
         """Stop the worker now (its result says so) and clean up."""
-        _kill(self.proc)
+        kill_job(self.proc)
         reap_tagged(self.tag)
         self.result.status, self.result.detail = "killed", "stopped by the parent"
         self.close_stdin()
@@ -260,7 +260,7 @@ class Job:
             if not self.verbatim_errors:
                 result.messages = [scrub_message(m) for m in result.messages]
         finally:
-            _kill(self.proc)  # the wrapper (bwrap's init) and with it everything the job started
+            kill_job(self.proc)  # the wrapper (bwrap's init) and with it everything the job started
             reap_tagged(self.tag)
             for drain in (self.out, self.err):
                 drain.finish()
@@ -287,15 +287,15 @@ def _collect(proc: subprocess.Popen, fd: int, reader: FrameReader, result: JobRe
         if now > deadline:
             result.status = "timeout"
             result.detail = f"phase '{result.phase}' ran past its {timeouts.get(result.phase, default_timeout_s):g} s limit"
-            _kill(proc)
+            kill_job(proc)
             return
         if rss_cap_mb and now >= next_poll:
             next_poll = now + 0.25
-            rss = _rss_mb(proc.pid)
+            rss = rss_mb(proc.pid)
             if rss > rss_cap_mb:
                 result.status = "memory"
                 result.detail = f"resident memory {rss:.0f} MiB over the {rss_cap_mb} MiB cap in phase '{result.phase}'"
-                _kill(proc)
+                kill_job(proc)
                 return
         ready, _, _ = select.select([fd], [], [], min(0.25, max(0.0, deadline - now)))
         if not ready:
@@ -303,7 +303,7 @@ def _collect(proc: subprocess.Popen, fd: int, reader: FrameReader, result: JobRe
                 # The worker is gone but something it started still holds the pipe open.
                 exited = exited or time.monotonic()
                 if time.monotonic() - exited > 1.0:
-                    _kill(proc)
+                    kill_job(proc)
                     result.status = "crashed"
                     result.detail = (f"the worker ended in phase '{result.phase}' without its signed 'done' "
                                      f"message (exit code {proc.returncode})")
@@ -314,7 +314,7 @@ def _collect(proc: subprocess.Popen, fd: int, reader: FrameReader, result: JobRe
             try:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                _kill(proc)
+                kill_job(proc)
             if result.status != "ok":
                 result.status = "crashed"
                 result.detail = (f"the worker ended in phase '{result.phase}' without its signed 'done' message "
@@ -325,7 +325,7 @@ def _collect(proc: subprocess.Popen, fd: int, reader: FrameReader, result: JobRe
         except ChannelError as exc:
             result.status = "forged"
             result.detail = str(exc)
-            _kill(proc)
+            kill_job(proc)
             return
         for message in messages:
             kind = message.get("kind")
@@ -337,7 +337,7 @@ def _collect(proc: subprocess.Popen, fd: int, reader: FrameReader, result: JobRe
                 try:
                     proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
-                    _kill(proc)
+                    kill_job(proc)
                 _reap_group(proc)
                 return
             else:

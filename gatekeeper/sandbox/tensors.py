@@ -12,7 +12,7 @@ import ctypes
 import hashlib
 from typing import Any
 
-_DTYPES = ("float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32", "int64",
+DTYPES = ("float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32", "int64",
            "bool", "complex64", "complex128")
 
 
@@ -70,7 +70,7 @@ def unpack(packed: dict[str, Any], device: str = "cpu") -> Any:
     import torch
 
     name = packed["dtype"]
-    if name not in _DTYPES:
+    if name not in DTYPES:
         raise ValueError(f"unsupported dtype {name!r}")
     dtype = getattr(torch, name)
     shape = [int(s) for s in packed["shape"]]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from gatekeeper.sandbox.channel import ChannelError
-from gatekeeper.sandbox.runner import Job, JobResult, _kill, _rss_mb
+from gatekeeper.sandbox.runner import Job, JobResult, kill_job, rss_mb
 from gatekeeper.timing.adaptive import Sampled, StopRule, sample_until_stable
 
 ALONE_BASE = 1 << 40  # call indices of the reference's private calls: never the paired ones
@@ -69,17 +69,17 @@ class Worker:
             now = time.monotonic()
             if now > deadline:
                 result.status, result.detail = "timeout", f"phase '{result.phase}' ran past its {timeout_s:g} s limit"
-                _kill(self.job.proc)
+                kill_job(self.job.proc)
                 self.ended = True
                 return None
             cap = self.job.rss_cap_mb
             if cap and now >= next_poll:
                 next_poll = now + 0.25
-                rss = _rss_mb(self.job.proc.pid)
+                rss = rss_mb(self.job.proc.pid)
                 if rss > cap:
                     result.status = "memory"
                     result.detail = f"resident memory {rss:.0f} MiB over the {cap} MiB cap in phase '{result.phase}'"
-                    _kill(self.job.proc)
+                    kill_job(self.job.proc)
                     self.ended = True
                     return None
             ready, _, _ = select.select([self.job.read_fd], [], [], min(0.25, max(0.0, deadline - now)))
@@ -95,7 +95,7 @@ class Worker:
                 messages = self.job.reader.feed(data)
             except ChannelError as exc:
                 result.status, result.detail = "forged", str(exc)
-                _kill(self.job.proc)
+                kill_job(self.job.proc)
                 self.ended = True
                 return None
             for message in messages:
