@@ -142,3 +142,37 @@ def test_large_output_problem_honest_passes_and_wrong_is_rejected(low_threshold,
     report, stage = _check(tmp_path, WRONG)
     assert stage.status.value == "failed", stage.reason
     assert "GK601" in {f.rule for f in report.findings}
+
+
+BIG_INPUT = '''
+import torch
+import torch.nn as nn
+rows = 4096
+cols = 1536
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * 2.0
+def get_inputs():
+    return [torch.randn(rows, cols)]
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_problem_over_sixteen_thresholds_is_jittered_down_only(low_threshold, tmp_path):
+    # 24 MiB of nominal input against 16 x 1 MiB: jittered trials never grow past nominal.
+    problem = tmp_path / "big_input.py"
+    problem.write_text(BIG_INPUT)
+    (tmp_path / "big_input.toml").write_text('device = "cpu"\n')
+    from gatekeeper.config import Config, RuleSettings
+
+    path = tmp_path / "sub.py"
+    path.write_text(WRONG)
+    report = gatekeeper.check(path, problem, stages="behaviour", keep_going=True,
+                              config=Config(rules={"GK667": RuleSettings(enabled=False)}))
+    wrong = next(f for f in report.findings if f.rule == "GK601")
+    shapes = wrong.evidence["trial_shapes"]
+    nominal = shapes["nominal"][0][0] * shapes["nominal"][0][1]
+    jittered = {name: s[0][0] * s[0][1] for name, s in shapes.items() if name.startswith("jitter") and s}
+    assert jittered and all(size <= nominal for size in jittered.values()), shapes
+    assert any(size < nominal for size in jittered.values())

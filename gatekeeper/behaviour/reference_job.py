@@ -4,7 +4,7 @@ inputs and computes the reference outputs. Runs as a sandbox job."""
 from __future__ import annotations
 
 import traceback
-from typing import Any
+from typing import Any, Optional
 
 from gatekeeper.behaviour.observe import input_digests, overlaps, settle, storage_range, tensors_of
 from gatekeeper.problem.jitter import Jitter, JitterSpec
@@ -38,8 +38,27 @@ def _describe_output(out: Any) -> dict[str, Any]:
     return {"kind": type(out).__name__, "constant": False, "zeros": False}
 
 
+# A problem whose nominal inputs pass this many transfer thresholds (1 GiB by default) is
+# jittered down only: every trial's tensors are held as transfer files until the submission
+# has run (sandbox.spill), and a 2x jitter of each dimension of a multi-GiB problem would
+# need several times the nominal disk and memory.
+LARGE_PROBLEM_THRESHOLDS = 16
+
+
+def large_problem_bytes() -> int:
+    from gatekeeper.sandbox.spill import threshold
+
+    return LARGE_PROBLEM_THRESHOLDS * threshold()
+
+
+def _nbytes(values: list[Any]) -> int:
+    import torch
+
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+
+
 def run_attempt(problem_path: str, attempt: dict[str, Any], trial: dict[str, Any], names: list[str],
-                device: str, index: int) -> dict[str, Any]:
+                device: str, index: int, max_bytes: Optional[int] = None) -> dict[str, Any]:
     import torch
 
     spec = JitterSpec.from_json(attempt["spec"])
@@ -52,6 +71,9 @@ def run_attempt(problem_path: str, attempt: dict[str, Any], trial: dict[str, Any
         model = model.to(device).eval()
     torch.manual_seed(trial["value_seed"])
     inputs = _to(list(module.get_inputs()), device)
+    if max_bytes is not None and _nbytes(inputs) > max_bytes:
+        raise ValueError(f"jittered inputs of {_nbytes(inputs)} bytes exceed the nominal {max_bytes}: a problem "
+                         f"over {large_problem_bytes() >> 20} MiB is jittered down only")
     packed_inputs = pack_tree(inputs)
     before = input_digests(inputs)
     with torch.no_grad():
@@ -75,6 +97,7 @@ def run_attempt(problem_path: str, attempt: dict[str, Any], trial: dict[str, Any
         "aliased_inputs": aliased,
         "aliases_parameter": aliases_param,
         "jitter_calls": jitter.calls,
+        "input_bytes": _nbytes(inputs),
         "constants": attempt["constants"],
         "spec": attempt["spec"],
     }
@@ -116,12 +139,14 @@ def reference_job(params: dict[str, Any], channel: Any) -> None:
                  gpu=torch.cuda.get_device_name(0) if device == "cuda" else None)
     names = params["jitter_names"]
     nominal_source = None
+    max_bytes: Optional[int] = None  # set once the nominal inputs are known to be large
     for index, trial in enumerate(params["trials"]):
         channel.phase("trial")
         failures = []
         for number, attempt in enumerate(trial["attempts"]):
             try:
-                result = run_attempt(params["problem"], attempt, trial, names, device, index * 100 + number)
+                result = run_attempt(params["problem"], attempt, trial, names, device, index * 100 + number,
+                                     None if trial["name"].startswith("nominal") else max_bytes)
             except Exception as exc:
                 failures.append({"spec": attempt["spec"], "constants": attempt["constants"],
                                  "error": f"{type(exc).__name__}: {exc}"[:500],
@@ -130,6 +155,7 @@ def reference_job(params: dict[str, Any], channel: Any) -> None:
             channel.send("trial", name=trial["name"], attempt=number, failures=failures, **result)
             if trial["name"] == "nominal":
                 nominal_source = attempt["source"]
+                max_bytes = result["input_bytes"] if result["input_bytes"] > large_problem_bytes() else None
             break
         else:
             channel.send("trial-failed", name=trial["name"], failures=failures)
