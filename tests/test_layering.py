@@ -104,3 +104,38 @@ def test_gatekeeper_does_not_import_a_rule_module(edges):
     found = [e for e in edges if _inside(e.source, "gatekeeper") and _inside(e.target, "gatekeeper_rules")
              and e.target != "gatekeeper_rules"]
     assert found == [], _show(found)
+
+
+LOWER = ("gatekeeper.static", "gatekeeper.analyses", "gatekeeper_rules")
+RUN_TIME = ("gatekeeper.build", "gatekeeper.behaviour", "gatekeeper.timing", "gatekeeper.runtime")
+SURFACES = ("gatekeeper.pipeline", "gatekeeper.api", "gatekeeper.cli", "gatekeeper.cli_check", "gatekeeper.cli_docs",
+            "gatekeeper.ingest", "gatekeeper.agent", "gatekeeper.render")
+
+
+def _crossing(edges, sources, targets):
+    return [e for e in edges if any(_inside(e.source, s) for s in sources) and any(_inside(e.target, t) for t in targets)]
+
+
+def test_static_layer_does_not_import_run_time_stages_or_surfaces(edges):
+    found = _crossing(edges, LOWER, RUN_TIME + SURFACES)
+    assert found == [], _show(found)
+
+
+def test_stages_and_sandbox_do_not_import_surfaces(edges):
+    below = LOWER + RUN_TIME + ("gatekeeper.sandbox", "gatekeeper.problem", "gatekeeper.stages")
+    found = _crossing(edges, below, SURFACES)
+    assert found == [], _show(found)
+
+
+def test_sandbox_does_not_import_the_stages(edges):
+    found = _crossing(edges, ("gatekeeper.sandbox",), LOWER + RUN_TIME)
+    assert found == [], _show(found)
+
+
+MAX_LINES = 420  # "no module over about 400 lines" (issue 14)
+
+
+def test_no_module_over_the_size_limit():
+    sizes = {name: len(path.read_text("utf-8").splitlines()) for name, path in import_graph.modules().items()}
+    over = sorted((n, name) for name, n in sizes.items() if n > MAX_LINES)
+    assert over == [], f"split these along a real seam: {over}"
