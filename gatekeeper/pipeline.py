@@ -26,6 +26,7 @@ from gatekeeper.report import (
 from gatekeeper.problem.loaded import Problem, load_problem
 from gatekeeper.stages import RunOptions, StageOutcome, Submission
 from gatekeeper.static.stage import run_static
+from gatekeeper.static.time_limit import static_time_limit
 from gatekeeper.version import __version__
 
 # Submission, RunOptions and StageOutcome live in gatekeeper.stages; imported here for API users.
@@ -113,7 +114,8 @@ def run(
                 continue
             started = time.perf_counter()
             if name == StageName.STATIC:
-                found = run_static(submission.data, submission.path, config, problem.facts if problem else None)
+                with static_time_limit(config.limits.static_timeout_s, submission.path):
+                    found = run_static(submission.data, submission.path, config, problem.facts if problem else None)
                 status = StageStatus.FAILED if _has_error(found) else StageStatus.PASSED
                 reason = None
             else:

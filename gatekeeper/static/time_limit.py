@@ -1,0 +1,98 @@
+"""A wall-clock limit on the static stage of one file (issue 12: static limits).
+
+The byte, line, nesting and chain limits bound what the parser and the rules see, but a
+rule can still be slow on some input (a quadratic walk over 20,000 lines). The stage is
+gatekeeper's own code on the submission's text, so running past the limit is the checker
+failing to decide: the file gets an error report (exit 3), never a pass and never a
+reject, saying which rule was running and how to raise the limit (`[limits]
+static_timeout_s`). `ingest` and `mcp` keep their own per-process backstops on top.
+
+The limit works in any thread (the API is called from threads): a timer thread raises
+`StaticTimeout` in the checking thread with PyThreadState_SetAsyncExc. Like a signal, it
+lands between two Python bytecodes, so a single long call into native code (one libcst
+parse, bounded by the input limits) finishes first.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import threading
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Iterator, Optional
+
+from gatekeeper.errors import InfrastructureError
+
+_RULE_FILE = re.compile(r"(gk\d{3})_\w+\.py$", re.IGNORECASE)
+_OWN = ("gatekeeper_rules", "/rules/", "/gatekeeper/")
+
+
+class StaticTimeout(BaseException):
+    """Raised into the checking thread. A BaseException, so that a rule's `except
+    Exception` cannot swallow it."""
+
+
+def _raise_in(thread_id: int, exc: Optional[type]) -> None:
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id),
+                                               ctypes.py_object(exc) if exc is not None else None)
+
+
+@contextmanager
+def time_limit(seconds: Optional[float]) -> Iterator[None]:
+    """Raise StaticTimeout in this thread once `seconds` have passed inside the block."""
+    if not seconds or seconds <= 0:
+        yield
+        return
+    target = threading.get_ident()
+    lock = threading.Lock()
+    state = {"armed": True, "fired": False}
+
+    def fire() -> None:
+        with lock:
+            if state["armed"]:
+                state["fired"] = True
+                _raise_in(target, StaticTimeout)
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        with lock:
+            state["armed"] = False
+            if state["fired"]:
+                _raise_in(target, None)  # fired after the block's last bytecode: drop the pending one
+        timer.cancel()
+
+
+def _where(tb: Optional[TracebackType]) -> str:
+    """The innermost frame of gatekeeper's own code (a rule when one was running)."""
+    frames = [f for f in traceback.extract_tb(tb) if any(part in f.filename.replace("\\", "/") for part in _OWN)]
+    if not frames:
+        return ""
+    rule = next((f for f in reversed(frames) if _RULE_FILE.search(f.filename)), None)
+    frame = rule or frames[-1]
+    place = f"{Path(frame.filename).name}:{frame.lineno}, in {frame.name}"
+    if rule is not None:
+        code = _RULE_FILE.search(rule.filename).group(1).upper()  # type: ignore[union-attr]
+        return f"; it was stopped in rule {code} ({place})"
+    return f"; it was stopped in {place}"
+
+
+@contextmanager
+def static_time_limit(seconds: Optional[float], path: str) -> Iterator[None]:
+    """`time_limit` for the static stage of `path`, as the InfrastructureError users read."""
+    try:
+        with time_limit(seconds):
+            yield
+    except StaticTimeout as exc:
+        raise InfrastructureError(
+            f"the static stage did not finish on {path} within {seconds:g} s{_where(exc.__traceback__)}. "
+            "The file is within the size limits, so this is gatekeeper being slow on this input, not a "
+            "finding against the submission (verdict error, exit 3). Raise `static_timeout_s` under "
+            "[limits] in gatekeeper.toml if the machine is just slow, or report the file as a gatekeeper "
+            "bug.") from None
