@@ -25,19 +25,16 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gatekeeper.errors import InfrastructureError
+from gatekeeper.problem.formats import DEFAULT_TOLERANCES as FORMAT_TOLERANCES, ProblemFormat
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
-    # dtype: (atol, rtol). Loose enough for another summation order, tight enough for a wrong answer.
-    "float64": (1e-7, 1e-7),
-    "float32": (1e-3, 1e-3),
-    "float16": (1e-2, 1e-2),
-    "bfloat16": (2e-2, 2e-2),
-}
+# (atol, rtol) by dtype when the sidecar names none: KernelBench's (the default format). A
+# loaded Problem uses its own format's table instead (gatekeeper/problem/formats.py).
+DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = FORMAT_TOLERANCES[ProblemFormat.KERNELBENCH]
 
 
 class _Strict(BaseModel):
