@@ -246,3 +246,19 @@ def test_every_stage_receives_the_one_loaded_problem(monkeypatch):
     report = pipeline.run(Submission(str(HARD / "solution.py"), data), HARD, Config(), RunOptions())
     assert report.verdict.value == "pass", report.error
     assert len(seen) == 2 and seen[0] is seen[1] and seen[0].format == ProblemFormat.KERNELBENCH_HARD
+
+
+def test_ingest_problems_folder_holds_kernelbench_hard_folders(tmp_path):
+    from gatekeeper.ingest.problems import load_problems
+
+    folder = _hard_folder(tmp_path)
+    (tmp_path / "plain.py").write_text(REFERENCE)
+    found = load_problems(tmp_path)
+    assert sorted(found) == ["01_double", "plain"]
+    assert found["01_double"].path == folder.resolve()
+    before = found["01_double"].sha256
+    (folder / "problem.yaml").write_text("name: 01_double\ntolerance:\n  fp32: 0.001\n")
+    assert load_problems(tmp_path)["01_double"].sha256 != before  # stored results follow problem.yaml
+    (tmp_path / "01_double.py").write_text(REFERENCE)
+    with pytest.raises(UsageError, match="both"):
+        load_problems(tmp_path)
