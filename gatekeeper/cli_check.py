@@ -45,7 +45,10 @@ def defines_submission(path: Path, config: Config) -> bool:
         text = path.read_text("utf-8", errors="replace")
     except OSError:
         return True  # let the check itself report what is wrong with it
-    names = "|".join(re.escape(n) for n in config.submission_classes)
+    classes = list(config.submission_classes)
+    if path.name == "solution.py" and (path.parent / "reference.py").is_file():
+        classes.append("Model")  # KernelBench-Hard: solution.py beside reference.py defines Model
+    names = "|".join(re.escape(n) for n in classes)
     return re.search(rf"^\s*(class\s+({names})\b|({names})\s*=)", text, re.MULTILINE) is not None
 
 

@@ -262,3 +262,14 @@ def test_ingest_problems_folder_holds_kernelbench_hard_folders(tmp_path):
     (tmp_path / "01_double.py").write_text(REFERENCE)
     with pytest.raises(UsageError, match="both"):
         load_problems(tmp_path)
+
+
+def test_submissions_only_keeps_a_kernelbench_hard_solution_and_skips_its_reference(tmp_path):
+    folder = _hard_folder(tmp_path)
+    (folder / "solution.py").write_text((HARD / "solution.py").read_text())
+    (tmp_path / "gatekeeper.toml").write_text('[[problem_map]]\nsubmissions = "{p}/solution.py"\nproblem = "{p}"\n')
+    out = _cli("check", str(folder), "--submissions-only", "--static-only", "-f", "json", cwd=tmp_path)
+    reports = json.loads(out.stdout)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert [Path(r["submission"]["path"]).name for r in reports] == ["solution.py"]
+    assert reports[0]["problem"]["name"] == "01_double"
