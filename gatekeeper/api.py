@@ -13,6 +13,7 @@ from typing import Iterable, Optional, Union
 
 from gatekeeper.config import Config, load_config
 from gatekeeper.errors import GatekeeperError, UsageError
+from gatekeeper.path_errors import not_found
 from gatekeeper.pipeline import RunOptions, Submission, run
 from gatekeeper.report import Report, StageName
 from gatekeeper.problem.loaded import Problem, load_problem
@@ -29,7 +30,7 @@ def _submission(source_or_path: PathOrCode) -> Submission:
     if isinstance(source_or_path, Path) or not _looks_like_code(source_or_path):
         path = Path(source_or_path)
         if not path.is_file():
-            raise UsageError(f"submission not found: {path}")
+            raise UsageError(not_found(path, "submission"))
         try:
             return Submission(path=str(path), data=path.read_bytes())
         except OSError as exc:
@@ -43,7 +44,7 @@ def _problem_path(problem: Optional[PathOrCode], scratch: list[Path]) -> Optiona
     if isinstance(problem, Path) or not _looks_like_code(problem):
         path = Path(problem)
         if not path.exists():  # a file, or a KernelBench-Hard folder (gatekeeper.problem.formats)
-            raise UsageError(f"problem file not found: {path}")
+            raise UsageError(not_found(path, "problem file"))
         return path
     import tempfile
 
@@ -155,7 +156,7 @@ def expand_paths(paths: Iterable[Path]) -> list[Path]:
         elif path.exists():
             out.append(path)
         else:
-            raise UsageError(f"no such file or folder: {path}")
+            raise UsageError(f"no such file or folder: {path}" if not path.is_symlink() else not_found(path, "submission"))
     if not out:
         raise UsageError("no submissions found (looked for *.py files)")
     return out

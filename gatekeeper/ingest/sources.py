@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional, Union
 
 from gatekeeper.errors import UsageError
+from gatekeeper.path_errors import not_found
 from gatekeeper.ingest.records import BadRecord, Record
 
 Item = Union[Record, BadRecord]
@@ -29,7 +30,7 @@ def read_source(source: Path, mapping: Optional[Path] = None,
     if source.is_dir():
         return read_folder(source, mapping, mapper)
     if not source.is_file():
-        raise UsageError(f"ingest source not found: {source}; give a folder, a .jsonl or a .parquet file")
+        raise UsageError(f"{not_found(source, 'ingest source')}; give a folder, a .jsonl or a .parquet file")
     if mapping is not None:
         raise UsageError("--mapping applies to a folder source only; JSONL and parquet records name their problem")
     suffix = source.suffix.lower()

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from gatekeeper.errors import InfrastructureError, UsageError
+from gatekeeper.path_errors import not_found
 
 
 class ProblemFormat(str, Enum):
@@ -69,7 +70,7 @@ def locate(path: Path) -> Located:
                              f"{HARD_YAML}; or give --problem the reference file itself")
         return _hard(path, reference)
     if not path.exists():
-        raise UsageError(f"problem file not found: {path}")
+        raise UsageError(not_found(path, "problem file"))
     if not path.is_file():
         raise UsageError(f"problem path {path} is neither a file nor a folder")
     folder = path.parent

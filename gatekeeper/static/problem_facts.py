@@ -23,6 +23,7 @@ from gatekeeper.static.names import int_value
 
 from gatekeeper.static.walk import subtree
 from gatekeeper.errors import InfrastructureError, UsageError
+from gatekeeper.path_errors import not_found
 
 _VECTOR_WIDTHS = (2, 4, 8)
 _MAX_DIMS = 10
@@ -72,7 +73,7 @@ def load_problem_facts(path: Path) -> ProblemFacts:
     try:
         stat = path.stat()
     except OSError:
-        raise UsageError(f"problem file not found: {path}") from None
+        raise UsageError(not_found(path, "problem file")) from None
     return _load_cached(str(path), stat.st_size, stat.st_mtime_ns)
 
 
