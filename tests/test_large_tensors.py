@@ -176,3 +176,16 @@ def test_a_problem_over_sixteen_thresholds_is_jittered_down_only(low_threshold, 
     jittered = {name: s[0][0] * s[0][1] for name, s in shapes.items() if name.startswith("jitter") and s}
     assert jittered and all(size <= nominal for size in jittered.values()), shapes
     assert any(size < nominal for size in jittered.values())
+
+
+def test_infinite_reference_values_are_checked_exactly(tmp_path, monkeypatch):
+    import gatekeeper.behaviour.chunks as chunks
+
+    monkeypatch.setattr(chunks, "CHUNK_ELEMENTS", 64)
+    ref = torch.randn(1000)
+    ref[500] = float("inf")
+    same, finite_there = ref.clone(), ref.clone()
+    finite_there[500] = 5.0  # within "atol + rtol * inf" of inf, but not inf: wrong
+    assert compare(pack(ref), _file_packed(same, tmp_path), _tolerance).ok
+    result = compare(pack(ref), _file_packed(finite_there, tmp_path), _tolerance)
+    assert not result.ok and result.evidence["mismatched"] == 1
