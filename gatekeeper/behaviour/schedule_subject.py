@@ -44,6 +44,14 @@ def plant_decoy() -> None:
         import gatekeeper.timing.method  # noqa: F401  (what the timing worker imports first)
     except Exception:
         pass
+    # The timing worker runs without the poison (deterministic mode would change what it
+    # times): from here on the checking worker does too, so the two look alike.
+    import torch
+
+    try:
+        torch._C._set_deterministic_algorithms(False)
+    except (AttributeError, TypeError):
+        torch.use_deterministic_algorithms(False)
 
 
 def _over(storage: Any, like: Any) -> Any:

@@ -139,6 +139,7 @@ class Plan:
     per_tensor: int = 4096
     checks_per_block: int = 1
     graph: bool = False  # CUDA-graph replays per call (settings.mode == "graph")
+    flush_factor: float = 2.0  # L2 flush buffer over the L2 size
 
 
 @dataclass
@@ -240,7 +241,7 @@ def run(start_reference: Callable[[], Job], start_submission: Callable[[], Job],
         out.alone = sample_until_stable(alone_blocks, plan.rule, now, sides=(True, False))
 
         sub = Worker(start_submission(), "submission")
-        sub.send({k: inputs[k] for k in ("init", "init_seed", "key", "sets")})
+        sub.send({**{k: inputs[k] for k in ("init", "init_seed", "key", "sets")}, "flush_factor": plan.flush_factor})
         del inputs
         if sub.expect("ready", plan.idle_s) is None:
             out.failed = "submission"

@@ -213,12 +213,12 @@ def submission_job(params: dict[str, Any], channel: Any) -> None:
     sets = [list(unpack_tree(s, str(device))) for s in fed["sets"]]
     subject.ensure_model({"init": fed["init"], "init_seed": int(fed["init_seed"])})
     # The checking worker plants this decoy (a `gk_problem` module with a `Model` that is not
-    # the reference) before the timed part of its call schedule; every timed call here sees
-    # what the scheduled calls there saw.
+    # the reference) before the timed part of its call schedule, and turns the poison off;
+    # every timed call here sees what the scheduled calls there saw.
     from gatekeeper.behaviour.schedule_subject import plant_decoy
 
     plant_decoy()
-    timer = BlockTimer(subject.model, FreshInputs(sets, int(fed["key"])), device, float(params["flush_factor"]))
+    timer = BlockTimer(subject.model, FreshInputs(sets, int(fed["key"])), device, float(fed["flush_factor"]))
     del fed
     channel.send("ready", input_sets=len(sets))
     channel.phase("idle")

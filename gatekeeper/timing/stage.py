@@ -195,9 +195,9 @@ def measure(submission_path: str, problem_path: Path, config: Any, *, seed: int,
                   # graph mode keeps one graph (and its output pool) per set: fewer sets there
                   "input_sets": min(settings.input_sets, 16) if settings.mode == "graph" else settings.input_sets,
                   "cap_bytes": settings.input_sets_max_mb << 20, "flush_factor": settings.l2_flush_factor}
-    # The checking worker's parameters plus the flush factor (gatekeeper.behaviour.stage.start_subject).
-    sub_params = {"submission": submission_path, "device": device, "poison": False,
-                  "flush_factor": settings.l2_flush_factor}
+    # The checking worker's parameters (gatekeeper.behaviour.stage.start_subject), poison
+    # included: it is on while the submission loads, as there, and off from the decoy on.
+    sub_params = {"submission": submission_path, "device": device, "poison": True}
     phases = {"idle": idle, "block": idle, "warmup": idle, "report": limits.call_timeout_s}
 
     def start_reference() -> Job:
@@ -213,6 +213,6 @@ def measure(submission_path: str, problem_path: Path, config: Any, *, seed: int,
                    workdir=workdirs[1] if workdirs else None, **common)
 
     plan = Plan(rule=rule_from_settings(settings), warmup_calls=settings.warmup_calls, idle_s=idle,
-                checks_per_block=settings.output_checks,
+                checks_per_block=settings.output_checks, flush_factor=settings.l2_flush_factor,
                 graph=settings.mode == "graph" and cuda)
     return run(start_reference, start_submission, plan)
