@@ -3,6 +3,7 @@ The end-to-end fixtures (runtime_* in fixtures/manifest/behaviour.toml) run in t
 
 from pathlib import Path
 
+import pytest
 import torch
 
 import gatekeeper
@@ -10,6 +11,8 @@ from gatekeeper.behaviour.attribution import Recorder
 from gatekeeper.behaviour.compare import error_ratio
 from gatekeeper.behaviour.work import judge_call, kernel_class, own_kernel_names
 from gatekeeper.sandbox.tensors import pack
+
+pytestmark = pytest.mark.slow  # runs submissions in the sandbox
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

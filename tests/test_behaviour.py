@@ -7,6 +7,8 @@ import pytest
 
 import gatekeeper
 
+pytestmark = pytest.mark.slow  # runs submissions in the sandbox
+
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 HONEST = FIXTURES / "submissions" / "cpu_honest_python.py"  # torch does the work: static rejects it
 HONEST_CPP = FIXTURES / "submissions" / "cpu_honest_cpp.py"  # passes every stage

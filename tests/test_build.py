@@ -2,9 +2,13 @@
 
 from pathlib import Path
 
+import pytest
+
 import gatekeeper
 from gatekeeper.build.errors import first_error
 from gatekeeper.build.sources import extract
+
+pytestmark = pytest.mark.slow  # compiles extensions and runs the build stage
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

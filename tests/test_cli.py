@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every test runs the CLI on real submissions, the run stages included
+
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "fixtures" / "submissions" / "seed_cached_hardcoded.py"
 HONEST = ROOT / "fixtures" / "submissions" / "seed_honest_generic.py"

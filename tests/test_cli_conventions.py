@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # runs the CLI end to end (reports, SARIF, problem maps)
+
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "fixtures" / "submissions" / "seed_cached_hardcoded.py"
 HONEST = ROOT / "fixtures" / "submissions" / "seed_honest_generic.py"

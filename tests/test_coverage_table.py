@@ -3,10 +3,14 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import coverage_table  # noqa: E402
+
+pytestmark = pytest.mark.slow  # checks every fixture through the pipeline
 
 
 def test_readme_table_matches_fixtures():

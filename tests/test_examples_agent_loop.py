@@ -12,6 +12,8 @@ import pytest
 
 import gatekeeper
 
+pytestmark = pytest.mark.slow  # runs the example agent loop end to end
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "examples/agent_loop.py"
 PROBLEM = ROOT / "fixtures/problems/seed_mean.py"

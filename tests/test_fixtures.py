@@ -59,6 +59,7 @@ def _run_config(case):
     return config
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", [c for c in CASES if c.values[0].get("mode", "static") == "run"])
 def test_run_fixture(case):
     """Built and run through the whole pipeline; the categories must come from the run-time stages."""

@@ -22,6 +22,8 @@ import pytest
 
 from gatekeeper.sandbox.isolation import _detect
 
+pytestmark = pytest.mark.slow  # runs hostile submissions under every isolation level
+
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = ROOT / "fixtures" / "hostile"
 PROBLEM = ROOT / "fixtures" / "problems" / "cpu_mean.py"

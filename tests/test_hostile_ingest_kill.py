@@ -23,6 +23,8 @@ import pytest
 
 from gatekeeper.sandbox.isolation import _detect
 
+pytestmark = pytest.mark.slow  # kills ingest runs and checks what is left
+
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = ROOT / "fixtures" / "hostile"
 SLEEPER = b"86423"  # fixtures/hostile/slow_detached.py's sleeper argv

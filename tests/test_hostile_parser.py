@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # parses hostile inputs in subprocesses with limits
+
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEM = ROOT / "fixtures" / "problems" / "cpu_mean.py"
 HONEST = (ROOT / "fixtures" / "hostile" / "honest_python.py").read_text()

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
+
+pytestmark = pytest.mark.slow  # ingests submissions through worker processes
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEMS = ROOT / "fixtures" / "problems"

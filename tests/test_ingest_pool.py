@@ -4,8 +4,12 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+
 from gatekeeper.config import Config
 from gatekeeper.ingest.pool import Task, WorkerPool
+
+pytestmark = pytest.mark.slow  # starts, hangs and kills worker processes
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEM = str(ROOT / "fixtures" / "problems" / "seed_mean.py")

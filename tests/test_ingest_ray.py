@@ -14,6 +14,8 @@ PROBLEMS = ROOT / "fixtures" / "problems"
 sys.path.insert(0, str(ROOT / "fixtures" / "ingest"))
 from make_batch import write_jsonl  # noqa: E402
 
+pytestmark = pytest.mark.slow  # starts a Ray cluster
+
 
 def gk(*args, env=None, timeout=180):
     return subprocess.run([sys.executable, "-m", "gatekeeper", *map(str, args)], capture_output=True, text=True,

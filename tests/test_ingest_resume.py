@@ -11,9 +11,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "fixtures" / "ingest"))
 from make_batch import write_jsonl  # noqa: E402
+
+pytestmark = pytest.mark.slow  # ingests submissions through worker processes
 
 COUNT = 200
 

@@ -13,6 +13,8 @@ from gatekeeper.ingest.store import RunKey, Store
 from gatekeeper.pipeline import environment
 from gatekeeper.report import Category, FileRef, Finding, Location, ProblemRef, Report, Severity, StageName, Verdict
 
+pytestmark = pytest.mark.slow  # builds a store by ingesting submissions
+
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEMS = ROOT / "fixtures" / "problems"
 FOLDER = ROOT / "fixtures" / "ingest" / "folder"

@@ -13,6 +13,8 @@ import pytest
 
 from test_leaderboard import HOSTILE, ROOT, gk, store_path  # noqa: F401  (store_path is a fixture)
 
+pytestmark = pytest.mark.slow  # builds a store and renders pages
+
 ARTIFACTS = ROOT / "test-artifacts"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -59,6 +61,7 @@ def test_page_is_self_contained_and_escapes_everything(page):
     assert "Content-Security-Policy" in html
 
 
+@pytest.mark.chromium
 def test_page_renders_in_chromium_without_console_errors(page):
     dump = run_chromium("--enable-logging=stderr", "--v=0", "--dump-dom", page.as_uri())
     assert dump.returncode == 0, dump.stderr[-2000:]
@@ -91,6 +94,7 @@ def _reject_categories(db: Path) -> set:
     return {c for (cats,) in rows for c in json.loads(cats)}
 
 
+@pytest.mark.chromium
 def test_screenshot_is_kept_as_an_artifact(page):
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "leaderboard.png"

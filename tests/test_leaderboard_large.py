@@ -20,6 +20,8 @@ from gatekeeper.report import (Category, FileRef, Finding, Location, ProblemRef,
 from test_leaderboard import gk
 from test_leaderboard_html import console_messages, run_chromium
 
+pytestmark = pytest.mark.slow  # renders ten thousand rows
+
 KEY = RunKey("0.1.0", "default", "timing", "t" * 64)
 PSHA = "a" * 64
 
@@ -108,6 +110,7 @@ def test_empty_scatter_note_is_not_struck_through():
     assert 'class="parity"' in scatter([(0.5, 2.0, "x")], empty_note="none")
 
 
+@pytest.mark.chromium
 def test_ten_thousand_row_pages_render_in_chromium(large):
     for name in ("index.html", "submissions-20.html"):
         dump = run_chromium("--enable-logging=stderr", "--v=0", "--dump-dom", (large / name).as_uri())

@@ -16,6 +16,8 @@ import pytest
 mcp = pytest.importorskip("mcp")
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
+pytestmark = pytest.mark.slow  # starts the MCP server as a subprocess
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 HACKED = (FIXTURES / "submissions/seed_cached_hardcoded.py").read_text("utf-8")

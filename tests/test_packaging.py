@@ -10,6 +10,10 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # builds and installs a wheel
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs the hook in git repositories
+
 ROOT = Path(__file__).resolve().parent.parent
 HOOKS_FILE = ROOT / ".pre-commit-hooks.yaml"
 FIXTURES = ROOT / "fixtures"

@@ -7,6 +7,8 @@ import pytest
 
 from gatekeeper.sandbox import detect, run_job
 
+pytestmark = pytest.mark.slow  # starts sandboxed worker processes
+
 TIMEOUTS = {"import": 3, "call": 3, "work": 10}
 
 

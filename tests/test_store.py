@@ -57,6 +57,7 @@ def test_a_second_writer_is_refused_with_a_clear_message(tmp_path):
     Store(tmp_path / "r.db").close()  # released on close
 
 
+@pytest.mark.slow
 def test_the_lock_is_released_when_the_holder_is_killed(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c",
                                "import sys, time; from pathlib import Path; from gatekeeper.ingest.store import Store;"
@@ -72,6 +73,7 @@ def test_the_lock_is_released_when_the_holder_is_killed(tmp_path):
     Store(tmp_path / "r.db").close()
 
 
+@pytest.mark.slow
 def test_a_store_locked_by_another_sqlite_writer_is_an_error(tmp_path):
     Store(tmp_path / "r.db").close()
     other = sqlite3.connect(tmp_path / "r.db", isolation_level=None)

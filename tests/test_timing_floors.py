@@ -19,6 +19,7 @@ class MatMul(torch.nn.Module):
         return a @ b
 
 
+@pytest.mark.slow
 def test_seed_problem_bytes_and_the_h100_memory_floor_from_the_seed_readme():
     counts = count(Mean0(), [torch.randn(4, 16, 48)])
     assert counts.bytes_moved == 4 * 16 * 48 * 4 + 16 * 48 * 4 == 15360

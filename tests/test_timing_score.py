@@ -158,6 +158,7 @@ def test_format_us_always_carries_a_unit(us, text):
     assert format_us(us) == text
 
 
+@pytest.mark.slow
 def test_timed_outputs_are_compared_with_the_reference():
     import torch
 

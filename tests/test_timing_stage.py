@@ -31,6 +31,7 @@ class ModelNew(nn.Module):
 """
 
 
+@pytest.mark.slow
 @needs_no_gpu
 def test_time_without_a_gpu_is_an_infrastructure_error_after_the_earlier_stages():
     # Plain torch passes build and behaviour on a CPU machine once the torch-op rule and the

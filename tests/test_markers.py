@@ -1,0 +1,42 @@
+"""The test markers do what pyproject.toml and README say: `-m "not slow"` keeps the rule and
+static tests and leaves out the sandbox/subprocess ones; `gpu` tests skip without a GPU."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow  # runs pytest itself in subprocesses
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _collect(*args: str) -> list[str]:
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    return [line for line in out.stdout.splitlines() if "::" in line]
+
+
+def test_not_slow_keeps_the_rule_tests_and_drops_the_sandbox_ones():
+    fast = _collect("-m", "not slow", "tests/test_rule_examples.py", "tests/test_behaviour.py", "tests/test_fixtures.py")
+    assert any(n.startswith("tests/test_rule_examples.py::test_invalid_example_is_flagged") for n in fast)
+    assert any(n.startswith("tests/test_fixtures.py::test_static_fixture") for n in fast)
+    assert not [n for n in fast if n.startswith(("tests/test_behaviour.py", "tests/test_fixtures.py::test_run_fixture"))]
+    everything = _collect("tests/test_behaviour.py")
+    assert everything  # the marker deselects them; it does not hide them from a full run
+
+
+def test_gpu_tests_are_skipped_without_a_gpu(tmp_path):
+    (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
+    (tmp_path / "test_needs_gpu.py").write_text(
+        "import pytest\n\n@pytest.mark.gpu\ndef test_on_the_gpu():\n"
+        "    import torch\n    assert torch.cuda.is_available()\n"
+    )
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", str(tmp_path)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    import torch
+
+    expected = "1 passed" if torch.cuda.is_available() else "1 skipped"
+    assert expected in run.stdout, run.stdout + run.stderr
