@@ -140,10 +140,18 @@ def reference_job(params: dict[str, Any], channel: Any) -> None:
     names = params["jitter_names"]
     nominal_source = None
     max_bytes: Optional[int] = None  # set once the nominal inputs are known to be large
+    nominal_constants: dict[str, int] = {}
     for index, trial in enumerate(params["trials"]):
         channel.phase("trial")
         failures = []
         for number, attempt in enumerate(trial["attempts"]):
+            grown = sorted(k for k, v in (attempt.get("constants") or {}).items()
+                           if max_bytes is not None and isinstance(v, int) and v > nominal_constants.get(k, v))
+            if grown and not trial["name"].startswith("nominal"):  # known too large before drawing a value
+                failures.append({"spec": attempt["spec"], "constants": attempt["constants"],
+                                 "error": f"grows {', '.join(grown)} beyond nominal: a problem over "
+                                          f"{large_problem_bytes() >> 20} MiB is jittered down only"})
+                continue
             try:
                 result = run_attempt(params["problem"], attempt, trial, names, device, index * 100 + number,
                                      None if trial["name"].startswith("nominal") else max_bytes)
@@ -156,6 +164,7 @@ def reference_job(params: dict[str, Any], channel: Any) -> None:
             if trial["name"] == "nominal":
                 nominal_source = attempt["source"]
                 max_bytes = result["input_bytes"] if result["input_bytes"] > large_problem_bytes() else None
+                nominal_constants = {k: v for k, v in (attempt.get("constants") or {}).items() if isinstance(v, int)}
             break
         else:
             channel.send("trial-failed", name=trial["name"], failures=failures)
