@@ -12,9 +12,12 @@ Cases, all through the whole CLI (`python -m gatekeeper check --time --format js
   its process (timing_memo_on_reference.py; the torch-op and work-attribution rules are off
   so it reaches timing): it must never arm, its speedup must be about 1x, and its memo file
   says armed/hits;
-- address_memo: an address-keyed memo (timing_address_memo.py, same rules off, and the
-  behaviour stage's schedule findings kept as warnings with --keep-going): the timed output
-  check must report GK703 if timing runs.
+- address_memo: an address-keyed memo (timing_address_memo.py, same rules off,
+  --keep-going): the behaviour stage rejects both hacks, so timing is skipped there;
+- direct_*: the same hacks and the honest probe through the timing stage's two workers alone
+  (`gatekeeper.timing.stage.measure`): the memo must be armed (the decoy) with 0 hits, its
+  timed outputs must match; the address memo must show mismatches (GK703's evidence); the
+  honest probe must match with a speedup near 1x (both sides are torch's mean).
 """
 
 from __future__ import annotations
@@ -80,6 +83,40 @@ def case(label: str, submission: Path, *extra: str) -> dict:
     return line
 
 
+def direct(label: str, submission: Path) -> dict:
+    """The timing stage's two workers alone (gatekeeper.timing.stage.measure on the GPU), for
+    hacks the earlier stages reject before timing could run: memo stats and the timed output
+    check say what timing alone would have seen."""
+    sys.path.insert(0, str(ROOT))
+    from gatekeeper.config import Config
+    from gatekeeper.timing.outputs import compare_checks
+    from gatekeeper.timing.stage import measure
+    from gatekeeper.timing.stats import median
+
+    ext = Path(tempfile.mkdtemp(prefix="gk-fresh-ext-"))
+    began = time.monotonic()
+    device = os.environ.get("GK_FRESH_DEVICE", "cuda")  # "cpu" only to try the script without a GPU
+    out = measure(str(submission), PROBLEM, Config.model_validate({"timing": {"budget_s": 10.0}}), seed=7,
+                  device=device, calibrate=False, ext_dir=ext)
+    check = compare_checks(out.checks)
+    line = {"case": label, "via": "timing.stage.measure", "failed": out.failed, "wall_s": round(time.monotonic() - began, 1),
+            "pairs": len(out.paired.submission_us), "stopped_by": out.paired.stopped_by,
+            "submission_median_us": median(out.paired.submission_us) if out.paired.submission_us else None,
+            "reference_median_us": median(out.paired.reference_us) if out.paired.reference_us else None,
+            "reference_alone_median_us": median(out.alone.reference_us) if out.alone.reference_us else None,
+            "distinct_calls": out.calls, "input_sets": out.input_sets, "outputs_checked": check["checked"],
+            "mismatches": len(check["mismatches"]), "mismatch_detail": check["detail"][:300],
+            "persisting_l2_limit": out.persisting_l2_limit, "l2_reset": out.l2_reset, "spin_us": out.spin_us,
+            "memo": [json.loads(p.read_text()) for p in ext.glob("memo-*.json")]}
+    if out.failed:
+        worker = out.submission if out.failed == "submission" else out.reference
+        line["worker"] = {"status": worker.status if worker else None, "detail": worker.detail if worker else None,
+                          "error": (worker.first("error") or {}).get("message") if worker else None,
+                          "stderr": worker.stderr_tail[-600:] if worker else None}
+    shutil.rmtree(ext, ignore_errors=True)
+    return line
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     sink = (OUT / "timing_fresh.jsonl").open("a")
@@ -92,11 +129,16 @@ def main() -> None:
         ("address_memo", SUBS / "timing_address_memo.py", "--config", str(rules_off), "--keep-going"),
         ("seed_honest_events_again", SUBS / "seed_honest_generic.py"),
     ]
+    cases += [("direct_honest_python", SUBS / "timing_probe_introspect.py", "direct"),
+              ("direct_memo_on_reference", SUBS / "timing_memo_on_reference.py", "direct"),
+              ("direct_address_memo", SUBS / "timing_address_memo.py", "direct")]
     for label, submission, *extra in cases:
         try:
-            line = case(label, submission, *extra)
+            line = direct(label, submission) if extra == ["direct"] else case(label, submission, *extra)
         except subprocess.TimeoutExpired:
             line = {"case": label, "error": "timed out after 580 s"}
+        except Exception as exc:  # one case's failure must not lose the others' lines
+            line = {"case": label, "error": f"{type(exc).__name__}: {exc}"[:800]}
         text = json.dumps(line, default=str)
         print(text, flush=True)
         sink.write(text + "\n")

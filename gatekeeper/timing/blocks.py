@@ -116,7 +116,9 @@ class BlockTimer:
         limit = self.l2.persisting_limit() if self.l2 is not None else None
         if limit:
             self.limits_seen.add(limit)
-        return {"event_us": event_us, "synced_us": synced_us, "persisting_l2_limit": limit}
+        return {"event_us": event_us, "synced_us": synced_us, "persisting_l2_limit": limit,
+                "l2_reset": None if self.l2 is None else ("ok" if self.l2.available and not self.l2.errors
+                                                          else "; ".join(self.l2.errors) or "no libcuda")}
 
     def _time_cuda(self, index: int, args: list[Any], spin: int) -> tuple[float, float, Any]:
         stream = torch.cuda.current_stream(self.device)

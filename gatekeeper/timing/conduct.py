@@ -155,6 +155,7 @@ class Outcome:
     spin_us: float = 0.0
     host_call_us: dict[str, float] = field(default_factory=dict)
     persisting_l2_limit: int = 0
+    l2_reset: dict[str, Any] = field(default_factory=dict)  # per side: "ok" or the CUDA errors
     mode: str = "events"
     graph_error: Optional[str] = None
     calls: int = 0  # distinct call indices the submission saw
@@ -192,6 +193,7 @@ class _Blocks:
         self.out.reference_synced_us.extend(ref["synced_us"])
         self.out.submission_synced_us.extend(sub["synced_us"])
         self.out.persisting_l2_limit = max(self.out.persisting_l2_limit, int(sub.get("persisting_l2_limit") or 0))
+        self.out.l2_reset = {"reference": ref.get("l2_reset"), "submission": sub.get("l2_reset")}
         picked = sorted(self.rng.sample(range(start, start + n), min(self.plan.checks_per_block, n)))
         answers = {}
         for w in (self.sub, self.ref):

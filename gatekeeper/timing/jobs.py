@@ -191,6 +191,13 @@ def reference_job(params: dict[str, Any], channel: Any) -> None:
     fresh_key = _set_seed(inputs_key, -1)
     channel.send("inputs", init=pack_tree(init), init_seed=model_seed, key=fresh_key,
                  sets=[pack_tree(s) for s in sets])
+    if cuda:  # the submission's worker ran the attribution warm-up (CUPTI) in its set-up: so does this one
+        try:
+            from gatekeeper.behaviour.attribution import warm_up
+
+            warm_up("cuda")
+        except ImportError:
+            pass
     timer = BlockTimer(model, FreshInputs(sets, fresh_key), device, float(params["flush_factor"]))
     channel.phase("idle")
     serve(timer, channel)

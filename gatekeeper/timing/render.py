@@ -32,11 +32,18 @@ def timing_lines(timing: Optional[dict[str, Any]], score: Optional[dict[str, Any
     if not timing:
         return []
     lines = [f"timing ({timing.get('mode_label', timing.get('mode'))}, on {timing.get('device', 'GPU')})"]
-    for label, key in (("submission", "submission"), ("reference", "reference"),
-                       ("reference, clean worker", "reference_alone")):
+    for label, key in (("submission", "submission"), ("reference, own worker, alternating blocks", "reference"),
+                       ("reference, alone before the submission started", "reference_alone")):
         text = _series(label, timing.get(key))
         if text:
             lines.append("  " + text)
+    if timing.get("distinct_calls"):
+        lines.append(f"  inputs: {timing['distinct_calls']} calls, each on inputs new to its process "
+                     f"({timing.get('input_sets')} generated sets, rolled beyond them); "
+                     f"{timing.get('outputs_checked', 0)} timed outputs compared")
+    if timing.get("persisting_l2_limit_bytes"):
+        lines.append(f"  the submission set a persisting-L2 limit of {timing['persisting_l2_limit_bytes']} bytes; "
+                     "persisting lines were reset before every timed call")
     floors = timing.get("floors") or {}
     if floors:
         lines.append(f"  floor {format_us(floors.get('floor_us'))} ({floors.get('bound')}): memory "

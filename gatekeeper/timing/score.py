@@ -103,7 +103,7 @@ def judge(m: Measured, counts: Counts, floors: Floors, settings: Any, config: An
         add(rules.BELOW_FLOOR,
             f"Median {_fmt(scored.median_us)} against a floor of {_fmt(floors.floor_us)} ({floors.bound}).",
             {"median_us": scored.median_us, "floor_us": floors.floor_us, "bound": floors.bound})
-    speedup_basis = "paired: reference and submission interleaved in one run"
+    speedup_basis = "paired: reference and submission each in its own worker, timed in alternating blocks"
     if alone is not None and ref.median_us > alone.median_us * (1 + settings.reference_drift):
         add(rules.REFERENCE_SLOWED,
             f"Reference median {_fmt(ref.median_us)} beside the submission against {_fmt(alone.median_us)} alone; "
@@ -111,7 +111,7 @@ def judge(m: Measured, counts: Counts, floors: Floors, settings: Any, config: An
             {"reference_median_us": ref.median_us, "reference_alone_median_us": alone.median_us})
         # The submission slowed its own reference: score it against the one it could not touch.
         up = clean_reference_speedup(alone, scored, up.pairs)
-        speedup_basis = "clean reference: the reference timed in a worker that never loaded the submission"
+        speedup_basis = "clean reference: the reference timed alone, before the submission's worker started"
     if up.value > settings.speedup_review:
         add(rules.EXTREME_SPEEDUP,
             f"Speedup {up.value:.2f}x (interval {_ratio(up.ci_low)} to {_ratio(up.ci_high)}) is above "

@@ -158,6 +158,7 @@ def run_timing(submission: Any, problem: Optional[Any], config: Any, options: An
                                 "inputs": "fresh per call (rolled base sets), never repeated in a process",
                                 "reference_process": "own worker, alternating blocks",
                                 "persisting_l2_limit_bytes": out.persisting_l2_limit,
+                                "persisting_l2_reset": out.l2_reset,
                                 "warmup_calls": settings.warmup_calls,
                                 "seed": seed, "torch": facts.get("torch"), "driver": facts.get("driver")})
     check = compare_checks(out.checks, tolerances(problem))
