@@ -109,7 +109,12 @@ def run_check(request: CheckRequest, out: Console, stream: TextIO, err: Console)
                           f"{' or '.join(config.submission_classes)}); nothing to check")
             return 0
     single = stdin_text is not None or (len(request.paths) == 1 and Path(request.paths[0]).is_file())
-    return _render(request, config, _reports(request, config, files, stdin_text), single, out, stream)
+    if request.stages == "static":
+        return _render(request, config, _reports(request, config, files, stdin_text), single, out, stream)
+    from gatekeeper.sandbox.lifeline import guarded_run
+
+    with guarded_run("gatekeeper-check-"):  # a kill -9 of check leaves no process, no temp dir (issue 12)
+        return _render(request, config, _reports(request, config, files, stdin_text), single, out, stream)
 
 
 def _render(request: CheckRequest, config: Config, reports, single: bool, out: Console, stream: TextIO) -> int:

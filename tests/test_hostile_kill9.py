@@ -1,9 +1,10 @@
-"""Issue 12, row 5: `kill -9` of `gatekeeper ingest` leaves nothing running and no temp dir.
+"""Issue 12, row 5: `kill -9` of `gatekeeper ingest` (or `check --jobs`) leaves nothing running
+and no temp dir.
 
-The real `gatekeeper ingest` runs in a subprocess on two slow hostile submissions: one whose
+The real `gatekeeper ingest` (or `check --jobs 2`) runs in a subprocess on two slow hostile submissions: one whose
 build never ends (cc1plus blocks on a FIFO; ninja starts it in a process group of its own)
 and one that double-forks a `setsid` sleeper and then sleeps at import. Once a compiler and
-the sleeper are seen running, the ingest process is SIGKILLed. Every process seen during the
+the sleeper are seen running, the gatekeeper process is SIGKILLed. Every process seen during the
 run (descendants of ingest, and anything whose environment or argv names the run's private
 TMPDIR) must be gone within a bounded wait, and that TMPDIR must be empty.
 """
@@ -97,19 +98,33 @@ def _argv_has(pid: int, token: bytes) -> bool:
         return False
 
 
+def _command(kind: str, tmp_path: Path, problems: Path, config: Path) -> list[str]:
+    """`gatekeeper ingest` or `gatekeeper check --jobs 2` on the two slow submissions."""
+    fixtures = ("build_never_ends.py", "slow_detached.py")
+    if kind == "ingest":
+        source = tmp_path / "subs.jsonl"
+        with source.open("w") as handle:
+            for fixture in fixtures:
+                handle.write(json.dumps({"id": fixture, "problem": "cpu_mean",
+                                         "code": (HOSTILE / fixture).read_text()}) + "\n")
+        return ["ingest", str(source), "--problems", str(problems), "--store", str(tmp_path / "results.db"),
+                "--config", str(config), "--jobs", "2"]
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    files = [str(shutil.copy(HOSTILE / fixture, folder / fixture)) for fixture in fixtures]
+    return ["check", *files, "-p", str(problems / "cpu_mean.py"), "--config", str(config), "--jobs", "2",
+            "--keep-going"]
+
+
+@pytest.mark.parametrize("kind", ["ingest", "check"])
 @pytest.mark.parametrize("level", ["bwrap", "none"])
-def test_row5_kill_9_of_ingest_leaves_no_process_and_no_temp_dir(tmp_path, level):
+def test_row5_kill_9_leaves_no_process_and_no_temp_dir(tmp_path, level, kind):
     if _detect(level).name != level:
         pytest.skip(f"isolation '{level}' does not work on this machine ({_detect(level).detail})")
     problems = tmp_path / "problems"
     problems.mkdir()
     for name in ("cpu_mean.py", "cpu_mean.toml"):
         shutil.copy(ROOT / "fixtures" / "problems" / name, problems / name)
-    source = tmp_path / "subs.jsonl"
-    with source.open("w") as handle:
-        for fixture in ("build_never_ends.py", "slow_detached.py"):
-            handle.write(json.dumps({"id": fixture, "problem": "cpu_mean",
-                                     "code": (HOSTILE / fixture).read_text()}) + "\n")
     config = tmp_path / "gatekeeper.toml"
     # Limits long enough that the kill lands mid-build and mid-import, not after a timeout.
     config.write_text((HOSTILE / "gatekeeper.toml").read_text()
@@ -119,8 +134,7 @@ def test_row5_kill_9_of_ingest_leaves_no_process_and_no_temp_dir(tmp_path, level
     scratch.mkdir()
     env = {**os.environ, "GATEKEEPER_ISOLATION": level, "TMPDIR": str(scratch),
            "GATEKEEPER_CACHE_DIR": str(tmp_path / "cache")}
-    proc = subprocess.Popen([sys.executable, "-m", "gatekeeper", "ingest", str(source), "--problems", str(problems),
-                             "--store", str(tmp_path / "results.db"), "--config", str(config), "--jobs", "2"],
+    proc = subprocess.Popen([sys.executable, "-m", "gatekeeper", *_command(kind, tmp_path, problems, config)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True)
     marker = str(scratch).encode()
     seen: dict[int, tuple[int, str]] = {}
@@ -133,7 +147,7 @@ def test_row5_kill_9_of_ingest_leaves_no_process_and_no_temp_dir(tmp_path, level
             sleeping = any(_argv_has(pid, SLEEPER) for pid in live)
             if compiling and sleeping:
                 break
-            assert proc.poll() is None, f"ingest ended before the kill: {proc.stderr.read().decode()[-2000:]}"
+            assert proc.poll() is None, f"{kind} ended before the kill: {proc.stderr.read().decode()[-2000:]}"
             assert time.monotonic() < deadline, f"no compiler and sleeper within {START_WAIT_S} s: {live}; " + \
                 subprocess.run(["ps", "-ef", "--forest"], capture_output=True, text=True).stdout[-6000:]
             time.sleep(0.2)
@@ -151,5 +165,5 @@ def test_row5_kill_9_of_ingest_leaves_no_process_and_no_temp_dir(tmp_path, level
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-    assert not survivors, f"{GONE_WAIT_S} s after kill -9 of ingest these still run: {survivors}"
+    assert not survivors, f"{GONE_WAIT_S} s after kill -9 of {kind} these still run: {survivors}"
     assert not left, f"temp dirs left behind in TMPDIR: {left}"

@@ -19,6 +19,7 @@ Two layers:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -27,7 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 PARENT_VAR = "GATEKEEPER_PARENT_PID"
 _SETTLE_S = 0.1  # between reaper scans: a fork may land between two of them
@@ -95,6 +96,28 @@ class RunGuard:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def guarded_run(prefix: str = "gatekeeper-run-") -> Iterator[RunGuard]:
+    """This process's whole run under a RunGuard: its own temp dirs (tempfile), the
+    environment its workers inherit (TMPDIR, the run tag) and everything they start. Used
+    by `gatekeeper check` when it runs submission code; restores both on the way out."""
+    guard = RunGuard(prefix)
+    saved_env = {k: os.environ.get(k) for k in guard.env()}
+    saved_tempdir = tempfile.tempdir
+    os.environ.update(guard.env())
+    tempfile.tempdir = str(guard.root)
+    try:
+        yield guard
+    finally:
+        tempfile.tempdir = saved_tempdir
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        guard.close()
 
 
 def _untagged_env() -> dict[str, str]:
