@@ -24,7 +24,7 @@ import pytest
 
 from gatekeeper.sandbox.isolation import _detect
 
-pytestmark = pytest.mark.slow  # kills ingest runs and checks what is left
+pytestmark = pytest.mark.slow  # kills ingest and check runs and checks what is left
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = ROOT / "fixtures" / "hostile"

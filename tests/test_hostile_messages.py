@@ -41,6 +41,7 @@ def _gatekeeper(*args: str) -> str:
     return " ".join(done.stderr.split())
 
 
+@pytest.mark.slow  # runs gatekeeper in subprocesses
 def test_check_and_ingest_name_a_symlink_loop(links):
     assert "cannot read the submission a.py: it is a symbolic link loop (a.py -> b.py -> a.py)" in \
         _gatekeeper("check", "a.py", "-p", str(PROBLEM))

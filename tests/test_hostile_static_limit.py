@@ -60,6 +60,7 @@ def _run(tmp_path: Path, limit: float, *args: str) -> subprocess.CompletedProces
                            "--static-only", *args], capture_output=True, text=True, timeout=300, cwd=folder)
 
 
+@pytest.mark.slow  # runs gatekeeper in a subprocess
 @pytest.mark.parametrize("jobs", [[], ["--jobs", "2"]], ids=["in-process", "pool"])
 def test_check_past_the_static_limit_is_an_error_report_with_exit_3(tmp_path, jobs):
     # 1 ms: rule discovery alone takes longer, so the limit always fires inside the stage.
@@ -73,6 +74,7 @@ def test_check_past_the_static_limit_is_an_error_report_with_exit_3(tmp_path, jo
     assert "static_timeout_s" in report["error"] and "sub.py" in report["error"]
 
 
+@pytest.mark.slow  # runs gatekeeper in a subprocess
 def test_text_output_says_what_where_and_how(tmp_path):
     done = _run(tmp_path, 0.001)
     assert done.returncode == 3
@@ -80,6 +82,7 @@ def test_text_output_says_what_where_and_how(tmp_path):
     assert "did not finish" in text and "static_timeout_s" in text and "Traceback" not in text
 
 
+@pytest.mark.slow  # runs gatekeeper in a subprocess
 def test_within_the_limit_the_stage_decides(tmp_path):
     done = _run(tmp_path, 60, "-f", "json")
     assert done.returncode in (0, 1), done.stderr[-2000:]
