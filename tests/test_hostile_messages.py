@@ -51,3 +51,14 @@ def test_check_and_ingest_name_a_symlink_loop(links):
         _gatekeeper("check", str(HONEST), "-p", "dangling.py", "--static-only")
     assert "cannot read the ingest source a.py: it is a symbolic link loop" in \
         _gatekeeper("ingest", "a.py", "--problems", str(PROBLEM.parent), "--store", "r.db")
+
+
+def test_the_mcp_crash_hint_does_not_blame_nesting_for_a_sigkill():
+    import signal
+
+    from gatekeeper.agent.worker import _likely_cause
+
+    killed = _likely_cause(-signal.SIGKILL)
+    assert "nesting" not in killed and "out-of-memory" in killed
+    assert "native crash" in _likely_cause(-signal.SIGSEGV)
+    assert "stderr" in _likely_cause(1)

@@ -58,6 +58,18 @@ def _describe_exit(code: Optional[int]) -> str:
     return f"exited with status {code}"
 
 
+def _likely_cause(code: Optional[int]) -> str:
+    """Why a checker process died, as far as its exit says: a SIGKILL comes from outside
+    (the out-of-memory killer, a user, a supervisor), not from the code being checked."""
+    if code == -signal.SIGKILL:
+        return (" (SIGKILL comes from outside the checker: usually the out-of-memory killer or another "
+                "process; see the system log)")
+    if code in (-signal.SIGSEGV, -signal.SIGBUS, -signal.SIGABRT):
+        return (" (a native crash; parser bombs are screened, so report this code to gatekeeper's "
+                "maintainers)")
+    return " (its error is on the server's stderr)"
+
+
 class Worker:
     """One child process serving one call at a time. Thread-safe: callers queue on a lock."""
 
@@ -119,9 +131,7 @@ class Worker:
                 process.join(5)
                 code = process.exitcode
                 self._stop()
-                why = (" (often: nesting thousands of levels deep, e.g. long chains of unary operators "
-                       "or parentheses, which the parser cannot handle)") if code is not None and code < 0 else \
-                    " (its error is on the server's stderr)"
+                why = _likely_cause(code)
                 raise WorkerCrashed(f"the checker process {_describe_exit(code)} while checking this code{why}; "
                                     "it is restarted for the next call")
         kind, payload = reply
