@@ -136,6 +136,7 @@ class Plan:
     rule: StopRule
     warmup_calls: int
     idle_s: float  # how long a worker may take for one command
+    start_s: float = 600.0  # how long a worker may take to start (imports, calibration, loading extensions)
     per_tensor: int = 4096
     checks_per_block: int = 1
     graph: bool = False  # CUDA-graph replays per call (settings.mode == "graph")
@@ -224,7 +225,7 @@ def run(start_reference: Callable[[], Job], start_submission: Callable[[], Job],
     ref = Worker(start_reference(), "reference")
     sub: Optional[Worker] = None
     try:
-        inputs = ref.expect("inputs", plan.idle_s)
+        inputs = ref.expect("inputs", plan.start_s)
         if inputs is None:
             out.failed = "reference"
             return out
@@ -245,7 +246,7 @@ def run(start_reference: Callable[[], Job], start_submission: Callable[[], Job],
         sub = Worker(start_submission(), "submission")
         sub.send({**{k: inputs[k] for k in ("init", "init_seed", "key", "sets")}, "flush_factor": plan.flush_factor})
         del inputs
-        if sub.expect("ready", plan.idle_s) is None:
+        if sub.expect("ready", plan.start_s) is None:
             out.failed = "submission"
             return out
         warm_sub = _warm(sub, 0, plan.warmup_calls, plan)

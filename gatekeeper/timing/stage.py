@@ -123,7 +123,8 @@ def run_timing(submission: Any, problem: Optional[Any], config: Any, options: An
     with tempfile.TemporaryDirectory(prefix="gatekeeper-timing-") as scratch:
         ext_dir = _extensions_dir(submission, folder.parent / "timing_extensions")
         out = measure(_submission_file(submission, Path(scratch)), problem.path, config, seed=seed,
-                      device="cuda", calibrate=ceilings is None, ext_dir=ext_dir)
+                      device="cuda", calibrate=ceilings is None, ext_dir=ext_dir,
+                      entry=getattr(problem, "entry", "ModelNew"))
     env = {"gpu": name, "device": "cuda"}
     if out.failed == "submission" or (out.submission is not None and out.failed is None
                                       and out.submission.first("error")):
@@ -132,7 +133,7 @@ def run_timing(submission: Any, problem: Optional[Any], config: Any, options: An
             return StageOutcome(status=StageStatus.FAILED if failed.severity == Severity.ERROR else StageStatus.PASSED,
                                 findings=[failed], environment=env)
     if out.failed is not None or out.reference is None:
-        ref = out.reference
+        ref = out.submission if out.failed == "submission" else out.reference
         err = (ref.first("error") if ref else None) or {}
         detail = err.get("message") or (ref.detail or ref.stderr_tail[-300:] if ref else "not started")
         return _error(f"the {out.failed or 'reference'} could not be timed "
@@ -179,7 +180,8 @@ def _flush_bytes(facts: dict[str, Any], settings: Any) -> int:
 
 
 def measure(submission_path: str, problem_path: Path, config: Any, *, seed: int, device: str,
-            calibrate: bool, ext_dir: Path, workdirs: Optional[tuple[Path, Path]] = None) -> Outcome:
+            calibrate: bool, ext_dir: Path, workdirs: Optional[tuple[Path, Path]] = None,
+            entry: str = "ModelNew") -> Outcome:
     """Start the two workers and run the alternating blocks (gatekeeper.timing.conduct).
     `device` is "cuda" for the stage; tests drive the same path with "cpu" (host-clock
     times, no CUDA call), `workdirs` keeping the workers' folders for inspection."""
@@ -198,7 +200,7 @@ def measure(submission_path: str, problem_path: Path, config: Any, *, seed: int,
                   "cap_bytes": settings.input_sets_max_mb << 20, "flush_factor": settings.l2_flush_factor}
     # The checking worker's parameters (gatekeeper.behaviour.stage.start_subject), poison
     # included: it is on while the submission loads, as there, and off from the decoy on.
-    sub_params = {"submission": submission_path, "device": device, "poison": True}
+    sub_params = {"submission": submission_path, "device": device, "poison": True, "entry": entry}
     phases = {"idle": idle, "block": idle, "warmup": idle, "report": limits.call_timeout_s}
 
     def start_reference() -> Job:
@@ -214,6 +216,7 @@ def measure(submission_path: str, problem_path: Path, config: Any, *, seed: int,
                    workdir=workdirs[1] if workdirs else None, **common)
 
     plan = Plan(rule=rule_from_settings(settings), warmup_calls=settings.warmup_calls, idle_s=idle,
+                start_s=max(limits.import_timeout_s, limits.build_timeout_s) + 300,
                 checks_per_block=settings.output_checks, flush_factor=settings.l2_flush_factor,
                 graph=settings.mode == "graph" and cuda)
     return run(start_reference, start_submission, plan)
