@@ -17,7 +17,7 @@ SITE=$(python3 -c 'import site; print(site.getsitepackages()[0])')
   2>&1 | tee "$OUT/env.txt"
 if [[ " $* " == *" e2e "* ]]; then python3 bench/gpu_e2e.py 2>&1 | tee "$OUT/e2e.log"; fi
 if [[ " $* " == *" adversarial "* ]]; then python3 bench/gpu_adversarial.py 2>&1 | tee "$OUT/adversarial.log"; fi
-if [[ " $* " == *" fresh "* ]]; then python3 bench/gpu_timing_fresh.py 2>&1 | tee "$OUT/fresh.log"; fi
+if [[ " $* " == *" fresh "* ]]; then python3 bench/gpu_timing_fresh.py ${FRESH_CASES:-} 2>&1 | tee -a "$OUT/fresh.log"; fi
 if [ $# -eq 0 ] || [ -n "$(echo "$@" | tr ' ' '\n' | grep -vx 'e2e\|ncu\|adversarial\|fresh')" ]; then
   python3 bench/gpu_validate.py "$@" 2>&1 | tee "$OUT/validate.log"
 fi
