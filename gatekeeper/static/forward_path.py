@@ -15,10 +15,16 @@ called, so it is not given the benefit of the doubt.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from gatekeeper.static.context import FileContext
+
+class CallGraph(Protocol):
+    """What the forward path reads from the file context (FileContext has it). A Protocol, not
+    an import of context.py, which calls in_forward: no import circle, not even for types."""
+
+    text: str
+    calls: dict[str, set[str]]  # callee -> callers
+    defined: set[str]
 
 MODULE_KEY = "<module>"
 ROOT_NAMES = frozenset({"forward", "__call__"})
@@ -30,7 +36,7 @@ def _last(key: str) -> str:
     return key.rsplit(".", 1)[-1]
 
 
-def _callees(ctx: "FileContext") -> dict[str, set[str]]:
+def _callees(ctx: CallGraph) -> dict[str, set[str]]:
     """caller key -> callee keys, a bare callee name mapped to every definition of it."""
     by_last: dict[str, set[str]] = {}
     for key in ctx.defined:
@@ -43,14 +49,14 @@ def _callees(ctx: "FileContext") -> dict[str, set[str]]:
     return out
 
 
-def is_root(ctx: "FileContext", key: str) -> bool:
+def is_root(ctx: CallGraph, key: str) -> bool:
     if _last(key) not in ROOT_NAMES:
         return False
     # The reference's own `Model` copied into the submission is not the submission's path.
     return not (key.startswith("Model.") and "ModelNew.forward" in ctx.defined)
 
 
-def compute_forward_keys(ctx: "FileContext") -> frozenset[str]:
+def compute_forward_keys(ctx: CallGraph) -> frozenset[str]:
     callees = _callees(ctx)
     called = {k for targets in callees.values() for k in targets}
     reached: set[str] = set()
@@ -71,11 +77,11 @@ def compute_forward_keys(ctx: "FileContext") -> frozenset[str]:
     return frozenset(reached)
 
 
-def _defs(ctx: "FileContext", name: str) -> int:
+def _defs(ctx: CallGraph, name: str) -> int:
     return len(re.findall(rf"\bdef\s+{re.escape(name)}\b", ctx.text))
 
 
-def in_forward(ctx: "FileContext", key: str) -> bool:
+def in_forward(ctx: CallGraph, key: str) -> bool:
     """True when the function `key` runs inside the model's call."""
     if key == MODULE_KEY:
         return False
