@@ -15,7 +15,6 @@ STAGES = ("gatekeeper.build", "gatekeeper.behaviour", "gatekeeper.timing")
 # Cycles that only TYPE_CHECKING imports close, being removed by the engine work (helper A's
 # static/context.py <-> static/rule.py); nothing may be added to this list.
 KNOWN_TYPING_CYCLES = [
-    ["gatekeeper.static.context", "gatekeeper.static.forward_path", "gatekeeper.static.rule"],
     ["gatekeeper.static.context", "gatekeeper.static.rule"],
 ]
 
