@@ -88,15 +88,16 @@ def run(
     extra: dict = {}
     env_extra: dict = {}
     problem_ref: Optional[ProblemRef] = None
+    pending = None  # the --static-only import check of the problem, running beside the static stage
     try:
         if problem_path is not None and problem is None:
             problem = load_problem(problem_path, tuple(config.jitter.names))  # once, for every stage
         if problem is not None:
             problem_ref = problem.ref()
             if options.last_stage == StageName.STATIC and not options.time:
-                from gatekeeper.problem.import_check import check_imports
+                from gatekeeper.problem.import_check import start_import_check
 
-                check_imports(problem, config)  # no later stage would notice a problem that fails to import
+                pending = start_import_check(problem, config)  # no later stage would notice an import failure
         stopped: Optional[str] = None
         for name in ORDER:
             if ORDER.index(name) > ORDER.index(options.last_stage) and not (name == StageName.TIMING and options.time):
@@ -140,10 +141,15 @@ def run(
                 stopped = f"the {name.value} stage could not complete"
             elif status == StageStatus.FAILED and not options.keep_going:
                 stopped = f"stopped after {name.value} findings (use --keep-going to run it anyway)"
+        if pending is not None:
+            pending.wait()
     except GatekeeperError as exc:
         if exc.exit_code == 2:
             raise
         return _error_report(submission, problem_ref, config, env, stages, findings, str(exc))
+    finally:
+        if pending is not None:
+            pending.close()
     if env_extra:
         env = env.model_copy(update=env_extra)
     if any(s.status == StageStatus.ERROR for s in stages):

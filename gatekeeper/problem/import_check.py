@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from typing import Any
+from typing import Any, Optional
 
 from gatekeeper.errors import InfrastructureError
 
@@ -44,41 +44,68 @@ def _marker(key: str):  # type: ignore[no-untyped-def]
     return cache_root() / "problems_loaded" / key
 
 
-def check_imports(problem: Any, config: Any) -> None:
-    """Raise InfrastructureError (exit 3) when the problem fails to import or lacks a name."""
+class Pending:
+    """A started import check: `wait()` raises InfrastructureError (exit 3) when the problem
+    fails to import or lacks a name; `close()` stops a worker nobody waits for."""
+
+    def __init__(self, problem: Any, key: str, job: Any) -> None:
+        self.problem, self.key, self.job = problem, key, job
+
+    def wait(self) -> None:
+        result, self.job = self.job.wait(), None
+        where = self.problem.folder or self.problem.path
+        failed = result.first("problem-error")
+        if failed is not None:
+            raise InfrastructureError(f"problem error: {where} {failed['what']}; fix the problem file "
+                                      "(every check against it would be meaningless)")
+        if result.status != "ok":
+            raise InfrastructureError(f"problem error: importing {where} in a worker ended with '{result.status}' "
+                                      f"in phase '{result.phase}': {result.detail or result.stderr_tail[-400:]}")
+        with _LOCK:
+            _OK.add(self.key)
+        marker = _marker(self.key)
+        try:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(str(where), "utf-8")
+        except OSError:
+            pass  # a read-only cache only costs the next run another worker
+
+    def close(self) -> None:
+        if self.job is not None:
+            self.job.kill()
+            self.job = None
+
+
+def start_import_check(problem: Any, config: Any) -> Optional[Pending]:
+    """Start the worker (the static stage runs meanwhile), or None when this problem is known
+    to load."""
     key = _key(problem)
     with _LOCK:
         if key in _OK:
-            return
-    marker = _marker(key)
-    if marker.is_file():
+            return None
+    if _marker(key).is_file():
         with _LOCK:
             _OK.add(key)
-        return
-    from gatekeeper.sandbox import run_job
+        return None
+    from gatekeeper.sandbox import Job
 
     limits = config.limits
-    result = run_job("gatekeeper.problem.import_check:import_job",
-                     {**problem.describe(), "source": problem.source, "jitter_names": list(config.jitter.names)},
-                     timeouts={"start": max(limits.import_timeout_s, TRUSTED_START_S),
-                               "import": max(limits.import_timeout_s, TRUSTED_START_S)},
-                     default_timeout_s=max(limits.import_timeout_s, TRUSTED_START_S), memory_mb=limits.memory_mb,
-                     cap_address_space=False, env={"OMP_NUM_THREADS": "1"})
-    where = problem.folder or problem.path
-    failed = result.first("problem-error")
-    if failed is not None:
-        raise InfrastructureError(f"problem error: {where} {failed['what']}; fix the problem file "
-                                  "(every check against it would be meaningless)")
-    if result.status != "ok":
-        raise InfrastructureError(f"problem error: importing {where} in a worker ended with '{result.status}' in "
-                                  f"phase '{result.phase}': {result.detail or result.stderr_tail[-400:]}")
-    with _LOCK:
-        _OK.add(key)
-    try:
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(str(where), "utf-8")
-    except OSError:
-        pass  # a read-only cache only costs the next run another worker
+    start = max(limits.import_timeout_s, TRUSTED_START_S)
+    job = Job("gatekeeper.problem.import_check:import_job",
+              {**problem.describe(), "source": problem.source, "jitter_names": list(config.jitter.names)},
+              timeouts={"start": start, "import": start}, default_timeout_s=start, memory_mb=limits.memory_mb,
+              cap_address_space=False, env={"OMP_NUM_THREADS": "1"})
+    return Pending(problem, key, job)
+
+
+def check_imports(problem: Any, config: Any) -> None:
+    """Raise InfrastructureError (exit 3) when the problem fails to import or lacks a name."""
+    pending = start_import_check(problem, config)
+    if pending is not None:
+        try:
+            pending.wait()
+        finally:
+            pending.close()
 
 
 def import_job(params: dict[str, Any], channel: Any) -> None:
