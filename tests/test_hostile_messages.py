@@ -3,6 +3,7 @@ says what is there (a symbolic link loop, a dangling link), not "not found"."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -62,3 +63,41 @@ def test_the_mcp_crash_hint_does_not_blame_nesting_for_a_sigkill():
     assert "nesting" not in killed and "out-of-memory" in killed
     assert "native crash" in _likely_cause(-signal.SIGSEGV)
     assert "stderr" in _likely_cause(1)
+
+
+_PROBLEM_TAIL = '''
+class Model(nn.Module):
+    def forward(self, x):
+        {forward}
+
+
+def get_inputs():
+    return [torch.randn(4, 16, 48)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.slow  # runs the behaviour stage's sandboxed workers
+@pytest.mark.parametrize("at_import", [True, False], ids=["raises-at-import", "forward-raises"])
+def test_a_broken_problem_is_named_for_what_fails(tmp_path, at_import):
+    head = "import torch\nimport torch.nn as nn\n" + ("raise RuntimeError('broken problem')\n" if at_import else "")
+    forward = "return x.mean(0)" if at_import else "raise RuntimeError('broken forward')"
+    problem = tmp_path / "problem.py"
+    problem.write_text(head + _PROBLEM_TAIL.replace("{forward}", forward))
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "gatekeeper.toml").write_text((ROOT / "fixtures" / "hostile" / "gatekeeper.toml").read_text())
+    sub = folder / "sub.py"
+    sub.write_text(HONEST.read_text())
+    done = subprocess.run([sys.executable, "-m", "gatekeeper", "check", str(sub), "-p", str(problem), "-f", "json"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 3, (done.returncode, done.stderr[-2000:])
+    error = json.loads(done.stdout)["error"]
+    if at_import:
+        assert f"the problem file {problem} raises at import (line 3): RuntimeError: broken problem" in error
+        assert "nominal inputs" not in error
+    else:
+        assert "the reference fails on its own nominal inputs: RuntimeError: broken forward" in error

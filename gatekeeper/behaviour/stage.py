@@ -3,6 +3,8 @@ sandboxed workers, judge in the parent."""
 
 from __future__ import annotations
 
+import re
+
 import tempfile
 import threading
 import time
@@ -93,6 +95,10 @@ def _import_torch() -> None:
         pass
 
 
+# The frame that load_module's exec ran: the problem module's own top level.
+_IMPORT_FRAME = re.compile(r'in load_module\n(?:.*\n)*?\s*File "([^"]+)", line (\d+), in <module>')
+
+
 def _reference_failure(ref: JobResult, environment: dict[str, Any]) -> Optional[StageOutcome]:
     """A problem error (exit 3) when the reference worker failed or rejects nominal inputs."""
     if ref.status != "ok" or ref.of_kind("error"):
@@ -105,7 +111,13 @@ def _reference_failure(ref: JobResult, environment: dict[str, Any]) -> Optional[
     failed = {m["name"]: m for m in ref.of_kind("trial-failed")}
     for name in ("nominal", "nominal-second", "nominal-overwrite"):
         if name not in names:
-            why = (failed.get(name, {}).get("failures") or [{}])[0].get("error", "no result")
+            first = (failed.get(name, {}).get("failures") or [{}])[0]
+            why = first.get("error", "no result")
+            at_import = _IMPORT_FRAME.search(first.get("traceback", ""))
+            if at_import:  # not "fails on its inputs": no input was ever made (issue 12)
+                return _error(f"problem error: the problem file {at_import.group(1)} raises at import (line "
+                              f"{at_import.group(2)}): {why}; the reference never ran. Fix the problem file "
+                              f"(`python {at_import.group(1)}` shows the error)", environment)
             return _error(f"problem error: the reference fails on its own nominal inputs: {why}", environment)
     return None
 
