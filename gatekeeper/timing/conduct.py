@@ -213,8 +213,8 @@ class _WorkerFailed(Exception):
     pass
 
 
-def _warm(worker: Worker, start: int, calls: int, plan: Plan) -> Optional[dict[str, Any]]:
-    worker.send({"op": "warmup", "start": start, "calls": calls, "graph": plan.graph})
+def _warm(worker: Worker, start: int, calls: int, plan: Plan, graph: bool) -> Optional[dict[str, Any]]:
+    worker.send({"op": "warmup", "start": start, "calls": calls, "graph": graph})
     return worker.expect("warm", plan.idle_s)
 
 
@@ -234,12 +234,14 @@ def run(start_reference: Callable[[], Job], start_submission: Callable[[], Job],
             if found is not None:
                 out.messages[kind] = found
         out.input_sets = len(inputs["sets"])
-        warm = _warm(ref, ALONE_BASE, plan.warmup_calls, plan)
+        warm = _warm(ref, ALONE_BASE, plan.warmup_calls, plan, plan.graph)
         if warm is None:
             out.failed = "reference"
             return out
         out.host_call_us["reference"] = float(warm["host_call_us"])
-        out.mode, out.graph_error = warm.get("mode", "events"), warm.get("graph_error")
+        out.mode = warm.get("mode", "events")
+        if warm.get("graph_error"):  # the reference itself cannot be captured: plain launches on both sides
+            out.graph_error = f"the reference could not be captured ({warm['graph_error']})"
         alone_blocks = _Blocks(ref, None, plan, int(warm["next"]), max(20.0, 2 * warm["host_call_us"]), out)
         out.alone = sample_until_stable(alone_blocks, plan.rule, now, sides=(True, False))
 
@@ -249,7 +251,7 @@ def run(start_reference: Callable[[], Job], start_submission: Callable[[], Job],
         if sub.expect("ready", plan.start_s) is None:
             out.failed = "submission"
             return out
-        warm_sub = _warm(sub, 0, plan.warmup_calls, plan)
+        warm_sub = _warm(sub, 0, plan.warmup_calls, plan, out.mode == "graph")
         if warm_sub is None:
             out.failed = "submission"
             return out
