@@ -73,7 +73,8 @@ CATALOGUE: dict[str, Check] = {c.code: c for c in [
           "run the module and ModelNew on the problem's inputs locally and fix the exception"),
     Check("GK661", "RunsOutOfTime", C.TIMEOUT, E,
           "the submission ran past the time limit: {detail}",
-          "remove blocking waits and infinite loops; heavy work at import time also counts"),
+          "remove blocking waits and infinite loops; heavy work at import time also counts (an honest module "
+          "that needs longer: raise import_timeout_s or call_timeout_s under [limits] in gatekeeper.toml)"),
     Check("GK662", "WorkerDied", C.RUNTIME_FAILURE, E,
           "the worker running the submission died without reporting: {detail}",
           "look for crashes (segfaults, aborts), os._exit or sys.exit in the module or in forward"),
@@ -138,7 +139,8 @@ CATALOGUE: dict[str, Check] = {c.code: c for c in [
           "fix the compiler error shown; build it locally with torch.utils.cpp_extension.load_inline(verbose=True)"),
     Check("GK681", "BuildTimesOut", C.TIMEOUT, E,
           "building or importing the submission ran past the {limit} s limit",
-          "keep the extension small; do not block at import time"),
+          "keep the extension small; do not block at import time (an honest build that needs longer: raise "
+          "build_timeout_s under [limits] in gatekeeper.toml)"),
 ]}
 
 
