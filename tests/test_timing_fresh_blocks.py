@@ -72,12 +72,13 @@ def test_a_different_key_gives_different_inputs_and_shifts_cover_every_round():
     assert shifts == set(range(1, 10))  # 9 rounds, 9 distinct shifts
 
 
-def test_l2_reset_is_inert_without_a_driver():
+def test_l2_reset_never_fails_without_a_gpu_and_works_with_one():
     reset = L2Reset()
-    if gpu_name() is None and not reset.available:
+    if gpu_name() is None:  # no libcuda, or a driver without a device: nothing raises, nothing is claimed
         reset.reset(None)
-        assert reset.persisting_limit() is None and reset.errors == []
-    else:  # a machine with libcuda: the calls must at least succeed on a fresh context
+        assert reset.persisting_limit() in (None, 0)
+        assert reset.available or reset.errors == []
+    else:  # the calls must succeed on torch's context
         torch.zeros(1, device="cuda")
         reset.reset(torch.cuda.current_stream().cuda_stream)
         assert reset.persisting_limit() == 0 and reset.errors == []
