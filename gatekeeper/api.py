@@ -99,10 +99,13 @@ def check(
     keep_going: bool = False,
     seed: Optional[int] = None,
     time: bool = False,
+    import_problem: bool = True,
 ) -> Report:
     """Check one submission (a path, or its source code) against a problem (path or source).
 
-    `stages` names the last stage to run: static, build, behaviour or timing.
+    `stages` names the last stage to run: static, build, behaviour or timing. With `stages`
+    static, `import_problem` imports the problem once in a sandboxed worker so that a problem
+    that fails to import is an error (exit 3), not a silent pass.
     """
     if stages not in STAGE_NAMES:
         raise UsageError(f"unknown stage {stages!r}; choose one of {', '.join(STAGE_NAMES)}")
@@ -118,7 +121,7 @@ def check(
     scratch: list[Path] = []
     try:
         options = RunOptions(last_stage=STAGE_NAMES[stages], keep_going=keep_going or config.keep_going,
-                             seed=seed, time=time or stages == "timing")
+                             seed=seed, time=time or stages == "timing", import_problem=import_problem)
         loaded = _static_problem(problem) if stages == "static" else None
         if loaded is not None:
             # Static-only needs the problem's facts, not its file: reuse them by content.
@@ -144,7 +147,9 @@ def _require_isolation(config: Config) -> None:
 
 
 def check_static(source_or_path: PathOrCode, problem: Optional[PathOrCode] = None, **kwargs) -> Report:
-    """The fast path: static rules only, no code executed."""
+    """The fast path: static rules only, no code executed (not even the problem's: the CLI's
+    --static-only and check(stages="static") import it once to check it)."""
+    kwargs.setdefault("import_problem", False)
     return check(source_or_path, problem, stages="static", **kwargs)
 
 

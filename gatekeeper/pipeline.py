@@ -94,7 +94,7 @@ def run(
             problem = load_problem(problem_path, tuple(config.jitter.names))  # once, for every stage
         if problem is not None:
             problem_ref = problem.ref()
-            if options.last_stage == StageName.STATIC and not options.time:
+            if options.last_stage == StageName.STATIC and not options.time and options.import_problem:
                 from gatekeeper.problem.import_check import start_import_check
 
                 pending = start_import_check(problem, config)  # no later stage would notice an import failure

@@ -29,6 +29,9 @@ class RunOptions:
     keep_going: bool = False
     seed: Optional[int] = None
     time: bool = False
+    # A static-only run imports the problem once in a worker to check that it loads
+    # (gatekeeper.problem.import_check); check_static, the no-code fast path, turns it off.
+    import_problem: bool = True
 
 
 @dataclass

@@ -273,3 +273,12 @@ def test_submissions_only_keeps_a_kernelbench_hard_solution_and_skips_its_refere
     assert out.returncode == 0, out.stdout + out.stderr
     assert [Path(r["submission"]["path"]).name for r in reports] == ["solution.py"]
     assert reports[0]["problem"]["name"] == "01_double"
+
+
+def test_api_static_checks_the_problem_import_but_check_static_runs_no_code(tmp_path):
+    problem = tmp_path / "raises.py"
+    problem.write_text(REFERENCE + "raise ImportError('needs a package this machine lacks')\n")
+    submission = ROOT / "fixtures" / "submissions" / "cpu_honest_cpp.py"
+    report = gatekeeper.check(submission, problem, stages="static")
+    assert report.verdict.value == "error" and "raises ImportError at import" in report.error
+    assert gatekeeper.check_static(submission, problem).verdict.value == "pass"  # the documented fast path
