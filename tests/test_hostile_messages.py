@@ -15,7 +15,8 @@ from gatekeeper.path_errors import not_found, why_missing
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEM = ROOT / "fixtures" / "problems" / "cpu_mean.py"
-HONEST = ROOT / "fixtures" / "hostile" / "honest_python.py"
+HOSTILE_DIR = ROOT / "fixtures" / "hostile"
+HONEST = HOSTILE_DIR / "honest_python.py"
 
 
 @pytest.fixture
@@ -101,3 +102,30 @@ def test_a_broken_problem_is_named_for_what_fails(tmp_path, at_import):
         assert "nominal inputs" not in error
     else:
         assert "the reference fails on its own nominal inputs: RuntimeError: broken forward" in error
+
+
+@pytest.mark.slow  # runs ingest with sandboxed workers
+def test_ingest_under_none_says_the_submission_can_signal_its_checker(tmp_path):
+    """Row 2 without isolation: a submission kills or freezes the ingest worker checking it.
+    Not defended under `none` (docs/threat-model.md), but the stored error says what
+    happened and how to prevent it, instead of 'killed' or 'raise --timeout'."""
+    import sqlite3
+
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    for name in ("cpu_mean.py", "cpu_mean.toml"):
+        (problems / name).write_text((ROOT / "fixtures" / "problems" / name).read_text())
+    source = tmp_path / "subs.jsonl"
+    source.write_text("".join(json.dumps({"id": f, "problem": "cpu_mean", "code": (HOSTILE_DIR / f).read_text()}) + "\n"
+                              for f in ("kill_parent.py", "stop_parent.py")))
+    store = tmp_path / "r.db"
+    done = subprocess.run([sys.executable, "-m", "gatekeeper", "ingest", str(source), "--problems", str(problems),
+                           "--store", str(store), "--config", str(HOSTILE_DIR / "gatekeeper.toml"), "--jobs", "2",
+                           "--timeout", "30"], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "GATEKEEPER_ISOLATION": "none"})
+    assert done.returncode == 3, done.stderr[-2000:]
+    rows = dict(sqlite3.connect(store).execute("select source_id, error from results"))
+    assert "was killed by SIGKILL" in rows["kill_parent.py"] and "can signal the process checking it" in \
+        rows["kill_parent.py"]
+    assert "was frozen (stopped by a signal)" in rows["stop_parent.py"]
+    assert "install bubblewrap" in rows["stop_parent.py"] and "raise --timeout" not in rows["stop_parent.py"]

@@ -63,6 +63,32 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
+def _stopped(pid: int) -> bool:
+    """The process is stopped (SIGSTOP, SIGTSTP) or traced (Linux /proc; False elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
+def _who_signals() -> str:
+    """Who can signal a checker: anything of the same user outside a pid namespace."""
+    from gatekeeper.sandbox.isolation import detect
+
+    level = detect().name
+    if level == "bwrap" or level == "unshare":
+        return (f"Under isolation '{level}' submission code cannot signal it: look for another process of "
+                "this user, or the out-of-memory killer (the system log says).")
+    return (f"Under isolation '{level}' the submission's code can signal the process checking it "
+            "(os.kill(os.getppid(), ...)), which is the likely cause; install bubblewrap so that it cannot "
+            "(docs/threat-model.md). The verdict is error, not a pass.")
+
+
+def _signalled(code: int) -> str:
+    return f". {_who_signals()}" if code in (-signal.SIGKILL, -signal.SIGSTOP, -signal.SIGTERM) else ""
+
+
 class WorkerPool:
     def __init__(self, setup: dict, envs: list[dict[str, str]], timeout_s: float):
         self.setup = setup
@@ -206,7 +232,7 @@ class WorkerPool:
         if task is None:
             return None
         detail = f"; its last output: {tail}" if tail else ""
-        return Outcome(task.i, error=f"the worker process checking this submission {how}{detail}",
+        return Outcome(task.i, error=f"the worker process checking this submission {how}{_signalled(code)}{detail}",
                        duration_s=time.monotonic() - worker.started)
 
     def _expire(self) -> Iterator[Outcome]:
@@ -223,8 +249,14 @@ class WorkerPool:
                 continue
             if worker.task is not None and now - worker.started >= self.timeout_s:
                 task = worker.task
+                frozen = _stopped(worker.process.pid)
                 self._retire(worker, kill=True)
                 self._start(worker.env_slot)
-                yield Outcome(task.i, error=(f"the check did not finish within {self.timeout_s:g} s; the worker was "
-                                             "killed (raise --timeout if the stages need longer)"),
-                              duration_s=now - worker.started)
+                if frozen:
+                    error = (f"the worker checking this submission was frozen (stopped by a signal) and did not "
+                             f"finish within {self.timeout_s:g} s; the worker was killed. "
+                             f"{_who_signals()}")
+                else:
+                    error = (f"the check did not finish within {self.timeout_s:g} s; the worker was killed "
+                             "(raise --timeout if the stages need longer)")
+                yield Outcome(task.i, error=error, duration_s=now - worker.started)
