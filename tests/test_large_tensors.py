@@ -41,6 +41,7 @@ path = os.path.join(os.environ['GATEKEEPER_SPILL_DIR'], packed['file']['name'])
 """
 
 
+@pytest.mark.slow
 def test_a_large_tensor_crosses_as_a_verified_file(low_threshold):
     result = _send(MAKE + "result = {'big': packed, 'small': pack(torch.arange(5))}")
     assert result.status == "ok", result
@@ -52,6 +53,7 @@ def test_a_large_tensor_crosses_as_a_verified_file(low_threshold):
     assert torch.equal(unpack(value["small"]), torch.arange(5))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tamper, why", [
     ("with open(path, 'r+b') as f: f.seek(12345); f.write(b'\\x00\\x01\\x02\\x03')", "digest"),
     ("os.truncate(path, 1000)", "bytes"),
@@ -136,6 +138,7 @@ def _check(tmp_path, source):
     return report, next(s for s in report.stages if s.name.value == "behaviour")
 
 
+@pytest.mark.slow
 def test_large_output_problem_honest_passes_and_wrong_is_rejected(low_threshold, tmp_path):
     report, stage = _check(tmp_path, HONEST)
     assert stage.status.value == "passed", (stage.reason, [(f.rule, f.message) for f in report.findings])
@@ -159,6 +162,7 @@ def get_init_inputs():
 '''
 
 
+@pytest.mark.slow
 def test_a_problem_over_sixteen_thresholds_is_jittered_down_only(low_threshold, tmp_path):
     # 24 MiB of nominal input against 16 x 1 MiB: jittered trials never grow past nominal.
     problem = tmp_path / "big_input.py"

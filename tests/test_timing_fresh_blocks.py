@@ -86,6 +86,7 @@ def test_l2_reset_never_fails_without_a_gpu_and_works_with_one():
 
 # -- the two-worker method, end to end on CPU ---------------------------------------------
 
+@pytest.mark.slow
 def test_honest_probe_sees_no_reference_and_its_timed_outputs_match(tmp_path):
     out = _measure("timing_probe_introspect.py", tmp_path / "ext")
     assert out.failed is None, (out.reference and out.reference.messages[-3:], out.submission and
@@ -103,6 +104,7 @@ def test_honest_probe_sees_no_reference_and_its_timed_outputs_match(tmp_path):
         assert view["input_version"] in (None, 1)
 
 
+@pytest.mark.slow
 def test_timing_worker_loads_what_the_checking_worker_loads(tmp_path):
     """The probe's view from the checking worker (behaviour's subject job, fed one nominal
     trial as the behaviour stage does) equals its view from the timing worker."""
@@ -127,6 +129,7 @@ def test_timing_worker_loads_what_the_checking_worker_loads(tmp_path):
         assert view in seen_checking, view  # every view timing gives, checking gave too
 
 
+@pytest.mark.slow
 def test_memo_armed_by_the_reference_class_never_hits(tmp_path):
     # Armed by the decoy, as in the checking worker's timed schedule part (where the
     # behaviour stage rejects it); in timing every call is new, so it gains nothing.
@@ -137,6 +140,7 @@ def test_memo_armed_by_the_reference_class_never_hits(tmp_path):
     assert compare_checks(out.checks)["mismatches"] == []
 
 
+@pytest.mark.slow
 def test_address_keyed_memo_is_caught_by_the_timed_output_check(tmp_path):
     out = _measure("timing_address_memo.py", tmp_path / "ext")
     assert out.failed is None
@@ -145,6 +149,7 @@ def test_address_keyed_memo_is_caught_by_the_timed_output_check(tmp_path):
     assert "sampled elements off" in check["detail"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("broken", ["def forward(", "raise RuntimeError('no import for you')"])
 def test_a_submission_that_cannot_load_fails_on_its_side(tmp_path, broken):
     bad = tmp_path / "bad.py"
