@@ -63,7 +63,13 @@ class RunGuard:
 
         self.var = RUN_VAR
         self.token = os.urandom(12).hex()
-        self.root = Path(tempfile.mkdtemp(prefix=prefix))
+        try:
+            self.root = Path(tempfile.mkdtemp(prefix=prefix))
+        except OSError as exc:
+            from gatekeeper.errors import InfrastructureError
+
+            raise InfrastructureError(f"cannot create a temporary folder in {tempfile.gettempdir()}: "
+                                      f"{exc.strerror}; set TMPDIR to a writable folder") from None
         read_end, self._write_end = os.pipe()  # both close-on-exec: no worker inherits the write end
         try:
             self.watcher: Optional[subprocess.Popen] = subprocess.Popen(
