@@ -148,6 +148,7 @@ def _schema_from_cli() -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_cli_schema_validates_a_real_report_and_rejects_a_broken_one():
     schema = _schema_from_cli()
     assert schema == Report.model_json_schema()

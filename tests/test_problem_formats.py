@@ -174,6 +174,7 @@ def test_problem_map_accepts_kernelbench_hard_folders(tmp_path):
     assert not is_problem_file(folder / "solution.py", config)
 
 
+@pytest.mark.slow
 def test_cli_checks_a_kernelbench_hard_folder_unmodified():
     out = _cli("check", str(HARD / "solution.py"), "--problem", str(HARD), "--static-only", "-f", "json")
     report = json.loads(out.stdout)
@@ -190,6 +191,7 @@ def test_a_model_new_against_a_kernelbench_hard_problem_names_the_entry_it_needs
 
 # --- load errors: reported once, with the right exit code ----------------------------------
 
+@pytest.mark.slow
 def test_missing_problem_paths_are_usage_errors(tmp_path):
     for path in (tmp_path / "nope.py", tmp_path):  # tmp_path: a folder without reference.py
         with pytest.raises(UsageError):
@@ -208,6 +210,7 @@ def test_a_problem_that_does_not_parse_is_exit_3_with_the_line(tmp_path):
     assert "does not parse (line" in json.loads(out.stdout)["error"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text,what", [
     (REFERENCE + "raise RuntimeError('no such dataset')\n", "raises RuntimeError at import (line 19)"),
     (REFERENCE.replace("def get_init_inputs", "def _init_inputs"), "defines no get_init_inputs"),
@@ -264,6 +267,7 @@ def test_ingest_problems_folder_holds_kernelbench_hard_folders(tmp_path):
         load_problems(tmp_path)
 
 
+@pytest.mark.slow
 def test_submissions_only_keeps_a_kernelbench_hard_solution_and_skips_its_reference(tmp_path):
     folder = _hard_folder(tmp_path)
     (folder / "solution.py").write_text((HARD / "solution.py").read_text())
@@ -275,6 +279,7 @@ def test_submissions_only_keeps_a_kernelbench_hard_solution_and_skips_its_refere
     assert reports[0]["problem"]["name"] == "01_double"
 
 
+@pytest.mark.slow
 def test_api_static_checks_the_problem_import_but_check_static_runs_no_code(tmp_path):
     problem = tmp_path / "raises.py"
     problem.write_text(REFERENCE + "raise ImportError('needs a package this machine lacks')\n")

@@ -30,6 +30,7 @@ def test_seed_problem_bytes_and_the_h100_memory_floor_from_the_seed_readme():
     assert f.bound == "launch" and f.floor_us == 2.0
 
 
+@pytest.mark.slow
 def test_matmul_flops_from_the_flop_counter_and_the_compute_floor():
     a = torch.randn(64, 32)
     b = torch.randn(32, 16)
