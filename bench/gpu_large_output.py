@@ -15,7 +15,7 @@ workers, GPU memory used), so a run cut off at its time limit keeps what it did.
 
 Default problem: ReLU on x of shape [32768, 16384] float32: 2 GiB in, 2 GiB out (--rows,
 --cols for larger). Disk: the trials' tensors are held as files until the submission has run;
-for 2 GiB in and out expect a peak of about 25 GiB under the temp dir (GATEKEEPER_SPILL_BYTES
+for 2 GiB in and out expect a peak under 25 GiB in the temp dir (GATEKEEPER_SPILL_BYTES
 sets the size above which a tensor travels as a file, 64 MiB by default).
 """
 

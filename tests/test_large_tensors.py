@@ -193,3 +193,16 @@ def test_infinite_reference_values_are_checked_exactly(tmp_path, monkeypatch):
     assert compare(pack(ref), _file_packed(same, tmp_path), _tolerance).ok
     result = compare(pack(ref), _file_packed(finite_there, tmp_path), _tolerance)
     assert not result.ok and result.evidence["mismatched"] == 1
+
+
+def test_the_float32_fast_path_never_passes_what_float64_rejects(tmp_path, monkeypatch):
+    import gatekeeper.behaviour.chunks as chunks
+
+    monkeypatch.setattr(chunks, "CHUNK_ELEMENTS", 256)
+    ref = torch.randn(4096)
+    allowed = 1e-5 + 1e-5 * ref.double().abs()
+    # Just inside and just outside the float64 bound, in float32: the verdicts must match float64's.
+    for factor in (0.9999999, 1.0000001, 0.99995, 1.00005):
+        got = (ref.double() + allowed * factor).float()
+        exact = bool(((got.double() - ref.double()).abs() <= allowed).all())
+        assert compare(pack(ref), _file_packed(got, tmp_path), _tolerance).ok == exact, factor

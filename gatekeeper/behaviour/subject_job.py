@@ -188,16 +188,16 @@ class Subject:
             kept = digest(out_a) if isinstance(out_a, torch.Tensor) else None
             second = trials.get("nominal-second")
             if second is not None:
-                inputs_b = unpack_tree(second["inputs"], self.device)
+                inputs_b = unpack_tree(second["inputs"], self.device, consume=True)
                 out_b = self.call("nominal-second", second, inputs_b)
                 if kept is not None and isinstance(out_b, torch.Tensor):
                     self.channel.send("first-output-after-second",
                                       unchanged=digest(out_a) == kept,
                                       shares_storage=overlaps(storage_range(out_a), storage_range(out_b)))
-                self.call("repeat", nominal, unpack_tree(nominal["inputs"], self.device))
+                self.call("repeat", nominal, unpack_tree(nominal["inputs"], self.device, consume=True))
                 overwrite = trials.get("nominal-overwrite")
                 if overwrite is not None:
-                    fresh = unpack_tree(overwrite["inputs"], self.device)
+                    fresh = unpack_tree(overwrite["inputs"], self.device, consume=True)
                     for old, new in zip(inputs_b, fresh):
                         if isinstance(old, torch.Tensor) and isinstance(new, torch.Tensor) and old.shape == new.shape:
                             old.copy_(new)
@@ -206,7 +206,7 @@ class Subject:
             if name.startswith("nominal"):
                 continue
             self.ensure_model(trial)
-            self.call(name, trial, unpack_tree(trial["inputs"], self.device))
+            self.call(name, trial, unpack_tree(trial["inputs"], self.device, consume=True))
 
 
 def digest_tree(value: Any) -> str:

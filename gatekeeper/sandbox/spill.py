@@ -172,6 +172,16 @@ def read_into(descriptor: dict[str, Any], tensor: Any, folder: Optional[str] = N
     return tensor
 
 
+def discard(descriptor: dict[str, Any]) -> None:
+    """Worker side: remove a transfer file this worker will not read again."""
+    name, folder = descriptor.get("name"), worker_dir()
+    if folder and isinstance(name, str) and _NAME.match(name):
+        try:
+            os.unlink(os.path.join(folder, name))
+        except OSError:
+            pass
+
+
 class FileData:
     """Parent side: an adopted transfer file (unlinked, verified), mapped on demand."""
 

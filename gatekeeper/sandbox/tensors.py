@@ -103,11 +103,18 @@ def pack_tree(value: Any) -> Any:
     return value
 
 
-def unpack_tree(value: Any, device: str = "cpu") -> Any:
+def unpack_tree(value: Any, device: str = "cpu", consume: bool = False) -> Any:
+    """`consume`: a worker reads these tensors for the last time; their transfer files go
+    once read (a multi-GiB input then occupies the disk only while it is needed)."""
     if is_packed(value):
-        return unpack(value, device)
+        tensor = unpack(value, device)
+        if consume and isinstance(value.get("file"), dict):
+            from gatekeeper.sandbox.spill import discard
+
+            discard(value["file"])
+        return tensor
     if isinstance(value, list):
-        return [unpack_tree(v, device) for v in value]
+        return [unpack_tree(v, device, consume) for v in value]
     if isinstance(value, dict):
-        return {k: unpack_tree(v, device) for k, v in value.items()}
+        return {k: unpack_tree(v, device, consume) for k, v in value.items()}
     return value
