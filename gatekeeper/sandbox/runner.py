@@ -26,7 +26,7 @@ from gatekeeper.sandbox.channel import ChannelError, FrameReader, pack_message
 from gatekeeper.sandbox.isolation import Isolation, detect, require
 from gatekeeper.sandbox.reaper import reap_tagged, tag
 from gatekeeper.sandbox.scrub import scrub_message, scrub_text
-from gatekeeper.sandbox.spill import BYTES_ENV, DIR_ENV, SpillError, adopt_tree, export_tree, threshold
+from gatekeeper.sandbox.spill import BYTES_ENV, DIR_ENV, adopt_tree, export_tree, threshold
 
 # Environment variables a worker may inherit; everything else is dropped.
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
@@ -244,8 +244,12 @@ class Job:
             return
         try:
             result.messages = [adopt_tree(m, str(self.spill_dir)) for m in result.messages]
-        except (SpillError, OSError) as exc:
-            result.status, result.detail = "forged", f"a large tensor sent as a file failed its check: {exc}"
+        except Exception as exc:  # SpillError, an OS error, a malformed descriptor: nothing of it is used
+            why = f"a large tensor sent as a file failed its check: {exc}"
+            if result.status == "ok":
+                result.status, result.detail = "forged", why
+            else:  # already a timeout or a crash: that stays the verdict
+                result.detail = f"{result.detail}; {why}"
             result.messages = []
         if not self.own_dir:
             shutil.rmtree(self.spill_dir, ignore_errors=True)
