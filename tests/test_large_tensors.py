@@ -60,6 +60,7 @@ def test_a_large_tensor_crosses_as_a_verified_file(low_threshold):
     ("os.unlink(path)", "missing"),
     ("packed['file']['name'] = '../../etc/passwd'", "name"),
     ("os.link(path, path + '.keep')", "another link"),
+    ("os.unlink(path); os.mkfifo(path)", "not a plain file"),
 ])
 def test_a_tampered_transfer_file_is_forged_never_ok(low_threshold, tamper, why):
     result = _send(MAKE + tamper + "\nresult = packed")

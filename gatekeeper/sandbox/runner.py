@@ -169,9 +169,12 @@ class Job:
         worker_env = scrubbed_env(env, self.work)
         # Large tensors travel as files in this folder (sandbox.spill), not inside frames.
         self.spill_dir: Optional[Path] = None
+        self.spill_fd: Optional[int] = None
         if spill:
             self.spill_dir = self.work / "xfer"
             self.spill_dir.mkdir(mode=0o700, exist_ok=True)
+            # Held open: the parent reads and writes this folder even if the worker renames it.
+            self.spill_fd = os.open(self.spill_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
             worker_env.update({DIR_ENV: str(self.spill_dir), BYTES_ENV: str(threshold())})
             write_roots = list(write_roots or []) + [str(self.spill_dir)]  # the guard allows it (inside work)
         self.tag = tag(worker_env)
@@ -203,7 +206,7 @@ class Job:
         """Send one message to the job's `channel.receive()`. Written from a thread, so a
         worker that never reads (it hangs at import) cannot block the parent on a full pipe."""
         if self.spill_dir is not None:  # adopted large tensors become files in this worker's folder
-            message = export_tree(message, str(self.spill_dir))
+            message = export_tree(message, str(self.spill_dir), dir_fd=self.spill_fd)
         payload = pack_message(message)
 
         def write() -> None:
@@ -231,10 +234,9 @@ class Job:
             drain.finish(0.5)
             drain.close()
         os.close(self.read_fd)
+        self._close_spill()
         if self.own_dir:
             shutil.rmtree(self.work, ignore_errors=True)
-        elif self.spill_dir is not None:
-            shutil.rmtree(self.spill_dir, ignore_errors=True)
         return self.result
 
     def _adopt(self, result: JobResult) -> None:
@@ -243,7 +245,7 @@ class Job:
         if self.spill_dir is None:
             return
         try:
-            result.messages = [adopt_tree(m, str(self.spill_dir)) for m in result.messages]
+            result.messages = [adopt_tree(m, str(self.spill_dir), self.spill_fd) for m in result.messages]
         except Exception as exc:  # SpillError, an OS error, a malformed descriptor: nothing of it is used
             why = f"a large tensor sent as a file failed its check: {exc}"
             if result.status == "ok":
@@ -251,7 +253,13 @@ class Job:
             else:  # already a timeout or a crash: that stays the verdict
                 result.detail = f"{result.detail}; {why}"
             result.messages = []
-        if not self.own_dir:
+        self._close_spill()
+
+    def _close_spill(self) -> None:
+        if self.spill_fd is not None:
+            os.close(self.spill_fd)
+            self.spill_fd = None
+        if not self.own_dir and self.spill_dir is not None:
             shutil.rmtree(self.spill_dir, ignore_errors=True)
 
     def wait(self) -> JobResult:

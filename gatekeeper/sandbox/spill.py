@@ -116,10 +116,11 @@ def write(tensor: Any, folder: Optional[str] = None) -> dict[str, Any]:
 def _open_checked(name: Any, folder: str, dir_fd: Optional[int] = None) -> int:
     if not isinstance(name, str) or not _NAME.match(name):
         raise SpillError(f"transfer file name {str(name)[:80]!r} is not one the sandbox writes")
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK  # a FIFO in its place must not block the open
     try:
         if dir_fd is not None:
-            return os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
-        return os.open(os.path.join(folder, name), os.O_RDONLY | os.O_NOFOLLOW)
+            return os.open(name, flags, dir_fd=dir_fd)
+        return os.open(os.path.join(folder, name), flags)
     except OSError as exc:
         raise SpillError(f"transfer file {name} is missing or not a plain file ({exc.strerror})") from None
 
@@ -206,12 +207,14 @@ class FileData:
             return torch.empty(0, dtype=dtype)
         return torch.frombuffer(self.buffer(), dtype=dtype, count=count, offset=start * size)
 
-    def copy_to(self, folder: str) -> dict[str, Any]:
+    def copy_to(self, folder: str, dir_fd: Optional[int] = None) -> dict[str, Any]:
         """A fresh file with these bytes in another worker's transfer folder (kernel-side copy)."""
         if self.fd < 0:
             raise SpillError("this transfer file was already handed to a worker and released")
         name = uuid.uuid4().hex + ".bin"
-        out = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        out = os.open(name, flags, 0o600, dir_fd=dir_fd) if dir_fd is not None \
+            else os.open(os.path.join(folder, name), flags, 0o600)
         try:
             offset = 0
             while offset < self.nbytes:
@@ -293,30 +296,30 @@ def adopt_tree(value: Any, folder: str, dir_fd: Optional[int] = None) -> Any:
     return value
 
 
-def export_tree(value: Any, folder: str, release: bool = True) -> Any:
+def export_tree(value: Any, folder: str, release: bool = True, dir_fd: Optional[int] = None) -> Any:
     """Before a message goes to a worker: each adopted tensor becomes a file in its folder.
     With `release` (the default) the parent's own copy is closed once copied, so a fed input
     occupies the disk once, not twice (the parent never reads inputs after feeding them)."""
     copied: dict[int, dict[str, Any]] = {}
-    out = _export(value, folder, copied)
+    out = _export(value, folder, copied, dir_fd)
     if release:
         for data in list(_file_data(value)):
             data.close()
     return out
 
 
-def _export(value: Any, folder: str, copied: dict[int, dict[str, Any]]) -> Any:
+def _export(value: Any, folder: str, copied: dict[int, dict[str, Any]], dir_fd: Optional[int] = None) -> Any:
     if isinstance(value, dict):
         data = value.get("data")
         if value.get("__tensor__") is True and isinstance(data, FileData):
             if id(data) not in copied:
-                copied[id(data)] = data.copy_to(folder)
+                copied[id(data)] = data.copy_to(folder, dir_fd)
             out = {k: v for k, v in value.items() if k != "data"}
             out["file"] = dict(copied[id(data)])
             return out
-        return {k: _export(v, folder, copied) for k, v in value.items()}
+        return {k: _export(v, folder, copied, dir_fd) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_export(v, folder, copied) for v in value]
+        return [_export(v, folder, copied, dir_fd) for v in value]
     return value
 
 
