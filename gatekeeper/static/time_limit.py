@@ -59,6 +59,8 @@ def time_limit(seconds: Optional[float]) -> Iterator[None]:
     timer = threading.Timer(seconds, fire)
     timer.daemon = True
     timer.start()
+    # A timer that fires as the block ends may still land here, in this cleanup: the caller
+    # (static_time_limit) catches it as a timeout, which it is (the block took the limit).
     try:
         yield
     finally:
