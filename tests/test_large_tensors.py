@@ -207,3 +207,17 @@ def test_the_float32_fast_path_never_passes_what_float64_rejects(tmp_path, monke
         got = (ref.double() + allowed * factor).float()
         exact = bool(((got.double() - ref.double()).abs() <= allowed).all())
         assert compare(pack(ref), _file_packed(got, tmp_path), _tolerance).ok == exact, factor
+
+
+def test_error_budget_counts_only_finite_values(tmp_path, monkeypatch):
+    import gatekeeper.behaviour.chunks as chunks
+
+    monkeypatch.setattr(chunks, "CHUNK_ELEMENTS", 100)
+    exact = torch.randn(1000, dtype=torch.float64)
+    ref32, got = exact.float(), exact.to(torch.bfloat16).float()
+    exact[7], got[450] = float("inf"), float("nan")  # both positions drop out of every sum
+    keep = torch.ones(1000, dtype=torch.bool)
+    keep[7] = keep[450] = False
+    result = error_ratio(pack(ref32), _file_packed(exact, tmp_path), _file_packed(got, tmp_path))
+    want = float((got.double()[keep] - exact[keep]).pow(2).mean().sqrt())
+    assert result["error"] == pytest.approx(want, rel=1e-9)

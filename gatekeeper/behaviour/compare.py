@@ -6,6 +6,7 @@ reading a large tensor straight from its mapped transfer file."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -121,12 +122,14 @@ def error_ratio(reference: Any, reference64: Any, got: Any, max_numel: int = 1 <
     count, squares, honest_sq, error_sq = 0, 0.0, 0.0, 0.0
     for r, e, o in chunks(ref, ref64, out):
         r, e, o = r.double(), e.double(), o.double()
-        finite = torch.isfinite(e) & torch.isfinite(r) & torch.isfinite(o)
-        exact = e[finite]
-        count += int(exact.numel())
-        squares += float(exact.pow(2).sum())
-        honest_sq += float((r[finite] - exact).pow(2).sum())
-        error_sq += float((o[finite] - exact).pow(2).sum())
+        honest, error = r - e, o - e  # never in place: a float64 piece is a view of a mapped file
+        sums = [float(torch.dot(v, v)) for v in (e, honest, error)]
+        if not all(math.isfinite(v) for v in sums):  # a NaN or Inf somewhere: only the finite values count
+            finite = torch.isfinite(e) & torch.isfinite(r) & torch.isfinite(o)
+            e, honest, error = e[finite], honest[finite], error[finite]
+            sums = [float(torch.dot(v, v)) for v in (e, honest, error)]
+        count += int(e.numel())
+        squares, honest_sq, error_sq = squares + sums[0], honest_sq + sums[1], error_sq + sums[2]
     if count == 0:
         return None
     scale, honest, error = ((v / count) ** 0.5 for v in (squares, honest_sq, error_sq))
