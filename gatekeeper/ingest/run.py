@@ -72,7 +72,9 @@ class IngestSummary(BaseModel):
 def default_timeout(stages: str, config: Config) -> float:
     """A backstop per submission; the stages keep their own, finer limits."""
     limits = config.limits
-    budget = 60.0
+    # The static stage's own limit first, so its message (which rule, which key to raise) wins
+    # over this backstop's; 30 s more for loading the problem and writing the report.
+    budget = limits.static_timeout_s + 30.0
     if stages in ("build", "behaviour", "timing"):
         budget += limits.build_timeout_s
     if stages in ("behaviour", "timing"):
