@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 PARENT_VAR = "GATEKEEPER_PARENT_PID"
-_SETTLE_S = 0.1  # between reaper scans: a fork may land between two of them
+_SETTLE_S = 0.05  # between reaper scans: a fork may land between two of them
 _REAP_LIMIT_S = 10.0  # a tree that keeps forking faster than this is killed still gets this long
 
 
