@@ -80,8 +80,27 @@ def _dotted(node: ast.AST) -> Optional[str]:
     return None
 
 
+# Memo by function node: generating and re-parsing the code is most of the cost, and the
+# same functions come back (GK403 and own_definitions judge the same methods; a
+# reference's methods recur for every submission to that problem). The entry keeps its
+# node, so an id is never reused while it is stored; bounded by clearing.
+_MEMO: dict[int, tuple[cst.FunctionDef, dict[str, str], Optional[tuple[int, str]]]] = {}
+_MEMO_LIMIT = 20_000
+
+
 def fingerprint(function: cst.FunctionDef, imports: dict[str, str]) -> Optional[tuple[int, str]]:
     """(statement count, normalised dump) of the body, or None if it cannot be parsed."""
+    hit = _MEMO.get(id(function))
+    if hit is not None and hit[0] is function and hit[1] == imports:
+        return hit[2]
+    found = _fingerprint(function, imports)
+    if len(_MEMO) >= _MEMO_LIMIT:
+        _MEMO.clear()
+    _MEMO[id(function)] = (function, dict(imports), found)
+    return found
+
+
+def _fingerprint(function: cst.FunctionDef, imports: dict[str, str]) -> Optional[tuple[int, str]]:
     try:
         tree = ast.parse(cst.Module(body=[function.with_changes(decorators=[], leading_lines=[])]).code)
     except (SyntaxError, ValueError, RecursionError):

@@ -57,16 +57,17 @@ def resolve(ctx: FileContext, expr: Optional[cst.BaseExpression]) -> Optional[st
 
 
 def _resolve(ctx: FileContext, expr: cst.BaseExpression) -> Optional[str]:
-    if isinstance(expr, cst.Name):
+    kind = type(expr)  # not isinstance: libcst nodes are ABCs (slow checks); these four are final
+    if kind is cst.Name:
         if expr.value in _MODULE_DUNDERS:
             return "builtins" if expr.value == "__builtins__" and ctx.resolver.lookup(expr.value) is None else None
         return ctx.qualname(expr)
-    if isinstance(expr, cst.Attribute):
+    if kind is cst.Attribute:
         base = resolve(ctx, expr.value)
         return f"{base}.{expr.attr.value}" if base else None
-    if isinstance(expr, cst.Subscript):
+    if kind is cst.Subscript:
         return _subscript(ctx, expr)
-    if isinstance(expr, cst.Call):
+    if kind is cst.Call:
         plain = ctx.qualname(expr)
         if plain is not None:
             return plain
@@ -154,6 +155,9 @@ class _Hub:
             self.by_root.setdefault(root, []).append(rule)
 
 
+_ROOTS: dict[type, frozenset[str]] = {}  # per rule class: the first parts of its NAMES
+
+
 class UseRule(Rule):
     """Reports references to `NAMES` (qualified names, see `matches`). An import of one of
     them is reported only when nothing in the file used it, so each hack gets one finding
@@ -167,7 +171,10 @@ class UseRule(Rule):
         self._used = False
         self._in_import = 0
         self._hub: _Hub = self.ctx.__dict__.setdefault("_gk4_hub", _Hub())
-        self._hub.add(self, frozenset(n.split(".", 1)[0].rstrip("*") for n in self.NAMES))
+        roots = _ROOTS.get(type(self))
+        if roots is None:
+            roots = _ROOTS[type(self)] = frozenset(n.split(".", 1)[0].rstrip("*") for n in self.NAMES)
+        self._hub.add(self, roots)
         if self._hub.leader is not self:
             # Only the leader walks names; the engine skips handlers set to None.
             for name in ("visit_Name", "visit_Attribute", "visit_Subscript"):

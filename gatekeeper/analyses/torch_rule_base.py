@@ -42,6 +42,10 @@ def _matches(use: Use, patterns: tuple[str, ...] | list[str]) -> bool:
     return any(fnmatchcase(name, pattern) for pattern in patterns for name in names)
 
 
+_FEEDING = ("visit_FunctionDef", "leave_FunctionDef", "visit_Call", "visit_Assign", "visit_AnnAssign", "visit_For",
+            "visit_BinaryOperation", "visit_AugAssign", "visit_UnaryOperation")
+
+
 class TorchFallbackRule(Rule):
     """Shared machinery; subclasses set `kinds` (which uses they report) and the texts."""
 
@@ -63,6 +67,12 @@ class TorchFallbackRule(Rule):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.usage, self.feeds = TorchUsage.of(self.ctx)
+        if not self.feeds:
+            # Only the first GK3xx rule feeds the shared usage: the engine skips handlers set
+            # to None, so the others cost nothing per node.
+            for name in _FEEDING:
+                if getattr(type(self), name) is getattr(TorchFallbackRule, name):
+                    setattr(self, name, None)
         allow = self.settings.get("allow", [])
         if not isinstance(allow, list) or not all(isinstance(a, str) for a in allow):
             raise UsageError(f"the `allow` option of {self.code} (rules.{self.code}.options.allow) must be a list "

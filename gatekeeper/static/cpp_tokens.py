@@ -55,13 +55,22 @@ _LEXER = re.compile(
 _KEEP = frozenset({"ident", "number", "punct"})
 
 
+_new_tuple = tuple.__new__
+
+
 def tokenize(src: str) -> list[Token]:
+    # The hot loop of the C++ checks: whitespace and comments (lastgroup None) are skipped
+    # first, and tokens are built with tuple.__new__ (Token(...) goes through a Python-level
+    # __new__, about a third of the loop).
     out: list[Token] = []
     append = out.append
+    keep = _KEEP
     for match in _LEXER.finditer(src):
         kind = match.lastgroup
-        if kind in _KEEP:
-            append(Token(kind, match.group(), match.start()))  # type: ignore[arg-type]
+        if kind is None:
+            continue
+        if kind in keep:
+            append(_new_tuple(Token, (kind, match.group(), match.start())))
         elif kind == "dir":
             text = match.group()
             hash_at = text.index("#")

@@ -39,24 +39,42 @@ def _handler_names(cls: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return found
 
 
+_INDEXES: dict[tuple[type, ...], tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]] = {}
+
+
+def _index(classes: tuple[type, ...]) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
+    """For a rule set: node type name -> positions of the rules that visit / leave it, in
+    rule order. Computed once per rule set, so a file pays only for the node types it has."""
+    found = _INDEXES.get(classes)
+    if found is None:
+        visits: dict[str, list[int]] = defaultdict(list)
+        leaves: dict[str, list[int]] = defaultdict(list)
+        for position, cls in enumerate(classes):
+            visit_names, leave_names = _handler_names(cls)
+            for kind in visit_names:
+                visits[kind].append(position)
+            for kind in leave_names:
+                leaves[kind].append(position)
+        found = _INDEXES[classes] = ({k: tuple(v) for k, v in visits.items()},
+                                     {k: tuple(v) for k, v in leaves.items()})
+    return found
+
+
 class _Traversal:
     def __init__(self, ctx: FileContext, rules: Sequence[Rule]) -> None:
         self.ctx = ctx
+        self.rules = rules
+        self.visit_index, self.leave_index = _index(tuple(type(rule) for rule in rules))
+        # Extra handlers by node type name, called after the rules' (tests add probes here).
         self.visits: dict[str, list[Handler]] = defaultdict(list)
         self.leaves: dict[str, list[Handler]] = defaultdict(list)
-        for rule in rules:
-            visit_names, leave_names = _handler_names(type(rule))
-            # A rule instance may switch a handler off for this file by setting it to None.
-            for kind in visit_names:
-                handler = getattr(rule, "visit_" + kind)
-                if handler is not None:
-                    self.visits[kind].append(handler)
-            for kind in leave_names:
-                handler = getattr(rule, "leave_" + kind)
-                if handler is not None:
-                    self.leaves[kind].append(handler)
         self.extractor = SourceExtractor(ctx.resolver, ctx.constants, ctx.folder)
         self.strings: list[cst.SimpleString] = []
+
+    def _handlers(self, prefix: str, name: str, positions: tuple[int, ...]) -> list[Handler]:
+        # A rule instance may switch a handler off for this file by setting it to None.
+        found = (getattr(self.rules[i], prefix + name) for i in positions)
+        return [handler for handler in found if handler is not None]
 
     def _plans(self, kind: type) -> tuple[tuple[Handler, ...], tuple[Handler, ...]]:
         """Everything to call on entering and on leaving a node type, in order: the
@@ -67,10 +85,12 @@ class _Traversal:
             enter.append(partial(_BEFORE[name], self))
         if name == "SimpleString":
             enter.append(self._collect_string)
+        enter.extend(self._handlers("visit_", name, self.visit_index.get(name, ())))
         enter.extend(self.visits.get(name, ()))
         if name in _AFTER:
             enter.append(partial(_AFTER[name], self))
-        leave: list[Handler] = list(self.leaves.get(name, ()))
+        leave: list[Handler] = self._handlers("leave_", name, self.leave_index.get(name, ()))
+        leave.extend(self.leaves.get(name, ()))
         if name in _ON_LEAVE:
             leave.append(partial(_ON_LEAVE[name], self))
         return tuple(enter), tuple(leave)
