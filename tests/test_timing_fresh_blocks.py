@@ -160,3 +160,14 @@ def test_a_submission_that_cannot_load_fails_on_its_side(tmp_path, broken):
     assert out.failed == "submission"
     assert out.submission is not None and out.submission.first("error") is not None
     assert out.reference is not None and out.reference.status == "ok"
+
+
+@pytest.mark.slow
+def test_input_sets_sent_as_files_reach_the_submission(tmp_path, monkeypatch):
+    # Large inputs travel as files (gatekeeper.sandbox.spill); a 1 KiB threshold sends every set so.
+    monkeypatch.setenv("GATEKEEPER_SPILL_BYTES", "1024")
+    out = _measure("timing_probe_introspect.py", tmp_path / "ext")
+    assert out.failed is None, (out.reference and out.reference.detail, out.submission and out.submission.stderr_tail)
+    assert out.reference.status == "ok" and out.submission.status == "ok"
+    check = compare_checks(out.checks)
+    assert check["checked"] >= 2 and check["mismatches"] == []

@@ -136,7 +136,12 @@ class BlockTimer:
         return method._elapsed_ms(start, end) * 1e3, method._elapsed_ms(start, after) * 1e3, out
 
     def report(self, indices: list[int]) -> list[dict[str, Any]]:
-        from gatekeeper.sandbox.tensors import pack
+        from gatekeeper.sandbox.tensors import dtype_name, raw_bytes
+
+        def pack(values: torch.Tensor) -> dict[str, Any]:  # a few KiB: always inside the frame, never a file
+            host = values.detach().cpu()
+            return {"__tensor__": True, "dtype": dtype_name(host.dtype), "shape": list(host.shape),
+                    "stride": list(host.stride()), "device": str(values.device), "data": raw_bytes(host)}
 
         out = []
         for i in indices:

@@ -213,6 +213,25 @@ class _WorkerFailed(Exception):
     pass
 
 
+def _adopt_now(worker: Worker, message: dict[str, Any]) -> dict[str, Any]:
+    """The reference's input sets, adopted while its worker still runs (it never imported the
+    submission): large tensors arrive as files in its transfer folder (gatekeeper.sandbox.spill),
+    and `Job.feed` copies them into the submission's worker's own folder."""
+    job = worker.job
+    if getattr(job, "spill_dir", None) is None:
+        return message
+    from gatekeeper.sandbox.spill import adopt_tree
+
+    try:
+        adopted = adopt_tree(message, str(job.spill_dir), job.spill_fd)
+    except Exception as exc:  # SpillError, an OS error: the inputs cannot be trusted
+        job.result.detail = f"the input sets sent as files failed their check: {exc}"
+        raise _WorkerFailed(worker.name) from exc
+    # In place (the reader's position counts messages): a stub, so nothing is adopted twice.
+    job.result.messages[:] = [{"kind": "inputs-adopted"} if m is message else m for m in job.result.messages]
+    return adopted
+
+
 def _warm(worker: Worker, start: int, calls: int, plan: Plan, graph: bool) -> Optional[dict[str, Any]]:
     worker.send({"op": "warmup", "start": start, "calls": calls, "graph": graph})
     return worker.expect("warm", plan.idle_s)
@@ -229,6 +248,7 @@ def run(start_reference: Callable[[], Job], start_submission: Callable[[], Job],
         if inputs is None:
             out.failed = "reference"
             return out
+        inputs = _adopt_now(ref, inputs)
         for kind in ("device", "calibration", "counts"):
             found = next((m for m in ref.job.result.messages if m.get("kind") == kind), None)
             if found is not None:
