@@ -64,8 +64,9 @@ TIMED_OUTPUT_WRONG = TimingRule(
 REFERENCE_SLOWED = TimingRule(
     "GK704", "ReferenceSlowedBySubmission", Category.TIMING_IMPLAUSIBLE, Severity.WARNING,
     "the reference ran slower beside the submission than alone",
-    "The reference took longer in the worker that loaded the submission than in a clean "
-    "worker, which inflates the speedup.",
+    "The reference, timed in its own worker in blocks alternating with the submission's, took "
+    "longer than when it was timed alone before the submission's worker started: something "
+    "kept the device busy between the submission's calls, which inflates the speedup.",
     "Do not patch torch, change global settings (matmul precision, cuDNN flags, allocator "
     "settings) or keep the GPU busy outside your own forward() call.",
 )
@@ -92,8 +93,8 @@ GRAPH_CAPTURE_FAILED = TimingRule(
 TIMING_RUN_FAILED = TimingRule(
     "GK707", "FailsUnderTiming", Category.RUNTIME_FAILURE, Severity.ERROR,
     "the submission crashed or raised while being timed",
-    "The submission failed while being timed (repeated calls, rotated inputs, L2 flushes "
-    "between calls), although it passed the behaviour stage.",
+    "The submission failed while being timed (many calls in a row, each on new inputs, L2 "
+    "flushes between calls), although it passed the behaviour stage.",
     "Make forward() safe to call many times in a row on different inputs of the same shape; "
     "free or reuse scratch memory instead of growing it per call.",
 )
