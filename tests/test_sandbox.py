@@ -158,3 +158,19 @@ def test_tmpdir_exists_and_is_writable_inside_every_isolation_level(monkeypatch,
                    "result = [os.path.isdir(d), os.listdir(d)]\n")
     assert result.status == "ok", result
     assert result.first("result")["value"] == [True, ["probe"]]
+
+
+def test_an_explicit_isolation_level_that_does_not_work_is_refused_not_weakened(monkeypatch, tmp_path):
+    import gatekeeper
+    from gatekeeper.errors import InfrastructureError
+    from gatekeeper.sandbox import isolation
+
+    monkeypatch.setenv("GATEKEEPER_ISOLATION", "bwrap")
+    monkeypatch.setenv("PATH", str(tmp_path))  # a machine without bubblewrap on its PATH
+    isolation._detect.cache_clear()
+    try:
+        with pytest.raises(InfrastructureError, match="GATEKEEPER_ISOLATION=bwrap asked for bwrap"):
+            gatekeeper.check("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+                             "        return x.mean(0)\n", "fixtures/problems/cpu_mean.py")
+    finally:
+        isolation._detect.cache_clear()

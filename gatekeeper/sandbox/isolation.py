@@ -236,6 +236,11 @@ def isolation_required() -> bool:
 def require(isolation: Optional[Isolation] = None) -> Isolation:
     """Raise IsolationRequired when isolation is required and bubblewrap is not in force."""
     found = isolation or detect()
+    asked = requested()
+    if asked not in ("auto", "none") and found.name != asked:
+        # An explicit level that does not work is refused, never silently weakened to none.
+        raise IsolationRequired(f"GATEKEEPER_ISOLATION={asked} asked for {asked} isolation, which does not work on "
+                                f"this machine ({found.detail}); fix it, or choose another level (auto, unshare, none)")
     if isolation_required() and found.name != "bwrap":
         raise IsolationRequired(
             f"isolation required (--require-isolation or require_isolation = true) but this machine gives "
