@@ -1,5 +1,10 @@
-"""Problems: loading (KernelBench and the seed's format), sidecar settings, and jitter.
+"""Problems: loading (KernelBench, the seed's format, KernelBench-Hard), sidecar settings, and jitter.
 
+- `loaded.load_problem(path)`: the one `Problem` a check loads and hands to every stage
+  (format, files, source, sidecar merged with problem.yaml, canonical shapes, static facts).
+- `formats`: where a format's files are, `problem.yaml` and `shapes.py` readers, the
+  tolerance defaults by format.
+- `import_check`: `--static-only` imports the problem once in a worker to check it loads.
 - `sidecar.load_sidecar(path)`: the optional `<problem>.toml` beside a problem.
 - `jitter.Jitter`: the harness object injected under `config.jitter.names`
   (`popcorn_pri.jitter_int(n, align=8)`), deterministic for a given seed.
