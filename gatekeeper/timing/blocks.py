@@ -122,10 +122,17 @@ class BlockTimer:
 
     def _time_cuda(self, index: int, args: list[Any], spin: int) -> tuple[float, float, Any]:
         stream = torch.cuda.current_stream(self.device)
-        start, end, after = (method._Event(enable_timing=True) for _ in range(3))
+        start, end, after, quiet, woken = (method._Event(enable_timing=True) for _ in range(5))
         if self.l2 is not None:
             self.l2.reset(stream.cuda_stream)
         self.flush()
+        # This process's own sync-to-next-launch gap, with nothing left on any stream (the
+        # previous call ended in a device sync): the baseline for the gap after the call.
+        # The reference runs in another process, whose gap can differ by microseconds; only
+        # the part of the after-call gap beyond this baseline is work that escaped the stream.
+        method._record(quiet)
+        method._synchronize()
+        method._record(woken)
         method._sleep(spin)
         method._record(start)
         out = self._invoke(index, args)
@@ -133,7 +140,9 @@ class BlockTimer:
         method._synchronize()
         method._record(after)
         method._synchronize()
-        return method._elapsed_ms(start, end) * 1e3, method._elapsed_ms(start, after) * 1e3, out
+        event = method._elapsed_ms(start, end) * 1e3
+        beyond = method._elapsed_ms(end, after) * 1e3 - method._elapsed_ms(quiet, woken) * 1e3
+        return event, event + max(0.0, beyond), out
 
     def report(self, indices: list[int]) -> list[dict[str, Any]]:
         from gatekeeper.sandbox.tensors import dtype_name, raw_bytes
