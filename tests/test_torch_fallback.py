@@ -362,10 +362,15 @@ def test_an_op_the_problem_forbids_is_an_error_next_to_a_real_kernel(tmp_path):
 
 def test_problem_yaml_forbidden_list_and_sidecar_allowed_ops(tmp_path):
     source = (FIXTURES / "submissions/fallback_nn_linear.py").read_text("utf-8")
-    problem = _problem(tmp_path, yaml="name: x\nforbidden:\n  - torch.nn.Linear\n")
+    # problem.yaml belongs to a KernelBench-Hard folder: it sits beside reference.py.
+    problem = _problem(tmp_path, yaml="name: x\nforbidden:\n  - torch.nn.Linear\n", name="reference.py")
     assert [(f.rule, f.severity) for f in _check(tmp_path, source, problem)] == [("GK302", Severity.ERROR)]
-    not_a_list = _problem(tmp_path, yaml="name: x\nforbidden: torch.nn.Linear\n")
-    assert [(f.rule, f.severity) for f in _check(tmp_path, source, not_a_list)] == [("GK302", Severity.WARNING)]
+    not_a_list = _problem(tmp_path, yaml="name: x\nforbidden: torch.nn.Linear\n", name="reference.py")
+    import gatekeeper
+
+    (tmp_path / "sub.py").write_text(source, "utf-8")
+    broken = gatekeeper.check_static(tmp_path / "sub.py", not_a_list)  # a malformed problem is an error, not ignored
+    assert broken.exit_code == 3 and "`forbidden` must be a list" in broken.error
     allowed = _problem(tmp_path, sidecar='allowed_ops = ["torch.nn.Linear"]\n', name="q.py")
     assert _check(tmp_path, source, allowed, profile="strict") == []
 
