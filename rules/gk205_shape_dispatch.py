@@ -10,6 +10,7 @@ from gatekeeper.analyses.shape_helpers import (
     Literal, in_main_guard, module_constant, pattern_literals, py_int, py_shape, shape_text, size_read_kind, sizes_for,
 )
 from gatekeeper.analyses.size_literals import cpp_size_read
+from gatekeeper.analyses.cpp_postfix import postfix_end, postfix_start, span_text
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
@@ -173,7 +174,7 @@ class ShapeDispatch(Rule):
             src = '''
             torch::Tensor f(torch::Tensor x) { TORCH_CHECK(x.size(2) == 48, "only D=48"); return x; }
             '''
-        """), line=2, message="compares the input's shape with 48"),
+        """), line=2, message="`x.size(2) == 48` compares the input's shape with 48"),
         Invalid(snippet("""
             src = '''
             torch::Tensor f(torch::Tensor x) {
@@ -183,7 +184,7 @@ class ShapeDispatch(Rule):
               }
             }
             '''
-        """), line=4, message="`switch (x.size(2)) {` compares the input's shape with 48"),
+        """), line=4, message="`switch (x.size(2))` compares the input's shape with 48"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:
@@ -362,7 +363,9 @@ class ShapeDispatch(Rule):
                     continue
                 if num == i + 1 and i + 2 < len(toks) and toks[i + 2].text in ("*", "/", "+", "-", "<<", "%"):
                     continue
-                self._report_cpp_literal(source, toks[num].offset, value, source.line_in_source(tok.offset))
+                # quote the comparison itself, not the line it sits on
+                first, last = (postfix_start(toks, i - 1), i + 1) if num == i + 1 else (i - 1, postfix_end(toks, i + 1))
+                self._report_cpp_literal(source, toks[num].offset, value, span_text(source.text, toks, first, last))
                 break
 
 
@@ -389,12 +392,12 @@ class ShapeDispatch(Rule):
             if depth == 1 and text == "case" and j + 2 < len(toks) and toks[j + 2].text == ":":
                 value = toks[j + 1].int_value
                 if value is not None and value > 1:
-                    self._report_cpp_literal(source, toks[j + 1].offset, value, source.line_in_source(toks[i].offset))
+                    self._report_cpp_literal(source, toks[j + 1].offset, value, span_text(source.text, toks, i, k))
             j += 1
 
-    def _report_cpp_literal(self, source: CppSource, offset: int, value: int, line: str) -> None:
+    def _report_cpp_literal(self, source: CppSource, offset: int, value: int, test: str) -> None:
         why = self._meaning([value]) if self.ctx.problem is not None else None
-        test = line if len(line) <= 80 else line[:77] + "..."
+        test = test if len(test) <= 80 else test[:77] + "..."
         if why is None:
             context = ("Without the problem file the gatekeeper cannot tell whether it is the nominal "
                        "shape (pass --problem to make this certain)." if self.ctx.problem is None else

@@ -5,6 +5,7 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
+from gatekeeper.analyses.cpp_postfix import chain_root
 from gatekeeper.analyses.stream_support import call_args, idents
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
@@ -137,7 +138,7 @@ class BranchesOnInputValues(Rule):
               return exact(x);
             }
             '''
-        """), line=3, message="reads the values of the input"),
+        """), line=3, message="reads the values of the input `x` (a reduction read back with `.item()`)"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:
@@ -254,9 +255,13 @@ class BranchesOnInputValues(Rule):
             cond = [t for arg in args for t in arg]
             texts = [t.text for t in cond]
             if "item" in texts and _CPP_REDUCTIONS & set(texts):
+                # name the tensor the `.item()` chain starts from (`x` in `x.abs().max().item<float>()`)
+                item = next(k for k in range(i + 2, close) if tokens[k].text == "item")
+                root = chain_root(tokens, item)
+                name = root if root is not None else "tensor"
                 self.report_cpp(source, tok.offset, self.message.format(
-                    name="tensor", how="a reduction read back with `.item()`", shortcut=""),
-                    evidence={"read": "item"})
+                    name=name, how="a reduction read back with `.item()`", shortcut=""),
+                    evidence={"input": root, "read": "item"})
 
 
 def _only_raises(body: cst.BaseSuite) -> bool:
