@@ -84,7 +84,7 @@ class WritesFiles(Rule):
         Invalid(snippet("""
             from pathlib import Path
             Path.home().joinpath('.cache', 'x').write_text('1')
-        """), line=2, message="`.write_text()` writes outside the working directory (x)"),
+        """), line=2, message="`.write_text()` writes outside the working directory (~/.cache/x)"),
         Invalid(snippet("""
             import shutil
             shutil.rmtree('/root/.cache/torch_extensions')
@@ -96,7 +96,7 @@ class WritesFiles(Rule):
         Invalid(snippet("""
             import os
             out = open(os.path.join('..', 'results.txt'), 'a')
-        """), line=2, message="`open` writes outside the working directory (results.txt)"),
+        """), line=2, message="`open` writes outside the working directory (../results.txt)"),
         Invalid(snippet("""
             src = '''
             #include <cstdio>
@@ -144,7 +144,7 @@ class WritesFiles(Rule):
         if info.where == INSIDE:
             return
         if info.where == OUTSIDE:
-            self._report(node, name, f"outside the working directory ({info.text or 'an absolute or home path'})",
+            self._report(node, name, f"outside the working directory ({info.display or 'an absolute or home path'})",
                          "those files belong to the harness or the machine.")
         elif info.where == TEMP:
             self._report(node, name, "to the system temporary directory",

@@ -32,6 +32,13 @@ _TEMP_CALLS = ("tempfile.gettempdir", "tempfile.mkdtemp", "tempfile.mkstemp", "t
 class PathInfo:
     where: str
     text: Optional[str] = None  # the last literal piece, for its suffix and name
+    # the whole path as far as it is known (`~/.cache/x`, `../results.txt`), for messages;
+    # `<?>` stands for a piece the gatekeeper cannot resolve
+    shown: Optional[str] = None
+
+    @property
+    def display(self) -> Optional[str]:
+        return self.shown or self.text
 
     @property
     def is_source(self) -> bool:
@@ -52,7 +59,7 @@ def classify(ctx: FileContext, expr: Optional[cst.BaseExpression], depth: int = 
         return PathInfo(FD, expr.value)
     text = literal(ctx, expr)
     if text is not None:
-        return PathInfo(literal_where(text), text)
+        return PathInfo(literal_where(text), text, text)
     if isinstance(expr, cst.Name):
         if expr.value == "__file__":
             return PathInfo(INSIDE, "__file__.py")
@@ -80,7 +87,8 @@ def classify(ctx: FileContext, expr: Optional[cst.BaseExpression], depth: int = 
             right = literal(ctx, expr.right)
             if right is not None and ".." in right.replace("\\", "/").split("/"):
                 return PathInfo(OUTSIDE, right)
-            return PathInfo(left.where, right if right is not None else left.text)
+            shown = left.display + right if left.display is not None and right is not None else None
+            return PathInfo(left.where, right if right is not None else left.text, shown)
         return PathInfo(UNKNOWN)
     if isinstance(expr, cst.FormattedString):
         head = expr.parts[0] if expr.parts else None
@@ -103,7 +111,7 @@ def _call(ctx: FileContext, call: cst.Call, depth: int) -> PathInfo:
         if method in ("resolve", "absolute", "with_suffix", "with_name"):
             return classify(ctx, call.func.value, depth + 1)
         if method == "expanduser":
-            return PathInfo(OUTSIDE)
+            return PathInfo(OUTSIDE, shown=classify(ctx, call.func.value, depth + 1).display)
         if method == "joinpath":
             return _join(ctx, [call.func.value, *[a.value for a in call.args]], depth)
         return PathInfo(UNKNOWN)
@@ -112,23 +120,33 @@ def _call(ctx: FileContext, call: cst.Call, depth: int) -> PathInfo:
     if func in _KEEP:
         inner = argument(call, 0)
         if func == "os.path.dirname":
-            return PathInfo(classify(ctx, inner, depth + 1).where)
+            here = isinstance(inner, cst.Name) and inner.value == "__file__"
+            return PathInfo(classify(ctx, inner, depth + 1).where, shown="<submission dir>" if here else None)
         return classify(ctx, inner, depth + 1) if inner is not None else PathInfo(INSIDE)
-    if func in _INSIDE_CALLS:
-        return PathInfo(INSIDE)
     if func in _OUTSIDE_CALLS:
+        if func == "pathlib.Path.home":
+            return PathInfo(OUTSIDE, shown="~")
+        if func == "os.path.expanduser":
+            return PathInfo(OUTSIDE, shown=classify(ctx, argument(call, 0), depth + 1).display)
         return PathInfo(OUTSIDE)
+    if func in _INSIDE_CALLS:
+        return PathInfo(INSIDE, shown=".")
     if func in _TEMP_CALLS:
-        return PathInfo(TEMP)
+        return PathInfo(TEMP, shown="$TMPDIR")
     return PathInfo(UNKNOWN)
 
 
 def _join(ctx: FileContext, parts: list[cst.BaseExpression], depth: int) -> PathInfo:
     where = INSIDE
     last: Optional[str] = None
+    pieces: list[str] = []
     for index, part in enumerate(parts):
         info = classify(ctx, part, depth + 1)
         text = info.text or ""
+        piece = info.display or "<?>"
+        if piece.startswith(("/", "~")):
+            pieces = []  # os.path.join and `/` restart at an absolute piece
+        pieces.append(piece.rstrip("/") or "/")
         if info.where == OUTSIDE and (index == 0 or text.startswith(("/", "~", "\\")) or ".." in text.split("/")):
             where = OUTSIDE
         elif index == 0:
@@ -136,7 +154,8 @@ def _join(ctx: FileContext, parts: list[cst.BaseExpression], depth: int) -> Path
         elif info.where == UNKNOWN and where == INSIDE:
             where = UNKNOWN
         last = info.text
-    return PathInfo(where, last)
+    shown = "/".join(pieces).replace("//", "/")
+    return PathInfo(where, last, shown)
 
 
 def write_mode(ctx, call: cst.Call, index: int) -> Optional[bool]:
