@@ -57,6 +57,11 @@ class LiteralViewShape(Rule):
         "the layout is only right for the benchmark's nominal input, and any other size fails or is "
         "silently reinterpreted."
     )
+    message_strided = (
+        "`{call}` views the tensor with the sizes {shape} and the strides {strides}, whose literals spell out "
+        "the problem's sizes ({why}): the layout is only right for the benchmark's nominal input, and any "
+        "other size fails or is silently reinterpreted."
+    )
     hint = (
         "Read the sizes from the tensor instead of writing them: `x.view(-1, x.size(-1))`, "
         "`x.reshape(x.size(0), -1)`, or `out.view(*x.shape[:-1], n)` with `n` computed from the input."
@@ -104,7 +109,7 @@ class LiteralViewShape(Rule):
             class ModelNew(T.nn.Module):
                 def forward(self, x):
                     return k(T.as_strided(x, (x.size(1), x.size(2)), (48, 1)))
-        """), line=4, message="`T.as_strided(x, (x.size(1), x.size(2)), (48, 1))` reshapes to the literal sizes"),
+        """), line=4, message="views the tensor with the sizes (?, ?) and the strides (48, 1)"),
         Invalid(snippet("""
             import torch
             OUT = (16, 48)
@@ -127,7 +132,12 @@ class LiteralViewShape(Rule):
         if method in _TORCH_FUNCS and self.ctx.qualname(func) == f"torch.{method}":
             positional = positional[1:]  # torch.reshape(x, shape): x is not a size
         values = self._sizes(method, positional, node)
-        literals = [v for v in values if v is not None and v > 1]
+        strides: list[Optional[int]] = []
+        if method == "as_strided":
+            # the strides bake in the row length just as the sizes do; they are named apart
+            values, strides = self._strided(positional, node)
+        values_all = values + strides
+        literals = [v for v in values_all if v is not None and v > 1]
         if not literals:
             return
         if self.ctx.problem is None:
@@ -138,8 +148,13 @@ class LiteralViewShape(Rule):
         call = self.ctx.module.code_for_node(node)
         call = call if len(call) <= 80 else call[:77] + "..."
         why = ", ".join(w.replace("the problem dimension ", "") for _, w in matched)
-        self.pending.append((node, self.ctx.function_key, self.message.format(call=call, shape=shape_text(values), why=why),
-                             {"shape": shape_text(values), "meaning": why}))
+        evidence = {"shape": shape_text(values), "meaning": why}
+        if method == "as_strided":
+            evidence["strides"] = shape_text(strides)
+            message = self.message_strided.format(call=call, shape=shape_text(values), strides=shape_text(strides), why=why)
+        else:
+            message = self.message.format(call=call, shape=shape_text(values), why=why)
+        self.pending.append((node, self.ctx.function_key, message, evidence))
 
     def finish(self) -> None:
         # Code that only runs at construction (weights reshaped in __init__) is a warning.
@@ -168,6 +183,15 @@ class LiteralViewShape(Rule):
         if len(positional) == 1:
             return self._one(positional[0])
         return [py_int(self.ctx, e) for e in positional]
+
+    def _strided(self, positional: list[cst.BaseExpression], node: cst.Call) -> tuple[list[Optional[int]], list[Optional[int]]]:
+        """as_strided(size, stride) (after the tensor): the sizes and the strides, apart."""
+        keyword = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+        index = _VIEWS["as_strided"] or 0
+        size = positional[index] if len(positional) > index else keyword.get("size")
+        stride = positional[index + 1] if len(positional) > index + 1 else keyword.get("stride")
+        return (self._one(size) if size is not None else [],
+                self._one(stride) if stride is not None else [])
 
     def _one(self, expr: cst.BaseExpression) -> list[Optional[int]]:
         shape = py_shape(self.ctx, expr)

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.analyses.harness_support import UseRule, literal, resolve
+from gatekeeper.analyses.harness_support import UseRule, literal, resolve, use_verb
 from gatekeeper.static.syntax import argument
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
@@ -33,7 +35,7 @@ class ReadsCallerFrames(UseRule):
     category = Category.INTROSPECTION
     severity = Severity.ERROR
     summary = "reads caller frames or installs a trace hook"
-    message = "`{name}` is read: it exposes the caller's frames, where the harness keeps the expected output."
+    message = "`{name}` is {verb}: it exposes the caller's frames, where the harness keeps the expected output."
     hint = (
         "Remove the frame access. `forward` must compute its result from its arguments only; it "
         "must not look at who called it or at their variables."
@@ -62,7 +64,7 @@ class ReadsCallerFrames(UseRule):
         Invalid(snippet("""
             from sys import _getframe as gf
             caller = gf(2)
-        """), line=2, message="`sys._getframe` is read"),
+        """), line=2, message="`sys._getframe` is called"),
         Invalid(snippet("""
             def steal(f):
                 while f is not None:
@@ -77,8 +79,11 @@ class ReadsCallerFrames(UseRule):
         Invalid(snippet("""
             import sys
             sys.settrace(lambda *a: None)
-        """), line=2, message="`sys.settrace` is read"),
+        """), line=2, message="`sys.settrace` is called"),
     ]
+
+    def describe(self, qual: str, entry: str, node: cst.CSTNode) -> Optional[tuple[str, Optional[Severity]]]:
+        return self.message.format(name=qual, verb=use_verb(self.ctx, node)), None
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value in FRAME_ATTRIBUTES:

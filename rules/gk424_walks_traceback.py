@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.analyses.harness_support import UseRule, resolve
+from gatekeeper.analyses.harness_support import UseRule, resolve, use_verb
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
 TRACEBACK_ATTRIBUTES = frozenset({"__traceback__", "tb_frame", "tb_next"})
@@ -28,7 +30,7 @@ class WalksTraceback(UseRule):
     category = Category.INTROSPECTION
     severity = Severity.ERROR
     summary = "walks a traceback or the call stack"
-    message = "`{name}` is read: tracebacks lead to the harness's frames and the expected output they hold."
+    message = "`{name}` is {verb}: tracebacks lead to the harness's frames and the expected output they hold."
     hint = (
         "Remove the traceback walk. Let exceptions propagate, or log them with "
         "`traceback.print_exc()`; never read frames from a traceback."
@@ -70,15 +72,20 @@ class WalksTraceback(UseRule):
         Invalid(snippet("""
             import traceback as tb
             names = [f.name for f in tb.extract_stack()]
-        """), line=2, message="`traceback.extract_stack` is read"),
+        """), line=2, message="`traceback.extract_stack` is called"),
         Invalid(snippet("""
             import sys
             try:
                 1 / 0
             except Exception:
                 kind, err, trace = sys.exc_info()
-        """), line=5, message="`sys.exc_info() (its traceback)` is read"),
+        """), line=5, message="`sys.exc_info()` is unpacked with its traceback"),
     ]
+
+    def describe(self, qual: str, entry: str, node: cst.CSTNode) -> Optional[tuple[str, Optional[Severity]]]:
+        # `_, _, tb = sys.exc_info()` reports the assignment: the call itself is harmless
+        verb = "unpacked with its traceback" if isinstance(node, cst.Assign) else use_verb(self.ctx, node)
+        return self.message.format(name=qual, verb=verb), None
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value in TRACEBACK_ATTRIBUTES:
@@ -102,7 +109,7 @@ class WalksTraceback(UseRule):
             if isinstance(t, (cst.Tuple, cst.List)) and len(t.elements) == 3:
                 third = t.elements[2].value
                 if not (isinstance(third, cst.Name) and third.value == "_"):
-                    self._emit(node, "sys.exc_info() (its traceback)", "sys.exc_info")
+                    self._emit(node, "sys.exc_info()", "sys.exc_info")
 
 
 def _exc_info(ctx, expr: cst.BaseExpression) -> bool:

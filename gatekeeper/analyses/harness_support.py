@@ -289,6 +289,17 @@ class UseRule(Rule):
                 self.report(node, described[0], evidence={"name": full}, severity=described[1])
 
 
+def use_verb(ctx: FileContext, node: cst.CSTNode) -> str:
+    """How a matched name is used, for messages: `sys.settrace(f)` is called, `f.f_locals`
+    is read, `from sys import _getframe` is imported."""
+    parent = ctx.parent(node)
+    if isinstance(parent, cst.Call) and parent.func is node:
+        return "called"
+    if isinstance(node, (cst.ImportAlias, cst.ImportFrom)):
+        return "imported"
+    return "read"
+
+
 def _is_dynamic_import(call: cst.Call) -> bool:
     """`importlib.import_module("x")`, `__import__("x")`, `getattr(mod, "x")`: calls that
     `resolve` can name."""
