@@ -32,7 +32,7 @@ class CallsTorchLayer(TorchFallbackRule):
     name = "CallsTorchLayer"
     summary = "forward runs a torch.nn layer instead of the submission's kernel"
     kinds = ("layer",)
-    message = "forward path runs the torch layer `{what}`, so torch computes `{op}`, not the submission's kernel: {why}."
+    message = "forward path runs the torch layer `{what}`{more}, so torch computes `{op}`, not the submission's kernel: {why}."
     hint = (
         "Keep the layer only as a holder of weights and compute with your own kernel, e.g. "
         "`_ext.linear(x, self.fc.weight, self.fc.bias)`, or store the weights as `nn.Parameter`s. "
@@ -84,7 +84,7 @@ class CallsTorchLayer(TorchFallbackRule):
                 def __init__(self):
                     super().__init__()
                     self.net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU())
-        """), line=4, message="forward path runs the torch layer `torch.nn.Conv2d (+1 more torch.nn layers)`"),
+        """), line=4, message="forward path runs the torch layer `torch.nn.Conv2d` (and 1 more torch.nn layer), so"),
         # ModuleList iterated in forward
         Invalid(snippet("""
             import torch.nn as nn

@@ -103,7 +103,13 @@ class CastsToLowerPrecision(Rule):
                 y = torch.empty(x.shape, device=x.device, dtype=low)
                 _ext.run(x.to(dtype=low), y)
                 return y.to(torch.float32)
-        """), line=4, message="`.empty(..., bfloat16)` computes in bfloat16"),
+        """), line=4, message="`torch.empty(..., dtype=low)` computes in bfloat16"),
+        Invalid(snippet("""
+            import torch
+            def forward(x):
+                y = torch.empty(x.shape, device=x.device, dtype=torch.bfloat16)
+                return _ext.run(x, y).float()
+        """), line=3, message="`torch.empty(..., dtype=torch.bfloat16)` computes in bfloat16"),
         Invalid(snippet("""
             import triton.language as tl
             import triton
@@ -112,12 +118,12 @@ class CastsToLowerPrecision(Rule):
                 a = tl.load(a_ptr).to(tl.float16)
                 b = tl.load(b_ptr).to(tl.float16)
                 tl.store(c_ptr, tl.dot(a, b))
-        """), line=5, message="`.to(..., float16)` computes in float16"),
+        """), line=5, message="`.to(tl.float16)` computes in float16"),
         Invalid(snippet("""
             from torch import float16 as f16
             def forward(x):
                 return _ext.run(x.to('cuda', f16))
-        """), line=3, message="`.to(..., float16)` computes in float16"),
+        """), line=3, message="`x.to(..., f16)` computes in float16"),
     ]
 
 
@@ -135,21 +141,33 @@ class CastsToLowerPrecision(Rule):
                 self._report(node, f"`.{func.attr.value}()`", "float16" if func.attr.value == "half" else "bfloat16", dtype)
                 return
         found: Optional[str] = None
+        found_arg: Optional[cst.Arg] = None
         for arg in node.args:
             value = arg.value
             if isinstance(value, (cst.Name, cst.Attribute, cst.Call)):
                 qual = self.ctx.qualname(value)
                 if qual in lower:
-                    found = qual
+                    found, found_arg = qual, arg
                     break
-        if found is None:
+        if found is None or found_arg is None:
             return
         qual_func = self.ctx.qualname(func)
         if qual_func in DESCRIBE or (qual_func or "").rsplit(".", 1)[-1].startswith(("autocast", "set_autocast")):
             return  # autocast is GK531's finding
-        name = f".{func.attr.value}" if isinstance(func, cst.Attribute) else qual_func or "a call"
-        self._report(node, f"`{name}(..., {found.rsplit('.', 1)[-1]})`", found.rsplit(".", 1)[-1], dtype)
+        self._report(node, f"`{_as_written(self.ctx, node, found_arg)}`", found.rsplit(".", 1)[-1], dtype)
 
     def _report(self, node: cst.CSTNode, what: str, low: str, dtype: str) -> None:
         self.report(node, self.message.format(what=what, low=low, dtype=dtype) + assumed_note(self.ctx),
                     evidence={"lower_dtype": low, "problem_dtype": dtype})
+
+
+def _as_written(ctx, call: cst.Call, arg: cst.Arg) -> str:
+    """The call as the code writes it, other arguments elided: `torch.empty(..., dtype=low)`,
+    `x.to(f16)`; a long receiver (`tl.load(p).to`) is cut to the method."""
+    func = call.func
+    code = ctx.module.code_for_node
+    name = code(func)
+    if isinstance(func, cst.Attribute) and (len(name) > 30 or not isinstance(func.value, (cst.Name, cst.Attribute))):
+        name = f".{func.attr.value}"
+    shown = (f"{arg.keyword.value}=" if arg.keyword is not None else "") + code(arg.value)
+    return f"{name}(..., {shown})" if len(call.args) > 1 else f"{name}({shown})"

@@ -98,8 +98,7 @@ class TorchCalls:
             return
         heavy = [c for c in compute if self.ops.is_heavy(c.rsplit(".", 1)[-1])]
         main = (heavy or compute)[0]
-        label = main if len(compute) == 1 else f"{main} (+{len(compute) - 1} more torch.nn layers)"
-        self._use("layer", label, node, op=main.rsplit(".", 1)[-1], heavy=bool(heavy))
+        self._use("layer", main, node, op=main.rsplit(".", 1)[-1], heavy=bool(heavy), more_layers=len(compute) - 1)
 
     def _maybe_layer_name(self, node: cst.Call, name: str) -> None:
         frame = self.frames[-1] if self.frames else None

@@ -172,7 +172,9 @@ class TorchFallbackRule(Rule):
             if decision is None:
                 continue
             severity, confidence, why = decision
-            message = self.message.format(what=use.qual, op=use.op, why=why)
+            # the count of other layers is prose, so it sits outside the quoted `{what}`
+            more = f" (and {use.more_layers} more torch.nn layer{'s' if use.more_layers > 1 else ''})" if use.more_layers else ""
+            message = self.message.format(what=use.qual, op=use.op, why=why, more=more)
             hint = self.hint
             evidence = {"op": use.op, "call": use.qual, "heavy": use.heavy, "function": use.function}
             if use.cpp is not None:

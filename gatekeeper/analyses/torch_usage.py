@@ -226,7 +226,7 @@ class TorchUsage(TorchCalls, TensorValues):
         return tuple(out)
 
     def _use(self, kind: str, qual: str, node: cst.CSTNode, *, op: str, heavy: Optional[bool] = None,
-             receiver: Optional[str] = None, deferred: bool = False) -> None:
+             receiver: Optional[str] = None, deferred: bool = False, more_layers: int = 0) -> None:
         if self._in_kernel:
             return  # the submission's own kernel code
         path = self._path(node)
@@ -236,7 +236,7 @@ class TorchUsage(TorchCalls, TensorValues):
         if heavy is None:
             heavy = self.ops.is_heavy(op, qual)
         self.uses.append(Use(kind, short_op(op), qual, heavy, self.ctx.function_key, node, path,
-                             receiver=receiver, deferred=deferred))
+                             receiver=receiver, deferred=deferred, more_layers=more_layers))
 
     def _kernel(self, node: cst.CSTNode, what: str, *, needs_def: Optional[str] = None,
                 needs_ext: Optional[tuple[str, str]] = None) -> None:
@@ -308,8 +308,8 @@ class TorchUsage(TorchCalls, TensorValues):
                 if compute:
                     heavy = [c for c in compute if self.ops.is_heavy(c.rsplit(".", 1)[-1])]
                     main = (heavy or compute)[0]
-                    label = main if len(compute) == 1 else f"{main} (+{len(compute) - 1} more torch.nn layers)"
-                    self.uses.append(Use("layer", short_op(main.rsplit(".", 1)[-1]), label, bool(heavy), key, node, path))
+                    self.uses.append(Use("layer", short_op(main.rsplit(".", 1)[-1]), main, bool(heavy), key, node, path,
+                                         more_layers=len(compute) - 1))
         if any(u.node is not None and u.kind == "layer" for u in self.uses):
             self._dedupe_layers()
         holders = set(self.holders) | {n for n, f in self.holder_calls.items() if f in self.loader_functions}

@@ -65,6 +65,7 @@ class Use:
     fallback: Optional["Fallback"] = None
     receiver: Optional[str] = None  # method uses: how the receiver was written
     deferred: bool = False  # in a lambda or functools.partial: runs later, wherever it is written
+    more_layers: int = 0  # layer uses: other torch.nn compute layers the same call runs (a Sequential)
 
 
 @dataclass
