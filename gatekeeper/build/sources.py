@@ -14,7 +14,7 @@ import libcst as cst
 from gatekeeper.static.parse_screen import ParseRefused, safe_parse
 from gatekeeper.static.context import FileContext
 from gatekeeper.static.cpp_sources import CppSource
-from gatekeeper.static.engine import _collect_constants, _Traversal  # the engine's own extraction
+from gatekeeper.static.engine import scan_file  # the engine's own extraction
 from gatekeeper.static.positions import positions_for
 
 _LOADERS = ("load_inline", "load")
@@ -73,8 +73,7 @@ def extract(data: bytes, path: str) -> Optional[Extracted]:
         return None
     folder = Path(path).parent if path != "<submission>" else None
     ctx = FileContext(path=path, text=text, module=module, profile="default", problem=None, folder=folder)
-    _collect_constants(ctx)
-    _Traversal(ctx, []).run(module)
+    scan_file(ctx, module)
     calls = _Calls(module)
     module.visit(calls)
     return Extracted(module, list(ctx.cpp_sources), calls.calls)

@@ -260,6 +260,13 @@ def _collect_constants(ctx: FileContext) -> None:
                 ctx.resolver.bind_import_from(small)
 
 
+def scan_file(ctx: FileContext, module: cst.Module) -> None:
+    """Fill `ctx` (constants, C++ sources, calls, definitions) without running any rule:
+    what the build stage needs to find the extensions a file compiles."""
+    _collect_constants(ctx)
+    _Traversal(ctx, []).run(module)
+
+
 def run_rules(
     module: cst.Module,
     *,

@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional
 
 import libcst as cst
 
-from gatekeeper.static.walk import _LEAF_TYPES, _fields
+from gatekeeper.static.walk import LEAF_TYPES, node_fields
 
 # Field order where libcst visits in another order than the dataclass declares.
 _ORDER: dict[type, tuple[str, ...]] = {
@@ -41,7 +41,7 @@ def _ordered_fields(kind: type) -> tuple[str, ...]:
     names = _FIELDS.get(kind)
     if names is not None:
         return names
-    walked = _fields(kind)
+    walked = node_fields(kind)
     preferred = _ORDER.get(kind)
     if preferred is not None:
         names = tuple(n for n in preferred if n in walked) + tuple(n for n in walked if n not in preferred)
@@ -70,7 +70,7 @@ def _getter(kind: type) -> Callable[[cst.CSTNode], tuple]:
 def ordered_children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The walked children of `node`, in libcst's visiting (source) order."""
     out: list[cst.CSTNode] = []
-    leaf = _LEAF_TYPES
+    leaf = LEAF_TYPES
     kind = type(node)
     for value in (_GETTERS.get(kind) or _getter(kind))(node):
         kind = type(value)

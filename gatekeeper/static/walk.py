@@ -23,7 +23,7 @@ _SKIP_FIELDS = frozenset({
     "first_line", "empty_lines", "lbracket", "rbracket", "lbrace", "rbrace", "arrow", "asynchronous",
 })
 _LEAVES = (str, int, bool, float, type(None), Enum)
-_LEAF_TYPES = frozenset({str, int, bool, float, type(None), cst.MaybeSentinel})
+LEAF_TYPES = frozenset({str, int, bool, float, type(None), cst.MaybeSentinel})
 # Node classes that are formatting or operator tokens: no rule visits them (a rule reads
 # `node.operator` directly), so they are not walked.
 _TOKEN_CLASSES: tuple[type, ...] = (
@@ -42,7 +42,7 @@ def _is_token_field(declared: object) -> bool:
     return isinstance(declared, type) and issubclass(declared, _TOKEN_CLASSES)
 
 
-def _fields(kind: type) -> tuple[str, ...]:
+def node_fields(kind: type) -> tuple[str, ...]:
     names = _FIELDS.get(kind)
     if names is None:
         names = tuple(
@@ -59,7 +59,7 @@ _GETTERS: dict[type, Callable[[cst.CSTNode], tuple]] = {}
 def _getter(kind: type) -> Callable[[cst.CSTNode], tuple]:
     """The walked fields of a node type as one tuple, read in C (an attrgetter): the
     per-field getattr loop was the largest part of the engine's own traversal cost."""
-    names = _fields(kind)
+    names = node_fields(kind)
     if not names:
         getter: Callable[[cst.CSTNode], tuple] = lambda node: ()
     elif len(names) == 1:
@@ -73,7 +73,7 @@ def _getter(kind: type) -> Callable[[cst.CSTNode], tuple]:
 
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     out: list[cst.CSTNode] = []
-    leaf = _LEAF_TYPES
+    leaf = LEAF_TYPES
     kind = type(node)
     getter = _GETTERS.get(kind) or _getter(kind)
     for value in getter(node):
