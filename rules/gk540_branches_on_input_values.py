@@ -139,6 +139,14 @@ class BranchesOnInputValues(Rule):
             }
             '''
         """), line=3, message="reads the values of the input `x` (a reduction read back with `.item()`)"),
+        Invalid(snippet("""
+            src = r'''
+            torch::Tensor f(torch::Tensor inp) {
+              if (torch::abs(inp).max().item<float>() < 0.5f) return fast(inp);
+              return exact(inp);
+            }
+            '''
+        """), line=3, message="reads the values of the input `inp` (a reduction read back with `.item()`)"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:
@@ -258,6 +266,9 @@ class BranchesOnInputValues(Rule):
                 # name the tensor the `.item()` chain starts from (`x` in `x.abs().max().item<float>()`)
                 item = next(k for k in range(i + 2, close) if tokens[k].text == "item")
                 root = chain_root(tokens, item)
+                if root is None:  # `torch::abs(x).max().item<float>()`: the parameter read inside
+                    params = {p for fn in source.functions if fn.body_start < i < fn.body_end for p in fn.params}
+                    root = next((tokens[k].text for k in range(i + 2, item) if tokens[k].text in params), None)
                 name = root if root is not None else "tensor"
                 self.report_cpp(source, tok.offset, self.message.format(
                     name=name, how="a reduction read back with `.item()`", shortcut=""),
