@@ -6,7 +6,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.own_definitions import delegates_to_own_code
-from gatekeeper.analyses.body_fingerprint import fingerprint, import_map
+from gatekeeper.analyses.body_fingerprint import fingerprint, import_map, index_module
 from gatekeeper.analyses.reference_names import model_names
 from gatekeeper.static.problem_facts import ProblemFacts
 from gatekeeper.static.rule import Rule
@@ -29,6 +29,7 @@ def reference_fingerprints(problem: ProblemFacts) -> list[tuple[str, tuple[int, 
     if cached is not None:
         return cached
     imports = import_map(problem.module)
+    index_module(problem.module, problem.text, shared=False)
     out: list[tuple[str, tuple[int, str]]] = []
     for stmt in problem.module.body:
         if isinstance(stmt, cst.ClassDef) and stmt.name.value != "ModelNew":
@@ -184,6 +185,7 @@ class CopiesReferenceForward(Rule):
             return
         if self._imports is None:
             self._imports = import_map(self.ctx.module)
+            index_module(self.ctx.module, self.ctx.text)
         mine = fingerprint(node, self._imports)
         if mine is None:
             return

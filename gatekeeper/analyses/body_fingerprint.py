@@ -10,11 +10,14 @@ and names imported at module level become their dotted module path (`F.relu` and
 from __future__ import annotations
 
 import ast
+import copy
 from typing import Optional
 
 import libcst as cst
 
 from gatekeeper.static.names import dotted
+from gatekeeper.static.positions import _pair
+from gatekeeper.static.python_ast import parse_python
 
 
 def import_map(module: cst.Module) -> dict[str, str]:
@@ -100,15 +103,61 @@ def fingerprint(function: cst.FunctionDef, imports: dict[str, str]) -> Optional[
     return found
 
 
-def _fingerprint(function: cst.FunctionDef, imports: dict[str, str]) -> Optional[tuple[int, str]]:
+# CPython `ast` functions of indexed files, by id of the libcst FunctionDef they pair with:
+# taking the body from the file's ast tree (parsed once) avoids generating each function's
+# code and parsing it again. Entries keep their libcst node, so an id is never reused.
+_AST: dict[int, tuple[cst.FunctionDef, ast.AST]] = {}
+_INDEXED: dict[int, cst.Module] = {}
+
+
+def index_module(module: cst.Module, text: str, *, shared: bool = True) -> None:
+    """Pair the module's functions (top level, in classes and in functions) with the ast
+    tree of `text`. `shared`: parse through the per-file cache (the file being checked)."""
+    if _INDEXED.get(id(module)) is module or not text:
+        return
+    if len(_INDEXED) >= 2_000 or len(_AST) >= _MEMO_LIMIT:
+        _INDEXED.clear()
+        _AST.clear()
+    _INDEXED[id(module)] = module
+    try:
+        tree = parse_python(text) if shared else ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return
+    _index_body(module.body, tree.body)
+
+
+def _index_body(cst_body, ast_body: list[ast.stmt]) -> None:
+    pairs = _pair(cst_body, ast_body)
+    if pairs is None:  # the parsers disagree on the shape: those functions take the slow path
+        return
+    for stmt, (_, node) in zip(cst_body, pairs):
+        if node is None or not isinstance(stmt, (cst.ClassDef, cst.FunctionDef)):
+            continue
+        if isinstance(stmt, cst.FunctionDef) and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and stmt.name.value == node.name:
+            _AST[id(stmt)] = (stmt, node)
+        elif not (isinstance(stmt, cst.ClassDef) and isinstance(node, ast.ClassDef)):
+            continue
+        if isinstance(stmt.body, cst.IndentedBlock):
+            _index_body(stmt.body.body, node.body)
+
+
+def _parsed(function: cst.FunctionDef) -> Optional[ast.AST]:
+    hit = _AST.get(id(function))
+    if hit is not None and hit[0] is function:
+        return hit[1]
     try:
         tree = ast.parse(cst.Module(body=[function.with_changes(decorators=[], leading_lines=[])]).code)
     except (SyntaxError, ValueError, RecursionError):
         return None
-    fn = tree.body[0]
+    return tree.body[0]
+
+
+def _fingerprint(function: cst.FunctionDef, imports: dict[str, str]) -> Optional[tuple[int, str]]:
+    fn = _parsed(function)
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
-    body = list(fn.body)
+    body = copy.deepcopy(fn.body)  # the renamer edits nodes; the file's tree is shared
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
         body = body[1:]
     if not body:

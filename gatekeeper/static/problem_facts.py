@@ -47,6 +47,7 @@ class ProblemFacts:
     entry: str = "ModelNew"
     declared_forbidden: tuple[str, ...] = ()
     declared_allowed: tuple[str, ...] = ()
+    text: str = ""  # the file's source, for analyses that parse it with CPython's ast
 
     def explain(self, value: int) -> Optional[str]:
         """Why `value` is one of the problem's sizes (a dimension or a product of them), or None.
@@ -98,6 +99,7 @@ def _load_cached(name: str, size: int, mtime_ns: int) -> ProblemFacts:
         sha256=hashlib.sha256(raw).hexdigest(),
         name=path.stem,
         module=module,
+        text=text,
     )
     _read_constants(module, facts)
     _read_input_sizes(module, facts)
