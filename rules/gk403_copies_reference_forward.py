@@ -13,7 +13,7 @@ from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
 # Reference fingerprints by problem hash: the problem is the same for many submissions.
-_REFERENCE_CACHE: dict[str, list[tuple[str, tuple[int, str]]]] = {}
+_REFERENCE_CACHE: dict[str, list[tuple[str, tuple[int, str], tuple[str, ...]]]] = {}
 
 _PROBLEM = (
     "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self):\n"
@@ -24,33 +24,42 @@ _PROBLEM = (
 )
 
 
-def reference_fingerprints(problem: ProblemFacts) -> list[tuple[str, tuple[int, str]]]:
+def reference_fingerprints(problem: ProblemFacts) -> list[tuple[str, tuple[int, str], tuple[str, ...]]]:
+    """(name, fingerprint, shape) of each reference class's forward."""
     cached = _REFERENCE_CACHE.get(problem.sha256)
     if cached is not None:
         return cached
     imports = import_map(problem.module)
     index_module(problem.module, problem.text, shared=False)
-    out: list[tuple[str, tuple[int, str]]] = []
+    out: list[tuple[str, tuple[int, str], tuple[str, ...]]] = []
     for stmt in problem.module.body:
         if isinstance(stmt, cst.ClassDef) and stmt.name.value != "ModelNew":
             for item in stmt.body.body:
                 if isinstance(item, cst.FunctionDef) and item.name.value == "forward":
                     fp = fingerprint(item, imports)
                     if fp is not None:
-                        out.append((f"{stmt.name.value}.forward", fp))
+                        out.append((f"{stmt.name.value}.forward", fp, _shape(item)))
     _REFERENCE_CACHE[problem.sha256] = out
     return out
 
 
-def _statements(node: cst.FunctionDef) -> int:
-    """Statements in the body, not counting a docstring (as the fingerprint counts them)."""
+def _shape(node: cst.FunctionDef) -> tuple[str, ...]:
+    """The body's statement kinds in order, not counting a docstring (as the fingerprint
+    drops it). Each libcst statement kind stands for one kind of CPython ast statement, so
+    equal fingerprints have equal shapes; most functions already differ here, which spares
+    the fingerprint."""
     body = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
-    count = sum(len(s.body) if isinstance(s, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else 1 for s in body)
+    kinds: list[str] = []
+    for s in body:
+        if isinstance(s, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            kinds.extend(type(small).__name__ for small in s.body)
+        else:
+            kinds.append(type(s).__name__)
     first = body[0] if body else None
     if (isinstance(first, cst.SimpleStatementLine) and len(first.body) == 1 and isinstance(first.body[0], cst.Expr)
             and isinstance(first.body[0].value, (cst.SimpleString, cst.ConcatenatedString))):
-        count -= 1
-    return count
+        kinds = kinds[1:]
+    return tuple(kinds)
 
 
 class CopiesReferenceForward(Rule):
@@ -170,7 +179,7 @@ class CopiesReferenceForward(Rule):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._reference: Optional[list[tuple[str, tuple[int, str]]]] = None
+        self._reference: Optional[list[tuple[str, tuple[int, str], tuple[str, ...]]]] = None
         self._imports: Optional[dict[str, str]] = None
         self._skip = model_names(self.ctx) - {"ModelNew"}
 
@@ -181,7 +190,8 @@ class CopiesReferenceForward(Rule):
             self._reference = reference_fingerprints(self.ctx.problem)
         if not self._reference:
             return
-        if not any(_statements(node) == fp[0] for _, fp in self._reference):
+        shape = _shape(node)
+        if not any(shape == ref_shape for _, _, ref_shape in self._reference):
             return
         if self._imports is None:
             self._imports = import_map(self.ctx.module)
@@ -189,7 +199,7 @@ class CopiesReferenceForward(Rule):
         mine = fingerprint(node, self._imports)
         if mine is None:
             return
-        for ref, fp in self._reference:
+        for ref, fp, _ in self._reference:
             if fp == mine:
                 cls = self.ctx.classes[-1] if self.ctx.classes else None
                 if delegates_to_own_code(self.ctx, cls, node):

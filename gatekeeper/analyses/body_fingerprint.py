@@ -10,7 +10,7 @@ and names imported at module level become their dotted module path (`F.relu` and
 from __future__ import annotations
 
 import ast
-import copy
+import pickle
 from typing import Optional
 
 import libcst as cst
@@ -157,7 +157,7 @@ def _fingerprint(function: cst.FunctionDef, imports: dict[str, str]) -> Optional
     fn = _parsed(function)
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
-    body = copy.deepcopy(fn.body)  # the renamer edits nodes; the file's tree is shared
+    body = pickle.loads(pickle.dumps(fn.body))  # the renamer edits nodes; the file's tree is shared (a copy)
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
         body = body[1:]
     if not body:
