@@ -87,7 +87,14 @@ def _codegen(node: cst.CSTNode, module: cst.Module, holder: _Holder, line: int, 
         pass
 
 
-_BLOCKS = (cst.ClassDef, cst.FunctionDef)
+_BLOCKS = (cst.ClassDef, cst.FunctionDef, cst.If, cst.For, cst.While, cst.With, cst.Try)
+# The ast statement whose `body` is the libcst block's `body` (not else/elif/except arms:
+# a node there is generated with its whole compound statement).
+_AST_BLOCKS = {
+    cst.ClassDef: (ast.ClassDef,), cst.FunctionDef: (ast.FunctionDef, ast.AsyncFunctionDef),
+    cst.If: (ast.If,), cst.For: (ast.For, ast.AsyncFor), cst.While: (ast.While,),
+    cst.With: (ast.With, ast.AsyncWith), cst.Try: (ast.Try,),
+}
 
 
 def _path_to(node: cst.CSTNode, module: cst.Module, parents: dict) -> list[cst.CSTNode]:
@@ -97,7 +104,8 @@ def _path_to(node: cst.CSTNode, module: cst.Module, parents: dict) -> list[cst.C
     while current is not None and current is not module:
         parent = parents.get(current)
         if isinstance(current, cst.BaseStatement) and (
-            parent is module or (isinstance(parent, cst.IndentedBlock) and isinstance(parents.get(parent), _BLOCKS))
+            parent is module or (isinstance(parent, cst.IndentedBlock) and isinstance(parents.get(parent), _BLOCKS)
+                                 and getattr(parents.get(parent), "body", None) is parent)
         ):
             chain.append(current)
         current = parent
@@ -167,8 +175,7 @@ def _locate_statement(node: cst.CSTNode, module: cst.Module, tree: ast.Module, p
         source = lines[line - 1] if 0 < line <= len(lines) else ""
         indent = source[: len(source) - len(source.lstrip(" \t"))] if best is not None else ""
         best = (stmt, line, indent)
-        if not isinstance(stmt, _BLOCKS) or not isinstance(ast_stmt, (ast.ClassDef, ast.FunctionDef,
-                                                                      ast.AsyncFunctionDef)):
+        if not isinstance(ast_stmt, _AST_BLOCKS.get(type(stmt), ())):
             return best
         body = stmt.body
         if not isinstance(body, cst.IndentedBlock):
