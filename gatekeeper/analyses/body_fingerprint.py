@@ -16,7 +16,7 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.static.names import dotted
-from gatekeeper.static.positions import _pair
+from gatekeeper.static.positions import pair_statements
 from gatekeeper.static.python_ast import parse_python
 
 
@@ -127,7 +127,7 @@ def index_module(module: cst.Module, text: str, *, shared: bool = True) -> None:
 
 
 def _index_body(cst_body, ast_body: list[ast.stmt]) -> None:
-    pairs = _pair(cst_body, ast_body)
+    pairs = pair_statements(cst_body, ast_body)
     if pairs is None:  # the parsers disagree on the shape: those functions take the slow path
         return
     for stmt, (_, node) in zip(cst_body, pairs):

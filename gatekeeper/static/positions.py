@@ -55,7 +55,7 @@ def _first_lines(stmts: list[ast.stmt]) -> list[int]:
     return [min([n.lineno, *(d.lineno for d in getattr(n, "decorator_list", []))]) for n in stmts]
 
 
-def _pair(cst_body: Sequence[cst.CSTNode], ast_body: list[ast.stmt]) -> Optional[list[tuple[int, Optional[ast.stmt]]]]:
+def pair_statements(cst_body: Sequence[cst.CSTNode], ast_body: list[ast.stmt]) -> Optional[list[tuple[int, Optional[ast.stmt]]]]:
     """(first line, the ast statement) for each libcst statement of a body; None when the
     two parsers disagree on the body's shape. `a = 1; b = 2` is one libcst statement and
     two ast statements; the ast statement is kept only for a one-to-one pair."""
@@ -133,7 +133,7 @@ def positions_for(
             tree = parse_python(text)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             tree = None
-    if tree is None or _pair(module.body, tree.body) is None:
+    if tree is None or pair_statements(module.body, tree.body) is None:
         holder = _Holder(set(wanted))
         _codegen(module, module, holder, 1)
         return {k: holder._computed[n] for k, n in wanted.items() if n in holder._computed}
@@ -163,7 +163,7 @@ def _locate_statement(node: cst.CSTNode, module: cst.Module, tree: ast.Module, p
     ast_body: list[ast.stmt] = tree.body
     best: Optional[tuple[cst.CSTNode, int, str]] = None
     for stmt in chain:
-        pairs = _pair(cst_body, ast_body)
+        pairs = pair_statements(cst_body, ast_body)
         if pairs is None:
             return best
         try:
