@@ -10,6 +10,7 @@ import libcst as cst
 
 from gatekeeper.config import Config
 from gatekeeper.report import Finding, Location, Severity, StageName
+from gatekeeper.static.collector_pause import collector_paused
 from gatekeeper.static.discovery import discover_rules
 from gatekeeper.static.engine import run_rules
 from gatekeeper.static.load_checks import (
@@ -49,6 +50,11 @@ def severities(rules: Sequence[type[Rule]], config: Config) -> dict[str, Severit
 
 
 def run_static(data: bytes, path: str, config: Config, problem: Optional[ProblemFacts]) -> list[Finding]:
+    with collector_paused():
+        return _run_static(data, path, config, problem)
+
+
+def _run_static(data: bytes, path: str, config: Config, problem: Optional[ProblemFacts]) -> list[Finding]:
     if len(data) > config.max_file_bytes:
         return [_load_finding(SubmissionTooLarge, path,
                               f"It is {len(data):,} bytes; the limit is {config.max_file_bytes:,}.")]
