@@ -113,8 +113,21 @@ def run_check(request: CheckRequest, out: Console, stream: TextIO, err: Console)
         return _render(request, config, _reports(request, config, files, stdin_text), single, out, stream)
     from gatekeeper.sandbox.lifeline import guarded_run
 
+    _warn_without_isolation(request, err)
     with guarded_run("gatekeeper-check-"):  # a kill -9 of check leaves no process, no temp dir (issue 12)
         return _render(request, config, _reports(request, config, files, stdin_text), single, out, stream)
+
+
+def _warn_without_isolation(request: CheckRequest, err: Console) -> None:
+    """One line on stderr before untrusted code runs with isolation `none` (docs/threat-model.md)."""
+    from gatekeeper.sandbox.isolation import detect, isolation_required
+
+    found = detect()
+    if found.name == "none" and request.verbosity >= 0 and not isolation_required():
+        err.print(f"gatekeeper: warning: running submission code without OS isolation ({found.detail}); it can "
+                  "read and write your files, reach the network and signal gatekeeper. Install bubblewrap "
+                  "(apt-get install bubblewrap) or pass --require-isolation to refuse", markup=False, highlight=False,
+                  soft_wrap=True)
 
 
 def _render(request: CheckRequest, config: Config, reports, single: bool, out: Console, stream: TextIO) -> int:

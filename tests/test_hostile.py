@@ -118,9 +118,53 @@ def test_row2_the_checker_cannot_be_killed_or_frozen(tmp_path, fixture, level):
     assert code == 0 and report["verdict"] == "pass", report["findings"]
 
 
-@pytest.mark.parametrize("level", ["bwrap", "unshare"])
+@pytest.mark.parametrize("fixture", ["kill_parent.py", "stop_parent.py"])
+def test_row2_without_isolation_signalling_the_parent_hits_the_harness_not_the_checker(tmp_path, fixture):
+    """Under `none` the worker's parent is sandbox/shim.py: killing or stopping it is the
+    submission's own run-time failure (a reject that says so), never exit 137, a hang or exit 3."""
+    _level("none")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    started = time.monotonic()
+    code, report = _check(_copy(tmp_path, fixture), "none", env={"TMPDIR": str(scratch)})
+    assert code == 1 and report["verdict"] == "reject", report["findings"]
+    errors = [f for f in report["findings"] if f["severity"] == "error"]
+    assert [f["rule"] for f in errors] == ["GK662"], errors
+    what = "was killed by SIGKILL" if fixture == "kill_parent.py" else "was stopped by a signal"
+    assert "its harness" in errors[0]["message"] and what in errors[0]["message"], errors[0]["message"]
+    assert time.monotonic() - started < WALL_S / 2  # a frozen harness is not waited on to its limit
+    # The workers and harnesses ran in folders under TMPDIR: none still runs, none is left.
+    assert _gone(lambda: _processes_working_in(scratch)), "a worker or its harness outlived the run"
+    assert list(scratch.iterdir()) == []
+
+
+def _processes_working_in(folder: Path) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z" \
+                    and os.readlink(f"/proc/{entry}/cwd").startswith(str(folder)):
+                out.append(int(entry))
+        except OSError:
+            continue
+    return out
+
+
+def _in_initial_user_namespace() -> bool:
+    # kill_everything.py attacks with kill(-1) whenever its uid_map is not the identity; under
+    # `none` it shares ours, so only in the initial user namespace does it kill just itself.
+    try:
+        with open("/proc/self/uid_map") as handle:
+            return handle.read().split() == ["0", "0", "4294967295"]
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("level", ["bwrap", "unshare", "none"])
 def test_row2_killing_everything_it_can_is_its_own_runtime_failure(tmp_path, level):
     _level(level)
+    if level == "none" and not _in_initial_user_namespace():
+        pytest.skip("kill_everything.py would run kill(-1) in this test runner's own user namespace")
     code, report = _check(_copy(tmp_path, "kill_everything.py"), level)
     assert code == 1 and report["verdict"] == "reject"
     assert {f["category"] for f in report["findings"] if f["severity"] == "error"} <= {

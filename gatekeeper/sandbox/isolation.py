@@ -12,7 +12,9 @@ auto is the default):
 - `unshare`: `unshare -rn --pid --fork --kill-child --mount-proc`: own user, network and pid namespace
   (no network; the worker cannot see or signal processes outside; its tree dies with it),
   but the file system is the user's.
-- `none`: today's Python-level layers only (audit hook, limits, process-group kill).
+- `none`: the Python-level layers only (audit hook, limits, process-group kill), and a
+  harness process (sandbox/shim.py) as the worker's parent, so that a worker signalling
+  its parent does not reach gatekeeper.
 
 The name in force goes into the report (`environment.isolation`).
 """
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 LEVELS = ("bwrap", "unshare", "none")
+SHIM_SCRIPT = str(Path(__file__).resolve().with_name("shim.py"))
 # Size of the private /tmp and working directory tmpfs inside bubblewrap (disk cap).
 WORKDIR_BYTES = 512 * 1024 ** 2
 # Side files a submission may compile (`load(sources=[...])`): visible next to it.
@@ -61,7 +64,9 @@ class Isolation:
             # --mount-proc: a /proc of the new pid namespace (the CUDA driver fails without it).
             return [str(self.tool), "-rn", "--pid", "--fork", "--kill-child", "--mount-proc", "--", setsid, *argv]
         if self.name != "bwrap":
-            return list(argv)
+            # No pid namespace: a harness process in between, so that the worker's parent
+            # (`os.getppid()`) is not gatekeeper (issue 12, row 2; sandbox/shim.py).
+            return [sys.executable, "-I", "-B", "-S", SHIM_SCRIPT, str(os.getpid()), "--", *argv]
         return [str(self.tool), *bwrap_args(workdir, read_paths, write_paths, self.extra_ro), "--", *argv]
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from gatekeeper.sandbox import harness
 from gatekeeper.sandbox.drain import Drain
 from gatekeeper.sandbox.channel import ChannelError, FrameReader, pack_message
 from gatekeeper.sandbox.isolation import Isolation, detect, require
@@ -104,6 +105,7 @@ def kill_job(proc: subprocess.Popen) -> None:
     # Under bwrap/unshare the worker's whole tree is in its own pid namespace and dies with
     # its init (the wrapper); without them the process group goes here and the rest of the
     # tree (setsid, double forks) by its environment tag in `Job._reap`.
+    harness.before_kill(proc)  # was it still running (our kill) or frozen (the submission's doing)?
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -151,6 +153,9 @@ class Job:
         spill: bool = True,
     ) -> None:
         self.isolation: Isolation = require(detect()) if isolate else Isolation("none", "isolation not requested")
+        # Under `none` the process started here is sandbox/shim.py, the worker's parent: a
+        # submission can signal it, and what happened to it is then the submission's failure.
+        self.shim = not self.isolation.own_pid_namespace
         self.own_dir = workdir is None
         self.work = Path(tempfile.mkdtemp(prefix="tmp")) if self.own_dir else Path(workdir)
         self.timeouts, self.default_timeout_s = timeouts, default_timeout_s
@@ -239,6 +244,17 @@ class Job:
             shutil.rmtree(self.work, ignore_errors=True)
         return self.result
 
+    def _blame_harness(self, result: JobResult) -> None:
+        """A shim the submission killed or stopped: its run-time failure, whatever else it sent."""
+        why = harness.blame(self.proc)
+        if not why:
+            return
+        if result.status == "forged":  # a forged frame stays the verdict
+            result.detail = f"{result.detail}; {why}"
+            return
+        earlier = f" (before that: {result.detail})" if result.status not in ("ok", "crashed") else ""
+        result.status, result.detail = "crashed", why + earlier
+
     def _adopt(self, result: JobResult) -> None:
         """Large tensors the worker sent as files: verified against their signed digests and
         unlinked; a missing, truncated or altered file makes the whole result forged."""
@@ -273,6 +289,8 @@ class Job:
                 result.messages = [scrub_message(m) for m in result.messages]
         finally:
             kill_job(self.proc)  # the wrapper (bwrap's init) and with it everything the job started
+            if self.shim:
+                self._blame_harness(result)
             reap_tagged(self.tag)
             for drain in (self.out, self.err):
                 drain.finish()
@@ -323,9 +341,7 @@ def _collect(proc: subprocess.Popen, fd: int, reader: FrameReader, result: JobRe
             continue
         data = os.read(fd, 1 << 20)
         if not data:  # EOF: every copy of the write end is closed
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
+            if not harness.wait(proc, 5):  # still running, or stopped: never waited on forever
                 kill_job(proc)
             if result.status != "ok":
                 result.status = "crashed"
@@ -346,9 +362,7 @@ def _collect(proc: subprocess.Popen, fd: int, reader: FrameReader, result: JobRe
                 deadline = time.monotonic() + timeouts.get(result.phase, default_timeout_s)
             elif kind == "done":
                 result.status = "ok"
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
+                if not harness.wait(proc, 10):
                     kill_job(proc)
                 _reap_group(proc)
                 return
