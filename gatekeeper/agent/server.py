@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Annotated, Any, AsyncIterator, Literal, Optional
 
 import anyio
@@ -43,7 +44,10 @@ INSTRUCTIONS = (
 )
 
 
-STATIC_TIMEOUT_S = 60.0  # static rules take milliseconds; a minute means something is wrong
+# The static worker's backstop is the configured `[limits] static_timeout_s` plus this margin:
+# the static stage's own limit then always fires first, with a finding that names the rule
+# that was running, instead of the backstop's bare "did not finish" (issue 12).
+STATIC_MARGIN_S = 15.0
 HEAVY_TIMEOUT_S = 3600.0  # the stages keep their own, shorter, timeouts; this is a backstop
 
 
@@ -52,12 +56,25 @@ class _Workers:
     they share the compiler, the CPU and the GPU), so a static check never waits for them."""
 
     def __init__(self) -> None:
-        self.static = Worker("static", STATIC_TIMEOUT_S)
+        self.static = Worker("static", static_backstop_s())
         self.heavy = Worker("stages", HEAVY_TIMEOUT_S)
 
     def close(self) -> None:
         self.static.close()
         self.heavy.close()
+
+
+def static_backstop_s(search_from: Optional[Path] = None) -> float:
+    """The static worker's time limit: the static stage's configured limit plus a margin. The
+    configuration is found as the tools' `check` finds it for source text (from the working
+    directory); an invalid one is the tool call's usage error, and the default limit holds here."""
+    from gatekeeper.config import Config, load_config
+
+    try:
+        limit = load_config(search_from=search_from or Path.cwd()).limits.static_timeout_s
+    except GatekeeperError:
+        limit = Config().limits.static_timeout_s
+    return limit + STATIC_MARGIN_S
 
 
 # The structured result is the Report; its JSON Schema is the tools' outputSchema.
@@ -144,6 +161,7 @@ def build_server() -> MCPServer:
     async def static_check(code: Code, problem: OptProblem = None, profile: Profile = None) -> Result:
         """Static rules only, no code executed (milliseconds). Catches cached outputs, sizes baked
         into kernels, torch fallbacks, harness tampering. Returns a summary and the Report JSON."""
+        workers.static.timeout_s = static_backstop_s()  # follows edits of the configuration
         return await _call(workers.static, "static_check", code=code, problem=problem, profile=profile)
 
     async def compile_(code: Code, problem: Problem, profile: Profile = None, ctx: Optional[Context] = None) -> Result:
