@@ -45,6 +45,9 @@ class RuleSettings(_Strict):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
+_UNCONFIGURED = RuleSettings()  # a rule the configuration does not mention; never mutated
+
+
 class JitterSettings(_Strict):
     # Global names under which the harness jitter object is injected into problems.
     names: list[str] = Field(default_factory=lambda: ["popcorn_pri"])
@@ -152,7 +155,7 @@ class Config(_Strict):
         return self._deselected
 
     def rule(self, code: str) -> RuleSettings:
-        settings = self.rules.get(code, RuleSettings())
+        settings = self.rules.get(code) or _UNCONFIGURED  # read-only: asked for every rule of every file
         if settings.enabled and (self.select or self.ignore) and code in self.deselected():
             return settings.model_copy(update={"enabled": False})
         return settings

@@ -243,7 +243,7 @@ class ReturnsPersistentTensor(FlowRule):
 
     def _holds_handle(self, origin: str) -> bool:
         values = self.assigned.get(storage_key(origin), [])
-        return any(isinstance(v, cst.Call) and (self.ctx.qualname(v.func) or "") in _HANDLE_MAKERS for v in values)
+        return any(type(v) is cst.Call and (self.ctx.qualname(v.func) or "") in _HANDLE_MAKERS for v in values)
 
     def finish(self) -> None:
         for site in self.flow.forward_sites():

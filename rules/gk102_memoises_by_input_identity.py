@@ -145,12 +145,12 @@ class MemoisesByInputIdentity(MemoRule):
 
     def key_of(self, expr: cst.BaseExpression, frame: Frame) -> Optional[str]:
         for current in subtree(expr, into_functions=False):
-            if isinstance(current, cst.Call):
+            if type(current) is cst.Call:
                 qual = self.ctx.qualname(current.func)
                 if qual in _IDENTITY_BUILTINS:
                     return f"{qual.split('.')[-1]}(...)"  # type: ignore[union-attr]
-                if isinstance(current.func, cst.Attribute) and current.func.attr.value in _IDENTITY_METHODS:
+                if type(current.func) is cst.Attribute and current.func.attr.value in _IDENTITY_METHODS:
                     return f".{current.func.attr.value}()"
-            if isinstance(current, cst.Attribute) and current.attr.value in ("_version", "_cdata"):
+            if type(current) is cst.Attribute and current.attr.value in ("_version", "_cdata"):
                 return f".{current.attr.value}"
         return None

@@ -117,21 +117,21 @@ class CachesForwardWithFunctools(FlowRule):
         super().visit_Call(node)
         # lru_cache(...)(forward) / cache(self.forward)
         inner = node.func
-        if isinstance(inner, cst.Call) and self._cache_name(inner) and node.args:
+        if type(inner) is cst.Call and self._cache_name(inner) and node.args:
             target = node.args[0].value
-            name = target.attr.value if isinstance(target, cst.Attribute) else target.value if isinstance(target, cst.Name) else ""
+            name = target.attr.value if (type(target) is cst.Attribute) else target.value if (type(target) is cst.Name) else ""
             if name:
                 self.report(node, self.message.format(func=name, cache=self._cache_name(inner)))
 
     def _cache_name(self, expr: cst.BaseExpression, depth: int = 0):
-        target = expr.func if isinstance(expr, cst.Call) else expr
+        target = expr.func if (type(expr) is cst.Call) else expr
         qual = self.ctx.qualname(target)
         if qual in _CACHES:
             return qual
         # memo = functools.lru_cache(maxsize=16); @memo
-        if isinstance(target, cst.Name) and depth < 3:
+        if type(target) is cst.Name and depth < 3:
             binding = self.ctx.resolver.lookup(target.value)
-            if binding is not None and isinstance(binding.value, cst.Call):
+            if binding is not None and type(binding.value) is cst.Call:
                 return self._cache_name(binding.value, depth + 1)
         return None
 

@@ -164,27 +164,27 @@ class SwitchesOnCallCount(FlowRule):
         """The name of call-surviving state `target` denotes, or None for a local."""
         if is_self_attr(target):
             return self_attr(target)
-        if isinstance(target, cst.Name) and self.declared and target.value in self.declared[-1]:
+        if type(target) is cst.Name and self.declared and target.value in self.declared[-1]:
             return target.value
-        if isinstance(target, cst.Subscript):
+        if type(target) is cst.Subscript:
             # `self.state['n'] += 1`, `_STATE['calls'] += 1`: a counter inside held state
             base = target.value
-            if isinstance(base, cst.Name) and self._module_level(base.value):
+            if type(base) is cst.Name and self._module_level(base.value):
                 return base.value
             return self._counter(base)
         return None
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        if self.ctx.functions and isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)):
+        if self.ctx.functions and type(node.operator) in (cst.AddAssign, cst.SubtractAssign):
             name = self._counter(node.target)
             if name:
                 self.counters.setdefault(name, self.ctx.function_key)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         super().visit_Assign(node)
-        if not self.ctx.functions or not isinstance(node.value, cst.BinaryOperation):
+        if not self.ctx.functions or type(node.value) is not cst.BinaryOperation:
             return
-        if not isinstance(node.value.operator, (cst.Add, cst.Subtract)):
+        if type(node.value.operator) not in (cst.Add, cst.Subtract):
             return
         for target in node.targets:
             name = self._counter(target.target)
@@ -195,7 +195,7 @@ class SwitchesOnCallCount(FlowRule):
         super().visit_Call(node)
         if self.ctx.functions and self.ctx.qualname(node.func) == "builtins.next" and node.args:
             arg = node.args[0].value
-            name = self._counter(arg) or (arg.value if isinstance(arg, cst.Name) and self._module_level(arg.value) else None)
+            name = self._counter(arg) or (arg.value if type(arg) is cst.Name and self._module_level(arg.value) else None)
             if name:
                 self.counters.setdefault(f"next({name})", self.ctx.function_key)
 
@@ -207,17 +207,17 @@ class SwitchesOnCallCount(FlowRule):
         """Call-surviving state read in expr: `self.n`, a declared global, `getattr(self, 'n', 0)`."""
         found: set[str] = set()
         for current in subtree(expr):
-            if isinstance(current, (cst.Attribute, cst.Name)):
+            if type(current) in (cst.Attribute, cst.Name):
                 name = self._counter(current)
                 if name:
                     found.add(name)
-            if (isinstance(current, cst.Call) and isinstance(current.func, cst.Name) and current.func.value == "getattr"
-                    and len(current.args) >= 2 and isinstance(current.args[0].value, cst.Name)
-                    and current.args[0].value.value == "self" and isinstance(current.args[1].value, cst.SimpleString)):
+            if (type(current) is cst.Call and type(current.func) is cst.Name and current.func.value == "getattr"
+                    and len(current.args) >= 2 and type(current.args[0].value) is cst.Name
+                    and current.args[0].value.value == "self" and type(current.args[1].value) is cst.SimpleString):
                 found.add("self." + current.args[1].value.evaluated_value)  # type: ignore[operator]
-            if isinstance(current, cst.Call) and self.ctx.qualname(current.func) == "builtins.next" and current.args:
+            if type(current) is cst.Call and self.ctx.qualname(current.func) == "builtins.next" and current.args:
                 arg = current.args[0].value
-                name = self._counter(arg) or (arg.value if isinstance(arg, cst.Name) and self._module_level(arg.value) else None)
+                name = self._counter(arg) or (arg.value if type(arg) is cst.Name and self._module_level(arg.value) else None)
                 if name:
                     found.add(f"next({name})")
         return found
@@ -227,7 +227,7 @@ class SwitchesOnCallCount(FlowRule):
             self.tests.append((self.ctx.function_key, node, node.test))
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
-        if self.ctx.functions and isinstance(self.ctx.parent(node), cst.Return):
+        if self.ctx.functions and type(self.ctx.parent(node)) is cst.Return:
             self.tests.append((self.ctx.function_key, node, node.test))
 
     def finish(self) -> None:
@@ -238,7 +238,7 @@ class SwitchesOnCallCount(FlowRule):
             if self.ctx.is_init_only(key):
                 continue
             hit = sorted(n for n in self._test_names(test) if n in live)
-            if not hit or (isinstance(node, cst.If) and not _contains_return(node.body)
+            if not hit or (type(node) is cst.If and not _contains_return(node.body)
                            and not (node.orelse is not None and _contains_return(node.orelse))):
                 continue
             stored = self.flow.guarded_returns(key, test)
@@ -253,18 +253,18 @@ class SwitchesOnCallCount(FlowRule):
     def _test_names(self, test: cst.BaseExpression) -> set[str]:
         names: set[str] = set()
         for current in subtree(test):
-            if isinstance(current, cst.Attribute) and isinstance(current.value, cst.Name) and current.value.value == "self":
+            if type(current) is cst.Attribute and type(current.value) is cst.Name and current.value.value == "self":
                 names.add(f"self.{current.attr.value}")
-            elif isinstance(current, cst.Name):
+            elif type(current) is cst.Name:
                 names.add(current.value)
-            elif isinstance(current, cst.Call) and self.ctx.qualname(current.func) == "builtins.next" and current.args:
+            elif type(current) is cst.Call and self.ctx.qualname(current.func) == "builtins.next" and current.args:
                 arg = current.args[0].value
-                if isinstance(arg, cst.Name):
+                if type(arg) is cst.Name:
                     names.add(f"next({arg.value})")
-                elif isinstance(arg, cst.Attribute) and isinstance(arg.value, cst.Name) and arg.value.value == "self":
+                elif type(arg) is cst.Attribute and type(arg.value) is cst.Name and arg.value.value == "self":
                     names.add(f"next(self.{arg.attr.value})")
         return names
 
 
 def _contains_return(block: cst.CSTNode) -> bool:
-    return any(isinstance(n, cst.Return) for n in subtree(block, into_functions=False))
+    return any(type(n) is cst.Return for n in subtree(block, into_functions=False))

@@ -118,7 +118,7 @@ class MemoisesByObjectIdentity(MemoRule):
         super().visit_Assign(node)
         for target in node.targets:
             t = target.target
-            if self.frames and isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value in self.frames[-1].params:
+            if self.frames and type(t) is cst.Attribute and type(t.value) is cst.Name and t.value.value in self.frames[-1].params:
                 self.input_attrs.append((self.ctx.function_key, t.attr.value))
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
@@ -126,10 +126,10 @@ class MemoisesByObjectIdentity(MemoRule):
             return
         left = node.left
         for target in node.comparisons:
-            if isinstance(target.operator, (cst.Is, cst.IsNot)):
+            if type(target.operator) in (cst.Is, cst.IsNot):
                 right = target.comparator
                 for mine, other in ((left, right), (right, left)):
-                    stored = self.flow.tracker.origin(other) if isinstance(mine, cst.Name) else None
+                    stored = self.flow.tracker.origin(other) if (type(mine) is cst.Name) else None
                     if stored is not None:
                         self.candidates.append(Candidate(self.ctx.function_key, node, stored, (mine, other), self.frames[-1]))
             left = target.comparator
@@ -137,14 +137,14 @@ class MemoisesByObjectIdentity(MemoRule):
     def _input_attr(self, expr: cst.BaseExpression, frame: Frame, written: set[str], depth: int = 0) -> Optional[tuple[str, str]]:
         """(input, attribute) when expr reads an attribute written on an input."""
         expr = unwrap(expr)
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value in frame.params \
+        if type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value in frame.params \
                 and expr.attr.value in written:
             return expr.value.value, expr.attr.value
-        if (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "getattr" and len(expr.args) >= 2
-                and isinstance(expr.args[0].value, cst.Name) and expr.args[0].value.value in frame.params
-                and isinstance(expr.args[1].value, cst.SimpleString) and expr.args[1].value.evaluated_value in written):
+        if (type(expr) is cst.Call and type(expr.func) is cst.Name and expr.func.value == "getattr" and len(expr.args) >= 2
+                and type(expr.args[0].value) is cst.Name and expr.args[0].value.value in frame.params
+                and type(expr.args[1].value) is cst.SimpleString and expr.args[1].value.evaluated_value in written):
             return expr.args[0].value.value, str(expr.args[1].value.evaluated_value)
-        if isinstance(expr, cst.Name) and depth < 3:
+        if type(expr) is cst.Name and depth < 3:
             for value in frame.assigned.get(expr.value, ()):
                 found = self._input_attr(value, frame, written, depth + 1)
                 if found:

@@ -101,7 +101,7 @@ class MemoisesBySampledValues(MemoRule):
 
     def key_of(self, expr: cst.BaseExpression, frame: Frame) -> Optional[str]:
         for current in subtree(expr, into_functions=False):
-            if (isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute)
+            if (type(current) is cst.Call and type(current.func) is cst.Attribute
                     and current.func.attr.value in _TO_PYTHON and self.is_input(current.func.value, frame)):
                 return _text(current)
         return None

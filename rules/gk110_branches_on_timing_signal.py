@@ -126,7 +126,7 @@ class BranchesOnTimingSignal(Rule):
             return
         for arg in node.args:
             value = arg.value
-            if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+            if type(value) is cst.Call and type(value.func) is cst.Name:
                 self.calls.append((self.ctx.function_key, value, value.func.value, False))
 
     def visit_Return(self, node: cst.Return) -> None:
@@ -149,20 +149,20 @@ class BranchesOnTimingSignal(Rule):
             return
         key = self.ctx.function_key
         for current in subtree(test):
-            if isinstance(current, (cst.Name, cst.Attribute)):
+            if type(current) in (cst.Name, cst.Attribute):
                 name = self.ctx.qualname(current)
                 if name and _SIGNALS.get(name):
                     self.hits.append((key, current, name))
                     return
-            if isinstance(current, cst.Call):
+            if type(current) is cst.Call:
                 func = current.func
-                callee = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+                callee = func.value if (type(func) is cst.Name) else func.attr.value if (type(func) is cst.Attribute) else None
                 if callee:
                     self.calls.append((key, current, callee, True))
 
     def _signal_in(self, expr: cst.BaseExpression) -> str | None:
         for current in subtree(expr):
-            if isinstance(current, (cst.Name, cst.Attribute)):
+            if type(current) in (cst.Name, cst.Attribute):
                 name = self.ctx.qualname(current)
                 if name and _SIGNALS.get(name):
                     return name

@@ -102,15 +102,15 @@ class ReplaysGraphWithoutFreshInputs(Rule):
             self.report(replay, self.message.format(params=", ".join(sorted(frame["params"])) or "none"))
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.frames or not isinstance(node.func, cst.Attribute):
+        if not self.frames or type(node.func) is not cst.Attribute:
             return
         frame = self.frames[-1]
         method = node.func.attr.value
         if method == "replay" and not node.args:
             frame["replays"].append(node)
         elif method in ("copy_", "set_", "index_copy_"):
-            frame["sources"].update(a.value.value for a in node.args if isinstance(a.value, cst.Name))
-        elif method == "data_ptr" and isinstance(node.func.value, cst.Name):
+            frame["sources"].update(a.value.value for a in node.args if type(a.value) is cst.Name)
+        elif method == "data_ptr" and type(node.func.value) is cst.Name:
             frame["ptrs"].add(node.func.value.value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -123,6 +123,6 @@ def _inputs(frame: dict) -> set[str]:
     inputs = set(frame["params"])
     for _ in range(2):  # twice: a local may be bound from one assigned later in a loop
         for node in frame["assigns"]:
-            if any(isinstance(n, cst.Name) and n.value in inputs for n in subtree(node.value, into_functions=False)):
-                inputs.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
+            if any(type(n) is cst.Name and n.value in inputs for n in subtree(node.value, into_functions=False)):
+                inputs.update(t.target.value for t in node.targets if type(t.target) is cst.Name)
     return inputs

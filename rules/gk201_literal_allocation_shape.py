@@ -197,23 +197,23 @@ class LiteralAllocationShape(Rule):
         if node.value is not None and self.pending:
             names = self.outputs.setdefault(self.ctx.function_key, set())
             for sub in subtree(node.value, into_functions=False):
-                if isinstance(sub, cst.Name):
+                if type(sub) is cst.Name:
                     names.add(sub.value)
 
     def visit_Arg(self, node: cst.Arg) -> None:
-        if self.pending and isinstance(node.value, cst.Name):
+        if self.pending and type(node.value) is cst.Name:
             self.outputs.setdefault(self.ctx.function_key, set()).add(node.value.value)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Attribute):
+        if type(func) is cst.Attribute:
             last = func.attr.value
-        elif isinstance(func, cst.Name):
+        elif type(func) is cst.Name:
             last = func.value
         else:
             return
         if last in _METHOD_ALLOC:
-            if not isinstance(func, cst.Attribute):
+            if type(func) is not cst.Attribute:
                 return
         elif last not in _TORCH_ALLOC or self.ctx.qualname(func) != f"torch.{last}":
             return
@@ -285,7 +285,7 @@ class LiteralAllocationShape(Rule):
         shape = py_shape(self.ctx, expr)
         if shape is not None:
             return shape
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+        if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Add:
             left = self._shape_of(expr.left, depth + 1)
             right = self._shape_of(expr.right, depth + 1)
             if left is not None and right is not None:
@@ -293,21 +293,21 @@ class LiteralAllocationShape(Rule):
             return None
         if size_read_kind(self.ctx, expr) == "shape":
             return [None]
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             binding = self.ctx.resolver.lookup(expr.value)
-            if binding is not None and binding.kind == "local" and isinstance(binding.value, (cst.Tuple, cst.List, cst.BinaryOperation)):
+            if binding is not None and binding.kind == "local" and type(binding.value) in (cst.Tuple, cst.List, cst.BinaryOperation):
                 return self._shape_of(binding.value, depth + 1)
         return None
 
     def _target(self, node: cst.Call) -> Optional[str]:
         parent = self.ctx.parent(node)
-        if isinstance(parent, (cst.Return, cst.Arg)):
+        if type(parent) in (cst.Return, cst.Arg):
             return ""  # used directly as an output
-        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+        if type(parent) is cst.Assign and len(parent.targets) == 1:
             target = parent.targets[0].target
-            if isinstance(target, cst.Name):
+            if type(target) is cst.Name:
                 return target.value
-            if isinstance(target, cst.Attribute):
+            if type(target) is cst.Attribute:
                 return "self"  # stored on the module: outlives the call
         return None
 

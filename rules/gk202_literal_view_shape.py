@@ -125,7 +125,7 @@ class LiteralViewShape(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not isinstance(func, cst.Attribute) or func.attr.value not in _VIEWS:
+        if type(func) is not cst.Attribute or func.attr.value not in _VIEWS:
             return
         method = func.attr.value
         positional = [a.value for a in node.args if a.keyword is None and not a.star]

@@ -304,7 +304,7 @@ class ProblemSizeInKernelSource(Rule):
         if self.ctx.problem is None or not node.decorators:
             return
         for deco in node.decorators:
-            expr = deco.decorator.func if isinstance(deco.decorator, cst.Call) else deco.decorator
+            expr = deco.decorator.func if (type(deco.decorator) is cst.Call) else deco.decorator
             if (self.ctx.qualname(expr) or "").startswith("triton."):
                 self.kernels.append((node, triton_reads_sizes(node), address_names(node)))
                 return

@@ -185,10 +185,10 @@ class FixedLaunchGeometry(Rule):
     # Triton / Python --------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not isinstance(func, cst.Subscript) or len(func.slice) != 1 or self.ctx.problem is None:
+        if type(func) is not cst.Subscript or len(func.slice) != 1 or self.ctx.problem is None:
             return
         index = func.slice[0].slice
-        if not isinstance(index, cst.Index) or not self._kernel_name(func.value):
+        if type(index) is not cst.Index or not self._kernel_name(func.value):
             return
         grid = self._grid(index.value)
         if grid is None or grid <= 0:
@@ -220,20 +220,20 @@ class FixedLaunchGeometry(Rule):
     def _kernel_name(self, expr: cst.BaseExpression) -> bool:
         """`kernel[grid]` or `module.kernel[grid]`: a name that is not a local container
         (`self.layers[3]`, `blocks[i]`)."""
-        if isinstance(expr, cst.Attribute):
-            return not (isinstance(expr.value, cst.Name) and expr.value.value == "self")
-        if not isinstance(expr, cst.Name):
+        if type(expr) is cst.Attribute:
+            return not (type(expr.value) is cst.Name and expr.value.value == "self")
+        if type(expr) is not cst.Name:
             return False
         binding = self.ctx.resolver.lookup(expr.value)
         value = binding.value if binding is not None else None
-        return not isinstance(value, (cst.List, cst.Tuple, cst.Dict, cst.ListComp, cst.Call)) or (
-            isinstance(value, cst.Call) and "triton" in (self.ctx.qualname(value.func) or ""))
+        return type(value) not in (cst.List, cst.Tuple, cst.Dict, cst.ListComp, cst.Call) or (
+            type(value) is cst.Call and "triton" in (self.ctx.qualname(value.func) or ""))
 
     def _grid(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[int]:
         """The number of programs a constant grid launches, or None if it is computed."""
         if depth > 4:
             return None
-        if isinstance(expr, cst.Lambda):
+        if type(expr) is cst.Lambda:
             return self._grid(expr.body, depth + 1)
         shape = py_shape(self.ctx, expr)
         if shape is not None:
@@ -243,7 +243,7 @@ class FixedLaunchGeometry(Rule):
             for v in shape:
                 product *= v  # type: ignore[operator]
             return product
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             binding = self.ctx.resolver.lookup(expr.value)
             if binding is not None and binding.kind == "local" and binding.value is not None:
                 if self.ctx.resolver.module_scope.names.get(expr.value) is binding:
@@ -251,9 +251,9 @@ class FixedLaunchGeometry(Rule):
                     return self._grid(value, depth + 1) if value is not None else None
                 return self._grid(binding.value, depth + 1)
             value = module_constant(self.ctx, expr.value)
-            if isinstance(value, cst.Lambda):
+            if type(value) is cst.Lambda:
                 return self._grid(value, depth + 1)
-        return py_int(self.ctx, expr) if isinstance(expr, (cst.Integer, cst.BinaryOperation)) else None
+        return py_int(self.ctx, expr) if (type(expr) in (cst.Integer, cst.BinaryOperation)) else None
 
     # what the numbers mean ---------------------------------------------------------------
     def _why(self, grid: int, blocks: list[int], widths: tuple[int, ...], reads_sizes: bool) -> Optional[str]:

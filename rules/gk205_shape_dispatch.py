@@ -203,20 +203,20 @@ class ShapeDispatch(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         target = node.targets[0].target if len(node.targets) == 1 else None
-        if isinstance(target, (cst.Tuple, cst.List)):
+        if type(target) in (cst.Tuple, cst.List):
             self._unpack(target, node.value)
-        elif (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
-              and target.value.value == "self" and isinstance(node.value, cst.Dict)):
+        elif (type(target) is cst.Attribute and type(target.value) is cst.Name
+              and target.value.value == "self" and type(node.value) is cst.Dict):
             self.self_dicts[target.attr.value] = node.value
 
     def _unpack(self, target: Union[cst.Tuple, cst.List], value: cst.BaseExpression) -> None:
         names = self.unpacked.setdefault(self.ctx.function_key, set())
         elements = [e.value for e in target.elements]
         if self._kind(value) == "shape":
-            names.update(e.value for e in elements if isinstance(e, cst.Name))
-        elif isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(elements):
+            names.update(e.value for e in elements if type(e) is cst.Name)
+        elif type(value) in (cst.Tuple, cst.List) and len(value.elements) == len(elements):
             for e, v in zip(elements, value.elements):
-                if isinstance(e, cst.Name) and self._kind(v.value) == "size":
+                if type(e) is cst.Name and self._kind(v.value) == "size":
                     names.add(e.value)
 
     def _kind(self, expr: cst.BaseExpression) -> Optional[str]:
@@ -245,16 +245,16 @@ class ShapeDispatch(Rule):
             left = right
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
-        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        if len(node.slice) != 1 or type(node.slice[0].slice) is not cst.Index:
             return
         key = node.slice[0].slice.value
-        if isinstance(key, (cst.Integer, cst.SimpleString)) or self._kind(key) is None:
+        if type(key) in (cst.Integer, cst.SimpleString) or self._kind(key) is None:
             return
         self._lookup(node, node.value, self._kind(key) or "shape")
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "get" and node.args:
+        if type(func) is cst.Attribute and func.attr.value == "get" and node.args:
             kind = self._kind(node.args[0].value)
             if kind is not None:
                 self._lookup(node, func.value, kind)
@@ -270,13 +270,13 @@ class ShapeDispatch(Rule):
                             f"{self.ctx.module.code_for_node(case.pattern)}")
 
     def _lookup(self, node: cst.CSTNode, container: cst.BaseExpression, kind: str) -> None:
-        if isinstance(container, cst.Name):
+        if type(container) is cst.Name:
             value = module_constant(self.ctx, container.value)
-            if isinstance(value, cst.Dict):
+            if type(value) is cst.Dict:
                 literals = self._members(value, kind)
                 if literals:
                     self._judge(node, literals)
-        elif isinstance(container, cst.Attribute) and isinstance(container.value, cst.Name) and container.value.value == "self":
+        elif type(container) is cst.Attribute and type(container.value) is cst.Name and container.value.value == "self":
             self.self_lookups.append((node, container.attr.value))
 
     def finish(self) -> None:
@@ -299,14 +299,14 @@ class ShapeDispatch(Rule):
         return tuple(shape)
 
     def _members(self, expr: cst.BaseExpression, kind: str) -> list[Literal]:
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             value = module_constant(self.ctx, expr.value)
-            if value is None or not isinstance(value, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
+            if value is None or type(value) not in (cst.Tuple, cst.List, cst.Set, cst.Dict):
                 return []
             expr = value
-        if isinstance(expr, cst.Dict):
-            items = [e.key for e in expr.elements if isinstance(e, cst.DictElement)]
-        elif isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
+        if type(expr) is cst.Dict:
+            items = [e.key for e in expr.elements if type(e) is cst.DictElement]
+        elif type(expr) in (cst.Tuple, cst.List, cst.Set):
             items = [e.value for e in expr.elements]
         else:
             return []

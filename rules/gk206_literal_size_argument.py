@@ -174,11 +174,11 @@ class LiteralSizeArgument(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Subscript):
+        if type(func) is cst.Subscript:
             kind, fn = "Triton kernel", self.ctx.module.code_for_node(func.value)
-        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and self._is_extension(func.value.value):
+        elif type(func) is cst.Attribute and type(func.value) is cst.Name and self._is_extension(func.value.value):
             kind, fn = "extension function", func.attr.value
-        elif isinstance(func, cst.Attribute) and (self.ctx.qualname(func) or "").startswith("torch.ops.") \
+        elif type(func) is cst.Attribute and (self.ctx.qualname(func) or "").startswith("torch.ops.") \
                 and not (self.ctx.qualname(func) or "").startswith(("torch.ops.aten.", "torch.ops.prims.")):
             kind, fn = "custom op", self.ctx.qualname(func) or func.attr.value
         else:
@@ -190,7 +190,7 @@ class LiteralSizeArgument(Rule):
         for arg in node.args:
             if arg.keyword is not None and (arg.keyword.value in _LAUNCH_OPTIONS or _is_width_keyword(arg.keyword.value)):
                 continue
-            if isinstance(arg.value, cst.Name) and _is_width_keyword(arg.value.value):
+            if type(arg.value) is cst.Name and _is_width_keyword(arg.value.value):
                 continue  # a positional BLOCK_SIZE_M: a tile width by its name
             value = self._constant(arg.value)
             if value is None or (reads and _is_tile_like(value)):
@@ -209,7 +209,7 @@ class LiteralSizeArgument(Rule):
 
     def _constant(self, expr: cst.BaseExpression) -> Optional[int]:
         value = py_int(self.ctx, expr)
-        if value is None and isinstance(expr, cst.Name):
+        if value is None and type(expr) is cst.Name:
             binding = self.ctx.resolver.lookup(expr.value)
             if binding is not None and binding.kind == "local" and binding.value is not None \
                     and self.ctx.resolver.module_scope.names.get(expr.value) is not binding:
@@ -221,10 +221,10 @@ class LiteralSizeArgument(Rule):
         if known is None:
             value = module_constant(self.ctx, name)
             known = False
-            if isinstance(value, cst.Call):
+            if type(value) is cst.Call:
                 qual = self.ctx.qualname(value.func) or ""
-                last = value.func.attr.value if isinstance(value.func, cst.Attribute) else (
-                    value.func.value if isinstance(value.func, cst.Name) else "")
+                last = value.func.attr.value if (type(value.func) is cst.Attribute) else (
+                    value.func.value if (type(value.func) is cst.Name) else "")
                 known = qual.endswith(("load_inline", "cpp_extension.load")) or last == "load_inline"
             self.extensions[name] = known
         return known

@@ -125,13 +125,13 @@ class SubclassesReferenceModel(Rule):
                 self._check(base.value, node.name.value, base, guard=node, owner=node)
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        names = [t.target.value for t in node.targets if isinstance(t.target, cst.Name)]
+        names = [t.target.value for t in node.targets if type(t.target) is cst.Name]
         if "ModelNew" not in names:
             return
         value = node.value
-        if isinstance(value, cst.Call) and resolve(self.ctx, value.func) == "builtins.type":
+        if type(value) is cst.Call and resolve(self.ctx, value.func) == "builtins.type":
             bases = argument(value, 1)
-            if isinstance(bases, (cst.Tuple, cst.List)):
+            if type(bases) in (cst.Tuple, cst.List):
                 for element in bases.elements:
                     self._check(element.value, "ModelNew", node)
             return
@@ -144,7 +144,7 @@ class SubclassesReferenceModel(Rule):
         if base is None or base == cls or in_main_guard(self.ctx, guard or node):
             return
         confidence = None
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             if is_own_class(self.ctx, expr.value):
                 return  # the submission's own class under a reference class's name
             if owner is not None and is_pasted_class(self.ctx, expr.value) and _defines_forward(owner):
@@ -153,5 +153,5 @@ class SubclassesReferenceModel(Rule):
 
 
 def _defines_forward(cls: cst.ClassDef) -> bool:
-    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else []
-    return any(isinstance(s, cst.FunctionDef) and s.name.value in ("forward", "__call__") for s in body)
+    body = cls.body.body if (type(cls.body) is cst.IndentedBlock) else []
+    return any(type(s) is cst.FunctionDef and s.name.value in ("forward", "__call__") for s in body)

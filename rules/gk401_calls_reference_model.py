@@ -142,9 +142,9 @@ class CallsReferenceModel(Rule):
         func = node.func
         what: Optional[str] = None
         confidence: Optional[Confidence] = None
-        if isinstance(func, cst.Attribute) and func.attr.value in _DISPATCH:
+        if type(func) is cst.Attribute and func.attr.value in _DISPATCH:
             owner = func.value
-            if isinstance(owner, cst.Call) and isinstance(owner.func, cst.Name) and owner.func.value == "super":
+            if type(owner) is cst.Call and type(owner.func) is cst.Name and owner.func.value == "super":
                 base = self._suspect_base()
                 if base is not None:
                     what = f"`super().{func.attr.value}(...)` runs the forward of the base `{base}`"
@@ -152,13 +152,13 @@ class CallsReferenceModel(Rule):
                 ref = reference_model(self.ctx, owner)
                 if ref is not None:
                     what = f"`{ref}.{func.attr.value}(...)` runs the reference's forward"
-        elif isinstance(func, (cst.Name, cst.Attribute)):
+        elif type(func) in (cst.Name, cst.Attribute):
             ref = reference_model(self.ctx, func)
             if ref is not None and not self._defining_itself(ref):
-                if isinstance(func, cst.Name) and is_own_class(self.ctx, func.value):
+                if type(func) is cst.Name and is_own_class(self.ctx, func.value):
                     return  # the submission's own class that shares a reference class's name
                 what = f"`{ref}(...)` builds the reference model"
-                if isinstance(func, cst.Name) and func.value != "Model" and is_pasted_class(self.ctx, func.value):
+                if type(func) is cst.Name and func.value != "Model" and is_pasted_class(self.ctx, func.value):
                     confidence = Confidence.SUSPECT
                 elif self._init_local(node):
                     confidence = Confidence.SUSPECT
@@ -169,7 +169,7 @@ class CallsReferenceModel(Rule):
         """`orig = Model(*init)` in init-only code, kept in a local: the reference is built to
         borrow its initialised layers, not to run it (suspect: torch layers doing work)."""
         parent = self.ctx.parent(node)
-        return (isinstance(parent, cst.Assign) and all(isinstance(t.target, cst.Name) for t in parent.targets)
+        return (type(parent) is cst.Assign and all(type(t.target) is cst.Name for t in parent.targets)
                 and bool(self.ctx.functions) and self.ctx.is_init_only(self.ctx.function_key))
 
     def _defining_itself(self, ref: str) -> bool:
@@ -184,12 +184,12 @@ class CallsReferenceModel(Rule):
                 continue
             ref = reference_model(self.ctx, base.value)
             if ref is not None:
-                if isinstance(base.value, cst.Name) and is_own_class(self.ctx, base.value.value):
+                if type(base.value) is cst.Name and is_own_class(self.ctx, base.value.value):
                     continue  # a class of the submission's own that shares a reference name
                 return ref
             if resolve(self.ctx, base.value) is not None:
                 continue  # torch.nn.Module, an imported helper class
-            if isinstance(base.value, cst.Name):
+            if type(base.value) is cst.Name:
                 binding = self.ctx.resolver.lookup(base.value.value)
                 if binding is not None and binding.kind == "class":
                     continue

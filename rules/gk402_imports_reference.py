@@ -95,7 +95,7 @@ class ImportsReference(Rule):
         if is_reference_module(self.ctx, base):
             self._report(node, f"`from {'.' * len(node.relative)}{base} import ...`")
             return
-        if isinstance(node.names, cst.ImportStar):
+        if type(node.names) is cst.ImportStar:
             return
         names = model_names(self.ctx)
         stem = self.ctx.problem.name if self.ctx.problem is not None else None

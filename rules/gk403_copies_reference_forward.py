@@ -33,9 +33,9 @@ def reference_fingerprints(problem: ProblemFacts) -> list[tuple[str, tuple[int, 
     index_module(problem.module, problem.text, shared=False)
     out: list[tuple[str, tuple[int, str], tuple[str, ...]]] = []
     for stmt in problem.module.body:
-        if isinstance(stmt, cst.ClassDef) and stmt.name.value != "ModelNew":
+        if type(stmt) is cst.ClassDef and stmt.name.value != "ModelNew":
             for item in stmt.body.body:
-                if isinstance(item, cst.FunctionDef) and item.name.value == "forward":
+                if type(item) is cst.FunctionDef and item.name.value == "forward":
                     fp = fingerprint(item, imports)
                     if fp is not None:
                         out.append((f"{stmt.name.value}.forward", fp, _shape(item)))
@@ -48,16 +48,16 @@ def _shape(node: cst.FunctionDef) -> tuple[str, ...]:
     drops it). Each libcst statement kind stands for one kind of CPython ast statement, so
     equal fingerprints have equal shapes; most functions already differ here, which spares
     the fingerprint."""
-    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
+    body = node.body.body if (type(node.body) is cst.IndentedBlock) else [node.body]
     kinds: list[str] = []
     for s in body:
-        if isinstance(s, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        if type(s) in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
             kinds.extend(type(small).__name__ for small in s.body)
         else:
             kinds.append(type(s).__name__)
     first = body[0] if body else None
-    if (isinstance(first, cst.SimpleStatementLine) and len(first.body) == 1 and isinstance(first.body[0], cst.Expr)
-            and isinstance(first.body[0].value, (cst.SimpleString, cst.ConcatenatedString))):
+    if (type(first) is cst.SimpleStatementLine and len(first.body) == 1 and type(first.body[0]) is cst.Expr
+            and type(first.body[0].value) in (cst.SimpleString, cst.ConcatenatedString)):
         kinds = kinds[1:]
     return tuple(kinds)
 

@@ -83,22 +83,22 @@ class WritesSysModules(Rule):
         self._target(node.target, node, "del")
 
     def _target(self, target: cst.BaseExpression, node: cst.CSTNode, how: str) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
+        if type(target) in (cst.Tuple, cst.List):
             for element in target.elements:
                 self._target(element.value, node, how)
-        elif isinstance(target, cst.Subscript):
+        elif type(target) is cst.Subscript:
             owner = resolve(self.ctx, target.value)
             if owner in _REGISTRIES:
                 key = subscript_key(self.ctx, target)
                 self._report(node, f"{owner}[{key!r}]" if key else owner, how)
-        elif isinstance(target, cst.Attribute):
+        elif type(target) is cst.Attribute:
             qual = resolve(self.ctx, target)
             if qual in _REGISTRIES:
                 self._report(node, qual, how)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not isinstance(func, cst.Attribute):
+        if type(func) is not cst.Attribute:
             if resolve(self.ctx, func) == "builtins.setattr":
                 owner, name = resolve(self.ctx, argument(node, 0)), literal(self.ctx, argument(node, 1))
                 if owner and name and f"{owner}.{name}" in _REGISTRIES:
@@ -109,8 +109,8 @@ class WritesSysModules(Rule):
             owner = resolve(self.ctx, func.value)
             if owner in _REGISTRIES:
                 self._report(node, owner, f".{method}()")
-        elif method == "dict" and isinstance(func.value, (cst.Name, cst.Attribute)) and (
-                func.value.value if isinstance(func.value, cst.Name) else func.value.attr.value) == "patch":
+        elif method == "dict" and type(func.value) in (cst.Name, cst.Attribute) and (
+                func.value.value if (type(func.value) is cst.Name) else func.value.attr.value) == "patch":
             target = argument(node, 0, "in_dict")
             owner = resolve(self.ctx, target) or literal(self.ctx, target)
             if owner in _REGISTRIES:

@@ -143,7 +143,7 @@ class PersistsDataInL2(Rule):
     def visit_Name(self, node: cst.Name) -> None:
         if self.on and node.value in PERSIST_NAMES:
             parent = self.ctx.parent(node)
-            if not (isinstance(parent, cst.Attribute) and parent.attr is node):  # visit_Attribute has it
+            if not (type(parent) is cst.Attribute and parent.attr is node):  # visit_Attribute has it
                 self._python(node, node.value)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -152,10 +152,10 @@ class PersistsDataInL2(Rule):
 
     def _python(self, node: cst.CSTNode, name: str) -> None:
         parent = self.ctx.parent(node)
-        if isinstance(parent, cst.Attribute) and parent.value is node:
+        if type(parent) is cst.Attribute and parent.value is node:
             return  # reported at the outer attribute
-        holder = self.ctx.parent(parent) if isinstance(parent, cst.Arg) else None
-        if ("Limit" in name or "LIMIT" in name) and isinstance(holder, cst.Call) and _zero_size(holder, parent):
+        holder = self.ctx.parent(parent) if (type(parent) is cst.Arg) else None
+        if ("Limit" in name or "LIMIT" in name) and type(holder) is cst.Call and _zero_size(holder, parent):
             return  # setting the persisting carve-out to 0 is a reset
         self.report(node, self.message.format(what=f"`{name}`"), evidence={"api": name})
 
@@ -211,4 +211,4 @@ def _zero_size(call: cst.Call, arg: cst.Arg) -> bool:
         return False
     at = args.index(arg)
     rest = args[at + 1:at + 2]
-    return bool(rest) and isinstance(rest[0].value, cst.Integer) and rest[0].value.value == "0"
+    return bool(rest) and type(rest[0].value) is cst.Integer and rest[0].value.value == "0"

@@ -66,26 +66,26 @@ class ReadsModuleRegistry(UseRule):
     def describe(self, qual: str, entry: str, node: cst.CSTNode) -> Optional[tuple[str, Optional[Severity]]]:
         if entry == "sys.modules" and isinstance(node, cst.BaseExpression):
             parent = self.ctx.parent(node)
-            if isinstance(parent, cst.Subscript) and parent.value is node:
+            if type(parent) is cst.Subscript and parent.value is node:
                 index = parent.slice[0].slice if len(parent.slice) == 1 else None
-                if isinstance(index, cst.Index) and isinstance(index.value, cst.Name) and index.value.value == "__name__":
+                if type(index) is cst.Index and type(index.value) is cst.Name and index.value.value == "__name__":
                     return None
                 grand = self.ctx.parent(parent)
                 if _is_write_target(self.ctx, parent, grand):
                     return None  # GK415
-            if isinstance(parent, cst.Attribute) and parent.attr.value in (
+            if type(parent) is cst.Attribute and parent.attr.value in (
                     "update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__"):
                 return None  # GK415
         return self.message.format(name=qual), None
 
 
 def _is_write_target(ctx, node: cst.CSTNode, parent: Optional[cst.CSTNode]) -> bool:
-    if isinstance(parent, cst.AssignTarget) and parent.target is node:
+    if type(parent) is cst.AssignTarget and parent.target is node:
         return True
-    if isinstance(parent, cst.Del):
+    if type(parent) is cst.Del:
         return True
-    if isinstance(parent, (cst.AugAssign, cst.AnnAssign)) and parent.target is node:
+    if type(parent) in (cst.AugAssign, cst.AnnAssign) and parent.target is node:
         return True
-    if isinstance(parent, (cst.Element, cst.Tuple, cst.List)):
-        return any(isinstance(a, (cst.Del, cst.AssignTarget)) for a in ctx.ancestors(node))
+    if type(parent) in (cst.Element, cst.Tuple, cst.List):
+        return any(type(a) in (cst.Del, cst.AssignTarget) for a in ctx.ancestors(node))
     return False

@@ -84,7 +84,7 @@ class WalksTraceback(UseRule):
 
     def describe(self, qual: str, entry: str, node: cst.CSTNode) -> Optional[tuple[str, Optional[Severity]]]:
         # `_, _, tb = sys.exc_info()` reports the assignment: the call itself is harmless
-        verb = "unpacked with its traceback" if isinstance(node, cst.Assign) else use_verb(self.ctx, node)
+        verb = "unpacked with its traceback" if (type(node) is cst.Assign) else use_verb(self.ctx, node)
         return self.message.format(name=qual, verb=verb), None
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -95,9 +95,9 @@ class WalksTraceback(UseRule):
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if _exc_info(self.ctx, node.value) and len(node.slice) == 1:
             index = node.slice[0].slice
-            if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer) and index.value.value in ("2",):
+            if type(index) is cst.Index and type(index.value) is cst.Integer and index.value.value in ("2",):
                 self._emit(node, "sys.exc_info()[2]", "sys.exc_info")
-            elif isinstance(index, cst.Index) and isinstance(index.value, cst.UnaryOperation):
+            elif type(index) is cst.Index and type(index.value) is cst.UnaryOperation:
                 self._emit(node, "sys.exc_info()[-1]", "sys.exc_info")
         super().visit_Subscript(node)
 
@@ -106,11 +106,11 @@ class WalksTraceback(UseRule):
             return
         for target in node.targets:
             t = target.target
-            if isinstance(t, (cst.Tuple, cst.List)) and len(t.elements) == 3:
+            if type(t) in (cst.Tuple, cst.List) and len(t.elements) == 3:
                 third = t.elements[2].value
-                if not (isinstance(third, cst.Name) and third.value == "_"):
+                if not (type(third) is cst.Name and third.value == "_"):
                     self._emit(node, "sys.exc_info()", "sys.exc_info")
 
 
 def _exc_info(ctx, expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Call) and resolve(ctx, expr.func) == "sys.exc_info"
+    return type(expr) is cst.Call and resolve(ctx, expr.func) == "sys.exc_info"

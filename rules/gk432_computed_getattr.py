@@ -111,11 +111,11 @@ class ComputedGetattr(Rule):
             self._report(node, "namespace[...]", owner, compute=bool(matches(owner, _COMPUTE)))
 
     def _namespace(self, expr: cst.BaseExpression) -> Optional[str]:
-        if isinstance(expr, cst.Name) and expr.value == "__builtins__":
+        if type(expr) is cst.Name and expr.value == "__builtins__":
             return "builtins"
-        if isinstance(expr, cst.Attribute) and expr.attr.value == "__dict__":
+        if type(expr) is cst.Attribute and expr.attr.value == "__dict__":
             return resolve(self.ctx, expr.value)
-        if isinstance(expr, cst.Call) and resolve(self.ctx, expr.func) == "builtins.vars" and expr.args:
+        if type(expr) is cst.Call and resolve(self.ctx, expr.func) == "builtins.vars" and expr.args:
             return resolve(self.ctx, expr.args[0].value)
         return None
 

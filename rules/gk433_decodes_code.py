@@ -138,8 +138,8 @@ class DecodesCode(Rule):
 
     def _assigned_to(self, node: cst.Call) -> set[str]:
         for parent in self.ctx.ancestors(node):
-            if isinstance(parent, cst.Assign):
-                return {t.target.value for t in parent.targets if isinstance(t.target, cst.Name)}
+            if type(parent) is cst.Assign:
+                return {t.target.value for t in parent.targets if type(t.target) is cst.Name}
             if isinstance(parent, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
                 break
         return set()
@@ -157,7 +157,7 @@ class DecodesCode(Rule):
         for assign in self.assigns:
             used = _names(assign.value)
             for target in assign.targets:
-                if isinstance(target.target, cst.Name):
+                if type(target.target) is cst.Name:
                     self.flows.setdefault(target.target.value, set()).update(used)
 
     def _reaches_sink(self, decode: _Decode) -> bool:

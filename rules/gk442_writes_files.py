@@ -108,11 +108,11 @@ class WritesFiles(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         func = resolve(self.ctx, node.func)
         if func is None:
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "open" and write_mode(self.ctx, node, 0):
+            if type(node.func) is cst.Attribute and node.func.attr.value == "open" and write_mode(self.ctx, node, 0):
                 if self._pathlike(node.func.value):
                     self._path(node, ".open()", classify(self.ctx, node.func.value))
                 return
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value in _PATH_METHODS and (
+            if type(node.func) is cst.Attribute and node.func.attr.value in _PATH_METHODS and (
                     node.func.attr.value.startswith("write") or self._pathlike(node.func.value)):
                 self._path(node, f".{node.func.attr.value}()", classify(self.ctx, node.func.value))
             return

@@ -114,7 +114,7 @@ class ReadsForeignFiles(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         func = resolve(self.ctx, node.func)
         if func is None:
-            method = node.func.attr.value if isinstance(node.func, cst.Attribute) else ""
+            method = node.func.attr.value if (type(node.func) is cst.Attribute) else ""
             if method == "open" and write_mode(self.ctx, node, 0) is not False:
                 return  # Path.open("w") is GK442's
             if method in _PATH_READS:

@@ -99,7 +99,7 @@ class WritesEnvironment(Rule):
         self._target(node.target, node, "del os.environ[...]")
 
     def _target(self, target: cst.BaseExpression, node: cst.CSTNode, how: str) -> None:
-        if isinstance(target, cst.Subscript) and resolve(self.ctx, target.value) in _ENVIRON:
+        if type(target) is cst.Subscript and resolve(self.ctx, target.value) in _ENVIRON:
             self._var(node, how, subscript_key(self.ctx, target))
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -107,20 +107,20 @@ class WritesEnvironment(Rule):
         qual = resolve(self.ctx, func)
         if qual in ("os.putenv", "os.unsetenv"):
             self._var(node, qual, literal(self.ctx, argument(node, 0)))
-        elif isinstance(func, cst.Attribute) and func.attr.value in _MUTATORS and resolve(self.ctx, func.value) in _ENVIRON:
+        elif type(func) is cst.Attribute and func.attr.value in _MUTATORS and resolve(self.ctx, func.value) in _ENVIRON:
             how = f"os.environ.{func.attr.value}"
             if func.attr.value in ("setdefault", "pop", "__setitem__", "__delitem__"):
                 self._var(node, how, literal(self.ctx, argument(node, 0)))
             else:
                 self._vars(node, how, argument(node, 0), node)
-        elif isinstance(func, cst.Attribute) and func.attr.value == "dict" and isinstance(func.value, (cst.Name, cst.Attribute)):
+        elif type(func) is cst.Attribute and func.attr.value == "dict" and type(func.value) in (cst.Name, cst.Attribute):
             if resolve(self.ctx, argument(node, 0, "in_dict")) in _ENVIRON or literal(self.ctx, argument(node, 0)) == "os.environ":
                 self._vars(node, "mock.patch.dict(os.environ)", argument(node, 1, "values"), node)
 
     def _vars(self, node: cst.CSTNode, how: str, mapping: Optional[cst.BaseExpression], call: Optional[cst.Call] = None) -> None:
         keys: list[Optional[str]] = []
-        if isinstance(mapping, cst.Dict):
-            keys = [literal(self.ctx, e.key) if isinstance(e, cst.DictElement) else None for e in mapping.elements]
+        if type(mapping) is cst.Dict:
+            keys = [literal(self.ctx, e.key) if (type(e) is cst.DictElement) else None for e in mapping.elements]
         elif mapping is not None:
             keys = [None]
         if call is not None:

@@ -94,9 +94,9 @@ class ChangesGpuClocks(Rule):
     def visit_Name(self, node: cst.Name) -> None:
         if node.value.startswith("nvml") and NVML_SETTER.match(node.value):
             parent = self.ctx.parent(node)
-            if isinstance(parent, cst.Attribute) and parent.attr is node:
+            if type(parent) is cst.Attribute and parent.attr is node:
                 self._report(parent, node.value)
-            elif not isinstance(parent, (cst.ImportAlias, cst.FunctionDef, cst.Param)):
+            elif type(parent) not in (cst.ImportAlias, cst.FunctionDef, cst.Param):
                 self._report(node, node.value)
 
     def visit_Call(self, node: cst.Call) -> None:

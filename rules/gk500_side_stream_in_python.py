@@ -186,7 +186,7 @@ class SideStreamInPython(Rule):
         self.stream_attrs: set[str] = set()
         self.module_streams: set[str] = {
             name for name, values in self.ctx.constants.items()
-            for v in values if isinstance(v, cst.Call) and self.ctx.qualname(v.func) in STREAM_CTORS
+            for v in values if type(v) is cst.Call and self.ctx.qualname(v.func) in STREAM_CTORS
         }
         # every name that may hold a stream somewhere: visit_Name leaves at once for the rest
         self.watch: set[str] = set(self.module_streams)
@@ -201,7 +201,7 @@ class SideStreamInPython(Rule):
 
     def _stream_identity(self, expr: cst.BaseExpression) -> Optional[str]:
         """The name of a stream variable or attribute this expression refers to."""
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             if expr.value in self.frames[-1].local_streams:
                 return expr.value
             if expr.value in self.module_streams and len(self.frames) > 0:
@@ -213,19 +213,19 @@ class SideStreamInPython(Rule):
         return None
 
     def _is_current(self, expr: Optional[cst.BaseExpression]) -> bool:
-        if expr is None or (isinstance(expr, cst.Name) and expr.value == "None"):
+        if expr is None or (type(expr) is cst.Name and expr.value == "None"):
             return True
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             return self.ctx.qualname(expr.func) in CURRENT_STREAM
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             binding = self.ctx.resolver.lookup(expr.value)
             value = binding.value if binding is not None else None
-            return isinstance(value, cst.Call) and self.ctx.qualname(value.func) in CURRENT_STREAM
+            return type(value) is cst.Call and self.ctx.qualname(value.func) in CURRENT_STREAM
         return False
 
     def _is_parameter(self, expr: Optional[cst.BaseExpression]) -> bool:
         """A stream that arrives as a parameter is the caller's: judged where it is created."""
-        if not isinstance(expr, cst.Name):
+        if type(expr) is not cst.Name:
             return False
         binding = self.ctx.resolver.lookup(expr.value)
         return binding is not None and binding.kind == "param"
@@ -245,7 +245,7 @@ class SideStreamInPython(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in JOIN_METHODS:
+        if type(func) is cst.Attribute and func.attr.value in JOIN_METHODS:
             if self._is_join(node, func):
                 self.frames[-1].joins.append((self._tick(), branch_path(self.ctx, node)))
                 self.join_depth += 1
@@ -270,8 +270,8 @@ class SideStreamInPython(Rule):
             if not self._is_current(target) and not self._is_parameter(target):
                 use = StreamUse(node, 0, "switch", self._stream_identity(target) if target is not None else None)
                 parent = self.ctx.parent(node)
-                with_node = self.ctx.parent(parent) if isinstance(parent, cst.WithItem) else None
-                if isinstance(with_node, cst.With):
+                with_node = self.ctx.parent(parent) if (type(parent) is cst.WithItem) else None
+                if type(with_node) is cst.With:
                     self.with_uses.setdefault(id(with_node), []).append(use)
                 else:
                     use.seq = self._tick()
@@ -288,7 +288,7 @@ class SideStreamInPython(Rule):
             identity = self._stream_identity(item.item)
             if identity is not None:
                 self.with_uses.setdefault(id(node), []).append(StreamUse(item.item, 0, "switch", identity))
-            elif isinstance(item.item, cst.Call) and self.ctx.qualname(item.item.func) in STREAM_CTORS:
+            elif type(item.item) is cst.Call and self.ctx.qualname(item.item.func) in STREAM_CTORS:
                 self.with_uses.setdefault(id(node), []).append(StreamUse(item.item, 0, "switch", None))
 
     def leave_With(self, node: cst.With) -> None:
@@ -317,13 +317,13 @@ class SideStreamInPython(Rule):
 
     def _is_reference(self, node: cst.CSTNode) -> bool:
         parent = self.ctx.parent(node)
-        if isinstance(parent, cst.AssignTarget) or isinstance(parent, cst.Annotation):
+        if type(parent) is cst.AssignTarget or type(parent) is cst.Annotation:
             return False
-        if isinstance(parent, cst.Attribute) and parent.attr is node:
+        if type(parent) is cst.Attribute and parent.attr is node:
             return False
-        if isinstance(parent, (cst.Comparison, cst.ComparisonTarget, cst.If, cst.UnaryOperation)):
+        if type(parent) in (cst.Comparison, cst.ComparisonTarget, cst.If, cst.UnaryOperation):
             return False  # `if self.stream is None:`: a test of the handle launches nothing on it
-        return not isinstance(parent, (cst.Param, cst.ImportAlias, cst.Global, cst.Nonlocal))
+        return type(parent) not in (cst.Param, cst.ImportAlias, cst.Global, cst.Nonlocal)
 
     def _is_join(self, node: cst.Call, func: cst.Attribute) -> bool:
         receiver = func.value
@@ -335,9 +335,9 @@ class SideStreamInPython(Rule):
 
     def _creation_target(self, node: cst.Call) -> Optional[str]:
         parent = self.ctx.parent(node)
-        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+        if type(parent) is cst.Assign and len(parent.targets) == 1:
             return store_key(parent.targets[0].target)
-        if isinstance(parent, cst.AnnAssign) and isinstance(parent.target, cst.Name):
+        if type(parent) is cst.AnnAssign and type(parent.target) is cst.Name:
             return parent.target.value
         return None
 

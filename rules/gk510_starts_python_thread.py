@@ -138,7 +138,7 @@ class StartsPythonThread(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "run_in_executor":
+        if type(func) is cst.Attribute and func.attr.value == "run_in_executor":
             self.report(node, self.message.format(name="run_in_executor"), evidence={"starts": "run_in_executor"})
             return
         name = self._starter(func)
@@ -146,11 +146,11 @@ class StartsPythonThread(Rule):
             self.report(node, self.message.format(name=name), evidence={"starts": name})
             return
         # handed on rather than called: functools.partial(threading.Thread, ...), pool.map(Process, ...)
-        if isinstance(func, cst.Name) and func.value in ("isinstance", "issubclass", "type", "hasattr", "print"):
+        if type(func) is cst.Name and func.value in ("isinstance", "issubclass", "type", "hasattr", "print"):
             return
         for arg in node.args:
             value = arg.value
-            if isinstance(value, cst.Name) or (isinstance(value, cst.Attribute) and value.attr.value in _LEAVES):
+            if type(value) is cst.Name or (type(value) is cst.Attribute and value.attr.value in _LEAVES):
                 name = self._starter(arg.value)
                 if name is not None:
                     self.report(arg, self.message.format(name=name), evidence={"starts": name})

@@ -109,7 +109,7 @@ class TensorSubclass(Rule):
         self.swaps: list[tuple[cst.AssignTarget, str]] = []
 
     def _is_tensor_base(self, expr: cst.BaseExpression) -> bool:
-        if isinstance(expr, cst.Name) and expr.value in self.subclasses:
+        if type(expr) is cst.Name and expr.value in self.subclasses:
             return True
         return self.ctx.qualname(expr) in TENSOR_BASES
 
@@ -124,21 +124,21 @@ class TensorSubclass(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in SUBCLASS_FACTORIES:
+        if type(func) is cst.Attribute and func.attr.value in SUBCLASS_FACTORIES:
             self.report(node, self.message.format(what=f"`{func.attr.value}` builds a tensor of another class"),
                         evidence={"factory": func.attr.value})
             return
-        if isinstance(func, cst.Name) and func.value == "type" and len(node.args) == 3 \
+        if type(func) is cst.Name and func.value == "type" and len(node.args) == 3 \
                 and self.ctx.qualname(func) == "builtins.type":
             bases = node.args[1].value
-            if isinstance(bases, (cst.Tuple, cst.List)) and any(self._is_tensor_base(e.value) for e in bases.elements):
+            if type(bases) in (cst.Tuple, cst.List) and any(self._is_tensor_base(e.value) for e in bases.elements):
                 self.report(node, self.message.format(what="`type(...)` creates a `torch.Tensor` subclass"))
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
         target = node.target
-        if isinstance(target, cst.Attribute) and target.attr.value == "__class__":
+        if type(target) is cst.Attribute and target.attr.value == "__class__":
             value = self.ctx.parent(node)
-            new_class = _name_of(value.value) if isinstance(value, cst.Assign) else None
+            new_class = _name_of(value.value) if (type(value) is cst.Assign) else None
             if new_class is not None:
                 self.swaps.append((node, new_class))
 
@@ -163,7 +163,7 @@ class TensorSubclass(Rule):
 
 
 def _name_of(expr: cst.BaseExpression) -> Optional[str]:
-    return expr.value if isinstance(expr, cst.Name) else None
+    return expr.value if (type(expr) is cst.Name) else None
 
 
 def _is_base_clause(tokens, i: int) -> bool:

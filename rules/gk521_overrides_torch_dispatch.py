@@ -115,7 +115,7 @@ class OverridesTorchDispatch(Rule):
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
         target = node.target
-        name = target.value if isinstance(target, cst.Name) else target.attr.value if isinstance(target, cst.Attribute) else None
+        name = target.value if (type(target) is cst.Name) else target.attr.value if (type(target) is cst.Attribute) else None
         if name in HOOKS:
             self.report(node, self.message.format(what=f"`{name}` is assigned"), evidence={"hook": name})
 
@@ -127,9 +127,9 @@ class OverridesTorchDispatch(Rule):
                             evidence={"base": qual})
 
     def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Name) and node.func.value == "setattr" and len(node.args) >= 2:
+        if type(node.func) is cst.Name and node.func.value == "setattr" and len(node.args) >= 2:
             name = node.args[1].value
-            if isinstance(name, cst.SimpleString) and name.evaluated_value in HOOKS:
+            if type(name) is cst.SimpleString and name.evaluated_value in HOOKS:
                 self.report(node, self.message.format(what=f"`{name.evaluated_value}` is set with setattr"),
                             evidence={"hook": name.evaluated_value})
                 return

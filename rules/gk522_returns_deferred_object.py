@@ -129,25 +129,25 @@ class ReturnsDeferredObject(Rule):
             if qual.startswith(NOT_OUTPUTS):
                 return
         found: list[str] = []
-        body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+        body = node.body.body if (type(node.body) is cst.IndentedBlock) else ()
         for stmt in body:
-            if isinstance(stmt, cst.FunctionDef) and stmt.name.value in DUNDERS:
+            if type(stmt) is cst.FunctionDef and stmt.name.value in DUNDERS:
                 found.append(stmt.name.value)
-            elif isinstance(stmt, cst.SimpleStatementLine):
+            elif type(stmt) is cst.SimpleStatementLine:
                 for small in stmt.body:
-                    if isinstance(small, cst.Assign):
+                    if type(small) is cst.Assign:
                         found.extend(t.target.value for t in small.targets
-                                     if isinstance(t.target, cst.Name) and t.target.value in DUNDERS)
+                                     if type(t.target) is cst.Name and t.target.value in DUNDERS)
         if found:
             self.suspicious[node.name.value] = (node, found)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         # `make = Proxy`: an alias of a local class
-        if isinstance(node.value, cst.Name) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+        if type(node.value) is cst.Name and len(node.targets) == 1 and type(node.targets[0].target) is cst.Name:
             self.aliases[node.targets[0].target.value] = node.value.value
 
     def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Name):
+        if type(node.func) is cst.Name:
             inside = tuple(c.name.value for c in self.ctx.classes)
             self.calls.append((node, node.func.value, inside, self.ctx.function_key))
 

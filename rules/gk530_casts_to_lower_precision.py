@@ -136,7 +136,7 @@ class CastsToLowerPrecision(Rule):
         lower = lower_dtypes(dtype)
         if not lower:
             return
-        if isinstance(func, cst.Attribute) and func.attr.value in HALF_METHODS and not node.args and "torch.float16" in lower:
+        if type(func) is cst.Attribute and func.attr.value in HALF_METHODS and not node.args and "torch.float16" in lower:
             if self.ctx.qualname(func) is None:  # a method on a value, not torch.bfloat16 itself
                 self._report(node, f"`.{func.attr.value}()`", "float16" if func.attr.value == "half" else "bfloat16", dtype)
                 return
@@ -144,7 +144,7 @@ class CastsToLowerPrecision(Rule):
         found_arg: Optional[cst.Arg] = None
         for arg in node.args:
             value = arg.value
-            if isinstance(value, (cst.Name, cst.Attribute, cst.Call)):
+            if type(value) in (cst.Name, cst.Attribute, cst.Call):
                 qual = self.ctx.qualname(value)
                 if qual in lower:
                     found, found_arg = qual, arg
@@ -167,7 +167,7 @@ def _as_written(ctx, call: cst.Call, arg: cst.Arg) -> str:
     func = call.func
     code = ctx.module.code_for_node
     name = code(func)
-    if isinstance(func, cst.Attribute) and (len(name) > 30 or not isinstance(func.value, (cst.Name, cst.Attribute))):
+    if type(func) is cst.Attribute and (len(name) > 30 or type(func.value) not in (cst.Name, cst.Attribute)):
         name = f".{func.attr.value}"
     shown = (f"{arg.keyword.value}=" if arg.keyword is not None else "") + code(arg.value)
     return f"{name}(..., {shown})" if len(call.args) > 1 else f"{name}({shown})"

@@ -200,7 +200,7 @@ class EnablesTF32(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            qual = self.ctx.qualname(target.target) if not isinstance(target.target, cst.Subscript) else None
+            qual = self.ctx.qualname(target.target) if (type(target.target) is not cst.Subscript) else None
             if qual in HALF_FLAGS:
                 self._half_switch(node, qual, node.value)
         dtype = self._on()
@@ -208,7 +208,7 @@ class EnablesTF32(Rule):
             return
         for target in node.targets:
             expr = target.target
-            if isinstance(expr, cst.Subscript):
+            if type(expr) is cst.Subscript:
                 self._env_write(node, expr, node.value, dtype)
                 continue
             qual = self.ctx.qualname(expr)
@@ -227,7 +227,7 @@ class EnablesTF32(Rule):
         if self.ctx.qualname(target.value) != "os.environ" or len(target.slice) != 1:
             return
         index = target.slice[0].slice
-        key = string_value(index.value) if isinstance(index, cst.Index) else None
+        key = string_value(index.value) if (type(index) is cst.Index) else None
         if key in ENV_SWITCHES and (key != "TRITON_F32_DEFAULT" or (string_value(value) or "tf32") != "ieee"):
             self._flag(node, f"`os.environ[{key!r}] = ...`", dtype)
 
@@ -290,7 +290,7 @@ class EnablesTF32(Rule):
         does not apply (a cast below float32 is GK530's finding)."""
         operands = [a.value for a in node.args[:2] if a.keyword is None]
         return bool(operands) and all(
-            isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and v.func.attr.value == "to" and v.args
+            type(v) is cst.Call and type(v.func) is cst.Attribute and v.func.attr.value == "to" and v.args
             and self.ctx.qualname(v.args[0].value) not in ("triton.language.float32", "torch.float32")
             for v in operands)
 

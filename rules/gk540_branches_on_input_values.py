@@ -169,7 +169,7 @@ class BranchesOnInputValues(Rule):
         self.scalars.pop()
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        if not self.derived or len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+        if not self.derived or len(node.targets) != 1 or type(node.targets[0].target) is not cst.Name:
             return
         name = node.targets[0].target.value
         if self._value_read(node.value) is not None:
@@ -182,19 +182,19 @@ class BranchesOnInputValues(Rule):
         """The parameter-derived name an expression is a view or elementwise function of."""
         current = expr
         for _ in range(12):
-            if isinstance(current, cst.Name):
+            if type(current) is cst.Name:
                 return current.value if current.value in self.derived[-1] else None
-            if isinstance(current, cst.Subscript):
+            if type(current) is cst.Subscript:
                 current = current.value
-            elif isinstance(current, cst.Call) and current.args and self.ctx.qualname(current.func) in _ELEMENTWISE:
+            elif type(current) is cst.Call and current.args and self.ctx.qualname(current.func) in _ELEMENTWISE:
                 current = current.args[0].value
-            elif isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute):
+            elif type(current) is cst.Call and type(current.func) is cst.Attribute:
                 current = current.func.value  # `x.abs()`, `x.flatten()[:n]`, `(x == 0).all()`
-            elif isinstance(current, cst.Comparison):
+            elif type(current) is cst.Comparison:
                 current = current.left
-            elif isinstance(current, cst.UnaryOperation):
+            elif type(current) is cst.UnaryOperation:
                 current = current.expression
-            elif isinstance(current, cst.BinaryOperation):
+            elif type(current) is cst.BinaryOperation:
                 return self._root(current.left) or self._root(current.right)
             else:
                 return None
@@ -203,16 +203,16 @@ class BranchesOnInputValues(Rule):
     def _value_read(self, expr: cst.BaseExpression) -> Optional[tuple[str, str]]:
         """(input name, how) when `expr` contains a value read of a parameter-derived tensor."""
         for current in subtree(expr):
-            if isinstance(current, cst.Name) and current.value in self.scalars[-1]:
+            if type(current) is cst.Name and current.value in self.scalars[-1]:
                 return current.value, f"`{current.value}` holds a value computed from it"
-            if not isinstance(current, cst.Call):
+            if type(current) is not cst.Call:
                 continue
             func = current.func
-            if isinstance(func, cst.Attribute) and func.attr.value in VALUE_METHODS:
+            if type(func) is cst.Attribute and func.attr.value in VALUE_METHODS:
                 root = self._root(func.value)
                 if root is not None:
                     return root, f"`.{func.attr.value}()`"
-            elif isinstance(func, (cst.Name, cst.Attribute)) and current.args:
+            elif type(func) in (cst.Name, cst.Attribute) and current.args:
                 qual = self.ctx.qualname(func)
                 if qual in VALUE_FUNCTIONS:
                     root = self._root(current.args[0].value)
@@ -228,7 +228,7 @@ class BranchesOnInputValues(Rule):
         if found is None or _only_raises(node.body):
             return
         params = self.derived[-1]
-        orelse = node.orelse.body if isinstance(node.orelse, cst.Else) else None
+        orelse = node.orelse.body if (type(node.orelse) is cst.Else) else None
         shortcut = _shortcut_in(self.ctx, node.body, params) or (
             _shortcut_in(self.ctx, orelse, params) if orelse is not None else None)
         self.hits.append((self.ctx.function_key, node.test, found[0], found[1], shortcut))
@@ -276,14 +276,14 @@ class BranchesOnInputValues(Rule):
 
 
 def _only_raises(body: cst.BaseSuite) -> bool:
-    stmts = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    stmts = body.body if (type(body) is cst.IndentedBlock) else [body]
     smalls = []
     for stmt in stmts:
-        if not isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        if type(stmt) not in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
             return False
         smalls.extend(stmt.body)
-    return bool(smalls) and all(isinstance(s, (cst.Raise, cst.Assert)) or (
-        isinstance(s, cst.Expr) and isinstance(s.value, cst.Call) and isinstance(s.value.func, cst.Attribute)
+    return bool(smalls) and all(type(s) in (cst.Raise, cst.Assert) or (
+        type(s) is cst.Expr and type(s.value) is cst.Call and type(s.value.func) is cst.Attribute
         and s.value.func.attr.value == "warn") for s in smalls)
 
 
@@ -291,28 +291,28 @@ def _shortcut_in(ctx, body: Optional[cst.BaseSuite], params: set[str]) -> Option
     """What the branch returns when its first return skips the work (input, zeros, a constant)."""
     if body is None:
         return None
-    stmts = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    stmts = body.body if (type(body) is cst.IndentedBlock) else [body]
     for stmt in stmts[:3]:
-        if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        if type(stmt) in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
             for small in stmt.body:
-                if isinstance(small, cst.Return) and small.value is not None:
+                if type(small) is cst.Return and small.value is not None:
                     return _shortcut_expr(ctx, small.value, params)
     return None
 
 
 def _shortcut_expr(ctx, expr: cst.BaseExpression, params: set[str]) -> Optional[str]:
-    if isinstance(expr, cst.Name) and expr.value in params:
+    if type(expr) is cst.Name and expr.value in params:
         return f"the input `{expr.value}` itself"
-    if isinstance(expr, (cst.Integer, cst.Float)):
+    if type(expr) in (cst.Integer, cst.Float):
         return f"the constant {expr.value}"
-    if isinstance(expr, cst.Call):
+    if type(expr) is cst.Call:
         qual = ctx.qualname(expr.func)
         if qual in _SHORTCUTS:
             return f"`{qual}(...)`"
-        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _SHORTCUT_METHODS \
-                and isinstance(expr.func.value, cst.Name) and expr.func.value.value in params:
+        if type(expr.func) is cst.Attribute and expr.func.attr.value in _SHORTCUT_METHODS \
+                and type(expr.func.value) is cst.Name and expr.func.value.value in params:
             return f"`{expr.func.value.value}.{expr.func.attr.value}()`"
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply) and any(
-            isinstance(side, (cst.Integer, cst.Float)) and side.value in ("0", "0.0", "0.") for side in (expr.left, expr.right)):
+    if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Multiply and any(
+            type(side) in (cst.Integer, cst.Float) and side.value in ("0", "0.0", "0.") for side in (expr.left, expr.right)):
         return "the input times zero"
     return None

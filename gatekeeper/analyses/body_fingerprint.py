@@ -23,21 +23,21 @@ from gatekeeper.static.python_ast import parse_python
 def import_map(module: cst.Module) -> dict[str, str]:
     out: dict[str, str] = {}
     for stmt in module.body:
-        if not isinstance(stmt, cst.SimpleStatementLine):
+        if type(stmt) is not cst.SimpleStatementLine:
             continue
         for small in stmt.body:
-            if isinstance(small, cst.Import):
+            if type(small) is cst.Import:
                 for alias in small.names:
                     full = dotted(alias.name) or ""
-                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    if alias.asname is not None and type(alias.asname.name) is cst.Name:
                         out[alias.asname.name.value] = full
                     else:
                         out[full.split(".")[0]] = full.split(".")[0]
-            elif isinstance(small, cst.ImportFrom) and small.module is not None and not isinstance(small.names, cst.ImportStar):
+            elif type(small) is cst.ImportFrom and small.module is not None and type(small.names) is not cst.ImportStar:
                 base = dotted(small.module) or ""
                 for alias in small.names:
                     name = dotted(alias.name) or ""
-                    local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+                    local = alias.asname.name.value if alias.asname is not None and type(alias.asname.name) is cst.Name else name
                     out[local] = f"{base}.{name}"
     return out
 
@@ -131,14 +131,14 @@ def _index_body(cst_body, ast_body: list[ast.stmt]) -> None:
     if pairs is None:  # the parsers disagree on the shape: those functions take the slow path
         return
     for stmt, (_, node) in zip(cst_body, pairs):
-        if node is None or not isinstance(stmt, (cst.ClassDef, cst.FunctionDef)):
+        if node is None or type(stmt) not in (cst.ClassDef, cst.FunctionDef):
             continue
-        if isinstance(stmt, cst.FunctionDef) and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+        if type(stmt) is cst.FunctionDef and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
                 and stmt.name.value == node.name:
             _AST[id(stmt)] = (stmt, node)
-        elif not (isinstance(stmt, cst.ClassDef) and isinstance(node, ast.ClassDef)):
+        elif not (type(stmt) is cst.ClassDef and isinstance(node, ast.ClassDef)):
             continue
-        if isinstance(stmt.body, cst.IndentedBlock):
+        if type(stmt.body) is cst.IndentedBlock:
             _index_body(stmt.body.body, node.body)
 
 

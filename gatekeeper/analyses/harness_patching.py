@@ -35,9 +35,9 @@ _DICT_WRITES = ("update", "setdefault", "__setitem__", "pop", "popitem", "clear"
 
 
 def _last(expr: cst.BaseExpression) -> str:
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         return expr.value
-    if isinstance(expr, cst.Attribute):
+    if type(expr) is cst.Attribute:
         return expr.attr.value
     return ""
 
@@ -65,21 +65,21 @@ class PatchRule(Rule):
         self._target(node.target, node, "del")
 
     def _target(self, target: cst.BaseExpression, node: cst.CSTNode, how: str) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
+        if type(target) in (cst.Tuple, cst.List):
             for element in target.elements:
                 self._target(element.value, node, how)
             return
-        if isinstance(target, cst.Attribute):
+        if type(target) is cst.Attribute:
             if self._instance_attribute(target):
                 return
             if target.attr.value == "__class__":
                 how = "__class__ swap"
             self._found(node, self.target_name(target), how)
-        elif isinstance(target, cst.Subscript):
+        elif type(target) is cst.Subscript:
             owner = resolve(self.ctx, target.value)
             if owner == "sys.modules":
                 return  # GK415 owns sys.modules writes
-            if owner is not None and owner.endswith(".__dict__") or isinstance(target.value, cst.Call):
+            if owner is not None and owner.endswith(".__dict__") or type(target.value) is cst.Call:
                 how = "__dict__ write"
             self._found(node, resolve(self.ctx, target), how)
 
@@ -87,9 +87,9 @@ class PatchRule(Rule):
         """`self.x = ...`, `out.data = ...`: attributes of objects the code holds, not modules
         (the resolver maps `self.fn = torch.relu` to `torch.relu`, which is not a write to it)."""
         root: cst.BaseExpression = target
-        while isinstance(root, cst.Attribute):
+        while type(root) is cst.Attribute:
             root = root.value
-        if not isinstance(root, cst.Name):
+        if type(root) is not cst.Name:
             return False
         binding = self.ctx.resolver.lookup(root.value)
         return binding is not None and binding.kind in ("param", "local")
@@ -106,16 +106,16 @@ class PatchRule(Rule):
         func = resolve(self.ctx, node.func)
         if func in _SETATTR or (last in ("setattr", "delattr") and func is None):
             self._setattr(node, "setattr")
-        elif last in ("__setattr__", "__delattr__") and isinstance(node.func, cst.Attribute):
+        elif last in ("__setattr__", "__delattr__") and type(node.func) is cst.Attribute:
             owner = resolve(self.ctx, node.func.value)
             name = literal(self.ctx, argument(node, 0))
             if owner and name:
                 self._found(node, f"{owner}.{name}", "setattr")
         elif last == "patch":
             self._found(node, literal(self.ctx, argument(node, 0, "target")), "mock.patch")
-        elif last in ("object", "multiple", "dict") and isinstance(node.func, cst.Attribute) and _last(node.func.value) == "patch":
+        elif last in ("object", "multiple", "dict") and type(node.func) is cst.Attribute and _last(node.func.value) == "patch":
             self._patch_helper(node, last)
-        elif last in _DICT_WRITES and isinstance(node.func, cst.Attribute):
+        elif last in _DICT_WRITES and type(node.func) is cst.Attribute:
             self._dict_method(node, node.func.value, last)
 
     def _setattr(self, node: cst.Call, how: str) -> None:
@@ -154,11 +154,11 @@ class PatchRule(Rule):
 
     def _dict_method(self, node: cst.Call, receiver: cst.BaseExpression, method: str) -> None:
         owner: Optional[str] = None
-        if isinstance(receiver, cst.Attribute) and receiver.attr.value == "__dict__":
+        if type(receiver) is cst.Attribute and receiver.attr.value == "__dict__":
             owner = resolve(self.ctx, receiver.value)
-        elif isinstance(receiver, cst.Call) and resolve(self.ctx, receiver.func) == "builtins.vars" and receiver.args:
+        elif type(receiver) is cst.Call and resolve(self.ctx, receiver.func) == "builtins.vars" and receiver.args:
             owner = resolve(self.ctx, receiver.args[0].value)
-        elif isinstance(receiver, cst.Name) and receiver.value == "__builtins__":
+        elif type(receiver) is cst.Name and receiver.value == "__builtins__":
             owner = "builtins"
         else:
             plain = resolve(self.ctx, receiver)
@@ -177,9 +177,9 @@ class PatchRule(Rule):
             return
         found = False
         for arg in node.args:
-            if arg.keyword is None and isinstance(arg.value, cst.Dict):
+            if arg.keyword is None and type(arg.value) is cst.Dict:
                 for element in arg.value.elements:
-                    name = literal(self.ctx, element.key) if isinstance(element, cst.DictElement) else None
+                    name = literal(self.ctx, element.key) if (type(element) is cst.DictElement) else None
                     if name:
                         found = True
                         self._found(node, f"{owner}.{name}", how)

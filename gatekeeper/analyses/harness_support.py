@@ -34,11 +34,11 @@ def literal(ctx: FileContext, expr: Optional[cst.BaseExpression]) -> Optional[st
     """A string literal, or a module constant bound once to a string literal."""
     if expr is None:
         return None
-    if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
+    if type(expr) in (cst.SimpleString, cst.ConcatenatedString):
         return string_value(expr)
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         values = ctx.constants.get(expr.value, [])
-        if len(values) == 1 and isinstance(values[0], (cst.SimpleString, cst.ConcatenatedString)):
+        if len(values) == 1 and type(values[0]) in (cst.SimpleString, cst.ConcatenatedString):
             return string_value(values[0])
     return None
 
@@ -83,7 +83,7 @@ def _resolve(ctx: FileContext, expr: cst.BaseExpression) -> Optional[str]:
 
 
 def subscript_key(ctx: FileContext, expr: cst.Subscript) -> Optional[str]:
-    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+    if len(expr.slice) != 1 or type(expr.slice[0].slice) is not cst.Index:
         return None
     return literal(ctx, expr.slice[0].slice.value)
 
@@ -93,7 +93,7 @@ def _subscript(ctx: FileContext, expr: cst.Subscript) -> Optional[str]:
     if key is None or not all(p.isidentifier() for p in key.split(".")):
         return None
     base = expr.value
-    if isinstance(base, cst.Call):
+    if type(base) is cst.Call:
         func = resolve(ctx, base.func)
         if func in ("builtins.globals", "builtins.locals") and not base.args:
             return ctx.qualname(cst.Name(key)) if key.isidentifier() else None
@@ -203,7 +203,7 @@ class UseRule(Rule):
         if node.relative or node.module is None:
             return
         base = dotted(node.module) or ""
-        if isinstance(node.names, cst.ImportStar):
+        if type(node.names) is cst.ImportStar:
             if matches(base, self.NAMES) or any(n.startswith(base + ".") for n in self.NAMES):
                 self._emit(node, base, matches(base, self.NAMES) or base)
             return
@@ -293,9 +293,9 @@ def use_verb(ctx: FileContext, node: cst.CSTNode) -> str:
     """How a matched name is used, for messages: `sys.settrace(f)` is called, `f.f_locals`
     is read, `from sys import _getframe` is imported."""
     parent = ctx.parent(node)
-    if isinstance(parent, cst.Call) and parent.func is node:
+    if type(parent) is cst.Call and parent.func is node:
         return "called"
-    if isinstance(node, (cst.ImportAlias, cst.ImportFrom)):
+    if type(node) in (cst.ImportAlias, cst.ImportFrom):
         return "imported"
     return "read"
 
@@ -304,7 +304,7 @@ def _is_dynamic_import(call: cst.Call) -> bool:
     """`importlib.import_module("x")`, `__import__("x")`, `getattr(mod, "x")`: calls that
     `resolve` can name."""
     func = call.func
-    last = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+    last = func.value if (type(func) is cst.Name) else func.attr.value if (type(func) is cst.Attribute) else ""
     return last in ("import_module", "__import__", "getattr")
 
 
@@ -316,19 +316,19 @@ def strings_in(ctx: FileContext, expr: Optional[cst.BaseExpression], depth: int 
     value = literal(ctx, expr)
     if value is not None:
         return [value]
-    if isinstance(expr, (cst.List, cst.Tuple)):
+    if type(expr) in (cst.List, cst.Tuple):
         out: list[str] = []
         for element in expr.elements:
             out.extend(strings_in(ctx, element.value, depth + 1))
         return out
-    if isinstance(expr, cst.FormattedString):
-        return [p.value for p in expr.parts if isinstance(p, cst.FormattedStringText)]
-    if isinstance(expr, cst.BinaryOperation):
+    if type(expr) is cst.FormattedString:
+        return [p.value for p in expr.parts if type(p) is cst.FormattedStringText]
+    if type(expr) is cst.BinaryOperation:
         return strings_in(ctx, expr.left, depth + 1) + strings_in(ctx, expr.right, depth + 1)
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("split", "join", "format"):
+    if type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in ("split", "join", "format"):
         return strings_in(ctx, expr.func.value, depth + 1) + [
             s for a in expr.args for s in strings_in(ctx, a.value, depth + 1)]
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         binding = ctx.resolver.lookup(expr.value)
         if binding is not None and binding.kind == "local" and binding.value is not None:
             return strings_in(ctx, binding.value, depth + 1)

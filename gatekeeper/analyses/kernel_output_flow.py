@@ -51,16 +51,16 @@ class _State:
 def _root(expr: cst.BaseExpression) -> Optional[str]:
     """The variable an expression is a view or part of: `y`, `self.buf`."""
     while True:
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             return expr.value
-        if isinstance(expr, cst.Attribute):
+        if type(expr) is cst.Attribute:
             key = self_attr(expr)
             if key is not None:
                 return key
             expr = expr.value
-        elif isinstance(expr, cst.Subscript):
+        elif type(expr) is cst.Subscript:
             expr = expr.value
-        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        elif type(expr) is cst.Call and type(expr.func) is cst.Attribute:
             expr = expr.func.value  # y.view(-1), y.contiguous()
         else:
             return None
@@ -84,7 +84,7 @@ class _Flow:
                 continue
             if id(node) in self.launches or self._helper_call(node):
                 return "kernel"
-            if isinstance(node, (cst.Name, cst.Attribute)):
+            if type(node) in (cst.Name, cst.Attribute):
                 root = _root(node)
                 if root is not None and root in state.kernel_made:
                     return "kernel"
@@ -94,15 +94,15 @@ class _Flow:
                     unknown = True
             if id(node) in self.use_nodes:
                 torch = True
-            elif isinstance(node, cst.Call) and not self._torch_call(node):
+            elif type(node) is cst.Call and not self._torch_call(node):
                 unknown = True
         return "unknown" if unknown else "torch" if torch else "plain"
 
     def _helper_call(self, node: cst.CSTNode) -> bool:
-        if not isinstance(node, cst.Call):
+        if type(node) is not cst.Call:
             return False
         func = node.func
-        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+        name = func.value if (type(func) is cst.Name) else func.attr.value if (type(func) is cst.Attribute) else None
         return name in self.helpers
 
     def _torch_call(self, node: cst.Call) -> bool:
@@ -110,7 +110,7 @@ class _Flow:
         if qual.startswith(("torch.", "builtins.", "math.")):
             return True
         # a tensor method (view, contiguous, size) on a local value
-        return isinstance(node.func, cst.Attribute) and self.usage.ops.known_tensor_method(node.func.attr.value)
+        return type(node.func) is cst.Attribute and self.usage.ops.known_tensor_method(node.func.attr.value)
 
     # statements -----------------------------------------------------------------------
     def block(self, body: object, state: _State, nested: bool) -> None:
@@ -118,69 +118,69 @@ class _Flow:
             self.statement(stmt, state, nested)
 
     def statement(self, stmt: cst.CSTNode, state: _State, nested: bool) -> None:
-        if isinstance(stmt, cst.SimpleStatementLine):
+        if type(stmt) is cst.SimpleStatementLine:
             for small in stmt.body:
                 self.small(small, state, nested)
-        elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+        elif type(stmt) in (cst.FunctionDef, cst.ClassDef):
             return
-        elif isinstance(stmt, (cst.For, cst.While)):
+        elif type(stmt) in (cst.For, cst.While):
             for _ in range(2):  # a later statement of the body feeds an earlier one next time round
                 self.block(stmt.body, state, True)
             if stmt.orelse is not None:
                 self.block(stmt.orelse.body, state, True)
-        elif isinstance(stmt, cst.If):
+        elif type(stmt) is cst.If:
             self.block(stmt.body, state, True)
             if stmt.orelse is not None:
                 orelse = stmt.orelse
-                if isinstance(orelse, cst.If):
+                if type(orelse) is cst.If:
                     self.statement(orelse, state, True)
                 else:
                     self.block(orelse.body, state, True)
-        elif isinstance(stmt, cst.Try):
+        elif type(stmt) is cst.Try:
             self.block(stmt.body, state, True)
             for handler in stmt.handlers:
                 self.block(handler.body, state, True)
             for extra in (stmt.orelse, stmt.finalbody):
                 if extra is not None:
                     self.block(extra.body, state, True)
-        elif isinstance(stmt, cst.With):
+        elif type(stmt) is cst.With:
             self.block(stmt.body, state, nested)
         else:
             state.escaped = True  # match statements and the like: not followed
 
     def small(self, small: cst.CSTNode, state: _State, nested: bool) -> None:
-        if isinstance(small, cst.Return):
+        if type(small) is cst.Return:
             if small.value is not None:
                 state.returns.append((small, self.kind(small.value, state)))
             return
-        if isinstance(small, cst.Assign):
+        if type(small) is cst.Assign:
             self.launch_writes(small.value, state, assigned=True)
             kind = self.kind(small.value, state)
             for target in small.targets:
                 self.bind(target.target, kind, state, nested)
             return
-        if isinstance(small, cst.AnnAssign) and small.value is not None:
+        if type(small) is cst.AnnAssign and small.value is not None:
             self.launch_writes(small.value, state, assigned=True)
             self.bind(small.target, self.kind(small.value, state), state, nested)
             return
-        if isinstance(small, cst.AugAssign):
+        if type(small) is cst.AugAssign:
             self.launch_writes(small.value, state, assigned=True)
             if self.kind(small.value, state) == "kernel":
                 self.bind(small.target, "kernel", state, True)
             return
-        if isinstance(small, cst.Expr):
+        if type(small) is cst.Expr:
             value = small.value
-            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+            if type(value) is cst.Call and type(value.func) is cst.Attribute \
                     and value.func.attr.value in _OVERWRITE_METHODS and value.args:
                 kind = self.kind(value.args[0].value, state)  # out.copy_(torch result)
                 if kind == "torch":
                     self.bind(value.func.value, "torch", state, nested)
                     return
             self.launch_writes(value, state, assigned=False)
-            if isinstance(value, cst.Call) and self.kind(value, state) in ("kernel", "unknown"):
+            if type(value) is cst.Call and self.kind(value, state) in ("kernel", "unknown"):
                 # `outs.append(h)`, `helper(h, buf)`: the call may store or write what it is given
                 for entering, node in walk(value):
-                    if entering and isinstance(node, (cst.Name, cst.Attribute)):
+                    if entering and type(node) in (cst.Name, cst.Attribute):
                         root = _root(node)
                         if root is not None and root not in ("self", "torch"):
                             self.mark_kernel(root, state)
@@ -188,17 +188,17 @@ class _Flow:
     def launch_writes(self, expr: cst.BaseExpression, state: _State, *, assigned: bool) -> None:
         """A launch whose result is not kept writes the tensors passed to it."""
         for entering, node in walk(expr):
-            if not entering or not isinstance(node, cst.Call):
+            if not entering or type(node) is not cst.Call:
                 continue
             is_launch = id(node) in self.launches or self._helper_call(node)
             if not is_launch:
                 continue
-            triton = isinstance(node.func, cst.Subscript)
+            triton = type(node.func) is cst.Subscript
             if assigned and not triton:
                 continue
             for arg in node.args:
                 for sub_entering, sub in walk(arg.value):
-                    if sub_entering and isinstance(sub, (cst.Name, cst.Attribute)):
+                    if sub_entering and type(sub) in (cst.Name, cst.Attribute):
                         root = _root(sub)
                         if root is not None:
                             self.mark_kernel(root, state)
@@ -210,17 +210,17 @@ class _Flow:
             state.escaped = True  # kernel output stored where the caller can read it
 
     def bind(self, target: cst.BaseExpression, kind: str, state: _State, nested: bool) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
+        if type(target) in (cst.Tuple, cst.List):
             for element in target.elements:
                 self.bind(element.value, kind, state, nested)
             return
-        if isinstance(target, cst.StarredElement):
+        if type(target) is cst.StarredElement:
             self.bind(target.value, kind, state, nested)
             return
         root = _root(target)
         if root is None:
             return
-        whole = isinstance(target, cst.Name) or (isinstance(target, cst.Attribute) and root.startswith("self."))
+        whole = type(target) is cst.Name or (type(target) is cst.Attribute and root.startswith("self."))
         if kind == "kernel":
             self.mark_kernel(root, state)
         elif kind == "unknown":
@@ -245,7 +245,7 @@ def find_discarded(usage: "TorchUsage") -> list[Discarded]:
     helpers = {k.function.rsplit(".", 1)[-1] for k in kernels if k.function != "<module>"}
     functions: dict[str, tuple[cst.FunctionDef, "Kernel"]] = {}
     for k in kernels:
-        fn = next((p for p in k.path if isinstance(p, cst.FunctionDef)), None)
+        fn = next((p for p in k.path if type(p) is cst.FunctionDef), None)
         if fn is not None and k.function not in functions:
             functions[k.function] = (fn, k)
     for key in _callers_of(usage, helpers):
@@ -280,10 +280,10 @@ def _def_of(usage: "TorchUsage", key: str) -> Optional[cst.FunctionDef]:
     for part in parts:
         found = None
         for stmt in getattr(getattr(body, "body", None), "body", None) or getattr(body, "body", ()):
-            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.name.value == part:
+            if type(stmt) in (cst.FunctionDef, cst.ClassDef) and stmt.name.value == part:
                 found = stmt
                 break
         if found is None:
             return None
         body = found
-    return body if isinstance(body, cst.FunctionDef) else None
+    return body if (type(body) is cst.FunctionDef) else None

@@ -29,9 +29,9 @@ _ALLOCATORS = frozenset({"empty", "zeros", "ones", "full", "tensor", "randn", "r
 
 def is_token_launch(usage: UsageFacts, kernel: Kernel) -> bool:
     node = kernel.node
-    if not isinstance(node, cst.Call):
+    if type(node) is not cst.Call:
         return False
-    function = next((p for p in kernel.path if isinstance(p, cst.FunctionDef)), None)
+    function = next((p for p in kernel.path if type(p) is cst.FunctionDef), None)
     return all(_sliver(usage, arg.value, function, 0) for arg in node.args)
 
 
@@ -40,30 +40,30 @@ def _sliver(usage: UsageFacts, expr: cst.BaseExpression, function: Optional[cst.
     slice of something, a freshly allocated constant-size tensor, or a local bound only to those."""
     if depth > 4:
         return False
-    if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
+    if type(expr) in (cst.Integer, cst.Float, cst.SimpleString):
         return True
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         if expr.value in ("True", "False", "None"):
             return True
         values = _local_values(function, expr.value)
         return bool(values) and all(_sliver(usage, v, function, depth + 1) for v in values)
-    if isinstance(expr, cst.Subscript):
+    if type(expr) is cst.Subscript:
         return _constant_slice(expr)
-    if isinstance(expr, cst.Call):
+    if type(expr) is cst.Call:
         qual = usage.ctx.qualname(expr.func) or ""
         if qual.startswith("torch.") and qual.rsplit(".", 1)[-1] in _ALLOCATORS:
-            return all(isinstance(a.value, (cst.Integer, cst.Tuple, cst.List)) and _literal(a.value)
+            return all(type(a.value) in (cst.Integer, cst.Tuple, cst.List) and _literal(a.value)
                        for a in expr.args if a.keyword is None)
-        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("contiguous", "cuda", "float", "to"):
+        if type(expr.func) is cst.Attribute and expr.func.attr.value in ("contiguous", "cuda", "float", "to"):
             return _sliver(usage, expr.func.value, function, depth + 1)
     return False
 
 
 def _literal(expr: cst.BaseExpression) -> bool:
-    if isinstance(expr, cst.Integer):
+    if type(expr) is cst.Integer:
         return True
-    if isinstance(expr, (cst.Tuple, cst.List)):
-        return all(isinstance(e.value, cst.Integer) for e in expr.elements)
+    if type(expr) in (cst.Tuple, cst.List):
+        return all(type(e.value) is cst.Integer for e in expr.elements)
     return False
 
 
@@ -77,10 +77,10 @@ def _constant_slice(expr: cst.Subscript) -> bool:
     narrowed = False
     for element in expr.slice:
         index = element.slice
-        if isinstance(index, cst.Index):
-            if not isinstance(index.value, cst.Ellipsis):
+        if type(index) is cst.Index:
+            if type(index.value) is not cst.Ellipsis:
                 return False
-        elif isinstance(index, cst.Slice):
+        elif type(index) is cst.Slice:
             if index.step is not None:
                 return False
             if index.lower is None and index.upper is None:
@@ -96,7 +96,7 @@ def _constant_slice(expr: cst.Subscript) -> bool:
 
 
 def _int(expr: Optional[cst.BaseExpression]) -> Optional[int]:
-    if isinstance(expr, cst.Integer):
+    if type(expr) is cst.Integer:
         try:
             return int(expr.value.replace("_", ""), 0)
         except ValueError:
@@ -114,15 +114,15 @@ def _local_values(function: Optional[cst.FunctionDef], name: str) -> list[cst.Ba
     for entering, node in walk(function.body):
         if not entering:
             continue
-        if isinstance(node, cst.Assign):
+        if type(node) is cst.Assign:
             for target in node.targets:
-                if isinstance(target.target, cst.Name) and target.target.value == name:
+                if type(target.target) is cst.Name and target.target.value == name:
                     out.append(node.value)
-                elif not isinstance(target.target, (cst.Name, cst.Attribute, cst.Subscript)):
-                    if any(isinstance(n, cst.Name) and n.value == name for _, n in walk(target.target)):
+                elif type(target.target) not in (cst.Name, cst.Attribute, cst.Subscript):
+                    if any(type(n) is cst.Name and n.value == name for _, n in walk(target.target)):
                         return []  # unpacked: not followed
-        elif isinstance(node, (cst.AugAssign, cst.For)) and any(
-                isinstance(n, cst.Name) and n.value == name for _, n in walk(node.target)):
+        elif type(node) in (cst.AugAssign, cst.For) and any(
+                type(n) is cst.Name and n.value == name for _, n in walk(node.target)):
             return []
     return out
 

@@ -73,7 +73,7 @@ class MemoRule(FlowRule):
         super().visit_Assign(node)
         if self.frames:
             for target in node.targets:
-                if isinstance(target.target, cst.Name):
+                if type(target.target) is cst.Name:
                     self.frames[-1].assigned.setdefault(target.target.value, []).append(node.value)
 
     def visit_Return(self, node: cst.Return) -> None:
@@ -82,22 +82,22 @@ class MemoRule(FlowRule):
             self.frames[-1].returned.append(node.value)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
-        if self.lookups and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        if self.lookups and len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index:
             self._lookup(node, node.value, node.slice[0].slice.value)
 
     def visit_Call(self, node: cst.Call) -> None:
         super().visit_Call(node)
         func = node.func
-        if self.lookups and isinstance(func, cst.Attribute) and func.attr.value in ("get", "setdefault", "pop") and node.args:
+        if self.lookups and type(func) is cst.Attribute and func.attr.value in ("get", "setdefault", "pop") and node.args:
             self._lookup(node, func.value, node.args[0].value)
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         if not self.frames or not self.lookups:
             return
         for target in node.comparisons:
-            if isinstance(target.operator, (cst.In, cst.NotIn)):
+            if type(target.operator) in (cst.In, cst.NotIn):
                 self._lookup(node, target.comparator, node.left)
-            elif isinstance(target.operator, (cst.Equal, cst.NotEqual)):
+            elif type(target.operator) in (cst.Equal, cst.NotEqual):
                 # `if sig == self._sig:` compares a key with a stored one
                 tracker = self.flow.tracker
                 stored = tracker.origin(target.comparator) or tracker.origin(node.left) \
@@ -120,13 +120,13 @@ class MemoRule(FlowRule):
         if found or depth >= _DEPTH:
             return found
         for current in subtree(expr, into_functions=False):
-            if isinstance(current, cst.Call) and isinstance(current.func, cst.Name) and current.func.value in self.by_name:
+            if type(current) is cst.Call and type(current.func) is cst.Name and current.func.value in self.by_name:
                 helper = self.by_name[current.func.value]
                 for value in helper.returned:
                     inner = self.key(value, helper, depth + 1)
                     if inner:
                         return f"{current.func.value}(...), which returns {inner}"
-            if isinstance(current, cst.Name) and current.value in frame.assigned:
+            if type(current) is cst.Name and current.value in frame.assigned:
                 for value in frame.assigned[current.value]:
                     if value is not expr:
                         inner = self.key(value, frame, depth + 1)
@@ -137,7 +137,7 @@ class MemoRule(FlowRule):
     def is_input(self, expr: cst.CSTNode, frame: Frame, depth: int = 0) -> bool:
         """expr mentions a parameter, or a local computed from one (`flat = x.reshape(-1)`)."""
         for node in subtree(expr, into_functions=False):
-            if isinstance(node, cst.Name):
+            if type(node) is cst.Name:
                 if node.value in frame.params:
                     return True
                 if depth < _DEPTH and any(v is not expr and self.is_input(v, frame, depth + 1)
@@ -166,9 +166,9 @@ class MemoRule(FlowRule):
 
 
 def _getattr_self(expr: cst.BaseExpression) -> Optional[str]:
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "getattr" and expr.args:
+    if type(expr) is cst.Call and type(expr.func) is cst.Name and expr.func.value == "getattr" and expr.args:
         first = expr.args[0].value
-        if isinstance(first, cst.Name) and first.value == "self" and len(expr.args) > 1:
+        if type(first) is cst.Name and first.value == "self" and len(expr.args) > 1:
             name = expr.args[1].value
-            return f"self.{name.evaluated_value}" if isinstance(name, cst.SimpleString) else "an attribute of self"
+            return f"self.{name.evaluated_value}" if (type(name) is cst.SimpleString) else "an attribute of self"
     return None

@@ -38,23 +38,23 @@ def _top_level(module: cst.Module) -> dict[str, cst.CSTNode]:
 
     def take(stmts) -> None:
         for stmt in stmts:
-            if isinstance(stmt, (cst.ClassDef, cst.FunctionDef)):
+            if type(stmt) in (cst.ClassDef, cst.FunctionDef):
                 out[stmt.name.value] = stmt
-            elif isinstance(stmt, cst.SimpleStatementLine):
+            elif type(stmt) is cst.SimpleStatementLine:
                 for small in stmt.body:
                     targets = []
-                    if isinstance(small, cst.Assign):
+                    if type(small) is cst.Assign:
                         targets = [t.target for t in small.targets]
-                    elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                    elif type(small) is cst.AnnAssign and small.value is not None:
                         targets = [small.target]
                     for target in targets:
                         for name in _target_names(target):
                             out.setdefault(name, small)
-            elif isinstance(stmt, cst.If) and not _is_main_guard(stmt):
+            elif type(stmt) is cst.If and not _is_main_guard(stmt):
                 take(stmt.body.body)
-                if isinstance(stmt.orelse, cst.Else):
+                if type(stmt.orelse) is cst.Else:
                     take(stmt.orelse.body.body)
-            elif isinstance(stmt, cst.Try):
+            elif type(stmt) is cst.Try:
                 take(stmt.body.body)
                 for handler in stmt.handlers:
                     take(handler.body.body)
@@ -65,20 +65,20 @@ def _top_level(module: cst.Module) -> dict[str, cst.CSTNode]:
 
 def _is_main_guard(stmt: cst.If) -> bool:
     test = stmt.test
-    return isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and test.left.value == "__name__"
+    return type(test) is cst.Comparison and type(test.left) is cst.Name and test.left.value == "__name__"
 
 
 def _target_names(target: cst.BaseExpression) -> list[str]:
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return [target.value]
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) in (cst.Tuple, cst.List):
         return [n for e in target.elements for n in _target_names(e.value)]
     return []
 
 
 def _methods(cls: cst.ClassDef) -> dict[str, cst.FunctionDef]:
-    return {s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)} \
-        if isinstance(cls.body, cst.IndentedBlock) else {}
+    return {s.name.value: s for s in cls.body.body if type(s) is cst.FunctionDef} \
+        if (type(cls.body) is cst.IndentedBlock) else {}
 
 
 class _Names:
@@ -93,7 +93,7 @@ class _Names:
         self.names.add(node.value)
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        if isinstance(node.value, cst.Name) and node.value.value == "self":
+        if type(node.value) is cst.Name and node.value.value == "self":
             self.attrs.add(node.attr.value)
             return False
         return True
@@ -133,7 +133,7 @@ class _Index:
         """A pasted class or function that builds or calls own code (a pasted `BasicLayer`
         building the submission's rewritten `SwinBlock`) runs own code too."""
         node = self.mine.get(name)
-        if not isinstance(node, (cst.ClassDef, cst.FunctionDef)):
+        if type(node) not in (cst.ClassDef, cst.FunctionDef):
             return False
         return bool(self.own_among(self.names(node).names - {name}))
 
@@ -144,14 +144,14 @@ class _Index:
         theirs = self.theirs.get(name)
         if theirs is None:
             return True
-        if isinstance(mine, cst.ClassDef) and isinstance(theirs, cst.ClassDef):
+        if type(mine) is cst.ClassDef and type(theirs) is cst.ClassDef:
             a, b = _methods(mine), _methods(theirs)
             if a.keys() != b.keys():
                 return True
             return any(fingerprint(a[m], self._imports_mine) != fingerprint(b[m], self._imports_theirs) for m in a)
-        if isinstance(mine, cst.FunctionDef) and isinstance(theirs, cst.FunctionDef):
+        if type(mine) is cst.FunctionDef and type(theirs) is cst.FunctionDef:
             return fingerprint(mine, self._imports_mine) != fingerprint(theirs, self._imports_theirs)
-        return type(mine) is not type(theirs) or not isinstance(mine, (cst.Assign, cst.AnnAssign))
+        return type(mine) is not type(theirs) or type(mine) not in (cst.Assign, cst.AnnAssign)
 
     def own_among(self, names: set[str]) -> set[str]:
         return {n for n in names if n in self.mine and self.is_own(n)}
@@ -166,9 +166,9 @@ class _Index:
             seen.add(current.name.value)
             chain.append(current)
             for base in current.bases:
-                if isinstance(base.value, cst.Name):
+                if type(base.value) is cst.Name:
                     found = self.mine.get(base.value.value)
-                    if isinstance(found, cst.ClassDef):
+                    if type(found) is cst.ClassDef:
                         todo.append(found)
         return chain
 
@@ -209,13 +209,13 @@ class _Flow:
         return bool(self.index.own_among(found.names) or found.names & self.local or found.attrs & self.attrs)
 
     def _store(self, target: cst.BaseExpression) -> None:
-        if isinstance(target, cst.Name):
+        if type(target) is cst.Name:
             self.local.add(target.value)
-        elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+        elif type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == "self":
             self.attrs.add(target.attr.value)
-        elif isinstance(target, cst.Subscript):
+        elif type(target) is cst.Subscript:
             self._store(target.value)
-        elif isinstance(target, (cst.Tuple, cst.List)):
+        elif type(target) in (cst.Tuple, cst.List):
             for element in target.elements:
                 self._store(element.value)
 
@@ -246,10 +246,10 @@ class _Flow:
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _GROWERS and any(self._tainted(a.value) for a in node.args):
+        if type(func) is cst.Attribute and func.attr.value in _GROWERS and any(self._tainted(a.value) for a in node.args):
             self._store(func.value)  # `layers.append(Fused(...))`, `self.add_module("f", Fused())`
-        elif isinstance(func, cst.Name) and func.value == "setattr" and len(node.args) >= 3 \
-                and self._tainted(node.args[2].value) and isinstance(node.args[0].value, cst.Name):
+        elif type(func) is cst.Name and func.value == "setattr" and len(node.args) >= 3 \
+                and self._tainted(node.args[2].value) and type(node.args[0].value) is cst.Name:
             # `setattr(self, name, Fused())`: which attribute is unknown; every read counts
             self.attrs.add("*")
 
@@ -264,13 +264,13 @@ def index(ctx: FileContext) -> _Index:
 def is_pasted_class(ctx: FileContext, name: str) -> bool:
     """A top-level class of the submission that is the reference's class of that name, unchanged."""
     idx = index(ctx)
-    return isinstance(idx.mine.get(name), cst.ClassDef) and name in idx.theirs and not idx.is_own(name)
+    return type(idx.mine.get(name)) is cst.ClassDef and name in idx.theirs and not idx.is_own(name)
 
 
 def is_own_class(ctx: FileContext, name: str) -> bool:
     """A top-level class of the submission that the reference does not define as it is."""
     idx = index(ctx)
-    return isinstance(idx.mine.get(name), cst.ClassDef) and idx.is_own(name)
+    return type(idx.mine.get(name)) is cst.ClassDef and idx.is_own(name)
 
 
 def delegates_to_own_code(ctx: FileContext, cls: Optional[cst.ClassDef], function: cst.FunctionDef) -> bool:

@@ -55,12 +55,12 @@ def literal_where(text: str) -> str:
 def classify(ctx: FileContext, expr: Optional[cst.BaseExpression], depth: int = 0) -> PathInfo:
     if expr is None or depth > 8:
         return PathInfo(UNKNOWN)
-    if isinstance(expr, cst.Integer):
+    if type(expr) is cst.Integer:
         return PathInfo(FD, expr.value)
     text = literal(ctx, expr)
     if text is not None:
         return PathInfo(literal_where(text), text, text)
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         if expr.value == "__file__":
             return PathInfo(INSIDE, "__file__.py")
         binding = ctx.resolver.lookup(expr.value)
@@ -70,7 +70,7 @@ def classify(ctx: FileContext, expr: Optional[cst.BaseExpression], depth: int = 
         if binding is None and len(values) == 1:
             return classify(ctx, values[0], depth + 1)
         return PathInfo(UNKNOWN)
-    if isinstance(expr, cst.Attribute):
+    if type(expr) is cst.Attribute:
         if expr.attr.value in ("parent", "stem", "name"):
             return PathInfo(classify(ctx, expr.value, depth + 1).where)
         qual = resolve(ctx, expr)
@@ -79,10 +79,10 @@ def classify(ctx: FileContext, expr: Optional[cst.BaseExpression], depth: int = 
         if qual in ("os.devnull",):
             return PathInfo(OUTSIDE, "/dev/null")
         return PathInfo(UNKNOWN)
-    if isinstance(expr, cst.BinaryOperation):
-        if isinstance(expr.operator, cst.Divide):  # pathlib: base / "name"
+    if type(expr) is cst.BinaryOperation:
+        if type(expr.operator) is cst.Divide:  # pathlib: base / "name"
             return _join(ctx, [expr.left, expr.right], depth)
-        if isinstance(expr.operator, cst.Add):
+        if type(expr.operator) is cst.Add:
             left = classify(ctx, expr.left, depth + 1)
             right = literal(ctx, expr.right)
             if right is not None and ".." in right.replace("\\", "/").split("/"):
@@ -90,23 +90,23 @@ def classify(ctx: FileContext, expr: Optional[cst.BaseExpression], depth: int = 
             shown = left.display + right if left.display is not None and right is not None else None
             return PathInfo(left.where, right if right is not None else left.text, shown)
         return PathInfo(UNKNOWN)
-    if isinstance(expr, cst.FormattedString):
+    if type(expr) is cst.FormattedString:
         head = expr.parts[0] if expr.parts else None
         tail = expr.parts[-1] if expr.parts else None
-        suffix = tail.value if isinstance(tail, cst.FormattedStringText) else None
-        if isinstance(head, cst.FormattedStringText):
+        suffix = tail.value if (type(tail) is cst.FormattedStringText) else None
+        if type(head) is cst.FormattedStringText:
             return PathInfo(literal_where(head.value), suffix)
-        if isinstance(head, cst.FormattedStringExpression):
+        if type(head) is cst.FormattedStringExpression:
             return PathInfo(classify(ctx, head.expression, depth + 1).where, suffix)
         return PathInfo(UNKNOWN)
-    if isinstance(expr, cst.Call):
+    if type(expr) is cst.Call:
         return _call(ctx, expr, depth)
     return PathInfo(UNKNOWN)
 
 
 def _call(ctx: FileContext, call: cst.Call, depth: int) -> PathInfo:
     func = resolve(ctx, call.func)
-    if func is None and isinstance(call.func, cst.Attribute):
+    if func is None and type(call.func) is cst.Attribute:
         method = call.func.attr.value
         if method in ("resolve", "absolute", "with_suffix", "with_name"):
             return classify(ctx, call.func.value, depth + 1)
@@ -120,7 +120,7 @@ def _call(ctx: FileContext, call: cst.Call, depth: int) -> PathInfo:
     if func in _KEEP:
         inner = argument(call, 0)
         if func == "os.path.dirname":
-            here = isinstance(inner, cst.Name) and inner.value == "__file__"
+            here = type(inner) is cst.Name and inner.value == "__file__"
             return PathInfo(classify(ctx, inner, depth + 1).where, shown="<submission dir>" if here else None)
         return classify(ctx, inner, depth + 1) if inner is not None else PathInfo(INSIDE)
     if func in _OUTSIDE_CALLS:

@@ -58,10 +58,10 @@ def _reference_families(module: cst.Module) -> Counter[str]:
     names: list[str] = []
     for stmt in module.body:
         # Model and the blocks it is built from (level-3 references define several classes)
-        if not isinstance(stmt, cst.ClassDef):
+        if type(stmt) is not cst.ClassDef:
             continue
         for method in stmt.body.body:
-            if isinstance(method, cst.FunctionDef):
+            if type(method) is cst.FunctionDef:
                 # __init__ builds the layers (nn.Conv2d); its other work is parameter set-up
                 names += _ops_in(method, ops, layers_only=method.name.value == "__init__")
     return Counter(table.family(n) for n in names)
@@ -72,15 +72,15 @@ def _ops_in(method: cst.FunctionDef, ops, *, layers_only: bool) -> list[str]:  #
     for entering, node in walk(method):
         if not entering:
             continue
-        if isinstance(node, cst.BinaryOperation) and type(node.operator) in _OPERATORS:
+        if type(node) is cst.BinaryOperation and type(node.operator) in _OPERATORS:
             if not layers_only:
                 names.append(_OPERATORS[type(node.operator)])
-        elif isinstance(node, cst.Call):
+        elif type(node) is cst.Call:
             func = node.func
-            name = func.attr.value if isinstance(func, cst.Attribute) else None
-            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            name = func.attr.value if (type(func) is cst.Attribute) else None
+            if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
                 continue  # self.fc(x): the layer is counted where it is built (nn.Linear)
-            if isinstance(func, cst.Name) and func.value not in _BUILTINS:
+            if type(func) is cst.Name and func.value not in _BUILTINS:
                 name = func.value  # from torch import relu; a builtin such as len() is not an op
             if not name or name in _NOT_OPS or (layers_only and not name[:1].isupper()):
                 continue

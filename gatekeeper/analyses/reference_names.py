@@ -73,7 +73,7 @@ def model_names(ctx: FileContext) -> frozenset[str]:
     if names is None:
         found = {"Model"}
         for stmt in problem.module.body:
-            if isinstance(stmt, cst.ClassDef):
+            if type(stmt) is cst.ClassDef:
                 found.add(stmt.name.value)
         names = _NAMES_BY_PROBLEM[key] = frozenset(found - {"ModelNew", problem.entry})
     return names
@@ -85,7 +85,7 @@ def reference_model(ctx: FileContext, expr: cst.BaseExpression) -> Optional[str]
     if text is None:
         # `load_module().Model`, `mods["ref"].Model`: a model class fetched from a module
         # object the resolver cannot name.
-        if isinstance(expr, cst.Attribute) and expr.attr.value in model_names(ctx):
+        if type(expr) is cst.Attribute and expr.attr.value in model_names(ctx):
             qual = resolve(ctx, expr)
             if qual is None or qual.split(".")[0] not in _LIBRARIES:
                 return qual or f"<module>.{expr.attr.value}"

@@ -99,29 +99,29 @@ def module_constant(ctx: "FileContext", name: str) -> Optional[cst.BaseExpressio
 def py_int(ctx: "FileContext", expr: cst.BaseExpression, depth: int = 0) -> Optional[int]:
     if depth > _MAX_DEPTH:
         return None
-    if isinstance(expr, cst.Integer):
+    if type(expr) is cst.Integer:
         return int_value(expr)
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+    if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Minus:
         inner = py_int(ctx, expr.expression, depth + 1)
         return -inner if inner is not None else None
-    if isinstance(expr, cst.BinaryOperation):
+    if type(expr) is cst.BinaryOperation:
         left = py_int(ctx, expr.left, depth + 1)
         right = py_int(ctx, expr.right, depth + 1) if left is not None else None
         if left is None or right is None:
             return None
         op = expr.operator
-        if isinstance(op, cst.Add):
+        if type(op) is cst.Add:
             return left + right
-        if isinstance(op, cst.Subtract):
+        if type(op) is cst.Subtract:
             return left - right
-        if isinstance(op, cst.Multiply):
+        if type(op) is cst.Multiply:
             return left * right
-        if isinstance(op, cst.FloorDivide) and right:
+        if type(op) is cst.FloorDivide and right:
             return left // right
-        if isinstance(op, cst.LeftShift) and 0 <= right < 64:
+        if type(op) is cst.LeftShift and 0 <= right < 64:
             return left << right
         return None
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         value = module_constant(ctx, expr.value)
         return py_int(ctx, value, depth + 1) if value is not None else None
     return None
@@ -132,14 +132,14 @@ def py_shape(ctx: "FileContext", expr: cst.BaseExpression, depth: int = 0) -> Op
     through module constants and `torch.Size([...])`. None when `expr` is not a shape display."""
     if depth > _MAX_DEPTH:
         return None
-    if isinstance(expr, (cst.Tuple, cst.List)):
-        if any(isinstance(e, cst.StarredElement) for e in expr.elements):
+    if type(expr) in (cst.Tuple, cst.List):
+        if any(type(e) is cst.StarredElement for e in expr.elements):
             return None
         return [py_int(ctx, e.value) for e in expr.elements]
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         value = module_constant(ctx, expr.value)
         return py_shape(ctx, value, depth + 1) if value is not None else None
-    if isinstance(expr, cst.Call) and len(expr.args) == 1 and (ctx.qualname(expr.func) or "").endswith(".Size"):
+    if type(expr) is cst.Call and len(expr.args) == 1 and (ctx.qualname(expr.func) or "").endswith(".Size"):
         return py_shape(ctx, expr.args[0].value, depth + 1)
     return None
 
@@ -178,37 +178,37 @@ class _SizeReads:
         if self.budget < 0 or depth > _MAX_DEPTH:
             return None
         depth += 1
-        if isinstance(expr, cst.Attribute):
+        if type(expr) is cst.Attribute:
             return "shape" if expr.attr.value == "shape" else None
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             func = expr.func
-            if isinstance(func, cst.Attribute) and func.attr.value in _SIZE_METHODS:
+            if type(func) is cst.Attribute and func.attr.value in _SIZE_METHODS:
                 if func.attr.value == "size" and not expr.args:
                     return "shape"
                 return "size"
-            if isinstance(func, cst.Name) and func.value in ("tuple", "list") and len(expr.args) == 1:
+            if type(func) is cst.Name and func.value in ("tuple", "list") and len(expr.args) == 1:
                 return "shape" if self.kind(expr.args[0].value, depth) == "shape" else None
             return None
-        if isinstance(expr, cst.Subscript):
+        if type(expr) is cst.Subscript:
             inner = self.kind(expr.value, depth)
             if inner != "shape" or len(expr.slice) != 1:
                 return None
-            return "shape" if isinstance(expr.slice[0].slice, cst.Slice) else "size"
-        if isinstance(expr, (cst.Tuple, cst.List)) and expr.elements:
+            return "shape" if (type(expr.slice[0].slice) is cst.Slice) else "size"
+        if type(expr) in (cst.Tuple, cst.List) and expr.elements:
             if all(self.kind(e.value, depth) == "size" for e in expr.elements):
                 return "shape"
             return None
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Multiply:
             if self.kind(expr.left, depth) == "size" and self.kind(expr.right, depth) == "size":
                 return "size"
             return None
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             if expr.value in self.unpacked:
                 return "size"
             binding = self.ctx.resolver.lookup(expr.value)
             if binding is not None and binding.kind == "local" and binding.value is not None and binding.value is not expr:
                 value = binding.value
-                if isinstance(value, (cst.Attribute, cst.Call, cst.Subscript, cst.Tuple, cst.BinaryOperation)) \
+                if type(value) in (cst.Attribute, cst.Call, cst.Subscript, cst.Tuple, cst.BinaryOperation) \
                         and id(value) not in self.active:
                     self.active.add(id(value))
                     try:
@@ -244,24 +244,24 @@ Literal = Union[int, tuple]
 def pattern_literals(ctx: "FileContext", pattern: cst.MatchPattern, kind: str) -> list[Literal]:
     """The sizes (kind "size") or shapes (kind "shape", None for a capture) a `case` pattern
     matches literally; [] when it matches anything else."""
-    if isinstance(pattern, cst.MatchOr):
+    if type(pattern) is cst.MatchOr:
         out: list[Literal] = []
         for element in pattern.patterns:
             out.extend(pattern_literals(ctx, element.pattern, kind))
         return out
-    if isinstance(pattern, cst.MatchAs) and pattern.pattern is not None:
+    if type(pattern) is cst.MatchAs and pattern.pattern is not None:
         return pattern_literals(ctx, pattern.pattern, kind)
-    if isinstance(pattern, cst.MatchValue) and kind == "size":
+    if type(pattern) is cst.MatchValue and kind == "size":
         value = py_int(ctx, pattern.value)
         return [value] if value is not None and value > 1 else []
-    if isinstance(pattern, (cst.MatchList, cst.MatchTuple)) and kind == "shape":
+    if type(pattern) in (cst.MatchList, cst.MatchTuple) and kind == "shape":
         values: list[Optional[int]] = []
         for element in pattern.patterns:
             inner = getattr(element, "value", None)
-            if isinstance(element, cst.MatchSequenceElement) and isinstance(inner, cst.MatchAs) and inner.pattern is None:
+            if type(element) is cst.MatchSequenceElement and type(inner) is cst.MatchAs and inner.pattern is None:
                 values.append(None)  # a capture such as `b` matches any size
                 continue
-            if not isinstance(element, cst.MatchSequenceElement) or not isinstance(inner, cst.MatchValue):
+            if type(element) is not cst.MatchSequenceElement or type(inner) is not cst.MatchValue:
                 return []
             value = py_int(ctx, inner.value)
             if value is None:

@@ -87,8 +87,8 @@ def steps_tiles(toks, i: int) -> bool:
 
 def _mentions_program_id(expr: cst.BaseExpression) -> bool:
     for sub in subtree(expr):
-        if isinstance(sub, cst.Name) and sub.value in ("program_id", "pid") or (
-                isinstance(sub, cst.Attribute) and sub.attr.value == "program_id"):
+        if type(sub) is cst.Name and sub.value in ("program_id", "pid") or (
+                type(sub) is cst.Attribute and sub.attr.value == "program_id"):
             return True
     return False
 
@@ -98,14 +98,14 @@ def address_names(kernel: cst.FunctionDef) -> set[str]:
     out: set[str] = set()
     for sub in subtree(kernel.body):
         expr = None
-        if isinstance(sub, cst.Call) and isinstance(sub.func, cst.Attribute) and sub.args and (
+        if type(sub) is cst.Call and type(sub.func) is cst.Attribute and sub.args and (
                 sub.func.attr.value in ("load", "store") or sub.func.attr.value.startswith("atomic_")):
             expr = sub.args[0].value
-        elif isinstance(sub, cst.BinaryOperation) and any(
-                isinstance(n, cst.Name) and n.value.endswith("ptr") for n in (sub.left, sub.right)):
+        elif type(sub) is cst.BinaryOperation and any(
+                type(n) is cst.Name and n.value.endswith("ptr") for n in (sub.left, sub.right)):
             expr = sub
         if expr is not None:
-            out.update(n.value for n in subtree(expr) if isinstance(n, cst.Name))
+            out.update(n.value for n in subtree(expr) if type(n) is cst.Name)
     return out
 
 
@@ -113,14 +113,14 @@ def triton_reads_sizes(kernel: cst.FunctionDef) -> bool:
     """A parameter that is not `tl.constexpr` compared against or looped to: the kernel is
     told its sizes."""
     params = {p.name.value for p in kernel.params.params if p.annotation is None or not any(
-        isinstance(n, cst.Name) and n.value == "constexpr" or isinstance(n, cst.Attribute) and n.attr.value == "constexpr"
+        type(n) is cst.Name and n.value == "constexpr" or type(n) is cst.Attribute and n.attr.value == "constexpr"
         for n in subtree(p.annotation.annotation))}
     for sub in subtree(kernel.body):
-        if isinstance(sub, (cst.Comparison, cst.Call)):
-            if isinstance(sub, cst.Call) and not (isinstance(sub.func, cst.Name) and sub.func.value == "range"
-                                                  or isinstance(sub.func, cst.Attribute) and sub.func.attr.value in ("range", "static_range")):
+        if type(sub) in (cst.Comparison, cst.Call):
+            if type(sub) is cst.Call and not (type(sub.func) is cst.Name and sub.func.value == "range"
+                                                  or type(sub.func) is cst.Attribute and sub.func.attr.value in ("range", "static_range")):
                 continue
-            if any(isinstance(n, cst.Name) and n.value in params for n in subtree(sub)):
+            if any(type(n) is cst.Name and n.value in params for n in subtree(sub)):
                 return True
     return False
 
@@ -153,39 +153,39 @@ def triton_role(ctx: FileContext, node: cst.Integer, addressed: set[str]) -> Opt
     """The role of an integer literal inside a Triton kernel (bound, offset, stride), or None.
     `addressed`: the kernel's names that take part in address arithmetic (address_names)."""
     parent = ctx.parent(node)
-    if isinstance(parent, cst.UnaryOperation):
+    if type(parent) is cst.UnaryOperation:
         node, parent = parent, ctx.parent(parent)
-    if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
+    if type(parent) in (cst.Comparison, cst.ComparisonTarget):
         return "bound"
-    if isinstance(parent, cst.Arg):
+    if type(parent) is cst.Arg:
         call = ctx.parent(parent)
-        if isinstance(call, cst.Call) and (ctx.qualname(call.func) or "").rsplit(".", 1)[-1] in (
+        if type(call) is cst.Call and (ctx.qualname(call.func) or "").rsplit(".", 1)[-1] in (
                 "range", "static_range"):
             return "bound"
         return None
-    if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, (cst.FloorDivide, cst.Divide)) \
+    if type(parent) is cst.BinaryOperation and type(parent.operator) in (cst.FloorDivide, cst.Divide) \
             and _in_range_bound(ctx, parent):
         return "bound"  # range(0, 4096 // BLOCK_K)
-    if isinstance(parent, cst.BinaryOperation):
+    if type(parent) is cst.BinaryOperation:
         other = parent.right if parent.left is node else parent.left
         if is_tile_like(int_value(node) or 0) and _mentions_program_id(other):
             return None  # pid * 256: a tile's start (Triton tiles are powers of two; pid * 48 is a row)
         if not _pointer_arithmetic(ctx, parent, addressed):
             return None  # x * 768 scales a value; only address arithmetic lays out data
-        if isinstance(parent.operator, (cst.Add, cst.Subtract)):
+        if type(parent.operator) in (cst.Add, cst.Subtract):
             return "offset"
-        if isinstance(parent.operator, cst.Multiply):
+        if type(parent.operator) is cst.Multiply:
             return "stride"
     return None
 
 
 def _in_range_bound(ctx: FileContext, expr: cst.BaseExpression) -> bool:
     top = expr
-    while isinstance(ctx.parent(top), cst.BinaryOperation):
+    while type(ctx.parent(top)) is cst.BinaryOperation:
         top = ctx.parent(top)
     arg = ctx.parent(top)
-    call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
-    return isinstance(call, cst.Call) and (ctx.qualname(call.func) or "").rsplit(".", 1)[-1] in (
+    call = ctx.parent(arg) if (type(arg) is cst.Arg) else None
+    return type(call) is cst.Call and (ctx.qualname(call.func) or "").rsplit(".", 1)[-1] in (
         "range", "static_range")
 
 
@@ -193,14 +193,14 @@ def _pointer_arithmetic(ctx: FileContext, expr: cst.BaseExpression, addressed: s
     """The arithmetic around expr computes an address: it reaches a `tl.load`/`tl.store`
     (or atomic) argument, involves a `*_ptr` name, or is assigned to a name that does."""
     top = expr
-    while isinstance(ctx.parent(top), (cst.BinaryOperation, cst.UnaryOperation)):
+    while type(ctx.parent(top)) in (cst.BinaryOperation, cst.UnaryOperation):
         top = ctx.parent(top)
-    if any(isinstance(n, cst.Name) and n.value.endswith("ptr") for n in subtree(top)):
+    if any(type(n) is cst.Name and n.value.endswith("ptr") for n in subtree(top)):
         return True
     arg = ctx.parent(top)
-    if isinstance(arg, cst.Assign) and len(arg.targets) == 1 and isinstance(arg.targets[0].target, cst.Name):
+    if type(arg) is cst.Assign and len(arg.targets) == 1 and type(arg.targets[0].target) is cst.Name:
         return arg.targets[0].target.value in addressed  # offs = row * 768 + ...
-    call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
-    return isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and bool(call.args) \
+    call = ctx.parent(arg) if (type(arg) is cst.Arg) else None
+    return type(call) is cst.Call and type(call.func) is cst.Attribute and bool(call.args) \
         and call.args[0] is arg and (  # the address, not the value stored
             call.func.attr.value in ("load", "store") or call.func.attr.value.startswith("atomic_"))

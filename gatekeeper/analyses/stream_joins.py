@@ -90,20 +90,20 @@ def branch_path(ctx, node: cst.CSTNode) -> Path:
     path: list[tuple[int, str]] = []
     child = node
     for anc in ctx.ancestors(node):
-        if isinstance(anc, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        if type(anc) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
             break
-        if isinstance(anc, (cst.If, cst.IfExp)):
+        if type(anc) in (cst.If, cst.IfExp):
             if child is anc.orelse:
                 path.append((id(anc), "else"))
             elif child is anc.body:
                 path.append((id(anc), "body"))
-        elif isinstance(anc, (cst.For, cst.While)):
+        elif type(anc) in (cst.For, cst.While):
             if child is anc.body or child is anc.orelse:
                 path.append((id(anc), "loop"))  # may run zero times
-        elif isinstance(anc, cst.Try):
+        elif type(anc) is cst.Try:
             if child is not anc.body and child is not anc.finalbody:
                 path.append((id(anc), f"handler{id(child)}"))
-        elif isinstance(anc, cst.BooleanOperation) and child is anc.right:
+        elif type(anc) is cst.BooleanOperation and child is anc.right:
             path.append((id(anc), "right"))  # `ok and s.synchronize()`
         child = anc
     return tuple(reversed(path))

@@ -39,14 +39,14 @@ def assumed_note(ctx: FileContext) -> str:
 
 # Python helpers ----------------------------------------------------------------------------
 def is_false(expr: Optional[cst.BaseExpression]) -> bool:
-    return isinstance(expr, cst.Name) and expr.value in ("False", "None") or (
-        isinstance(expr, cst.Integer) and expr.value == "0"
+    return type(expr) is cst.Name and expr.value in ("False", "None") or (
+        type(expr) is cst.Integer and expr.value == "0"
     )
 
 
 def is_true(expr: Optional[cst.BaseExpression]) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "True" or (
-        isinstance(expr, cst.Integer) and expr.value != "0"
+    return type(expr) is cst.Name and expr.value == "True" or (
+        type(expr) is cst.Integer and expr.value != "0"
     )
 
 

@@ -19,24 +19,24 @@ class TensorValues:
     def operator(self, node: cst.CSTNode) -> None:
         if self._in_kernel or not self.frames:
             return
-        if isinstance(node, cst.BinaryOperation):
-            if isinstance(node.operator, cst.MatrixMultiply):
+        if type(node) is cst.BinaryOperation:
+            if type(node.operator) is cst.MatrixMultiply:
                 self._use("operator", "@", node, op="matmul", heavy=True)
                 return
             op = ELEMENTWISE.get(type(node.operator))
-            if op is None or isinstance(self.ctx.parent(node), (cst.BinaryOperation, cst.UnaryOperation)):
+            if op is None or type(self.ctx.parent(node)) in (cst.BinaryOperation, cst.UnaryOperation):
                 return
             if self.tensorish(node.left) or self.tensorish(node.right):
                 self._use("operator", OPERATOR_SYMBOL[op], node, op=op, heavy=False)
-        elif isinstance(node, cst.AugAssign):
-            if isinstance(node.operator, cst.MatrixMultiplyAssign):
+        elif type(node) is cst.AugAssign:
+            if type(node.operator) is cst.MatrixMultiplyAssign:
                 self._use("operator", "@=", node, op="matmul", heavy=True)
                 return
             op = ELEMENTWISE.get(type(node.operator))
             if op is not None and (self.tensorish(node.target) or self.tensorish(node.value)):
                 self._use("operator", OPERATOR_SYMBOL[op] + "=", node, op=op, heavy=False)
-        elif isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-            if not isinstance(self.ctx.parent(node), (cst.BinaryOperation, cst.UnaryOperation)) and self.tensorish(node.expression):
+        elif type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus:
+            if type(self.ctx.parent(node)) not in (cst.BinaryOperation, cst.UnaryOperation) and self.tensorish(node.expression):
                 self._use("operator", "-", node, op="neg", heavy=False)
 
     # tensor-ness ------------------------------------------------------------------
@@ -47,30 +47,30 @@ class TensorValues:
         those. Sizes (`x.size(0)`, `x.shape[1]`, `x.numel()`) are not."""
         if expr is None or depth > 12:
             return False
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             return bool(self.frames) and expr.value in self.frames[-1].tensor_names
-        if isinstance(expr, cst.Attribute):
+        if type(expr) is cst.Attribute:
             if is_self_attr(expr):
                 return expr.attr.value in self.self_tensors
             return expr.attr.value in TENSOR_ATTRS and self.tensorish(expr.value, depth + 1)
-        if isinstance(expr, cst.Subscript):
+        if type(expr) is cst.Subscript:
             return self.tensorish(expr.value, depth + 1)
-        if isinstance(expr, cst.BinaryOperation):
+        if type(expr) is cst.BinaryOperation:
             return self.tensorish(expr.left, depth + 1) or self.tensorish(expr.right, depth + 1)
-        if isinstance(expr, cst.UnaryOperation):
+        if type(expr) is cst.UnaryOperation:
             return self.tensorish(expr.expression, depth + 1)
-        if isinstance(expr, cst.IfExp):
+        if type(expr) is cst.IfExp:
             return self.tensorish(expr.body, depth + 1) or self.tensorish(expr.orelse, depth + 1)
-        if isinstance(expr, (cst.GeneratorExp, cst.ListComp)):  # sum(x[i] for i in range(n))
+        if type(expr) in (cst.GeneratorExp, cst.ListComp):  # sum(x[i] for i in range(n))
             return self.tensorish(expr.elt, depth + 1)
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             qual = self.ctx.qualname(expr.func)
             if qual is not None:
                 return qual.startswith("torch.") and not qual.startswith("torch.ops.") and self.ops.returns_tensor(qual)
             func = expr.func
-            if isinstance(func, cst.Attribute) and not is_self_attr(func):
+            if type(func) is cst.Attribute and not is_self_attr(func):
                 receiver = func.value
-                if isinstance(receiver, cst.Name) and self.frames and receiver.value in self.frames[-1].containers:
+                if type(receiver) is cst.Name and self.frames and receiver.value in self.frames[-1].containers:
                     return False
                 if receiver_key(receiver) in self.holders:
                     return True  # the extension's result: a tensor

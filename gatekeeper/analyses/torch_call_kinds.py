@@ -29,9 +29,9 @@ class TorchCalls:
 
     def _torch_table(self, value: Optional[cst.BaseExpression]) -> Optional[str]:
         """The first torch compute function held in a dict / list / tuple literal."""
-        if isinstance(value, cst.Dict):
-            items = [e.value for e in value.elements if isinstance(e, cst.DictElement)]
-        elif isinstance(value, (cst.List, cst.Tuple)):
+        if type(value) is cst.Dict:
+            items = [e.value for e in value.elements if type(e) is cst.DictElement]
+        elif type(value) in (cst.List, cst.Tuple):
             items = [e.value for e in value.elements]
         else:
             return None
@@ -78,7 +78,7 @@ class TorchCalls:
                 if is_self_attr(func):
                     self._self_layer_call(node, func.attr.value, cls)  # type: ignore[union-attr]
             elif rest[0] in ("forward", "__call__"):
-                owner = func.value if isinstance(func, cst.Attribute) else None
+                owner = func.value if (type(func) is cst.Attribute) else None
                 if owner is not None and is_self_attr(owner):
                     self._self_layer_call(node, owner.attr.value, cls)  # type: ignore[union-attr]
                 else:
@@ -108,10 +108,10 @@ class TorchCalls:
         binding = self.ctx.resolver.lookup(name)
         if binding is not None and binding.kind == "local" and binding.value is not None:
             value = binding.value
-            classes = self._nn_classes_in(value, 0) if isinstance(value, cst.Call) else []
+            classes = self._nn_classes_in(value, 0) if (type(value) is cst.Call) else []
             if classes:
                 self._layer_use(node, classes)
-            elif isinstance(value, cst.Attribute) and self.ops.method_is_compute(value.attr.value) \
+            elif type(value) is cst.Attribute and self.ops.method_is_compute(value.attr.value) \
                     and self._may_be_tensor(value.value):  # m = x.mean; m(0)
                 self._use("method", f"Tensor.{value.attr.value}", node, op=value.attr.value)
 
@@ -135,7 +135,7 @@ class TorchCalls:
     def _may_be_tensor(self, receiver: cst.BaseExpression) -> bool:
         """False for receivers that are surely not tensors: self, containers, literals,
         objects made by a non-torch call (`logger = logging.getLogger()`; `logger.log`)."""
-        if isinstance(receiver, cst.Name):
+        if type(receiver) is cst.Name:
             if receiver.value in ("self", "cls"):
                 return False
             frame = self.frames[-1] if self.frames else None
@@ -147,11 +147,11 @@ class TorchCalls:
             return True
         if is_self_attr(receiver):
             return receiver.attr.value not in self.self_foreign  # type: ignore[union-attr]
-        return not isinstance(receiver, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString,
-                                         cst.List, cst.Dict, cst.Set, cst.Tuple, cst.Integer, cst.Float))
+        return type(receiver) not in (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString,
+                                         cst.List, cst.Dict, cst.Set, cst.Tuple, cst.Integer, cst.Float)
 
     def _foreign_object(self, value: Optional[cst.BaseExpression]) -> bool:
-        if not isinstance(value, cst.Call):
+        if type(value) is not cst.Call:
             return False
         qual = self.ctx.qualname(value.func)
         return qual is not None and not qual.startswith("torch.")
@@ -167,22 +167,22 @@ class TorchCalls:
         if depth > 6:
             return []
         out: list[str] = []
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             qual = self.ctx.qualname(expr.func) or ""
             if self._nn_compute_class(qual):
                 out.append(qual)
             for arg in expr.args:
                 out += self._nn_classes_in(arg.value, depth + 1)
-        elif isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+        elif type(expr) in (cst.List, cst.Tuple, cst.Set):
             for element in expr.elements:
                 out += self._nn_classes_in(element.value, depth + 1)
-        elif isinstance(expr, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+        elif type(expr) in (cst.ListComp, cst.GeneratorExp, cst.SetComp):
             out += self._nn_classes_in(expr.elt, depth + 1)
-        elif isinstance(expr, cst.Dict):
+        elif type(expr) is cst.Dict:
             for element in expr.elements:
-                if isinstance(element, cst.DictElement):
+                if type(element) is cst.DictElement:
                     out += self._nn_classes_in(element.value, depth + 1)
-        elif isinstance(expr, cst.BinaryOperation):  # [nn.Linear(...)] * n
+        elif type(expr) is cst.BinaryOperation:  # [nn.Linear(...)] * n
             out += self._nn_classes_in(expr.left, depth + 1) + self._nn_classes_in(expr.right, depth + 1)
         return out
 

@@ -32,13 +32,13 @@ _DEVICE_MARKERS = frozenset({"is_cuda", "device", "is_available", "is_cpu", "dev
 
 
 def _slot(child: cst.CSTNode, parent: cst.CSTNode) -> Optional[str]:
-    if isinstance(parent, (cst.If, cst.IfExp)):
+    if type(parent) in (cst.If, cst.IfExp):
         if child is parent.body:
             return "body"
         if child is parent.orelse:
             return "orelse"
         return None  # the test
-    if isinstance(parent, cst.Try):
+    if type(parent) is cst.Try:
         if child is parent.body:
             return "body"
         if any(child is h for h in parent.handlers):
@@ -62,13 +62,13 @@ def _returns(block: cst.BaseSuite) -> bool:
     if not body:
         return False
     last = body[-1]
-    if isinstance(last, cst.SimpleStatementLine):
-        return any(isinstance(s, (cst.Return, cst.Raise)) for s in last.body)
+    if type(last) is cst.SimpleStatementLine:
+        return any(type(s) in (cst.Return, cst.Raise) for s in last.body)
     return False
 
 
 def condition_of(node: cst.CSTNode) -> str:
-    if isinstance(node, cst.Try):
+    if type(node) is cst.Try:
         return "exception"
     test = getattr(node, "test", None)
     if test is None:
@@ -77,9 +77,9 @@ def condition_of(node: cst.CSTNode) -> str:
     for entering, sub in walk(test):
         if not entering:
             continue
-        if isinstance(sub, cst.Name):
+        if type(sub) is cst.Name:
             words.add(sub.value)
-        elif isinstance(sub, cst.Attribute):
+        elif type(sub) is cst.Attribute:
             words.add(sub.attr.value)
     if words & _INPUT_MARKERS:
         return "input"
@@ -105,9 +105,9 @@ def _following(usage: UsageFacts, stmt: cst.CSTNode) -> set[int]:
                     return {id(s) for s in rest}
                 break
         owner = usage.ctx.parent(block) if block is not None else None
-        while owner is not None and isinstance(owner, (cst.Else, cst.ExceptHandler, cst.Finally)):
+        while owner is not None and type(owner) in (cst.Else, cst.ExceptHandler, cst.Finally):
             owner = usage.ctx.parent(owner)
-        if not isinstance(owner, (cst.If, cst.Try, cst.With)):
+        if type(owner) not in (cst.If, cst.Try, cst.With):
             return set()
         node = owner
     return set()
@@ -123,7 +123,7 @@ def find_fallbacks(usage: UsageFacts) -> None:
     for use in uses:
         for stmt, slot in _slots(use.path):
             others = [k for s, k in kernels.get(id(stmt), []) if s != slot and not (s == "handler" and slot == "body")]
-            if others and (isinstance(stmt, (cst.If, cst.IfExp)) or slot == "handler"):
+            if others and (type(stmt) in (cst.If, cst.IfExp) or slot == "handler"):
                 if not any(s == slot for s, _ in kernels.get(id(stmt), [])):
                     use.fallback = _make(usage, stmt, others[0], kernel_in_body=slot != "body")
                     break
@@ -136,7 +136,7 @@ def _make(usage: UsageFacts, stmt: cst.CSTNode, kernel: Kernel, *, kernel_in_bod
     truth = _constant_truth(usage, test, 0) if test is not None else None
     if truth is not None and truth != kernel_in_body:
         condition = "dead"  # the condition is fixed and selects the torch path: the kernel never runs
-    return Fallback("try" if isinstance(stmt, cst.Try) else "if", stmt, condition, kernel.what)
+    return Fallback("try" if (type(stmt) is cst.Try) else "if", stmt, condition, kernel.what)
 
 
 def _constant_truth(usage: UsageFacts, expr: cst.BaseExpression, depth: int) -> Optional[bool]:
@@ -160,42 +160,42 @@ def _static_value(usage: UsageFacts, expr: cst.BaseExpression, depth: int, names
     the module constant of the same name."""
     if depth > 8:
         return _UNKNOWN
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         if expr.value in ("True", "False", "None"):
             return {"True": True, "False": False, "None": None}[expr.value]
         values = usage.ctx.constants.get(expr.value, []) if names else []
         if len(values) != 1 or _bindings(usage).get(expr.value, 0) != 1:
             return _UNKNOWN  # rebound somewhere (`X = None` then `try: X = load(...)`): not fixed
         return _static_value(usage, values[0], depth + 1, names)
-    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+    if type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self":
         values = _self_assignments(usage).get(expr.attr.value, [])
         return _static_value(usage, values[0], depth + 1, False) if len(values) == 1 else _UNKNOWN
-    if isinstance(expr, (cst.Integer, cst.Float)):
+    if type(expr) in (cst.Integer, cst.Float):
         try:
-            return int(expr.value.replace("_", ""), 0) if isinstance(expr, cst.Integer) else float(expr.value)
+            return int(expr.value.replace("_", ""), 0) if (type(expr) is cst.Integer) else float(expr.value)
         except ValueError:
             return _UNKNOWN
-    if isinstance(expr, cst.SimpleString):
+    if type(expr) is cst.SimpleString:
         return expr.evaluated_value
-    if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
+    if type(expr) in (cst.Tuple, cst.List, cst.Set):
         items = [_static_value(usage, e.value, depth + 1, names) for e in expr.elements]
         return _UNKNOWN if any(i is _UNKNOWN for i in items) else tuple(items)
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+    if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Not:
         inner = _static_value(usage, expr.expression, depth + 1, names)
         return _UNKNOWN if inner is _UNKNOWN else not inner
-    if isinstance(expr, cst.BooleanOperation):
+    if type(expr) is cst.BooleanOperation:
         left = _static_value(usage, expr.left, depth + 1, names)
         right = _static_value(usage, expr.right, depth + 1, names)
-        if isinstance(expr.operator, cst.And):
+        if type(expr.operator) is cst.And:
             if (left is not _UNKNOWN and not left) or (right is not _UNKNOWN and not right):
                 return False
             return _UNKNOWN if _UNKNOWN in (left, right) else True
         if (left is not _UNKNOWN and left) or (right is not _UNKNOWN and right):
             return True
         return _UNKNOWN if _UNKNOWN in (left, right) else False
-    if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+    if type(expr) is cst.Comparison and len(expr.comparisons) == 1:
         return _compare(usage, expr, depth, names)
-    if isinstance(expr, cst.Call):
+    if type(expr) is cst.Call:
         return _call_value(usage, expr, depth, names)
     return _UNKNOWN
 
@@ -210,15 +210,15 @@ def _bindings(usage: UsageFacts) -> dict[str, int]:
             if not entering:
                 continue
             targets: list[cst.CSTNode] = []
-            if isinstance(node, cst.Assign):
+            if type(node) is cst.Assign:
                 targets = [t.target for t in node.targets]
-            elif isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For)):
+            elif type(node) in (cst.AnnAssign, cst.AugAssign, cst.For):
                 targets = [node.target]
-            elif isinstance(node, cst.Global):
+            elif type(node) is cst.Global:
                 targets = [n.name for n in node.names]
             for target in targets:
                 for sub_entering, sub in walk(target):
-                    if sub_entering and isinstance(sub, cst.Name):
+                    if sub_entering and type(sub) is cst.Name:
                         found[sub.value] = found.get(sub.value, 0) + 1
         usage.ctx.__dict__["_gk3_bindings"] = found
     return found
@@ -231,13 +231,13 @@ def _self_assignments(usage: UsageFacts) -> dict[str, list[cst.BaseExpression]]:
     if found is None:
         found = {}
         for entering, node in walk(usage.ctx.module):
-            if entering and isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
-                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            if entering and type(node) in (cst.Assign, cst.AnnAssign, cst.AugAssign):
+                targets = [t.target for t in node.targets] if (type(node) is cst.Assign) else [node.target]
                 for target in targets:
-                    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) \
+                    if type(target) is cst.Attribute and type(target.value) is cst.Name \
                             and target.value.value == "self":
                         values = found.setdefault(target.attr.value, [])
-                        if isinstance(node, cst.AugAssign) or node.value is None:
+                        if type(node) is cst.AugAssign or node.value is None:
                             values += [cst.Name("None"), cst.Name("None")]  # changed in place: not fixed
                         else:
                             values.append(node.value)
@@ -248,23 +248,23 @@ def _self_assignments(usage: UsageFacts) -> dict[str, list[cst.BaseExpression]]:
 def _compare(usage: UsageFacts, expr: cst.Comparison, depth: int, names: bool) -> object:
     target = expr.comparisons[0]
     op = target.operator
-    if isinstance(op, (cst.In, cst.NotIn)) and usage.ctx.qualname(target.comparator) == "os.environ":
-        return isinstance(op, cst.NotIn)  # "USE_X" in os.environ: unset under the harness
+    if type(op) in (cst.In, cst.NotIn) and usage.ctx.qualname(target.comparator) == "os.environ":
+        return type(op) is cst.NotIn  # "USE_X" in os.environ: unset under the harness
     left = _static_value(usage, expr.left, depth + 1, names)
     right = _static_value(usage, target.comparator, depth + 1, names)
     if _UNKNOWN in (left, right):
         return _UNKNOWN
     try:
-        if isinstance(op, cst.Equal):
+        if type(op) is cst.Equal:
             return left == right
-        if isinstance(op, cst.NotEqual):
+        if type(op) is cst.NotEqual:
             return left != right
-        if isinstance(op, cst.In):
+        if type(op) is cst.In:
             return left in right  # type: ignore[operator]
-        if isinstance(op, cst.NotIn):
+        if type(op) is cst.NotIn:
             return left not in right  # type: ignore[operator]
-        if isinstance(op, (cst.Is, cst.IsNot)) and None in (left, right):
-            return (left is right) == isinstance(op, cst.Is)
+        if type(op) in (cst.Is, cst.IsNot) and None in (left, right):
+            return (left is right) == (type(op) is cst.Is)
     except TypeError:
         return _UNKNOWN
     return _UNKNOWN
@@ -284,7 +284,7 @@ def _call_value(usage: UsageFacts, call: cst.Call, depth: int, names: bool) -> o
             return cast(float(value)) if cast is int and isinstance(value, str) else cast(value)  # type: ignore[arg-type]
         except (TypeError, ValueError):
             return _UNKNOWN
-    if isinstance(call.func, cst.Attribute) and call.func.attr.value in _STR_METHODS and not args:
+    if type(call.func) is cst.Attribute and call.func.attr.value in _STR_METHODS and not args:
         value = _static_value(usage, call.func.value, depth + 1, names)
         return getattr(value, call.func.attr.value)() if isinstance(value, str) else _UNKNOWN
     return _UNKNOWN
@@ -295,8 +295,8 @@ def _early_returns(usage: UsageFacts, uses: list[Use]) -> None:
     candidates: dict[int, cst.CSTNode] = {}
     for item in [*usage.kernels, *uses]:
         for stmt, slot in _slots(item.path):
-            if slot == "body" and isinstance(stmt, (cst.If, cst.Try)) and _returns(stmt.body):
-                if isinstance(stmt, cst.If) and stmt.orelse is not None:
+            if slot == "body" and type(stmt) in (cst.If, cst.Try) and _returns(stmt.body):
+                if type(stmt) is cst.If and stmt.orelse is not None:
                     continue
                 candidates[id(stmt)] = stmt
     for stmt in candidates.values():
@@ -312,7 +312,7 @@ def _early_returns(usage: UsageFacts, uses: list[Use]) -> None:
             is_after = any(id(p) in after for p in use.path)
             if is_after and inside_k and not after_k:
                 use.fallback = _make(usage, stmt, inside_k[0], kernel_in_body=True)
-            elif in_body and isinstance(stmt, cst.If) and not inside_k:
+            elif in_body and type(stmt) is cst.If and not inside_k:
                 # `if not ok: return torch(x)` before the launch, or `if bad(result): return
                 # torch(x)` after it: either way one return path is torch's instead of the kernel's
                 same = after_k or [k for k in usage.kernels if k.function == use.function]

@@ -93,7 +93,7 @@ class TorchUsage(TorchCalls, TensorValues):
 
     def _is_kernel_decorator(self, decorator: cst.Decorator) -> bool:
         expr = decorator.decorator
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             expr = expr.func
         qual = self.ctx.qualname(expr)
         return bool(qual) and self.ops.is_kernel_decorator(qual)  # type: ignore[arg-type]
@@ -105,11 +105,11 @@ class TorchUsage(TorchCalls, TensorValues):
     def assign(self, targets: list[cst.BaseExpression], value: cst.BaseExpression) -> None:
         loader = self._is_loader_call(value)
         for target in targets:
-            if loader and isinstance(target, cst.Attribute):
+            if loader and type(target) is cst.Attribute:
                 key = receiver_key(target)
                 if key is not None and not key.startswith("self."):
                     self.holders.add(key)  # Fn.ext = load_inline(...): a class attribute holds it
-            if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+            if type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == "self":
                 attr = target.attr.value
                 if loader:
                     self.holders.add(f"self.{attr}")
@@ -118,17 +118,17 @@ class TorchUsage(TorchCalls, TensorValues):
                     self.self_foreign.add(attr)
                 if layers:
                     self.self_layers[attr] = layers
-                elif isinstance(value, cst.Call) and (self.ctx.qualname(value.func) or "").startswith("torch."):
+                elif type(value) is cst.Call and (self.ctx.qualname(value.func) or "").startswith("torch."):
                     self.self_tensors.add(attr)
-                if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+                if type(value) is cst.Call and type(value.func) is cst.Name:
                     self.holder_calls[f"self.{attr}"] = value.func.value
-                if isinstance(value, cst.Attribute):  # self.op = _ext.fused_cuda: calling self.op launches it
+                if type(value) is cst.Attribute:  # self.op = _ext.fused_cuda: calling self.op launches it
                     receiver = receiver_key(value.value)
                     if receiver is not None:
                         self.self_ext[attr] = (receiver, value.attr.value, self.ctx.qualname(value))
-                elif isinstance(value, cst.Name) and self.ctx.functions and value.value in _param_names(self.ctx.functions[-1]):
+                elif type(value) is cst.Name and self.ctx.functions and value.value in _param_names(self.ctx.functions[-1]):
                     self.self_passed.add(attr)  # self.op = op: a callable handed in by the caller
-            elif isinstance(target, cst.Name):
+            elif type(target) is cst.Name:
                 name = target.value
                 if self.ctx.classes and not self.frames:
                     qual = self.ctx.qualname(value)
@@ -136,7 +136,7 @@ class TorchUsage(TorchCalls, TensorValues):
                         self.class_attrs[name] = qual
                 if loader:
                     self.holders.add(name)
-                elif isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+                elif type(value) is cst.Call and type(value.func) is cst.Name:
                     self.holder_calls[name] = value.func.value
                 if self.frames:
                     frame = self.frames[-1]
@@ -149,10 +149,10 @@ class TorchUsage(TorchCalls, TensorValues):
 
     def loop(self, node: cst.For) -> None:
         """`for layer in self.layers:` makes `layer(x)` a call of what self.layers holds."""
-        if not self.frames or not isinstance(node.target, cst.Name):
+        if not self.frames or type(node.target) is not cst.Name:
             return
         it = node.iter
-        if isinstance(it, cst.Attribute) and isinstance(it.value, cst.Name) and it.value.value == "self":
+        if type(it) is cst.Attribute and type(it.value) is cst.Name and it.value.value == "self":
             self.frames[-1].layer_aliases[node.target.value] = it.attr.value
 
     def call(self, node: cst.Call) -> None:
@@ -165,15 +165,15 @@ class TorchUsage(TorchCalls, TensorValues):
             return
         if self._in_kernel:
             return
-        if isinstance(ctx.parent(node), cst.Decorator):
+        if type(ctx.parent(node)) is cst.Decorator:
             return
         # own kernels --------------------------------------------------------------
-        if isinstance(func, cst.Subscript):
+        if type(func) is cst.Subscript:
             base = func.value
             base_qual = ctx.qualname(base)
             if is_self_attr(base):  # self.layers[i](x): a call of what the container holds
                 self.self_calls.append((base.attr.value, node, ctx.function_key, ()))  # type: ignore[union-attr]
-            elif isinstance(base, cst.Name) and base_qual is None:  # kernel[grid](...)
+            elif type(base) is cst.Name and base_qual is None:  # kernel[grid](...)
                 binding = ctx.resolver.lookup(base.value)
                 table = self._torch_table(binding.value if binding is not None else None)
                 if table is not None:  # OPS["mean"](x): a dict or list of torch functions
@@ -183,7 +183,7 @@ class TorchUsage(TorchCalls, TensorValues):
             elif base_qual and not base_qual.startswith(("torch.", "builtins.")):
                 self._kernel(node, f"{base_qual}[grid]")
             return
-        if isinstance(func, cst.Name) and qual is None:
+        if type(func) is cst.Name and qual is None:
             qual = self._star_import(func.value)
             if qual is None:
                 self._kernel(node, func.value, needs_def=func.value)
@@ -195,10 +195,10 @@ class TorchUsage(TorchCalls, TensorValues):
         if qual is not None and qual.startswith("torch."):
             self._torch_call(node, qual)
             return
-        if qual is not None and isinstance(func, cst.Attribute) and extension_module(qual):
+        if qual is not None and type(func) is cst.Attribute and extension_module(qual):
             self._kernel(node, qual)  # a prebuilt extension: import fused_cuda; fused_cuda.f(x)
             return
-        if qual is None and isinstance(func, cst.Call):
+        if qual is None and type(func) is cst.Call:
             inner = ctx.qualname(func.func) or ""
             if self._nn_compute_class(inner):
                 self._use("layer", inner, node, op=inner.rsplit(".", 1)[-1])
@@ -213,7 +213,7 @@ class TorchUsage(TorchCalls, TensorValues):
                     and not any(p[:1].isupper() for p in target.split(".")):
                 self._use("function", target, node, op=target.rsplit(".", 1)[-1], deferred=True)
             return
-        if qual is None and isinstance(func, cst.Attribute):
+        if qual is None and type(func) is cst.Attribute:
             self._method_call(node, func)
 
 
@@ -221,7 +221,7 @@ class TorchUsage(TorchCalls, TensorValues):
         out = [node]
         for parent in self.ctx.ancestors(node):
             out.append(parent)
-            if isinstance(parent, (cst.FunctionDef, cst.Module)):
+            if type(parent) in (cst.FunctionDef, cst.Module):
                 break
         return tuple(out)
 
@@ -230,7 +230,7 @@ class TorchUsage(TorchCalls, TensorValues):
         if self._in_kernel:
             return  # the submission's own kernel code
         path = self._path(node)
-        deferred = deferred or any(isinstance(p, cst.Lambda) for p in path)
+        deferred = deferred or any(type(p) is cst.Lambda for p in path)
         if not self.frames and not deferred:
             return  # module level: import-time set-up (a module-level lambda runs later)
         if heavy is None:
@@ -245,17 +245,17 @@ class TorchUsage(TorchCalls, TensorValues):
         self.kernels.append(Kernel(what, self.ctx.function_key, (), node, needs_def, needs_ext))
 
     def _is_loader_call(self, value: cst.BaseExpression) -> bool:
-        if not isinstance(value, cst.Call):
+        if type(value) is not cst.Call:
             return False
         qual = self.ctx.qualname(value.func) or ""
         if qual in LOADERS:
             return True
-        return isinstance(value.func, cst.Name) and value.func.value == "load_inline"
+        return type(value.func) is cst.Name and value.func.value == "load_inline"
 
     def _record_ext_names(self, call: cst.Call) -> None:
         for arg in call.args:
             if arg.keyword is not None and arg.keyword.value == "functions":
-                values = arg.value.elements if isinstance(arg.value, (cst.List, cst.Tuple)) else [arg.value]
+                values = arg.value.elements if (type(arg.value) in (cst.List, cst.Tuple)) else [arg.value]
                 for element in values:
                     text = string_value(element.value if isinstance(element, cst.BaseElement) else element)
                     if text:
@@ -396,6 +396,6 @@ def _looks_like_code(ctx: FileContext, source: CppSource) -> bool:
     if "{" not in source.text:
         return False
     for segment in source.segments:
-        if segment.node is not None and isinstance(ctx.parent(segment.node), cst.Expr):
+        if segment.node is not None and type(ctx.parent(segment.node)) is cst.Expr:
             return False
     return True

@@ -110,13 +110,13 @@ def extension_module(qual: str) -> bool:
 
 
 def receiver_key(expr: cst.BaseExpression) -> Optional[str]:
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         return expr.value
     if is_self_attr(expr):
         return self_attr(expr)
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
+    if type(expr) is cst.Call and type(expr.func) is cst.Name:
         return f"call:{expr.func.value}"
-    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value[:1].isupper():
+    if type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value[:1].isupper():
         return f"{expr.value.value}.{expr.attr.value}"  # a class attribute: Fn.ext = load_inline(...)
     return None
 
@@ -124,10 +124,10 @@ def receiver_key(expr: cst.BaseExpression) -> Optional[str]:
 def is_container(value: Optional[cst.BaseExpression]) -> bool:
     if value is None:
         return False
-    if isinstance(value, (cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp,
-                          cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+    if type(value) in (cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp,
+                          cst.SimpleString, cst.FormattedString, cst.ConcatenatedString):
         return True
-    return isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in _CONTAINER_CALLS
+    return type(value) is cst.Call and type(value.func) is cst.Name and value.func.value in _CONTAINER_CALLS
 
 
 def tensor_params(params: cst.Parameters) -> set[str]:
@@ -144,6 +144,6 @@ def tensor_params(params: cst.Parameters) -> set[str]:
         if param.default is not None and annotation is None:
             continue
         names.add(param.name.value)
-    if isinstance(params.star_arg, cst.Param):
+    if type(params.star_arg) is cst.Param:
         names.add(params.star_arg.name.value)
     return names

@@ -59,7 +59,7 @@ class _Calls(cst.CSTVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+        name = func.value if (type(func) is cst.Name) else func.attr.value if (type(func) is cst.Attribute) else ""
         if name in _LOADERS:
             self.calls.append(self.module.code_for_node(node))
 

@@ -25,7 +25,7 @@ JITTER_METHODS = ("jitter_int", "jitter")
 
 
 def _int_value(node: cst.BaseExpression) -> Optional[int]:
-    if isinstance(node, cst.Integer):
+    if type(node) is cst.Integer:
         try:
             return int(node.value.replace("_", ""), 0)
         except ValueError:
@@ -41,7 +41,7 @@ class _Names(cst.CSTVisitor):
 
     def visit_Call(self, node: cst.Call) -> Optional[bool]:
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in JITTER_METHODS:
+        if type(func) is cst.Attribute and func.attr.value in JITTER_METHODS:
             func.visit(self)
             return False
         return True
@@ -59,12 +59,12 @@ def _names_in(node: cst.CSTNode) -> set[str]:
 def _module_assignments(module: cst.Module) -> dict[str, cst.BaseExpression]:
     found: dict[str, cst.BaseExpression] = {}
     for statement in module.body:
-        if not isinstance(statement, cst.SimpleStatementLine):
+        if type(statement) is not cst.SimpleStatementLine:
             continue
         for small in statement.body:
-            if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+            if type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Name:
                 found[small.targets[0].target.value] = small.value
-            elif isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
+            elif type(small) is cst.AnnAssign and type(small.target) is cst.Name and small.value is not None:
                 found[small.target.value] = small.value
     return found
 
@@ -74,7 +74,7 @@ def sizing_constants(module: cst.Module, functions: tuple[str, ...] = SIZING_FUN
     assigned = _module_assignments(module)
     used: set[str] = set()
     for statement in module.body:
-        if isinstance(statement, cst.FunctionDef) and statement.name.value in functions:
+        if type(statement) is cst.FunctionDef and statement.name.value in functions:
             used |= _names_in(statement.body)
     todo, seen = list(used), set()
     result: dict[str, int] = {}
@@ -112,13 +112,13 @@ class _Rewrite(cst.CSTTransformer):
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
         target = updated.targets[0].target if len(updated.targets) == 1 else None
-        if self.depth == 0 and isinstance(target, cst.Name) and target.value in self.values \
+        if self.depth == 0 and type(target) is cst.Name and target.value in self.values \
                 and _int_value(updated.value) is not None:
             return updated.with_changes(value=cst.Integer(str(self.values[target.value])))
         return updated
 
     def leave_AnnAssign(self, original: cst.AnnAssign, updated: cst.AnnAssign) -> cst.AnnAssign:
-        if self.depth == 0 and isinstance(updated.target, cst.Name) and updated.target.value in self.values \
+        if self.depth == 0 and type(updated.target) is cst.Name and updated.target.value in self.values \
                 and updated.value is not None and _int_value(updated.value) is not None:
             return updated.with_changes(value=cst.Integer(str(self.values[updated.target.value])))
         return updated

@@ -186,19 +186,19 @@ class _Traversal:
         ctx = self.ctx
         func = call.func
         callee: Optional[str] = None
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             callee = func.value
-        elif isinstance(func, cst.Attribute):
-            if isinstance(func.value, cst.Name) and func.value.value == "self" and ctx.class_name:
+        elif type(func) is cst.Attribute:
+            if type(func.value) is cst.Name and func.value.value == "self" and ctx.class_name:
                 callee = f"{ctx.class_name}.{func.attr.value}"
-            elif func.attr.value == "apply" and isinstance(func.value, cst.Name):
+            elif func.attr.value == "apply" and type(func.value) is cst.Name:
                 callee = f"{func.value.value}.forward"
             else:
                 callee = func.attr.value
         if callee is not None:
             ctx.calls.setdefault(callee, set()).add(ctx.function_key)
         qual = ctx.resolver.qualname(func) or ""
-        if qual in LOADERS or (isinstance(func, (cst.Name, cst.Attribute)) and _last(func) == "load_inline"):
+        if qual in LOADERS or (type(func) in (cst.Name, cst.Attribute) and _last(func) == "load_inline"):
             ctx.cpp_sources.extend(self.extractor.from_call(call, qual or "load_inline"))
 
 
@@ -230,33 +230,33 @@ _ON_LEAVE: dict[str, Callable] = {
 
 
 def _last(func: cst.BaseExpression) -> str:
-    return func.value if isinstance(func, cst.Name) else func.attr.value  # type: ignore[union-attr]
+    return func.value if (type(func) is cst.Name) else func.attr.value  # type: ignore[union-attr]
 
 
 def _directly_in_class(ctx: FileContext, node: cst.FunctionDef) -> bool:
     parent = ctx.parents.get(node)
     grand = ctx.parents.get(parent) if parent is not None else None
-    return isinstance(grand, cst.ClassDef)
+    return type(grand) is cst.ClassDef
 
 
 def _collect_constants(ctx: FileContext) -> None:
     """Module-level `NAME = value` and `NAME += value`, and imports, before the traversal, so
     a function above an import or a string defined below its use still resolves."""
     for stmt in ctx.module.body:
-        if not isinstance(stmt, cst.SimpleStatementLine):
+        if type(stmt) is not cst.SimpleStatementLine:
             continue
         for small in stmt.body:
-            if isinstance(small, cst.Assign):
+            if type(small) is cst.Assign:
                 for target in small.targets:
-                    if isinstance(target.target, cst.Name):
+                    if type(target.target) is cst.Name:
                         ctx.constants.setdefault(target.target.value, []).append(small.value)
-            elif isinstance(small, cst.AnnAssign) and small.value is not None and isinstance(small.target, cst.Name):
+            elif type(small) is cst.AnnAssign and small.value is not None and type(small.target) is cst.Name:
                 ctx.constants.setdefault(small.target.value, []).append(small.value)
-            elif isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign) and isinstance(small.target, cst.Name):
+            elif type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign and type(small.target) is cst.Name:
                 ctx.constants.setdefault(small.target.value, []).append(small.value)
-            elif isinstance(small, cst.Import):
+            elif type(small) is cst.Import:
                 ctx.resolver.bind_import(small)
-            elif isinstance(small, cst.ImportFrom):
+            elif type(small) is cst.ImportFrom:
                 ctx.resolver.bind_import_from(small)
 
 
@@ -290,7 +290,7 @@ def run_rules(
     traversal.run(module)
     # Strings that look like C++ but were not seen reaching load_inline (helpers, dicts).
     for node in traversal.strings:
-        if isinstance(ctx.parents.get(node), cst.Expr):
+        if type(ctx.parents.get(node)) is cst.Expr:
             continue  # a docstring or bare string statement is prose, never compiled
         extra = traversal.extractor.from_literal(node)
         if extra is not None:

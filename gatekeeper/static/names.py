@@ -32,9 +32,9 @@ class Scope:
 
 def dotted(expr: cst.BaseExpression) -> Optional[str]:
     """`a.b.c` as a string, or None when the expression is not a plain dotted name."""
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         return expr.value
-    if isinstance(expr, cst.Attribute):
+    if type(expr) is cst.Attribute:
         base = dotted(expr.value)
         return f"{base}.{expr.attr.value}" if base else None
     return None
@@ -44,7 +44,7 @@ def string_value(expr: cst.BaseExpression) -> Optional[str]:
     """The value of a str literal (or implicit concatenation), else None. libcst's
     `evaluated_value` runs `ast.literal_eval` (a compile per call); plain literals without
     escapes are sliced directly."""
-    if isinstance(expr, cst.SimpleString):
+    if type(expr) is cst.SimpleString:
         raw = expr.value
         prefix = expr.prefix.lower()
         if "b" in prefix:
@@ -54,7 +54,7 @@ def string_value(expr: cst.BaseExpression) -> Optional[str]:
             return body
         value = expr.evaluated_value
         return value if isinstance(value, str) else None
-    if isinstance(expr, cst.ConcatenatedString):
+    if type(expr) is cst.ConcatenatedString:
         left, right = string_value(expr.left), string_value(expr.right)  # type: ignore[arg-type]
         return left + right if left is not None and right is not None else None
     return None
@@ -62,7 +62,7 @@ def string_value(expr: cst.BaseExpression) -> Optional[str]:
 
 def int_value(expr: cst.BaseExpression) -> Optional[int]:
     """The value of an int literal (`768`, `0x300`, `1_024`), without a compile per call."""
-    if not isinstance(expr, cst.Integer):
+    if type(expr) is not cst.Integer:
         return None
     text = expr.value.replace("_", "").lower()
     try:
@@ -126,7 +126,7 @@ class NameResolver:
             full = dotted(alias.name)
             if full is None:
                 continue
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            if alias.asname is not None and type(alias.asname.name) is cst.Name:
                 self.bind(alias.asname.name.value, Binding("import", full))
             else:
                 top = full.split(".")[0]
@@ -137,7 +137,7 @@ class NameResolver:
             base = "." * len(node.relative) + (dotted(node.module) or "" if node.module else "")
         else:
             base = dotted(node.module) or ""
-        if isinstance(node.names, cst.ImportStar):
+        if type(node.names) is cst.ImportStar:
             self.bind(f"*{base}", Binding("import", base))
             return
         for alias in node.names:
@@ -145,34 +145,34 @@ class NameResolver:
             if name is None:
                 continue
             local = name
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            if alias.asname is not None and type(alias.asname.name) is cst.Name:
                 local = alias.asname.name.value
             self.bind(local, Binding("import", f"{base}.{name}" if base else name))
 
     def bind_target(self, target: cst.BaseExpression, value: Optional[cst.BaseExpression]) -> None:
         """Record an assignment target. A name bound to a resolvable module path is an alias."""
-        if isinstance(target, cst.Name):
+        if type(target) is cst.Name:
             qual = self.qualname(value) if value is not None else None
             if qual is not None:
                 self.bind(target.value, Binding("alias", qual, value))
             else:
                 self.bind(target.value, Binding("local", None, value))
-        elif isinstance(target, (cst.Tuple, cst.List)):
+        elif type(target) in (cst.Tuple, cst.List):
             for element in target.elements:
                 inner = element.value
-                if isinstance(inner, cst.StarredElement):
+                if type(inner) is cst.StarredElement:
                     inner = inner.value
                 self.bind_target(inner, None)
-        elif isinstance(target, cst.StarredElement):
+        elif type(target) is cst.StarredElement:
             self.bind_target(target.value, None)
         elif (
-            isinstance(target, cst.Attribute)
-            and isinstance(target.value, cst.Name)
+            type(target) is cst.Attribute
+            and type(target.value) is cst.Name
             and target.value.value == "self"
             and value is not None
         ):
             qual = self.qualname(value)
-            if qual is None and isinstance(value, cst.Call):
+            if qual is None and type(value) is cst.Call:
                 qual = _torch_nn_class(self.qualname(value.func))
             if qual is not None:
                 self.self_attrs[target.attr.value] = qual
@@ -180,7 +180,7 @@ class NameResolver:
     def bind_params(self, params: cst.Parameters) -> None:
         every = [*params.posonly_params, *params.params, *params.kwonly_params]
         for extra in (params.star_arg, params.star_kwarg):
-            if isinstance(extra, cst.Param):
+            if type(extra) is cst.Param:
                 every.append(extra)
         for param in every:
             self.bind(param.name.value, Binding("param"))

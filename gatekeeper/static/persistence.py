@@ -42,7 +42,7 @@ class PersistenceTracker:
             self.globals_declared[-1].update(n.name.value for n in node.names)
 
     def assign(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
-        if not self.frames or not isinstance(target, cst.Name):
+        if not self.frames or type(target) is not cst.Name:
             return
         origin = self.origin(value)
         if origin is not None:
@@ -52,29 +52,29 @@ class PersistenceTracker:
         """A description of the persistent storage `expr` may denote, or None."""
         if expr is None:
             return None
-        if isinstance(expr, cst.Attribute):
+        if type(expr) is cst.Attribute:
             key = self_attr(expr)
             if key is not None and self.frames:
                 return key
             inner = self.origin(expr.value)
             return f"{inner}.{expr.attr.value}" if inner and expr.attr.value in ("data",) else None
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             if self.frames and expr.value in self.frames[-1]:
                 return self.frames[-1][expr.value]
             if self.frames and self._is_module_state(expr.value):
                 return f"{self._state_kind(expr.value)} {expr.value}"
             return None
-        if isinstance(expr, cst.Subscript):
+        if type(expr) is cst.Subscript:
             inner = self.origin(expr.value)
             return f"{inner}[...]" if inner else None
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        if type(expr) is cst.Call and type(expr.func) is cst.Attribute:
             method = expr.func.attr.value
             inner = self.origin(expr.func.value)
             if inner and (method in _CONTAINER_READS or method in INPLACE_RETURNS_SELF or method in ("detach", "view", "view_as", "reshape", "as_strided")):
                 return inner if method not in _CONTAINER_READS else f"{inner}[...]"
-        if isinstance(expr, cst.IfExp):
+        if type(expr) is cst.IfExp:
             return self.origin(expr.body) or self.origin(expr.orelse)
-        if isinstance(expr, cst.BooleanOperation):
+        if type(expr) is cst.BooleanOperation:
             return self.origin(expr.left) or self.origin(expr.right)
         return None
 
@@ -105,13 +105,13 @@ class PersistenceTracker:
 def _mutable_holder(value: Optional[cst.BaseExpression]) -> bool:
     if value is None:
         return False
-    if isinstance(value, (cst.Dict, cst.List, cst.Set)):
+    if type(value) in (cst.Dict, cst.List, cst.Set):
         return True
-    if isinstance(value, cst.Name) and value.value == "None":
+    if type(value) is cst.Name and value.value == "None":
         return True
-    if isinstance(value, cst.Call):
+    if type(value) is cst.Call:
         func = value.func
-        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        name = func.attr.value if (type(func) is cst.Attribute) else func.value if (type(func) is cst.Name) else ""
         return name in ("dict", "list", "OrderedDict", "defaultdict", "WeakKeyDictionary", "WeakValueDictionary",
                         "empty", "zeros", "ones", "full", "empty_like", "zeros_like", "randn", "rand", "tensor")
     return False

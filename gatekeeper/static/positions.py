@@ -65,7 +65,7 @@ def pair_statements(cst_body: Sequence[cst.CSTNode], ast_body: list[ast.stmt]) -
     for stmt in cst_body:
         if index >= len(firsts):
             return None
-        width = len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
+        width = len(stmt.body) if (type(stmt) is cst.SimpleStatementLine) else 1
         out.append((firsts[index], ast_body[index] if width == 1 else None))
         index += width
     return out if index == len(firsts) else None
@@ -104,7 +104,7 @@ def _path_to(node: cst.CSTNode, module: cst.Module, parents: dict) -> list[cst.C
     while current is not None and current is not module:
         parent = parents.get(current)
         if isinstance(current, cst.BaseStatement) and (
-            parent is module or (isinstance(parent, cst.IndentedBlock) and isinstance(parents.get(parent), _BLOCKS)
+            parent is module or (type(parent) is cst.IndentedBlock and isinstance(parents.get(parent), _BLOCKS)
                                  and getattr(parents.get(parent), "body", None) is parent)
         ):
             chain.append(current)
@@ -178,7 +178,7 @@ def _locate_statement(node: cst.CSTNode, module: cst.Module, tree: ast.Module, p
         if not isinstance(ast_stmt, _AST_BLOCKS.get(type(stmt), ())):
             return best
         body = stmt.body
-        if not isinstance(body, cst.IndentedBlock):
+        if type(body) is not cst.IndentedBlock:
             return best
         cst_body, ast_body = body.body, ast_stmt.body
     return best

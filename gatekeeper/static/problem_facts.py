@@ -109,16 +109,16 @@ def _load_cached(name: str, size: int, mtime_ns: int) -> ProblemFacts:
 
 def _read_constants(module: cst.Module, facts: ProblemFacts) -> None:
     for stmt in module.body:
-        if not isinstance(stmt, cst.SimpleStatementLine):
+        if type(stmt) is not cst.SimpleStatementLine:
             continue
         for small in stmt.body:
-            if isinstance(small, cst.Assign) and len(small.targets) == 1:
+            if type(small) is cst.Assign and len(small.targets) == 1:
                 target, value = small.targets[0].target, small.value
-            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+            elif type(small) is cst.AnnAssign and small.value is not None:
                 target, value = small.target, small.value
             else:
                 continue
-            if isinstance(target, cst.Name) and isinstance(value, cst.Integer):
+            if type(target) is cst.Name and type(value) is cst.Integer:
                 number = int_value(value)
                 if number is None:
                     continue
@@ -126,16 +126,16 @@ def _read_constants(module: cst.Module, facts: ProblemFacts) -> None:
                 if number > 1:
                     facts.dims.add(number)
     for node in _walk(module):
-        if isinstance(node, cst.Attribute) and node.attr.value in ("float16", "half", "bfloat16"):
+        if type(node) is cst.Attribute and node.attr.value in ("float16", "half", "bfloat16"):
             facts.dtype = "float16" if node.attr.value != "bfloat16" else "bfloat16"
 
 
 def _read_input_sizes(module: cst.Module, facts: ProblemFacts) -> None:
     """Literal sizes passed positionally in get_inputs()/get_init_inputs() (not `align=8`)."""
     for stmt in module.body:
-        if isinstance(stmt, cst.FunctionDef) and stmt.name.value in ("get_inputs", "get_init_inputs"):
+        if type(stmt) is cst.FunctionDef and stmt.name.value in ("get_inputs", "get_init_inputs"):
             for node in _walk(stmt):
-                if isinstance(node, cst.Arg) and node.keyword is None and isinstance(node.value, cst.Integer):
+                if type(node) is cst.Arg and node.keyword is None and type(node.value) is cst.Integer:
                     number = int_value(node.value)
                     if number is not None and number > 1:
                         facts.dims.add(number)

@@ -96,19 +96,19 @@ class ReturnFlow:
             if not self.stack:
                 continue
             t = target.target
-            if isinstance(t, cst.Name) and isinstance(node.value, cst.Call):
+            if type(t) is cst.Name and type(node.value) is cst.Call:
                 self.stack[-1].call_locals.setdefault(t.value, []).extend(self._callees(node.value))
-            if (isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self"
-                    and self.ctx.class_name and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name)):
+            if (type(t) is cst.Attribute and type(t.value) is cst.Name and t.value.value == "self"
+                    and self.ctx.class_name and type(node.value) is cst.Call and type(node.value.func) is cst.Name):
                 self.instances[f"{self.ctx.class_name}.{t.attr.value}"] = node.value.func.value
 
     def note_call(self, call: cst.Call) -> None:
         """Record `out.copy_(hit)`: a value copied into a local the function may return."""
         func = call.func
-        if (self.stack and isinstance(func, cst.Attribute) and func.attr.value == "copy_"
-                and isinstance(func.value, cst.Name) and call.args):
+        if (self.stack and type(func) is cst.Attribute and func.attr.value == "copy_"
+                and type(func.value) is cst.Name and call.args):
             for node in subtree(call.args[0].value, into_functions=False):
-                if isinstance(node, cst.Name):
+                if type(node) is cst.Name:
                     self.copies.setdefault(self.stack[-1].key, set()).add((func.value.value, node.value))
 
     def add_cpp(self, functions) -> None:
@@ -124,13 +124,13 @@ class ReturnFlow:
             site = ReturnSite(node, value, frame.key)
             site.origin = self.tracker.origin(value)
             inner = unwrap(value)
-            if isinstance(inner, cst.Call):
+            if type(inner) is cst.Call:
                 site.callees = self._callees(inner)
                 for index, arg in enumerate(a for a in inner.args if a.keyword is None and not a.star):
                     origin = self.tracker.origin(arg.value)
                     if origin is not None:
                         site.handed.append((_last_name(inner.func), index, origin))
-            elif isinstance(inner, cst.Name) and inner.value in frame.call_locals:
+            elif type(inner) is cst.Name and inner.value in frame.call_locals:
                 site.callees = list(frame.call_locals[inner.value])
             site.stored = site.origin or self.tracker.origin(unwrap(value))
             if site.stored is not None:
@@ -180,32 +180,32 @@ class ReturnFlow:
         returned value: part of a return, assigned to a returned local, or copied into one."""
         returned = {_name(unwrap(s.value)) for s in self.sites.get(key, ())} - {None}
         for anc in self.ctx.ancestors(node):
-            if isinstance(anc, cst.Return):
+            if type(anc) is cst.Return:
                 return True
-            if isinstance(anc, cst.AssignTarget):
+            if type(anc) is cst.AssignTarget:
                 return False  # a store into the cache, not a read of it
-            if isinstance(anc, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-                targets = [t.target for t in anc.targets] if isinstance(anc, cst.Assign) else [anc.target]
-                names = {t.value for t in targets if isinstance(t, cst.Name)}
+            if type(anc) in (cst.Assign, cst.AugAssign, cst.AnnAssign):
+                targets = [t.target for t in anc.targets] if (type(anc) is cst.Assign) else [anc.target]
+                names = {t.value for t in targets if type(t) is cst.Name}
                 copied = {dest for dest, src in self.copies.get(key, ()) if src in names}
                 return bool((names | copied) & returned)
-            if isinstance(anc, cst.Call) and isinstance(anc.func, cst.Attribute) and anc.func.attr.value == "copy_":
+            if type(anc) is cst.Call and type(anc.func) is cst.Attribute and anc.func.attr.value == "copy_":
                 return _name(anc.func.value) in returned
-            if isinstance(anc, (cst.SimpleStatementLine, cst.FunctionDef)):
+            if type(anc) in (cst.SimpleStatementLine, cst.FunctionDef):
                 return False
         return False
 
     def guarded_returns(self, key: str, test_node: cst.CSTNode) -> list[ReturnSite]:
         """Returns of stored values, not written on the way, inside the branch whose test
         holds `test_node` (for an `else`-less `if`, the branch body)."""
-        branch = next((a for a in self.ctx.ancestors(test_node) if isinstance(a, (cst.If, cst.IfExp, cst.While))), None)
+        branch = next((a for a in self.ctx.ancestors(test_node) if type(a) in (cst.If, cst.IfExp, cst.While)), None)
         if branch is None or not _within(self.ctx, test_node, branch.test):
             return []
         out = []
         for site in self.sites.get(key, ()):
             if site.stored is None or site.write != NONE:
                 continue  # only stored values handed back without being written on the way
-            if isinstance(branch, cst.IfExp):
+            if type(branch) is cst.IfExp:
                 if _within(self.ctx, site.value, branch):
                     out.append(site)
             elif any(a is branch for a in self.ctx.ancestors(site.node)):
@@ -215,20 +215,20 @@ class ReturnFlow:
     # helpers -------------------------------------------------------------------
     def _callees(self, call: cst.Call) -> list[str]:
         func = call.func
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             return [func.value]
-        if not isinstance(func, cst.Attribute):
+        if type(func) is not cst.Attribute:
             return []
         attr = func.attr.value
         base = func.value
         cls = self.ctx.class_name
-        if isinstance(base, cst.Name) and base.value == "self" and cls:
+        if type(base) is cst.Name and base.value == "self" and cls:
             out = [f"{cls}.{attr}"]
             made = self.instances.get(f"{cls}.{attr}")
             if made:
                 out += [f"{made}.forward", f"{made}.__call__"]
             return out
-        if attr == "apply" and isinstance(base, cst.Name):
+        if attr == "apply" and type(base) is cst.Name:
             return [f"{base.value}.forward"]
         return [attr]
 
@@ -238,7 +238,7 @@ class ReturnFlow:
         found = set(by_last.get(callee.rsplit(".", 1)[-1], set()))
         # `_run = _make_runner()`: the function a factory returns.
         for value in self.ctx.constants.get(callee, []):
-            if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in defined:
+            if type(value) is cst.Call and type(value.func) is cst.Name and value.func.value in defined:
                 for site in self.sites.get(value.func.value, ()):
                     name = _name(site.value)
                     if name and name in defined:
@@ -256,7 +256,7 @@ class ReturnFlow:
         best = (NONE, "")
         child: cst.CSTNode = ret
         for anc in self.ctx.ancestors(ret):
-            if isinstance(anc, (cst.FunctionDef, cst.Lambda)):
+            if type(anc) in (cst.FunctionDef, cst.Lambda):
                 break
             body = getattr(anc, "body", None)
             if isinstance(body, (tuple, list)):
@@ -270,19 +270,19 @@ class ReturnFlow:
 
     def _writes_in_stmt(self, stmt: cst.CSTNode, origin: str, ret_key: Optional[str]) -> tuple[str, str]:
         best = (NONE, "")
-        if isinstance(stmt, (cst.With, cst.Try)):
+        if type(stmt) in (cst.With, cst.Try):
             for inner in stmt.body.body:
                 kind = self._writes_in_stmt(inner, origin, ret_key)
                 best = kind if _RANK[kind[0]] > _RANK[best[0]] else best
             return best
-        if not isinstance(stmt, cst.SimpleStatementLine):
+        if type(stmt) is not cst.SimpleStatementLine:
             return best  # a branch or loop body may not run: it does not dominate
         for small in stmt.body:
-            if isinstance(small, cst.Assign):
+            if type(small) is cst.Assign:
                 keys = {store_key(t.target) for t in small.targets}
                 if (ret_key in keys or storage_key(origin) in keys) and self.tracker.origin(small.value) is None:
                     return FRESH, ""
-            if isinstance(small, (cst.Expr, cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            if type(small) in (cst.Expr, cst.Assign, cst.AugAssign, cst.AnnAssign):
                 kind = self._writes_in_expr(small, origin, returned=False)
                 best = kind if _RANK[kind[0]] > _RANK[best[0]] else best
         return best
@@ -290,11 +290,11 @@ class ReturnFlow:
     def _writes_in_expr(self, root: cst.CSTNode, origin: str, *, returned: bool) -> tuple[str, str]:
         best = (NONE, "")
         for node in subtree(root, into_functions=False):
-            if not isinstance(node, cst.Call):
+            if type(node) is not cst.Call:
                 continue
             func = node.func
             kind = NONE
-            if isinstance(func, cst.Attribute):
+            if type(func) is cst.Attribute:
                 method = func.attr.value
                 if method in PASS_THROUGH or method in _READS:
                     continue  # a view or a copy of the stored tensor reads it, never writes it
@@ -302,12 +302,12 @@ class ReturnFlow:
                     kind = VISIBLE
                 elif method.endswith("_") and not method.startswith("_") and self._same(func.value, origin):
                     kind = VISIBLE
-                elif isinstance(func.value, cst.Name) and func.value.value == "self" and not returned:
+                elif type(func.value) is cst.Name and func.value.value == "self" and not returned:
                     kind = OPAQUE  # a method of self may write the stored tensor
             if kind == NONE:
                 for arg in node.args:
                     if any(self._same(n, origin) for n in subtree(arg.value, into_functions=False)
-                           if isinstance(n, (cst.Name, cst.Attribute, cst.Subscript))):
+                           if type(n) in (cst.Name, cst.Attribute, cst.Subscript)):
                         kind = VISIBLE if arg.keyword is not None and arg.keyword.value == "out" else OPAQUE
                         break
             if _RANK[kind] > _RANK[best[0]]:
@@ -330,10 +330,10 @@ def storage_key(origin: str) -> str:
 
 def unwrap(expr: cst.BaseExpression) -> cst.BaseExpression:
     """`x.clone()`, `x.detach().contiguous()`, `torch.clone(x)` -> x."""
-    while isinstance(expr, cst.Call):
+    while type(expr) is cst.Call:
         func = expr.func
-        if isinstance(func, cst.Attribute) and func.attr.value in PASS_THROUGH:
-            if isinstance(func.value, cst.Name) and func.value.value in ("torch",) and expr.args:
+        if type(func) is cst.Attribute and func.attr.value in PASS_THROUGH:
+            if type(func.value) is cst.Name and func.value.value in ("torch",) and expr.args:
                 expr = expr.args[0].value
             else:
                 expr = func.value
@@ -343,21 +343,21 @@ def unwrap(expr: cst.BaseExpression) -> cst.BaseExpression:
 
 
 def _elements(value: cst.BaseExpression) -> list[cst.BaseExpression]:
-    if isinstance(value, (cst.Tuple, cst.List)):
-        return [e.value for e in value.elements if isinstance(e, cst.Element)]
-    if isinstance(value, cst.Dict):
-        return [e.value for e in value.elements if isinstance(e, cst.DictElement)]
+    if type(value) in (cst.Tuple, cst.List):
+        return [e.value for e in value.elements if type(e) is cst.Element]
+    if type(value) is cst.Dict:
+        return [e.value for e in value.elements if type(e) is cst.DictElement]
     return [value]
 
 
 def _name(expr: cst.BaseExpression) -> Optional[str]:
-    return expr.value if isinstance(expr, cst.Name) else None
+    return expr.value if (type(expr) is cst.Name) else None
 
 
 def _last_name(func: cst.BaseExpression) -> str:
-    if isinstance(func, cst.Attribute):
+    if type(func) is cst.Attribute:
         return func.attr.value
-    return func.value if isinstance(func, cst.Name) else ""
+    return func.value if (type(func) is cst.Name) else ""
 
 
 def _within(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> bool:

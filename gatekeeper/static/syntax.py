@@ -41,7 +41,7 @@ def argument(call: cst.Call, position: Optional[int], keyword: Optional[str] = N
 
 def is_self_attr(expr: cst.BaseExpression) -> bool:
     """`self.x`."""
-    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
+    return type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self"
 
 
 def self_attr(expr: cst.BaseExpression) -> Optional[str]:
@@ -52,7 +52,7 @@ def self_attr(expr: cst.BaseExpression) -> Optional[str]:
 
 def store_key(target: cst.BaseExpression) -> Optional[str]:
     """The storage a plain assignment target names: `x` -> "x", `self.x` -> "self.x", else None."""
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return target.value
     return self_attr(target)
 
@@ -61,9 +61,9 @@ def in_main_guard(ctx: _Parents, node: cst.CSTNode) -> bool:
     """Inside `if __name__ == "__main__":`, a self-test the harness never runs. Walks the
     parents, so call it only for a node about to be reported."""
     for parent in ctx.ancestors(node):
-        if isinstance(parent, cst.If) and isinstance(parent.test, cst.Comparison):
+        if type(parent) is cst.If and type(parent.test) is cst.Comparison:
             test = parent.test
-            if (isinstance(test.left, cst.Name) and test.left.value == "__name__"
+            if (type(test.left) is cst.Name and test.left.value == "__name__"
                     and len(test.comparisons) == 1
                     and string_value(test.comparisons[0].comparator) == "__main__"):  # type: ignore[arg-type]
                 return True

@@ -105,6 +105,6 @@ def subtree(root: cst.CSTNode, *, into_functions: bool = True) -> Iterator[cst.C
     while stack:
         node = stack.pop()
         yield node
-        if not into_functions and node is not root and isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+        if not into_functions and node is not root and type(node) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
             continue
         stack.extend(children(node))
