@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -99,16 +100,17 @@ def _argv_has(pid: int, token: bytes) -> bool:
 
 
 def _command(kind: str, tmp_path: Path, problems: Path, config: Path) -> list[str]:
-    """`gatekeeper ingest` or `gatekeeper check --jobs 2` on the two slow submissions."""
+    """`gatekeeper ingest` (local pool or `--executor ray`) or `gatekeeper check --jobs 2` on
+    the two slow submissions."""
     fixtures = ("build_never_ends.py", "slow_detached.py")
-    if kind == "ingest":
+    if kind in ("ingest", "ray"):
         source = tmp_path / "subs.jsonl"
         with source.open("w") as handle:
             for fixture in fixtures:
                 handle.write(json.dumps({"id": fixture, "problem": "cpu_mean",
                                          "code": (HOSTILE / fixture).read_text()}) + "\n")
         return ["ingest", str(source), "--problems", str(problems), "--store", str(tmp_path / "results.db"),
-                "--config", str(config), "--jobs", "2"]
+                "--config", str(config), "--jobs", "2", *(["--executor", "ray"] if kind == "ray" else [])]
     folder = tmp_path / "subs"
     folder.mkdir()
     files = [str(shutil.copy(HOSTILE / fixture, folder / fixture)) for fixture in fixtures]
@@ -116,11 +118,13 @@ def _command(kind: str, tmp_path: Path, problems: Path, config: Path) -> list[st
             "--keep-going"]
 
 
-@pytest.mark.parametrize("kind", ["ingest", "check"])
+@pytest.mark.parametrize("kind", ["ingest", "check", "ray"])
 @pytest.mark.parametrize("level", ["bwrap", "none"])
 def test_row5_kill_9_leaves_no_process_and_no_temp_dir(tmp_path, level, kind):
     if _detect(level).name != level:
         pytest.skip(f"isolation '{level}' does not work on this machine ({_detect(level).detail})")
+    if kind == "ray":
+        pytest.importorskip("ray")
     problems = tmp_path / "problems"
     problems.mkdir()
     for name in ("cpu_mean.py", "cpu_mean.toml"):
@@ -134,6 +138,10 @@ def test_row5_kill_9_leaves_no_process_and_no_temp_dir(tmp_path, level, kind):
     scratch.mkdir()
     env = {**os.environ, "GATEKEEPER_ISOLATION": level, "TMPDIR": str(scratch),
            "GATEKEEPER_CACHE_DIR": str(tmp_path / "cache")}
+    ray_dir = None
+    if kind == "ray":  # Ray's own session folder (logs, sockets: a short path) is not the run's temp root
+        ray_dir = Path(tempfile.mkdtemp(prefix="gk-ray-", dir="/tmp"))
+        env["RAY_TMPDIR"] = str(ray_dir)
     proc = subprocess.Popen([sys.executable, "-m", "gatekeeper", *_command(kind, tmp_path, problems, config)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True)
     marker = str(scratch).encode()
@@ -165,5 +173,7 @@ def test_row5_kill_9_leaves_no_process_and_no_temp_dir(tmp_path, level, kind):
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+        if ray_dir is not None:
+            shutil.rmtree(ray_dir, ignore_errors=True)
     assert not survivors, f"{GONE_WAIT_S} s after kill -9 of {kind} these still run: {survivors}"
     assert not left, f"temp dirs left behind in TMPDIR: {left}"

@@ -13,8 +13,11 @@ Two layers:
   starts a small watcher process in a session of its own. The watcher holds the read end
   of a pipe only the run holds open for writing; when the run ends in any way (normal exit,
   exception, SIGKILL) it sees end-of-file, SIGKILLs every process carrying the run tag and
-  deletes the temporary root. Killing the watcher itself, or a child that execs with an
-  emptied environment, escapes this (docs/threat-model.md).
+  deletes the temporary root. Processes that do not show the tag (Ray's agents rewrite
+  their title and with it /proc's view of their environment) are `adopt`ed: their pid and
+  start time travel to the watcher on the same pipe, and it kills them (and their
+  descendants) too. Killing the watcher itself, or a child that execs with an emptied
+  environment after its parent ended, escapes this (docs/threat-model.md).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 PARENT_VAR = "GATEKEEPER_PARENT_PID"
 _SETTLE_S = 0.05  # between reaper scans: a fork may land between two of them
@@ -63,6 +66,7 @@ class RunGuard:
 
         self.var = RUN_VAR
         self.token = os.urandom(12).hex()
+        self.adopted: set[tuple[int, int]] = set()
         try:
             self.root = Path(tempfile.mkdtemp(prefix=prefix))
         except OSError as exc:
@@ -84,6 +88,21 @@ class RunGuard:
     def env(self) -> dict[str, str]:
         return {"TMPDIR": str(self.root), self.var: self.token}
 
+    def adopt(self, pids: Iterable[int]) -> None:
+        """Processes of the run that may not carry the run tag: the watcher kills them too
+        (each named by pid and start time, so a reused pid is never hit)."""
+        from gatekeeper.sandbox.reaper import start_time
+
+        if self._write_end < 0:
+            return
+        named = {(pid, start) for pid in pids if (start := start_time(pid)) >= 0} - self.adopted
+        self.adopted |= named
+        lines = "".join(f"{pid} {start}\n" for pid, start in sorted(named))
+        try:
+            os.write(self._write_end, lines.encode())
+        except OSError:
+            pass  # the watcher is gone: close() cleans up what carries the tag
+
     def close(self, wait_s: float = 30.0) -> None:
         if self._write_end < 0:
             return
@@ -95,7 +114,7 @@ class RunGuard:
                 return
             except subprocess.TimeoutExpired:
                 pass
-        cleanup(self.var, self.token, self.root)
+        cleanup(self.var, self.token, self.root, self.adopted)
 
     def __enter__(self) -> "RunGuard":
         return self
@@ -132,14 +151,16 @@ def _untagged_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != RUN_VAR}
 
 
-def cleanup(var: str, token: str, root: Path) -> None:
-    """SIGKILL every process tagged with the run's token until a scan finds none, then
-    delete the run's temporary root."""
+def cleanup(var: str, token: str, root: Path, adopted: Optional[set[tuple[int, int]]] = None) -> None:
+    """SIGKILL every process tagged with the run's token or adopted by it, and their
+    descendants, until a scan finds none, then delete the run's temporary root."""
     from_reaper = _reaper()
     deadline = time.monotonic() + _REAP_LIMIT_S
     quiet = 0
     while quiet < 2 and time.monotonic() < deadline:
-        quiet = quiet + 1 if from_reaper.reap_tagged(token, rounds=1, var=var) == 0 else 0
+        killed = from_reaper.reap_adopted(adopted or set())
+        killed += from_reaper.reap_tagged(token, rounds=1, var=var)
+        quiet = quiet + 1 if killed == 0 else 0
         time.sleep(_SETTLE_S)
     for _ in range(20):  # a process killed a moment ago may still be closing files in it
         shutil.rmtree(root, ignore_errors=True)
@@ -157,18 +178,27 @@ def _reaper():
 
 
 def _watch(var: str, token: str, root: str) -> None:
-    """The watcher: block until the run's pipe reaches end-of-file, then clean up."""
+    """The watcher: read adopted processes ("pid start" lines) from the run's pipe until it
+    reaches end-of-file, then clean up."""
     for name in ("SIGINT", "SIGHUP", "SIGTERM", "SIGPIPE"):
         signal.signal(getattr(signal, name), signal.SIG_IGN)  # only the end of the run stops it
+    adopted: set[tuple[int, int]] = set()
+    pending = b""
     while True:
         try:
-            if not os.read(0, 4096):
-                break
+            data = os.read(0, 4096)
         except InterruptedError:
             continue
         except OSError:
             break
-    cleanup(var, token, Path(root))
+        if not data:
+            break
+        *lines, pending = (pending + data).split(b"\n")
+        for line in lines:
+            fields = line.split()
+            if len(fields) == 2 and fields[0].isdigit() and fields[1].isdigit():
+                adopted.add((int(fields[0]), int(fields[1])))
+    cleanup(var, token, Path(root), adopted)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,10 @@ With bubblewrap or unshare the worker's tree lives in its own pid namespace and 
 the namespace's init. Without them (isolation `none`) a `setsid` double fork leaves the
 worker's process group and is re-parented to init, so the parent finds the tree by a
 random tag in the environment every descendant inherits (a child that execs with an
-emptied environment escapes this; docs/threat-model.md says so).
+emptied environment escapes this unless its parent still runs; docs/threat-model.md says so).
+The descendants of every tagged process go too, whatever their environment. Processes
+that carry no tag (Ray's agents rewrite their title, and with it what /proc shows of their
+environment) can be adopted by pid and start time (`RunGuard.adopt`).
 
 A long-lived gatekeeper process (`ingest`) also puts a run tag (RUN_VAR) into the
 environment of everything it starts; `tag` copies it into each worker's scrubbed
@@ -52,11 +55,73 @@ def tagged(token: str, var: str = _VAR) -> list[int]:
     return found
 
 
+def start_time(pid: int) -> int:
+    """The process's start time in clock ticks since boot (with the pid, it names one process
+    even after the pid is reused); -1 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return int(handle.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def still_running(adopted: set[tuple[int, int]]) -> list[int]:
+    """Of (pid, start time) pairs, the pids that still name the same live process."""
+    return [pid for pid, start in adopted if start >= 0 and start_time(pid) == start]
+
+
+def reap_adopted(adopted: set[tuple[int, int]]) -> int:
+    """SIGKILL processes adopted by pid and start time, and their descendants."""
+    killed = 0
+    for pid in with_descendants(still_running(adopted)):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+        except (ProcessLookupError, PermissionError):
+            continue
+    return killed
+
+
+def with_descendants(pids: list[int]) -> list[int]:
+    """pids and every live descendant of theirs, from one scan of /proc (parents first is not
+    needed: the caller SIGKILLs all of them before any is re-parented and lost)."""
+    if not pids:
+        return pids
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return pids
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                parent = int(handle.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    own = os.getpid()
+    found: list[int] = []
+    seen: set[int] = set()
+    todo = list(pids)
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        if pid != own:  # never the caller itself; its children, when asked, yes
+            found.append(pid)
+        todo.extend(children.get(pid, ()))
+    return found
+
+
 def reap_tagged(token: str, rounds: int = 3, var: str = _VAR) -> int:
-    """SIGKILL every tagged process (a few rounds: a fork may land between scans); returns how many."""
+    """SIGKILL every tagged process and its descendants (a few rounds: a fork may land
+    between scans); returns how many."""
     killed = 0
     for _ in range(rounds):
-        pids = tagged(token, var)
+        pids = with_descendants(tagged(token, var))
         if not pids:
             break
         for pid in pids:
