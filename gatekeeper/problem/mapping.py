@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import glob
 import re
+import string
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional
@@ -88,22 +89,20 @@ def map_problem(submission: Path, config) -> Optional[Path]:
             continue
         fields = {"stem": submission.stem, "name": submission.name,
                   "dir": str(Path(rel).parent.as_posix()), **match.groupdict()}
-        try:
-            target = entry.problem.format(**fields)
-        except (KeyError, IndexError, ValueError) as exc:
-            raise UsageError(f"problem_map entry {number} in {config.source or 'the configuration'}: the problem "
-                             f"template {entry.problem!r} uses {exc}, which the submissions pattern "
-                             f"{entry.submissions!r} does not capture") from None
+        target = _fill(entry, number, fields, config)
         where = f"problem_map entry {number} ({entry.submissions!r} -> {entry.problem!r}) in " \
                 f"{config.source or 'the configuration'}"
         if glob.has_magic(target):
-            found = sorted(p for p in base.glob(target) if _is_problem(p))
+            # Path.glob refuses absolute patterns; glob.glob takes both, and root_dir keeps base's own
+            # characters literal (base / an absolute path is that path).
+            hits = glob.glob(target, root_dir=base, recursive=True)
+            found = sorted(p for p in (base / hit for hit in hits) if _is_problem(p))
             if len(found) == 1:
                 return found[0]
             if not found:
                 raise UsageError(f"{rel}: {where} gives {target!r}, which matches no file under {base}; "
                                  "fix the template or give --problem")
-            shown = ", ".join(p.relative_to(base).as_posix() for p in found[:4])
+            shown = ", ".join(_shown(p, base) for p in found[:4])
             raise UsageError(f"{rel}: {where} gives {target!r}, which matches {len(found)} files ({shown}); "
                              "make the template specific enough to match one")
         path = base / target
@@ -112,6 +111,35 @@ def map_problem(submission: Path, config) -> Optional[Path]:
                              "fix the template or give --problem")
         return path
     return None
+
+
+def _fill(entry, number: int, fields: dict[str, str], config) -> str:
+    """The entry's problem template filled from the captures; a field the submissions
+    pattern does not capture (nor stem, name, dir) is a configuration error (exit 2)."""
+    where = f"problem_map entry {number} in {config.source or 'the configuration'}"
+    try:
+        used = [name for _, name, _, _ in string.Formatter().parse(entry.problem) if name is not None]
+    except ValueError as exc:
+        raise UsageError(f"{where}: the problem template {entry.problem!r} is not a valid template ({exc}); "
+                         "write fields as {name} and a literal brace as {{ or }}") from None
+    missing = sorted({name for name in used if name not in fields})
+    if missing:
+        known = ", ".join(f"{{{n}}}" for n in sorted(fields))
+        raise UsageError(f"{where}: the problem template {entry.problem!r} uses "
+                         f"{', '.join(f'{{{n}}}' for n in missing)}, which the submissions pattern "
+                         f"{entry.submissions!r} does not capture; use only {known}")
+    try:
+        return entry.problem.format(**fields)
+    except (KeyError, IndexError, ValueError, AttributeError) as exc:  # {id.x}, {id[0]}, {id:bad}
+        raise UsageError(f"{where}: the problem template {entry.problem!r} cannot be filled ({exc}); "
+                         "use plain fields such as {id}") from None
+
+
+def _shown(path: Path, base: Path) -> str:
+    try:
+        return path.relative_to(base).as_posix()
+    except ValueError:
+        return path.as_posix()
 
 
 def is_problem_file(path: Path, config) -> bool:
