@@ -98,9 +98,8 @@ class ReturnsStaticTensorFromExtension(Rule):
         tokens = source.tokens
         statics: dict[str, int] = {}
         plain: set[str] = set()  # a single static tensor, not a table of them
-        for i, tok in enumerate(tokens):
-            if tok.text != "static" or tok.kind != "ident":
-                continue
+        for i in source.by_text["ident"].get("static", ()):
+            tok = tokens[i]
             # static <type tokens...> NAME ; | = | ( | {
             j = i + 1
             saw_tensor = False

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from itertools import chain
+
 import libcst as cst
 
 from gatekeeper.static.names import int_value
@@ -357,7 +359,7 @@ class ProblemSizeInKernelSource(Rule):
             reported.add(const.value)
             self._report_named(source, facts, const, hits[0][0], ROLES[hits[0][1]], all(reads for _, _, reads in hits))
         self._local_size_arguments(source, facts, problem, reported)
-        for index in [k for k, t in enumerate(tokens) if t.kind == "number"]:
+        for index in sorted(chain.from_iterable(source.by_text["number"].values())):  # the numbers, in order
             value = tokens[index].int_value
             if value is None or value in reported or index in in_bodies:
                 continue  # a literal inside a constant's definition is judged by the constant's uses

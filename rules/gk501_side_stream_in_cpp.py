@@ -241,9 +241,8 @@ class SideStreamInCpp(Rule):
         origin is unknown here, so it is a warning (a stream handle kept from an earlier call,
         or set through another entry point, is how a side stream reaches C++ unseen)."""
         tokens = source.tokens
-        for i, tok in enumerate(tokens):
-            if tok.text != "<<<":
-                continue
+        for i in source.by_text["punct"].get("<<<", ()):
+            tok = tokens[i]
             close = match_close(tokens, i)
             args = split_args(tokens, i, close)
             if len(args) < 4:

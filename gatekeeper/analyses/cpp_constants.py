@@ -12,6 +12,7 @@ This file defines no rule.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Optional
 
 from gatekeeper.analyses.cpp_const_eval import INT_TYPES, ConstEvaluator
@@ -59,13 +60,14 @@ class CppFacts:
     reads_sizes: bool = False
     launch_starts: list[int] = field(default_factory=list)
     _uses: Optional[dict[str, list[int]]] = None
+    idents: dict[str, list[int]] = field(default_factory=dict)  # CppSource.by_text["ident"]
 
     @classmethod
     def of(cls, source: CppSource) -> "CppFacts":
         cached = getattr(source, "_gk2_facts", None)
         if cached is not None:
             return cached
-        facts = cls(source.tokens)
+        facts = cls(source.tokens, idents=source.by_text["ident"])
         facts._collect(source)
         source._gk2_facts = facts  # type: ignore[attr-defined]
         return facts
@@ -75,11 +77,11 @@ class CppFacts:
         """Visits only the tokens that matter (a comprehension finds them); values of locals
         and the uses of names are computed only when a rule asks."""
         toks = self.tokens
-        texts = [t.text for t in toks]
+        texts = list(map(itemgetter(1), toks))
         n = len(toks)
         assigned: dict[str, int] = {}
         skip_until = -1
-        for i in [k for k, w in enumerate(texts) if w in _INTERESTING]:
+        for i in source.indices(*_INTERESTING):
             if i < skip_until:
                 continue
             word = texts[i]
@@ -144,10 +146,10 @@ class CppFacts:
         if self._uses is None:
             self._uses = {}
             toks = self.tokens
-            for i, tok in enumerate(toks):
-                const = self.constants.get(tok.text) if tok.kind == "ident" else None
-                if const is not None and i != const.name_index and not (i > 0 and toks[i - 1].kind == "directive"):
-                    self._uses.setdefault(tok.text, []).append(i)  # not `#ifndef N` / `#undef N`
+            for name, const in self.constants.items():  # their identifiers, from the shared index
+                for i in self.idents.get(name, ()):
+                    if i != const.name_index and not (i > 0 and toks[i - 1].kind == "directive"):
+                        self._uses.setdefault(name, []).append(i)  # not `#ifndef N` / `#undef N`
         return self._uses
 
     def _define(self, name: str, kind: str, body: list[int], name_index: int) -> None:

@@ -19,14 +19,7 @@ _CPP_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 
 def _ident_index(source: CppSource) -> dict[str, list[int]]:
     """Token indices of every identifier, built once per source and shared by the rules."""
-    index = source.__dict__.get("_gk4_idents")
-    if index is None:
-        index = {}
-        for i, tok in enumerate(source.tokens):
-            if tok.kind == "ident":
-                index.setdefault(tok.text, []).append(i)
-        source.__dict__["_gk4_idents"] = index
-    return index
+    return source.by_text["ident"]
 
 
 def cpp_idents(source: CppSource, names: frozenset[str]) -> Iterator[tuple[int, Token]]:

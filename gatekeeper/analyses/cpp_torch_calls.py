@@ -16,6 +16,7 @@ groups' `tile.any(...)` is not a tensor method.
 
 from __future__ import annotations
 
+from itertools import chain as chained
 from typing import Callable, Optional
 
 from gatekeeper.analyses.torch_op_table import TorchOps
@@ -100,7 +101,8 @@ def scan_cpp(source: CppSource, ops: TorchOps,
              functions_of: Callable[[CppSource], list[CppFunction]]) -> tuple[bool, list[Found]]:
     tokens = source.tokens
     n = len(tokens)
-    has_kernel = any(t.kind == "ident" and t.text == "__global__" for t in tokens)
+    idents = source.by_text["ident"]
+    has_kernel = "__global__" in idents
     device: Optional[list[tuple[int, int]]] = None
 
     def in_device(i: int) -> bool:
@@ -109,15 +111,14 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             device = _device_ranges(tokens, functions_of(source))
         return any(start <= i <= end for start, end in device)
 
-    aliases, unqualified = _namespaces(tokens, ops) if any(t.text in ("using", "namespace") for t in tokens) else ({}, set())
+    aliases, unqualified = _namespaces(tokens, ops) if source.has("using", "namespace") else ({}, set())
     defined: Optional[set[str]] = None
     found: list[Found] = []
-    i = 0
-    while i < n:
-        tok = tokens[i]
-        if tok.kind != "ident":
-            i += 1
+    after = 0  # the end of the last qualified name: its parts are not visited again
+    for i in sorted(chained.from_iterable(idents.values())):  # only identifiers start a call
+        if i < after:
             continue
+        tok = tokens[i]
         prev = tokens[i - 1].text if i else ""
         # qualified call: at::matmul(  torch::nn::functional::linear(  at::_ops::mm::call(
         if prev != "::" and i + 1 < n and tokens[i + 1].text == "::":
@@ -130,7 +131,7 @@ def scan_cpp(source: CppSource, ops: TorchOps,
                 if len(chain) > 2 and chain[1] == "_ops":
                     what = "::".join(chain[:3])
                 found.append(("cpp", what, tok.offset))
-            i = j
+            after = j
             continue
         nxt = tokens[i + 1].text if i + 1 < n else ""
         if nxt == "(" and prev != "::" and ops.vendor_call(tok.text):
@@ -143,5 +144,4 @@ def scan_cpp(source: CppSource, ops: TorchOps,
                 defined = {fn.name for fn in functions_of(source)}
             if tok.text not in defined and not in_device(i):
                 found.append(("cpp", f"at::{tok.text}", tok.offset))
-        i += 1
     return has_kernel, found

@@ -151,7 +151,7 @@ def idents(source: CppSource) -> frozenset[str]:
     can leave a source that cannot concern it without walking its tokens."""
     cached = source.__dict__.get("_gk5_idents")
     if cached is None:
-        cached = frozenset(t.text for t in source.tokens if t.kind == "ident")
+        cached = frozenset(source.by_text["ident"])
         source.__dict__["_gk5_idents"] = cached
     return cached
 

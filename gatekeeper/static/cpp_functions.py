@@ -4,6 +4,7 @@ parameters a function returns (`return y;` where `y` is a parameter)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 from gatekeeper.static.cpp_tokens import Token, match_close
 
@@ -21,13 +22,21 @@ class CppFunction:
     is_kernel: bool = False
 
 
-def functions(tokens: list[Token]) -> list[CppFunction]:
+def functions(tokens: list[Token], opens: Optional[list[int]] = None) -> list[CppFunction]:
+    """`opens`: the indices of the `(` tokens when the caller has them (CppSource.by_text):
+    a definition is `name(`, so only the tokens before a `(` are visited."""
     out: list[CppFunction] = []
-    i, n = 0, len(tokens)
-    while i < n - 1:
+    n = len(tokens)
+    if opens is None:
+        opens = [k for k, t in enumerate(tokens) if t.text == "("]
+    after = 0  # the end of the last definition found: nothing inside it is visited
+    for paren in opens:
+        i = paren - 1
+        if i < after:
+            continue
         tok = tokens[i]
-        if tok.kind == "ident" and tokens[i + 1].text == "(" and tok.text not in _NOT_FUNCTIONS:
-            close = match_close(tokens, i + 1)
+        if tok.kind == "ident" and tok.text not in _NOT_FUNCTIONS:
+            close = match_close(tokens, paren)
             j = close + 1
             # skip qualifiers between ) and { (const, noexcept, -> type)
             while j < n and tokens[j].kind == "ident" and tokens[j].text in ("const", "noexcept", "override"):
@@ -41,9 +50,7 @@ def functions(tokens: list[Token]) -> list[CppFunction]:
                     if tokens[k].text == "return" and k + 2 <= end and tokens[k + 2].text == ";" and tokens[k + 1].text in params:
                         fn.returns_params.add(params.index(tokens[k + 1].text))
                 out.append(fn)
-                i = end + 1
-                continue
-        i += 1
+                after = end + 1
     return out
 
 
