@@ -102,6 +102,7 @@ def check(
     import_problem: bool = True,
 ) -> Report:
     """Check one submission (a path, or its source code) against a problem (path or source).
+    Given a path and no problem, the configuration's `[[problem_map]]` chooses the problem.
 
     `stages` names the last stage to run: static, build, behaviour or timing. With `stages`
     static, `import_problem` imports the problem once in a sandboxed worker so that a problem
@@ -116,6 +117,11 @@ def check(
                              overrides={"profile": profile})
     elif profile is not None:
         config = config.model_copy(update={"profile": profile})
+    if problem is None and submission.path != "<submission>":
+        # The configuration's [[problem_map]], as `check`, the pre-commit hook and ingest apply it.
+        from gatekeeper.problem.mapping import map_problem
+
+        problem = map_problem(Path(submission.path), config)
     if stages != "static":
         _require_isolation(config)
     scratch: list[Path] = []
