@@ -66,8 +66,9 @@ def _selectors(values: Optional[List[str]]) -> Optional[list[str]]:
 
 
 def _console(stream: TextIO, color: Color) -> Console:
-    if color == Color.always:
-        return Console(file=stream, highlight=False, soft_wrap=True, force_terminal=True, color_system="standard")
+    if color == Color.always:  # an explicit flag beats NO_COLOR (no-color.org); auto honours it
+        return Console(file=stream, highlight=False, soft_wrap=True, force_terminal=True, color_system="standard",
+                       no_color=False)
     if color == Color.never:
         return Console(file=stream, highlight=False, soft_wrap=True, no_color=True, color_system=None)
     return Console(file=stream, highlight=False, soft_wrap=True)
