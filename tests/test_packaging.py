@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -48,10 +49,13 @@ def test_an_installed_wheel_lists_and_explains_every_code(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
                     "-w", str(wheel_dir), str(ROOT)], check=True, timeout=300, capture_output=True)
     wheel = next(wheel_dir.glob("gatekeeper-*.whl"))
+    with zipfile.ZipFile(wheel) as archive:  # PEP 561: type checkers use gatekeeper's annotations
+        assert "gatekeeper/py.typed" in archive.namelist()
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
                     str(wheel)], check=True, timeout=300, capture_output=True)
     assert (target / "gatekeeper_rules" / "gk101_returns_persistent_tensor.py").is_file()
     assert (target / "gatekeeper" / "analyses" / "torch_policy.toml").is_file()
+    assert (target / "gatekeeper" / "py.typed").is_file()
     # Run from outside the source tree, with the installed copy first on the path.
     env = {**os.environ, "PYTHONPATH": str(target)}
     code = ("import gatekeeper, gatekeeper_rules\n"
