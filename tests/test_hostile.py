@@ -88,6 +88,19 @@ def test_row0_honest_submission_with_an_extension_passes_under_bwrap():
     assert report["environment"]["isolation"] == "bwrap"
 
 
+def test_check_warns_once_when_it_runs_code_without_isolation(tmp_path):
+    _level("none")
+    path = _copy(tmp_path, "honest_python.py")
+    run = [sys.executable, "-m", "gatekeeper", "check", str(path), "-p", str(PROBLEM)]
+    env = {**os.environ, "GATEKEEPER_ISOLATION": "none"}
+    done = subprocess.run(run, capture_output=True, text=True, timeout=WALL_S, env=env)
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("gatekeeper: warning:")]
+    assert len(warnings) == 1 and "without OS isolation" in warnings[0] and "bubblewrap" in warnings[0], done.stderr
+    static = subprocess.run(run + ["--static-only"], capture_output=True, text=True, timeout=WALL_S, env=env)
+    assert "warning" not in static.stderr, static.stderr  # runs no submission code
+
+
 def test_require_isolation_refuses_without_bubblewrap(tmp_path):
     path = _copy(tmp_path, "honest_python.py")
     done = subprocess.run([sys.executable, "-m", "gatekeeper", "check", str(path), "-p", str(PROBLEM),
