@@ -24,7 +24,10 @@ def _ident_index(source: CppSource) -> dict[str, list[int]]:
 
 def cpp_idents(source: CppSource, names: frozenset[str]) -> Iterator[tuple[int, Token]]:
     index = _ident_index(source)
-    hits = sorted(i for name in names for i in index.get(name, ()))
+    present = index.keys() & names  # usually none: the check leaves without a Python loop
+    if not present:
+        return
+    hits = sorted(i for name in present for i in index[name])
     tokens = source.tokens
     for i in hits:
         yield i, tokens[i]

@@ -114,11 +114,15 @@ def scan_cpp(source: CppSource, ops: TorchOps,
     aliases, unqualified = _namespaces(tokens, ops) if source.has("using", "namespace") else ({}, set())
     defined: Optional[set[str]] = None
     found: list[Found] = []
-    after = 0  # the end of the last qualified name: its parts are not visited again
-    for i in sorted(chained.from_iterable(idents.values())):  # only identifiers start a call
-        if i < after:
+    resume = 0  # the end of the last qualified name: its parts are not visited again
+    puncts = source.by_text["punct"]
+    # every case below is an identifier followed by `::` or `(`: only those are visited
+    for i in sorted({k - 1 for k in chained(puncts.get("(", ()), puncts.get("::", ()))}):
+        if i < resume:
             continue
         tok = tokens[i]
+        if tok.kind != "ident":
+            continue
         prev = tokens[i - 1].text if i else ""
         # qualified call: at::matmul(  torch::nn::functional::linear(  at::_ops::mm::call(
         if prev != "::" and i + 1 < n and tokens[i + 1].text == "::":
@@ -131,7 +135,7 @@ def scan_cpp(source: CppSource, ops: TorchOps,
                 if len(chain) > 2 and chain[1] == "_ops":
                     what = "::".join(chain[:3])
                 found.append(("cpp", what, tok.offset))
-            after = j
+            resume = j
             continue
         nxt = tokens[i + 1].text if i + 1 < n else ""
         if nxt == "(" and prev != "::" and ops.vendor_call(tok.text):
