@@ -43,7 +43,8 @@ environment, a private temporary working directory (HOME and TMPDIR point into i
 dumps off, an address-space or resident-memory cap, an audit guard that refuses Python-level
 writes outside `write_roots` and network connections, and OS isolation when available
 (`isolation.detect()`; bubblewrap: a read-only view of only what the job needs, own pid and
-network namespaces, docs/threat-model.md). Messages travel over a pipe kept on a private non-inheritable fd,
+network namespaces, docs/threat-model.md; without a pid namespace, through a harness
+process, sandbox/shim.py, so that the worker's parent is not gatekeeper). Messages travel over a pipe kept on a private non-inheritable fd,
 each framed and HMAC-signed with a per-run secret read from stdin before untrusted code
 runs; the parent ignores stdout and the exit code, and a job counts as finished only when
 its signed `done` frame arrives. Nothing is unpickled on the parent side.
