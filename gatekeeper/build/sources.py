@@ -37,10 +37,26 @@ class Extracted:
 
     def cache_key(self) -> str:
         digest = hashlib.sha256()
-        for part in [platform.python_version(), _torch_version()] + self.loader_calls + [s.text for s in self.sources]:
+        for part in [platform.python_version(), _torch_version(), *toolchain_identity()] + self.loader_calls + [
+                s.text for s in self.sources]:
             digest.update(part.encode("utf-8", errors="surrogatepass"))
             digest.update(b"\0")
         return digest.hexdigest()[:32]
+
+
+def toolchain_identity() -> list[str]:
+    """What else torch's own extension hash depends on: the interpreter and the torch install
+    (its include paths are build arguments) and the compiler settings. Two environments that
+    share a cache (two virtualenvs, a CI clone) otherwise see a build marked done that torch
+    then rebuilds inside the import phase, where a slow compile is a timeout on the submission."""
+    import importlib.util
+    import os
+    import sys
+
+    spec = importlib.util.find_spec("torch")  # locates the package without importing it
+    where = str(Path(spec.origin).resolve().parent) if spec is not None and spec.origin else "?"
+    env = [f"{k}={os.environ.get(k, '')}" for k in ("CC", "CXX", "CUDAHOSTCXX", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST")]
+    return [os.path.realpath(sys.executable), where, *env]
 
 
 def _torch_version() -> str:
