@@ -90,7 +90,7 @@ class CppSource:
         """Function definitions, parsed once and shared by every rule."""
         from gatekeeper.static.cpp_functions import functions
 
-        return functions(self.tokens, self.by_text["punct"].get("(", []))
+        return functions(self.tokens, self.by_text)
 
     @cached_property
     def macros(self) -> dict[str, list[Token]]:

@@ -61,6 +61,8 @@ _LEXER = re.compile(
 
 _new_tuple = tuple.__new__
 
+TokenIndex = dict[str, dict[str, list[int]]]  # kind -> text -> indices of those tokens, in order
+
 
 def tokenize(src: str) -> list[Token]:
     # The hot loop of the C++ checks. Tokens are built with tuple.__new__ (Token(...) goes
