@@ -380,13 +380,14 @@ class ProblemSizeInKernelSource(Rule):
         for const in facts.constants.values():
             if const.kind != "local" or not const.body:
                 continue
+            if not any(i in arguments for i in facts.uses.get(const.name, [])):
+                continue  # not handed to a launch: its value is not needed
             value = facts.value_of(const.name, 0)
             why = problem.explain(value) if value is not None and value not in reported else None
             if why is None or is_tile_like(value):
                 continue  # a power of two passed along is a block or tile width as often as a size
-            if any(i in arguments for i in facts.uses.get(const.name, [])):
-                reported.add(value)
-                self._report_named(source, facts, const, why, "a size argument of a kernel launch", False)
+            reported.add(value)
+            self._report_named(source, facts, const, why, "a size argument of a kernel launch", False)
 
     def _report_named(self, source: CppSource, facts: CppFacts, const: CppConstant, why: str, role: str,
                       reads: bool) -> None:

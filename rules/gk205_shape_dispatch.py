@@ -350,7 +350,7 @@ class ShapeDispatch(Rule):
     # C++: x.size(1) == 4096, TORCH_CHECK(x.sizes()[0] == 16), switch (x.size(1)) ------------
     def check_cpp(self, source: CppSource) -> None:
         toks = CppFacts.of(source).tokens
-        hits = source.indices("==", "!=", "switch")
+        hits = source.indices({"==", "!=", "switch"})
         for i in [k for k in hits if toks[k].text == "switch"]:
             self._switch(source, toks, i)
         for i in [k for k in hits if toks[k].text != "switch"]:

@@ -81,7 +81,7 @@ class CppFacts:
         n = len(toks)
         assigned: dict[str, int] = {}
         skip_until = -1
-        for i in source.indices(*_INTERESTING):
+        for i in source.indices(_INTERESTING):
             if i < skip_until:
                 continue
             word = texts[i]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, AbstractSet, Optional
 
 import libcst as cst
 
@@ -70,14 +70,12 @@ class CppSource:
                 found.append(i)
         return index
 
-    def indices(self, *texts: str) -> list[int]:
+    def indices(self, texts: AbstractSet[str]) -> list[int]:
         """Indices, in order, of the tokens of any kind whose text is one of `texts`."""
         out: list[int] = []
         for by_kind in self.by_text.values():
-            for text in texts:
-                found = by_kind.get(text)
-                if found:
-                    out += found
+            for text in by_kind.keys() & texts:
+                out += by_kind[text]
         out.sort()
         return out
 
