@@ -31,6 +31,9 @@ _PATH_METHODS = frozenset({"write_text", "write_bytes", "touch", "unlink", "rmdi
                            "hardlink_to", "mkdir", "rename", "replace", "chmod"})
 _CPP_WRITERS = frozenset({"fopen", "freopen", "open", "creat", "unlink", "remove", "rename", "truncate", "mkdir"})
 _CPP_WRITE_FLAGS = frozenset({"O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND"})
+# The system temporary directory, spelled as a literal path.
+_TEMP_ROOTS = ("/tmp/", "/var/tmp/", "/dev/shm/")
+_LOADERS = ("torch.utils.cpp_extension.load",)
 
 
 
@@ -49,6 +52,11 @@ class WritesFiles(Rule):
 
     Relative paths and paths built from `os.path.dirname(__file__)` or `os.getcwd()` are
     inside and not flagged. `tempfile` and paths the rule cannot work out are a warning.
+
+    Known false-positive pattern, a warning: a submission that writes its own C++/CUDA
+    sources (or their folder) under `/tmp` and compiles them with
+    `torch.utils.cpp_extension.load(sources=[...])` in the same file. The files are its
+    own build inputs, not the harness's.
     """
 
     code = "GK442"
@@ -75,6 +83,17 @@ class WritesFiles(Rule):
             from pathlib import Path
             (Path(__file__).parent / 'gen.cu').write_text('// generated')
         """)),
+    ]
+    # A warning, not an error (tests/test_file_writes.py checks the severity).
+    _WARNINGS = [
+        Invalid(snippet("""
+            import os
+            from torch.utils.cpp_extension import load
+            os.makedirs('/tmp/my_ext', exist_ok=True)
+            with open('/tmp/my_ext/kernel.cu', 'w') as f:
+                f.write(cuda_source)
+            ext = load(name='my_ext', sources=['/tmp/my_ext/kernel.cu'])
+        """), line=4, message="to the system temporary directory (/tmp/my_ext/kernel.cu)"),
     ]
     INVALID = [
         Invalid(snippet("""
@@ -104,9 +123,18 @@ class WritesFiles(Rule):
             '''
         """), line=3, message="`fopen` writes outside the working directory (/tmp/out.txt)"),
     ]
+    INVALID += _WARNINGS
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Writes of build sources under the temp dir, decided in finish: (node, name, info)
+        self._build_inputs: list[tuple[cst.CSTNode, str, PathInfo]] = []
+        self._loads_sources = False
 
     def visit_Call(self, node: cst.Call) -> None:
         func = resolve(self.ctx, node.func)
+        if func in _LOADERS:
+            self._loads_sources = True
         if func is None:
             if type(node.func) is cst.Attribute and node.func.attr.value == "open" and write_mode(self.ctx, node, 0):
                 if self._pathlike(node.func.value):
@@ -143,7 +171,9 @@ class WritesFiles(Rule):
     def _path(self, node: cst.CSTNode, name: str, info: PathInfo) -> None:
         if info.where == INSIDE:
             return
-        if info.where == OUTSIDE:
+        if info.where == OUTSIDE and self._build_input(name, info):
+            self._build_inputs.append((node, name, info))
+        elif info.where == OUTSIDE:
             self._report(node, name, f"outside the working directory ({info.display or 'an absolute or home path'})",
                          "those files belong to the harness or the machine.")
         elif info.where == TEMP:
@@ -152,6 +182,25 @@ class WritesFiles(Rule):
         else:
             self._report(node, name, "to a path the gatekeeper cannot resolve",
                          "it may lie outside the working directory.", Severity.WARNING)
+
+    @staticmethod
+    def _build_input(name: str, info: PathInfo) -> bool:
+        """A C++/CUDA source, or a folder for them, under the system temp dir."""
+        shown = info.display or ""
+        if not shown.startswith(_TEMP_ROOTS):
+            return False
+        folder = name.endswith(("os.makedirs", "os.mkdir", ".mkdir()"))
+        return folder or (info.is_source and not shown.endswith((".py", ".txt")))
+
+    def finish(self) -> None:
+        for node, name, info in self._build_inputs:
+            if self._loads_sources:
+                self._report(node, name, f"to the system temporary directory ({info.display})",
+                             "these are the submission's own build inputs, but `load_inline` builds from strings "
+                             "without any file.", Severity.WARNING)
+            else:
+                self._report(node, name, f"outside the working directory ({info.display})",
+                             "those files belong to the harness or the machine.")
 
     def _report(self, node: cst.CSTNode, name: str, where: str, why: str, severity: Optional[Severity] = None) -> None:
         if severity == Severity.WARNING and self.active_severity != Severity.ERROR:

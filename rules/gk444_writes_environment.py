@@ -17,6 +17,17 @@ BUILD_VARIABLES = frozenset({
     "TORCH_CUDA_ARCH_LIST", "TORCH_EXTENSIONS_DIR", "MAX_JOBS", "CUDA_HOME", "CUDA_PATH", "CC", "CXX",
     "CUDAHOSTCXX", "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "TORCH_NVCC_FLAGS", "TRITON_CACHE_DIR",
 })
+# Variables known to change how the work runs, is scheduled or is timed: an error. The
+# prefixes name families the CUDA runtime, its libraries, PyTorch and the loader read.
+RUNTIME_VARIABLES = frozenset({
+    "CUDA_LAUNCH_BLOCKING", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_DEVICE_ORDER",
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+    "TORCH_BLAS_PREFER_CUBLASLT", "TORCH_BLAS_PREFER_HIPBLASLT", "TORCH_CUDNN_V8_API_DISABLED",
+})
+RUNTIME_PREFIXES = ("CUDA_", "CUBLAS", "CUDNN", "NVIDIA_", "PYTORCH_", "NCCL_", "LD_", "TORCHINDUCTOR_",
+                    "TRITON_", "KMP_", "GOMP_", "PYTHON")
+# Runtime variables that act before anything is timed (module loading): a warning.
+LOAD_TIME_VARIABLES = frozenset({"CUDA_MODULE_LOADING"})
 _ENVIRON = ("os.environ", "os.environb")
 _MUTATORS = ("update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__")
 
@@ -32,10 +43,18 @@ class WritesEnvironment(Rule):
     `NVIDIA_TF32_OVERRIDE` or `CUBLAS_WORKSPACE_CONFIG` change how everything after it runs
     and is timed.
 
-    Variables that only steer the extension build (`TORCH_CUDA_ARCH_LIST`, `MAX_JOBS`,
-    `CUDA_HOME`, `CXX`, `TORCH_EXTENSIONS_DIR`, `NVCC_APPEND_FLAGS`, ...) are a warning:
-    harmless to the measurement, but the harness sets them. Reading the environment is
-    not flagged (`os.environ.get`), nor is a copy of it (`env = dict(os.environ)`).
+    An error for the variables known to change how work runs or is timed (`CUDA_*`,
+    `CUBLAS*`, `CUDNN*`, `NVIDIA_*`, `PYTORCH_*`, `NCCL_*`, `LD_*`, `TRITON_*`, thread
+    counts, torch's TF32/cuBLASLt switches) and for a name computed at run time. A warning
+    for variables that only steer the extension build (`TORCH_CUDA_ARCH_LIST`, `MAX_JOBS`,
+    `CUDA_HOME`, `CXX`, `TORCH_EXTENSIONS_DIR`, `NVCC_APPEND_FLAGS`, ...: harmless to the
+    measurement, but the harness sets them), for `CUDA_MODULE_LOADING` (it acts when
+    kernels are loaded, before anything is timed) and for names nothing is known to read.
+
+    Known false-positive pattern, a warning: a lazy loader that sets a verbosity flag of
+    its own naming before `load_inline` (`os.environ['TORCH_CUDA_VERBOSE'] = '0'`; no
+    library reads it). Reading the environment is not flagged (`os.environ.get`), nor is a
+    copy of it (`env = dict(os.environ)`).
     """
 
     code = "GK444"
@@ -83,6 +102,18 @@ class WritesEnvironment(Rule):
             void f() { setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1); }
             '''
         """), line=3, message="`setenv()` sets the environment variable `CUDA_DEVICE_MAX_CONNECTIONS`"),
+    ]
+
+    # Warnings, not errors (tests/test_environment_writes.py checks the severities):
+    INVALID += [
+        Invalid(snippet("""
+            import os
+            os.environ['TORCH_CUDA_ARCH_LIST'] = '9.0'
+        """), line=2, message="a build setting the harness already controls"),
+        Invalid(snippet("""
+            import os
+            os.environ['TORCH_CUDA_VERBOSE'] = '0'
+        """), line=2, message="no library gatekeeper knows reads it"),
     ]
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -139,9 +170,16 @@ class WritesEnvironment(Rule):
         elif key is None:
             why = "the name is computed, and the environment steers the CUDA runtime and the harness."
             severity = None
-        else:
-            why = "the environment is shared with the harness and the CUDA runtime, which it can change."
+        elif key in LOAD_TIME_VARIABLES:
+            why = "it changes when kernels are loaded (before anything is timed); leave it to the harness."
+            severity = Severity.WARNING if self.active_severity == Severity.ERROR else None
+        elif key in RUNTIME_VARIABLES or key.startswith(RUNTIME_PREFIXES):
+            why = "the CUDA runtime, its libraries or torch read it: it changes how the work runs or is timed."
             severity = None
+        else:
+            why = ("no library gatekeeper knows reads it, but the environment is shared with the CUDA runtime "
+                   "and the build; remove it.")
+            severity = Severity.WARNING if self.active_severity == Severity.ERROR else None
         return self.message.format(how=how, var=f"`{key}`" if key else "<computed>", why=why), severity
 
     def check_cpp(self, source: CppSource) -> None:

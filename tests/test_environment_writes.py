@@ -1,0 +1,42 @@
+"""GK444's severities: an error only for variables known to change how work runs or is
+timed (or a computed name); a warning for build settings, module loading and names no
+library reads."""
+
+from __future__ import annotations
+
+import pytest
+
+from gatekeeper.report import Severity
+from gatekeeper.static.testing import static_findings
+
+
+def _gk444(line: str) -> list:
+    return [f for f in static_findings(f"import os\n{line}\n", None) if f.rule == "GK444"]
+
+
+@pytest.mark.parametrize("line", [
+    "os.environ['CUDA_LAUNCH_BLOCKING'] = '1'",
+    "os.environ['PYTORCH_CUDA_ALLOC_CONF'] = 'expandable_segments:True'",
+    "os.environ['CUBLAS_WORKSPACE_CONFIG'] = ':4096:8'",
+    "os.environ['NVIDIA_TF32_OVERRIDE'] = '1'",
+    "os.environ['TORCH_ALLOW_TF32_CUBLAS_OVERRIDE'] = '1'",
+    "os.environ['LD_PRELOAD'] = '/x/libfake.so'",
+    "os.environ['OMP_NUM_THREADS'] = '64'",
+    "os.environ['CUDA_' + 'VISIBLE_DEVICES'] = '1'",
+    "os.environ.update({'TRITON_INTERPRET': '1'})",
+])
+def test_runtime_variables_are_errors(line):
+    found = _gk444(line)
+    assert found and all(f.severity == Severity.ERROR for f in found), found
+
+
+@pytest.mark.parametrize("line", [
+    "os.environ['TORCH_CUDA_ARCH_LIST'] = '9.0'",
+    "os.environ['MAX_JOBS'] = '4'",
+    "os.environ['CUDA_MODULE_LOADING'] = 'LAZY'",
+    "os.environ['TORCH_CUDA_VERBOSE'] = '0'",
+    "os.environ.setdefault('MY_KERNEL_DEBUG', '0')",
+])
+def test_build_load_time_and_unknown_variables_are_warnings(line):
+    found = _gk444(line)
+    assert found and all(f.severity == Severity.WARNING for f in found), found
