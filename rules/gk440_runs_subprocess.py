@@ -1,11 +1,24 @@
 from __future__ import annotations
 
+from typing import Optional
+
+import libcst as cst
+
 from gatekeeper.analyses.harness_names import PROCESS
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.cpp_source import cpp_calls
-from gatekeeper.analyses.harness_support import UseRule
+from gatekeeper.analyses.harness_support import UseRule, literal
+from gatekeeper.static.syntax import argument
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.examples import Invalid, Valid, snippet
+
+# A toolchain query with a literal command line only reads (`nvcc --version` to pick an
+# arch flag): a warning. A bare `nvidia-smi`, any other flag or a shell stays an error.
+_QUERY_PROGRAMS = frozenset({"nvcc", "nvidia-smi", "gcc", "g++", "c++", "cc", "clang", "clang++", "ninja"})
+_QUERY_FLAGS = ("--version", "-V", "-v", "--query-gpu=", "--format=", "-L", "--list-gpus", "-dumpversion",
+                "-dumpfullversion", "--help")
+_QUERY_RUNNERS = ("subprocess.run", "subprocess.check_output", "subprocess.check_call", "subprocess.call",
+                  "subprocess.Popen", "subprocess.getoutput")
 
 CPP_PROCESS = frozenset({
     "system", "popen", "_popen", "execv", "execve", "execvp", "execvpe", "execl", "execle",
@@ -26,6 +39,10 @@ class RunsSubprocess(UseRule):
 
     Not flagged: the string "subprocess" in comments or text, and `load_inline`, which runs
     the compiler on the harness's behalf.
+
+    Known false-positive pattern, a warning: a toolchain query with a literal command line
+    and only query flags (`subprocess.check_output(["nvcc", "--version"])` to pick an arch
+    flag, `nvidia-smi --query-gpu=name --format=csv`). It reads; it changes nothing.
     """
 
     code = "GK440"
@@ -64,6 +81,10 @@ class RunsSubprocess(UseRule):
             subprocess.run(['nvidia-smi'])
         """), line=2, message="`subprocess.run` starts another program"),
         Invalid(snippet("""
+            import subprocess
+            out = subprocess.check_output(["nvcc", "--version"])
+        """), line=2, message="a toolchain query that only reads"),
+        Invalid(snippet("""
             from subprocess import check_output as co
             co('ls', shell=True)
         """), line=2, message="`subprocess.check_output` starts another program"),
@@ -91,7 +112,31 @@ class RunsSubprocess(UseRule):
         """), line=4, message="`fork()` starts another program"),
     ]
 
+    def describe(self, qual: str, entry: str, node: cst.CSTNode) -> Optional[tuple[str, Optional[Severity]]]:
+        message = self.message.format(name=qual)
+        call = self.ctx.parent(node)
+        if qual in _QUERY_RUNNERS and type(call) is cst.Call and call.func is node and _is_query(self, call):
+            severity = Severity.WARNING if self.active_severity == Severity.ERROR else None
+            return message[:-1] + ": a toolchain query that only reads; prefer what torch reports " \
+                "(`torch.version.cuda`, `torch.cuda.get_device_capability()`).", severity
+        return message, None
+
     def check_cpp(self, source: CppSource) -> None:
         for _, tok in cpp_calls(source, CPP_PROCESS):
             self.report_cpp(source, tok.offset, self.message.format(name=f"{tok.text}()") + " (in the C++/CUDA source)",
                             evidence={"name": tok.text})
+
+
+def _is_query(rule: RunsSubprocess, call: cst.Call) -> bool:
+    """A literal argv (list or tuple of string literals) naming a toolchain program with
+    only query flags, and no shell."""
+    if any(a.keyword is not None and a.keyword.value == "shell" for a in call.args):
+        return False
+    argv = argument(call, 0, "args")
+    if type(argv) not in (cst.List, cst.Tuple):
+        return False
+    words = [literal(rule.ctx, e.value) if type(e) is cst.Element else None for e in argv.elements]
+    if len(words) < 2 or any(w is None for w in words):
+        return False
+    program = words[0].rsplit("/", 1)[-1]  # type: ignore[union-attr]
+    return program in _QUERY_PROGRAMS and all(w.startswith(_QUERY_FLAGS) for w in words[1:])  # type: ignore[union-attr]

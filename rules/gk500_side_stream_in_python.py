@@ -366,7 +366,7 @@ class SideStreamInPython(Rule):
                     else:
                         # created, kept under a name and never used: nothing runs on it
                         bad = use.identity is None and not joined
-                    where = "the functions that use it" if use.identity in used else f"`{frame.key}`"
+                    where = "each function that uses it" if use.identity in used else f"`{frame.key}`"
                     self._emit(use, where, bad, "Creating a side stream here")
                 elif use.kind == "switch":
                     what = f"`with`/`set_stream` on `{use.identity}`" if use.identity else "switching the current stream"

@@ -1,6 +1,7 @@
-"""GK444's severities: an error only for variables known to change how work runs or is
-timed (or a computed name); a warning for build settings, module loading and names no
-library reads."""
+"""Sandbox-escape rules reject on evidence: GK444 is an error only for environment variables
+known to change how work runs or is timed (or a computed name), a warning for build
+settings, module loading and names no library reads; GK440 is a warning only for a literal
+toolchain query (`nvcc --version`)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,18 @@ def test_runtime_variables_are_errors(line):
 def test_build_load_time_and_unknown_variables_are_warnings(line):
     found = _gk444(line)
     assert found and all(f.severity == Severity.WARNING for f in found), found
+
+
+@pytest.mark.parametrize("line, severity", [
+    ("subprocess.check_output(['nvcc', '--version'])", Severity.WARNING),
+    ("subprocess.run(['nvidia-smi', '--query-gpu=name', '--format=csv'], capture_output=True)", Severity.WARNING),
+    ("subprocess.run(['nvidia-smi'])", Severity.ERROR),
+    ("subprocess.run(['nvidia-smi', '-lgc', '1980'])", Severity.ERROR),
+    ("subprocess.run('nvcc --version', shell=True)", Severity.ERROR),
+    ("subprocess.run(['nvcc', '--version'], shell=True)", Severity.ERROR),
+    ("subprocess.run(['pip', '--version'])", Severity.ERROR),
+    ("subprocess.run([cmd, '--version'])", Severity.ERROR),
+])
+def test_only_a_literal_toolchain_query_is_a_warning(line, severity):
+    found = [f for f in static_findings(f"import subprocess\ncmd = input()\n{line}\n", None) if f.rule == "GK440"]
+    assert found and all(f.severity == severity for f in found), found
