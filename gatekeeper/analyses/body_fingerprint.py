@@ -86,9 +86,12 @@ def _dotted(node: ast.AST) -> Optional[str]:
 # Memo by function node: generating and re-parsing the code is most of the cost, and the
 # same functions come back (GK403 and own_definitions judge the same methods; a
 # reference's methods recur for every submission to that problem). The entry keeps its
-# node, so an id is never reused while it is stored; bounded by clearing.
+# node, so an id is never reused while it is stored; bounded by clearing. The bounds are
+# small on purpose: each entry keeps a submission's syntax tree alive, and a leaderboard
+# process checks thousands (the reference's fingerprints are cached by GK403 anyway).
 _MEMO: dict[int, tuple[cst.FunctionDef, dict[str, str], Optional[tuple[int, str]]]] = {}
-_MEMO_LIMIT = 20_000
+_MEMO_LIMIT = 2_000
+_MODULES_LIMIT = 8
 
 
 def fingerprint(function: cst.FunctionDef, imports: dict[str, str]) -> Optional[tuple[int, str]]:
@@ -115,7 +118,7 @@ def index_module(module: cst.Module, text: str, *, shared: bool = True) -> None:
     tree of `text`. `shared`: parse through the per-file cache (the file being checked)."""
     if _INDEXED.get(id(module)) is module or not text:
         return
-    if len(_INDEXED) >= 2_000 or len(_AST) >= _MEMO_LIMIT:
+    if len(_INDEXED) >= _MODULES_LIMIT or len(_AST) >= _MEMO_LIMIT:
         _INDEXED.clear()
         _AST.clear()
     _INDEXED[id(module)] = module

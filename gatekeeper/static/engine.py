@@ -300,4 +300,11 @@ def run_rules(
             rule.check_cpp(source)
     for rule in rules:
         rule.finish()
-    return ctx.materialise()
+    findings = ctx.materialise()
+    # The rules and the file context refer to each other; cut those cycles here so the
+    # syntax tree is freed now by reference counting, not later by a collection that
+    # first traverses all of it (about a tenth of the stage on real files).
+    for rule in rules:
+        rule.__dict__.clear()
+    ctx.__dict__.clear()
+    return findings
