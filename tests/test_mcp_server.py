@@ -257,3 +257,68 @@ def test_ctrl_c_stops_the_server():
     err = process.stderr.read()
     assert process.returncode in (0, 130, -signal.SIGINT), err
     assert "Traceback" not in err
+
+
+def _descendants(root: int) -> dict[int, int]:
+    """Live descendants of `root`: pid -> start time (so a recycled pid is not a survivor)."""
+    table: dict[int, tuple[int, int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[0] != "Z":
+                table[int(entry)] = (int(fields[1]), int(fields[19]))
+    ours, grew = {root}, True
+    while grew:
+        grew = False
+        for pid, (ppid, _) in table.items():
+            if ppid in ours and pid not in ours:
+                ours.add(pid)
+                grew = True
+    return {pid: table[pid][1] for pid in ours - {root}}
+
+
+def _alive(pid: int, start: int) -> bool:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z" and int(fields[19]) == start
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
+def test_ctrl_c_during_a_run_stops_the_server_and_its_workers():
+    """docs/agents.md: SIGINT while a check runs ends the server and every worker it started."""
+    import time
+
+    hang = (FIXTURES / "submissions/cpu_hang_forward.py").read_text("utf-8")
+    problem = (FIXTURES / "problems/cpu_mean.py").read_text("utf-8")
+    process = _raw_server()
+    try:
+        assert _send(process, INITIALIZE)["id"] == 1
+        process.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+        process.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "run_correctness", "arguments": {"code": hang, "problem": problem, "seed": 3}}}) + "\n")
+        process.stdin.flush()
+        deadline = time.monotonic() + 90
+        workers: dict[int, int] = {}
+        while time.monotonic() < deadline and len(workers) < 2:  # the run has started its workers
+            workers = _descendants(process.pid)
+            time.sleep(0.2)
+        assert workers, "the run never started a worker"
+        time.sleep(1.0)
+        workers = _descendants(process.pid)
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+        err = process.stderr.read()
+        assert "Traceback" not in err, err
+        gone_by = time.monotonic() + 15
+        while time.monotonic() < gone_by and any(_alive(p, s) for p, s in workers.items()):
+            time.sleep(0.2)
+        left = [p for p, s in workers.items() if _alive(p, s)]
+        assert not left, f"still running after the server stopped: {left}"
+    finally:
+        process.kill()
+        process.wait()
