@@ -72,8 +72,13 @@ def still_running(adopted: set[tuple[int, int]]) -> list[int]:
 
 def reap_adopted(adopted: set[tuple[int, int]]) -> int:
     """SIGKILL processes adopted by pid and start time, and their descendants."""
+    return _kill_all(with_descendants(still_running(adopted)))
+
+
+def _kill_all(pids: list[int]) -> int:
+    """SIGKILL each pid; how many signals landed (a gone or foreign process is skipped)."""
     killed = 0
-    for pid in with_descendants(still_running(adopted)):
+    for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
             killed += 1
@@ -124,10 +129,5 @@ def reap_tagged(token: str, rounds: int = 3, var: str = _VAR) -> int:
         pids = with_descendants(tagged(token, var))
         if not pids:
             break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except (ProcessLookupError, PermissionError):
-                continue
+        killed += _kill_all(pids)
     return killed
