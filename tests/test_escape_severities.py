@@ -11,36 +11,30 @@ from gatekeeper.report import Severity
 from gatekeeper.static.testing import static_findings
 
 
-def _gk444(line: str) -> list:
-    return [f for f in static_findings(f"import os\n{line}\n", None) if f.rule == "GK444"]
+_E, _W = Severity.ERROR, Severity.WARNING
 
 
-@pytest.mark.parametrize("line", [
-    "os.environ['CUDA_LAUNCH_BLOCKING'] = '1'",
-    "os.environ['PYTORCH_CUDA_ALLOC_CONF'] = 'expandable_segments:True'",
-    "os.environ['CUBLAS_WORKSPACE_CONFIG'] = ':4096:8'",
-    "os.environ['NVIDIA_TF32_OVERRIDE'] = '1'",
-    "os.environ['TORCH_ALLOW_TF32_CUBLAS_OVERRIDE'] = '1'",
-    "os.environ['LD_PRELOAD'] = '/x/libfake.so'",
-    "os.environ['OMP_NUM_THREADS'] = '64'",
-    "os.environ['CUDA_' + 'VISIBLE_DEVICES'] = '1'",
-    "os.environ.update({'TRITON_INTERPRET': '1'})",
+@pytest.mark.parametrize("line, severity", [
+    # runtime variables and computed names: errors
+    ("os.environ['CUDA_LAUNCH_BLOCKING'] = '1'", _E),
+    ("os.environ['PYTORCH_CUDA_ALLOC_CONF'] = 'expandable_segments:True'", _E),
+    ("os.environ['CUBLAS_WORKSPACE_CONFIG'] = ':4096:8'", _E),
+    ("os.environ['NVIDIA_TF32_OVERRIDE'] = '1'", _E),
+    ("os.environ['TORCH_ALLOW_TF32_CUBLAS_OVERRIDE'] = '1'", _E),
+    ("os.environ['LD_PRELOAD'] = '/x/libfake.so'", _E),
+    ("os.environ['OMP_NUM_THREADS'] = '64'", _E),
+    ("os.environ['CUDA_' + 'VISIBLE_DEVICES'] = '1'", _E),
+    ("os.environ.update({'TRITON_INTERPRET': '1'})", _E),
+    # build settings, module loading, names nothing reads: warnings
+    ("os.environ['TORCH_CUDA_ARCH_LIST'] = '9.0'", _W),
+    ("os.environ['MAX_JOBS'] = '4'", _W),
+    ("os.environ['CUDA_MODULE_LOADING'] = 'LAZY'", _W),
+    ("os.environ['TORCH_CUDA_VERBOSE'] = '0'", _W),
+    ("os.environ.setdefault('MY_KERNEL_DEBUG', '0')", _W),
 ])
-def test_runtime_variables_are_errors(line):
-    found = _gk444(line)
-    assert found and all(f.severity == Severity.ERROR for f in found), found
-
-
-@pytest.mark.parametrize("line", [
-    "os.environ['TORCH_CUDA_ARCH_LIST'] = '9.0'",
-    "os.environ['MAX_JOBS'] = '4'",
-    "os.environ['CUDA_MODULE_LOADING'] = 'LAZY'",
-    "os.environ['TORCH_CUDA_VERBOSE'] = '0'",
-    "os.environ.setdefault('MY_KERNEL_DEBUG', '0')",
-])
-def test_build_load_time_and_unknown_variables_are_warnings(line):
-    found = _gk444(line)
-    assert found and all(f.severity == Severity.WARNING for f in found), found
+def test_environment_writes_are_errors_only_for_runtime_variables(line, severity):
+    found = [f for f in static_findings(f"import os\n{line}\n", None) if f.rule == "GK444"]
+    assert found and all(f.severity == severity for f in found), found
 
 
 @pytest.mark.parametrize("line, severity", [
