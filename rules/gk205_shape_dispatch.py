@@ -5,12 +5,10 @@ from typing import Optional, Union
 import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
-from gatekeeper.analyses.cpp_constants import CppFacts
+from gatekeeper.analyses.cpp_shape_tests import shape_tests
 from gatekeeper.analyses.shape_helpers import (
     Literal, in_main_guard, module_constant, pattern_literals, py_int, py_shape, shape_text, size_read_kind, sizes_for,
 )
-from gatekeeper.analyses.size_literals import cpp_size_read
-from gatekeeper.analyses.cpp_postfix import postfix_end, postfix_start, span_text
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
@@ -349,51 +347,8 @@ class ShapeDispatch(Rule):
 
     # C++: x.size(1) == 4096, TORCH_CHECK(x.sizes()[0] == 16), switch (x.size(1)) ------------
     def check_cpp(self, source: CppSource) -> None:
-        toks = CppFacts.of(source).tokens
-        hits = source.indices({"==", "!=", "switch"})
-        for i in [k for k in hits if toks[k].text == "switch"]:
-            self._switch(source, toks, i)
-        for i in [k for k in hits if toks[k].text != "switch"]:
-            tok = toks[i]
-            if i == 0 or i + 1 >= len(toks):
-                continue
-            for num, other in ((i + 1, i - 1), (i - 1, i + 1)):
-                value = toks[num].int_value
-                if value is None or value <= 1 or not cpp_size_read(toks, other, before=other < i):
-                    continue
-                if num == i + 1 and i + 2 < len(toks) and toks[i + 2].text in ("*", "/", "+", "-", "<<", "%"):
-                    continue
-                # quote the comparison itself, not the line it sits on
-                first, last = (postfix_start(toks, i - 1), i + 1) if num == i + 1 else (i - 1, postfix_end(toks, i + 1))
-                self._report_cpp_literal(source, toks[num].offset, value, span_text(source.text, toks, first, last))
-                break
-
-
-    def _switch(self, source: CppSource, toks, i: int) -> None:
-        """`switch (x.size(1)) { case 4096: ... }`: each case label is a shape literal."""
-        if i + 1 >= len(toks) or toks[i + 1].text != "(":
-            return
-        depth, k = 0, i + 1
-        while k < len(toks):
-            depth += {"(": 1, ")": -1}.get(toks[k].text, 0)
-            if depth == 0:
-                break
-            k += 1
-        if not any(t.text in ("size", "numel", "sizes") for t in toks[i + 2 : k]):
-            return
-        if k + 1 >= len(toks) or toks[k + 1].text != "{":
-            return
-        depth, j = 0, k + 1
-        while j < len(toks):
-            text = toks[j].text
-            depth += {"{": 1, "}": -1}.get(text, 0)
-            if depth == 0:
-                break
-            if depth == 1 and text == "case" and j + 2 < len(toks) and toks[j + 2].text == ":":
-                value = toks[j + 1].int_value
-                if value is not None and value > 1:
-                    self._report_cpp_literal(source, toks[j + 1].offset, value, span_text(source.text, toks, i, k))
-            j += 1
+        for offset, value, test in shape_tests(source):
+            self._report_cpp_literal(source, offset, value, test)
 
     def _report_cpp_literal(self, source: CppSource, offset: int, value: int, test: str) -> None:
         why = self._meaning([value]) if self.ctx.problem is not None else None
