@@ -57,6 +57,27 @@ def _nbytes(values: list[Any]) -> int:
     return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
 
 
+# Room kept free beside a trial's transfer files: each file exists twice (the parent's copy
+# and the submission's), and other checks may share the disk.
+DISK_RESERVE = 2 << 30
+
+
+def disk_shortfall(held_bytes: int) -> Optional[str]:
+    """Why a trial's tensors cannot be sent as transfer files now (None: they fit)."""
+    from gatekeeper.runtime.disk import free_bytes, gib
+    from gatekeeper.sandbox.spill import threshold, worker_dir
+
+    folder = worker_dir()
+    if folder is None or held_bytes < threshold():
+        return None
+    free = free_bytes(folder)
+    need = 2 * held_bytes + DISK_RESERVE
+    if free is None or free >= need:
+        return None
+    return (f"not enough disk for this trial's transfer files: {gib(need)} needed (its tensors twice plus "
+            f"{gib(DISK_RESERVE)} kept free), {gib(free)} free in {folder}")
+
+
 def run_attempt(problem_path: str, attempt: dict[str, Any], trial: dict[str, Any], names: list[str],
                 device: str, index: int, max_bytes: Optional[int] = None) -> dict[str, Any]:
     import torch
@@ -79,6 +100,10 @@ def run_attempt(problem_path: str, attempt: dict[str, Any], trial: dict[str, Any
     with torch.no_grad():
         out = model(*inputs)
     settle(device)
+    held = _nbytes(inputs) + _nbytes(list(tensors_of(out)))
+    if max_bytes is not None and held > max_bytes:
+        raise ValueError(f"jittered inputs and output of {held} bytes exceed the nominal {max_bytes}: a problem "
+                         f"over {large_problem_bytes() >> 20} MiB is jittered down only")
     after = input_digests(inputs)
     out_ranges = [storage_range(t) for t in tensors_of(out)]
     aliased = [i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)
@@ -98,6 +123,7 @@ def run_attempt(problem_path: str, attempt: dict[str, Any], trial: dict[str, Any
         "aliases_parameter": aliases_param,
         "jitter_calls": jitter.calls,
         "input_bytes": _nbytes(inputs),
+        "held_bytes": held,
         "constants": attempt["constants"],
         "spec": attempt["spec"],
     }
@@ -160,10 +186,14 @@ def reference_job(params: dict[str, Any], channel: Any) -> None:
                                  "error": f"{type(exc).__name__}: {exc}"[:500],
                                  "traceback": traceback.format_exc()[-3000:]})
                 continue
+            short = disk_shortfall(result["held_bytes"])
+            if short is not None:  # skipped and said, never a half-written transfer file
+                failures.append({"spec": attempt["spec"], "constants": attempt["constants"], "error": short})
+                continue
             channel.send("trial", name=trial["name"], attempt=number, failures=failures, **result)
             if trial["name"] == "nominal":
                 nominal_source = attempt["source"]
-                max_bytes = result["input_bytes"] if result["input_bytes"] > large_problem_bytes() else None
+                max_bytes = result["held_bytes"] if result["held_bytes"] > large_problem_bytes() else None
                 nominal_constants = {k: v for k, v in (attempt.get("constants") or {}).items() if isinstance(v, int)}
             break
         else:

@@ -14,6 +14,7 @@ from typing import Any, Optional
 from gatekeeper.runtime.failures import job_errors, model_location, needs_cuda_reason, worker_failure
 from gatekeeper.behaviour.evidence import runtime_evidence
 from gatekeeper.runtime.checks import finding
+from gatekeeper.runtime.disk import disk_full_reason, is_disk_full, mentions_disk_full
 from gatekeeper.behaviour.judge import Judge
 from gatekeeper.behaviour.schedule_judge import ScheduleJudge
 from gatekeeper.build.cache import cuda_present, exclusive, extensions_dir, is_built
@@ -103,6 +104,8 @@ def _reference_failure(ref: JobResult, environment: dict[str, Any]) -> Optional[
     """A problem error (exit 3) when the reference worker failed or rejects nominal inputs."""
     if ref.status != "ok" or ref.of_kind("error"):
         detail = ref.detail or "; ".join(f"{e.get('type')}: {e.get('message')}" for e in ref.of_kind("error"))
+        if mentions_disk_full([detail]):
+            return _error(disk_full_reason("the reference worker wrote its tensors"), environment)
         return _error(f"problem error: the reference worker failed ({ref.status}): {detail}; "
                       f"stderr: {ref.stderr_tail[-600:]}", environment)
     env_info = ref.first("env") or {}
@@ -113,6 +116,8 @@ def _reference_failure(ref: JobResult, environment: dict[str, Any]) -> Optional[
         if name not in names:
             first = (failed.get(name, {}).get("failures") or [{}])[0]
             why = first.get("error", "no result")
+            if mentions_disk_full([why]):
+                return _error(f"{disk_full_reason('the reference worker wrote its tensors')} ({why})", environment)
             at_import = _IMPORT_FRAME.search(first.get("traceback", ""))
             if at_import:  # not "fails on its inputs": no input was ever made (issue 12)
                 return _error(f"problem error: the problem file {at_import.group(1)} raises at import (line "
@@ -131,6 +136,8 @@ def run_behaviour(submission: Submission, problem: Optional[Problem], config: Co
     except Exception as exc:  # noqa: BLE001 - the last line of defence, reported with its type
         import traceback
 
+        if is_disk_full(exc):
+            return _error(disk_full_reason("passing tensors between the workers"))
         return _error(f"internal error in the behaviour stage: {type(exc).__name__}: {exc} "
                       f"({traceback.format_exc(limit=-2).strip().splitlines()[-3:]})")
 
@@ -187,6 +194,9 @@ def _run_behaviour(submission: Submission, problem: Optional[Problem], config: C
     warm.join()
 
     errors_text = " ".join(str(e.get("message", "")) for e in result.of_kind("error") + result.of_kind("call-error"))
+    if mentions_disk_full([m.get("message", "") for m in result.messages if "error" in str(m.get("kind"))]
+                          + [result.detail or ""]):
+        return _error(disk_full_reason("the submission's worker read its inputs"), environment)
     cuda = needs_cuda_reason(errors_text) if device == "cpu" else None
     if cuda:
         return _error(cuda, environment)
