@@ -16,6 +16,8 @@ constant's neighbour) the same number is a coincidence.
 
 from __future__ import annotations
 
+import weakref
+
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Optional
@@ -60,12 +62,15 @@ class CppRoles:
         if cached is not None:
             return cached
         roles = cls(source.tokens)
-        roles._source = source  # functions are indexed on first use: most sources never ask
+        # Functions are indexed on first use (most sources never ask). A weak reference: the
+        # source holds its roles, and a cycle would keep every token alive until a collection.
+        roles._source = weakref.ref(source)
         source._gk2_roles = roles  # type: ignore[attr-defined]
         return roles
 
     def _ensure(self) -> None:
-        source = self.__dict__.pop("_source", None)
+        ref = self.__dict__.pop("_source", None)
+        source = ref() if ref is not None else None
         if source is not None:
             self._collect(source)
 

@@ -10,6 +10,7 @@ import libcst as cst
 
 from gatekeeper.config import Config
 from gatekeeper.report import Finding, Location, Severity, StageName
+from gatekeeper.static import python_ast
 from gatekeeper.static.collector_pause import collector_paused
 from gatekeeper.static.discovery import discover_rules
 from gatekeeper.static.engine import run_rules
@@ -51,7 +52,10 @@ def severities(rules: Sequence[type[Rule]], config: Config) -> dict[str, Severit
 
 def run_static(data: bytes, path: str, config: Config, problem: Optional[ProblemFacts]) -> list[Finding]:
     with collector_paused():
-        return _run_static(data, path, config, problem)
+        try:
+            return _run_static(data, path, config, problem)
+        finally:
+            python_ast.forget()
 
 
 def _run_static(data: bytes, path: str, config: Config, problem: Optional[ProblemFacts]) -> list[Finding]:
