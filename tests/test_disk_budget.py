@@ -1,11 +1,13 @@
 """A full disk is the checker's problem (issue 11 item 5, found on the H200: level-1
 problems with multi-GiB outputs filled a 64 GB disk, and one submission was rejected for the
 OSError it saw). Large problems are judged by inputs and output together, a trial that would
-not fit the free disk is skipped and said, and ENOSPC anywhere is an infrastructure error."""
+not fit the free disk is skipped and said, and ENOSPC is an infrastructure error: from the
+gatekeeper's own processes always, from the submission's only when the disk is short."""
 
 import errno
 import os
 import shutil
+import tempfile
 
 import pytest
 
@@ -62,12 +64,24 @@ def test_a_problem_large_by_its_output_alone_is_jittered_down_only(tmp_path, mon
 
 
 @pytest.mark.slow
-def test_enospc_in_the_submission_is_an_infrastructure_error_never_a_reject(tmp_path):
+def test_a_submission_cannot_turn_its_reject_into_an_error_by_raising_enospc(tmp_path):
+    # Its process is untrusted: with the disk nowhere near full, the raise is its own failure.
     report, stage = _check(tmp_path, FULL_DISK)
-    assert stage.status.value == "error", (stage.status, [f.rule for f in report.findings])
-    assert report.verdict.value == "error"
-    assert "GK660" not in {f.rule for f in report.findings}
-    assert "not the submission's fault" in stage.reason and "TMPDIR" in stage.reason
+    assert stage.status.value == "failed", (stage.status, stage.reason)
+    assert report.verdict.value == "reject"
+    assert "GK660" in {f.rule for f in report.findings}
+
+
+def test_enospc_from_the_submissions_worker_counts_when_the_disk_is_short():
+    from gatekeeper.behaviour.stage import _believable_disk_full
+    from gatekeeper.sandbox.runner import JobResult
+
+    said = JobResult("ok", messages=[{"kind": "error", "message": "[Errno 28] No space left on device"}])
+    free = shutil.disk_usage(tempfile.gettempdir()).free
+    assert _believable_disk_full(said, {"nominal": {"held_bytes": free}})  # twice it cannot fit
+    assert not _believable_disk_full(said, {"nominal": {"held_bytes": 1 << 20}})
+    quiet = JobResult("ok", messages=[{"kind": "error", "message": "RuntimeError: bad shape"}])
+    assert not _believable_disk_full(quiet, {"nominal": {"held_bytes": free}})
 
 
 def test_a_trial_that_does_not_fit_the_free_disk_is_skipped_with_its_numbers(tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ from typing import Any, Optional
 from gatekeeper.runtime.failures import job_errors, model_location, needs_cuda_reason, worker_failure
 from gatekeeper.behaviour.evidence import runtime_evidence
 from gatekeeper.runtime.checks import finding
-from gatekeeper.runtime.disk import disk_full_reason, is_disk_full, mentions_disk_full
+from gatekeeper.runtime.disk import disk_full_reason, free_bytes, is_disk_full, mentions_disk_full
 from gatekeeper.behaviour.judge import Judge
 from gatekeeper.behaviour.schedule_judge import ScheduleJudge
 from gatekeeper.build.cache import cuda_present, exclusive, extensions_dir, is_built
@@ -194,8 +194,7 @@ def _run_behaviour(submission: Submission, problem: Optional[Problem], config: C
     warm.join()
 
     errors_text = " ".join(str(e.get("message", "")) for e in result.of_kind("error") + result.of_kind("call-error"))
-    if mentions_disk_full([m.get("message", "") for m in result.messages if "error" in str(m.get("kind"))]
-                          + [result.detail or ""]):
+    if _believable_disk_full(result, references):
         return _error(disk_full_reason("the submission's worker read its inputs"), environment)
     cuda = needs_cuda_reason(errors_text) if device == "cpu" else None
     if cuda:
@@ -252,6 +251,22 @@ def _run_behaviour(submission: Submission, problem: Optional[Problem], config: C
     for message in result.of_kind("timing"):  # self-reported by the worker: for the benchmark only
         LAST_TIMINGS.update({f"worker_{k}": float(v) for k, v in message.items() if k.endswith("_s")})
     return outcome
+
+
+def _believable_disk_full(result: JobResult, references: dict[str, dict[str, Any]]) -> bool:
+    """ENOSPC reported from the submission's process, where the disk really is short.
+
+    Its process is untrusted: an "error" instead of a reject must not be one raise away, so
+    the claim counts only when the free space now could not hold the largest trial's
+    transfer files twice over plus the reserve (the check that skips trials)."""
+    texts = [m.get("message", "") for m in result.messages if "error" in str(m.get("kind"))] + [result.detail or ""]
+    if not mentions_disk_full(texts):
+        return False
+    from gatekeeper.behaviour.reference_job import DISK_RESERVE
+
+    held = max((int(r.get("held_bytes") or 0) for r in references.values()), default=0)
+    free = free_bytes()
+    return free is None or free < 2 * held + DISK_RESERVE
 
 
 def _attach_run_facts(found: list[Finding], shapes: dict[str, Any], timings: dict[str, float]) -> None:
