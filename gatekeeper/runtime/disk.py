@@ -2,8 +2,10 @@
 
 Large problems move their tensors between workers as files (sandbox.spill). When the disk
 that holds them fills up, any process may be the one that sees ENOSPC: the reference worker,
-the parent copying a file, or the submission while it reads its inputs. All three are an
-infrastructure error (exit 3) with a message that says how to make room, never a reject.
+the parent copying a file, or the submission while it reads its inputs. The first two are an
+infrastructure error (exit 3) with a message that says how to make room, never a reject; the
+submission's process is untrusted, so its claim counts only where the disk is really short
+(behaviour.stage._believable_disk_full).
 """
 
 from __future__ import annotations
