@@ -79,6 +79,9 @@ class Worker:
         self._lock = threading.Lock()
         self._process: Optional[multiprocessing.process.BaseProcess] = None
         self._conn: Optional[Connection] = None
+        # Held while a child is being spawned: a kill then would leave the child reading
+        # its start-up data from a closed pipe, and it prints a traceback on our stderr.
+        self._starting = threading.Lock()
 
     def _start(self) -> None:
         # spawn, not fork: the server has threads, and a forked copy of them is unsafe.
@@ -86,9 +89,10 @@ class Worker:
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
         process = ctx.Process(target=_serve, args=(child,), name=f"gatekeeper-{self.name}", daemon=False)
-        process.start()
+        with self._starting:
+            process.start()
+            self._process, self._conn = process, parent
         child.close()
-        self._process, self._conn = process, parent
 
     def _stop(self) -> None:
         process, conn = self._process, self._conn
@@ -148,7 +152,11 @@ class Worker:
             self._stop()
 
     def kill_now(self) -> None:
-        """For a signal handler: end the process without waiting for a call in flight."""
+        """For a signal handler: end the process without waiting for a call in flight
+        (but after a spawn in progress, which takes well under a second)."""
+        acquired = self._starting.acquire(timeout=5)
         process = self._process
+        if acquired:
+            self._starting.release()
         if process is not None and process.is_alive():
             process.kill()
