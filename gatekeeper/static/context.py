@@ -37,6 +37,7 @@ class FileContext:
     cpp_sources: list[CppSource] = field(default_factory=list)
     calls: dict[str, set[str]] = field(default_factory=dict)  # callee -> callers
     defined: set[str] = field(default_factory=set)
+    _qualnames: dict[int, tuple] = field(default_factory=dict, repr=False)
 
     # structure ---------------------------------------------------------------
     def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
@@ -57,9 +58,17 @@ class FileContext:
         return self.classes[-1].name.value if self.classes else None
 
     def qualname(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
-        # Not memoised: a rule may resolve a node before the traversal reaches it (a
-        # pre-scan), and the answer depends on the bindings seen so far.
-        return self.resolver.qualname(expr)
+        # The answer depends on the bindings seen so far (a rule may resolve a node before
+        # the traversal reaches it), so it is remembered per resolver epoch: the dozens of
+        # rules that visit one call resolve its callee once.
+        resolver = self.resolver
+        key = id(expr)
+        hit = self._qualnames.get(key)
+        if hit is not None and hit[0] is resolver and hit[1] == resolver.epoch and hit[2] is expr:
+            return hit[3]
+        value = resolver.qualname(expr)
+        self._qualnames[key] = (resolver, resolver.epoch, expr, value)
+        return value
 
     def in_method(self, name: str, cls: Optional[str] = None) -> bool:
         if not self.functions or self.functions[-1].name.value != name:

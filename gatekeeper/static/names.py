@@ -93,13 +93,18 @@ class NameResolver:
     def __init__(self) -> None:
         self.stack: list[Scope] = [Scope("module")]
         self.self_attrs: dict[str, str] = {}
+        # Bumped by every change of what a name means (a binding, a scope entered or left),
+        # so an answer remembered at one epoch is still the answer at the same epoch.
+        self.epoch = 0
 
     # scopes ---------------------------------------------------------------
     def push(self, kind: str) -> None:
+        self.epoch += 1
         self.stack.append(Scope(kind))
 
     def pop(self) -> None:
         if len(self.stack) > 1:
+            self.epoch += 1
             self.stack.pop()
 
     @property
@@ -107,6 +112,7 @@ class NameResolver:
         return self.stack[0]
 
     def bind(self, name: str, binding: Binding) -> None:
+        self.epoch += 1
         self.stack[-1].names[name] = binding
 
     def lookup(self, name: str) -> Optional[Binding]:
@@ -175,6 +181,7 @@ class NameResolver:
             if qual is None and type(value) is cst.Call:
                 qual = _torch_nn_class(self.qualname(value.func))
             if qual is not None:
+                self.epoch += 1
                 self.self_attrs[target.attr.value] = qual
 
     def bind_params(self, params: cst.Parameters) -> None:
