@@ -17,7 +17,7 @@ import libcst as cst
 
 from gatekeeper.static.names import dotted
 from gatekeeper.static.positions import pair_statements
-from gatekeeper.static.python_ast import parse_python
+from gatekeeper.static.python_ast import on_forget, parse_python
 
 
 def import_map(module: cst.Module) -> dict[str, str]:
@@ -86,9 +86,10 @@ def _dotted(node: ast.AST) -> Optional[str]:
 # Memo by function node: generating and re-parsing the code is most of the cost, and the
 # same functions come back (GK403 and own_definitions judge the same methods; a
 # reference's methods recur for every submission to that problem). The entry keeps its
-# node, so an id is never reused while it is stored; bounded by clearing. The bounds are
-# small on purpose: each entry keeps a submission's syntax tree alive, and a leaderboard
-# process checks thousands (the reference's fingerprints are cached by GK403 anyway).
+# node, so an id is never reused while it is stored; bounded by clearing. Entries for the
+# file being checked are dropped when it is done (python_ast.forget): kept, each would hold
+# a submission's syntax tree alive for the garbage collector to traverse, file after file.
+# Only the references' entries (indexed with shared=False) stay.
 _MEMO: dict[int, tuple[cst.FunctionDef, dict[str, str], Optional[tuple[int, str]]]] = {}
 _MEMO_LIMIT = 2_000
 _MODULES_LIMIT = 8
@@ -102,7 +103,10 @@ def fingerprint(function: cst.FunctionDef, imports: dict[str, str]) -> Optional[
     found = _fingerprint(function, imports)
     if len(_MEMO) >= _MEMO_LIMIT:
         _MEMO.clear()
-    _MEMO[id(function)] = (function, dict(imports), found)
+    key = id(function)
+    _MEMO[key] = (function, dict(imports), found)
+    if key not in _AST or key in _FILE_KEYS:  # not a reference's function: this file's
+        _FILE_KEYS.add(key)
     return found
 
 
@@ -111,6 +115,18 @@ def fingerprint(function: cst.FunctionDef, imports: dict[str, str]) -> Optional[
 # code and parsing it again. Entries keep their libcst node, so an id is never reused.
 _AST: dict[int, tuple[cst.FunctionDef, ast.AST]] = {}
 _INDEXED: dict[int, cst.Module] = {}
+_FILE_KEYS: set[int] = set()  # keys of _AST, _MEMO and _INDEXED that belong to the checked file
+
+
+def _forget_file() -> None:
+    for key in _FILE_KEYS:
+        _AST.pop(key, None)
+        _MEMO.pop(key, None)
+        _INDEXED.pop(key, None)
+    _FILE_KEYS.clear()
+
+
+on_forget(_forget_file)
 
 
 def index_module(module: cst.Module, text: str, *, shared: bool = True) -> None:
@@ -122,14 +138,17 @@ def index_module(module: cst.Module, text: str, *, shared: bool = True) -> None:
         _INDEXED.clear()
         _AST.clear()
     _INDEXED[id(module)] = module
+    keys = _FILE_KEYS if shared else None
+    if keys is not None:
+        keys.add(id(module))
     try:
         tree = parse_python(text) if shared else ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return
-    _index_body(module.body, tree.body)
+    _index_body(module.body, tree.body, keys)
 
 
-def _index_body(cst_body, ast_body: list[ast.stmt]) -> None:
+def _index_body(cst_body, ast_body: list[ast.stmt], keys: Optional[set[int]]) -> None:
     pairs = pair_statements(cst_body, ast_body)
     if pairs is None:  # the parsers disagree on the shape: those functions take the slow path
         return
@@ -139,10 +158,12 @@ def _index_body(cst_body, ast_body: list[ast.stmt]) -> None:
         if type(stmt) is cst.FunctionDef and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
                 and stmt.name.value == node.name:
             _AST[id(stmt)] = (stmt, node)
+            if keys is not None:
+                keys.add(id(stmt))
         elif not (type(stmt) is cst.ClassDef and isinstance(node, ast.ClassDef)):
             continue
         if type(stmt.body) is cst.IndentedBlock:
-            _index_body(stmt.body.body, node.body)
+            _index_body(stmt.body.body, node.body, keys)
 
 
 def _parsed(function: cst.FunctionDef) -> Optional[ast.AST]:

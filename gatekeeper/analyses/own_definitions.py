@@ -21,7 +21,7 @@ module, so the common file pays nothing.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import libcst as cst
 
@@ -114,12 +114,21 @@ class _Index:
         self._imports_theirs = import_map(ctx.problem.module) if ctx.problem is not None else {}
         self._own: dict[str, bool] = {}
         self._names: dict[int, tuple[cst.CSTNode, _Names]] = {}
+        self._flow_nodes: dict[int, tuple[cst.CSTNode, list]] = {}
 
     def names(self, node: Optional[cst.CSTNode]) -> _Names:
         """`_names(node)`, memoised: the fixpoint below asks for the same subtrees again."""
         found = self._names.get(id(node))
         if found is None or found[0] is not node:
             found = self._names[id(node)] = (node, _names(node))  # type: ignore[assignment]
+        return found[1]
+
+    def flow_nodes(self, body: cst.CSTNode) -> list[tuple[Callable[..., None], cst.CSTNode]]:
+        found = self._flow_nodes.get(id(body))
+        if found is None or found[0] is not body:
+            collector = _FlowNodes()
+            visit(body, collector)
+            found = self._flow_nodes[id(body)] = (body, collector.found)  # type: ignore[assignment]
         return found[1]
 
     def is_own(self, name: str) -> bool:
@@ -202,7 +211,10 @@ class _Flow:
         self.index, self.local, self.attrs = index, local, attrs
 
     def run(self, body: cst.CSTNode) -> None:
-        visit(body, self)
+        # The fixpoint runs each method many times; its handlers never prune, so the nodes
+        # they see are listed once per body (in source order) and replayed.
+        for handler, node in self.index.flow_nodes(body):
+            handler(self, node)
 
     def _tainted(self, expr: Optional[cst.CSTNode]) -> bool:
         found = self.index.names(expr)
@@ -252,6 +264,18 @@ class _Flow:
                 and self._tainted(node.args[2].value) and type(node.args[0].value) is cst.Name:
             # `setattr(self, name, Fused())`: which attribute is unknown; every read counts
             self.attrs.add("*")
+
+
+class _FlowNodes:
+    """Collects, in visiting order, the nodes that _Flow has a handler for."""
+
+    def __init__(self) -> None:
+        self.found: list[tuple[Callable[..., None], cst.CSTNode]] = []
+
+
+for _name, _handler in list(vars(_Flow).items()):
+    if _name.startswith("visit_"):
+        setattr(_FlowNodes, _name, (lambda h: lambda self, node: self.found.append((h, node)))(_handler))
 
 
 def index(ctx: FileContext) -> _Index:

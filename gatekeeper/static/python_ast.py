@@ -7,7 +7,7 @@ line numbers that positions start from); parsing twice cost about 2 ms a file.
 from __future__ import annotations
 
 import ast
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 _last: tuple[Optional[str], Union[ast.Module, BaseException, None]] = (None, None)
 
@@ -29,8 +29,19 @@ def parse_python(text: str) -> ast.Module:
     return tree
 
 
+_FORGET_HOOKS: list[Callable[[], None]] = []
+
+
+def on_forget(hook: Callable[[], None]) -> None:
+    """Have `forget` also call `hook`: for other per-file caches that hold this file's nodes."""
+    _FORGET_HOOKS.append(hook)
+
+
 def forget() -> None:
-    """Drop the remembered tree once a file is done. Kept, it would survive into the next
-    garbage collection: thousands of nodes traversed and promoted for nothing, every file."""
+    """Drop the remembered tree (and, through the hooks, every per-file cache) once a file
+    is done. Kept, it would survive into the next garbage collection: thousands of nodes
+    traversed and promoted for nothing, every file."""
     global _last
     _last = (None, None)
+    for hook in _FORGET_HOOKS:
+        hook()
