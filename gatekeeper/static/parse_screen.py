@@ -16,6 +16,7 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.static.python_ast import parse_python
+from gatekeeper.static.validation_pause import node_validation_paused
 
 # A file with few of these cannot nest or chain deeply enough to matter: not screened.
 _OPERATOR_BYTES = b"-+~*/%@&|^<>.([{"
@@ -86,6 +87,7 @@ def safe_parse(text: str, data: Optional[bytes] = None) -> cst.Module:
     if reason is not None:
         raise ParseRefused(reason)
     try:
-        return cst.parse_module(text)
+        with node_validation_paused():  # the parser's own nodes: see validation_pause.py
+            return cst.parse_module(text)
     except RecursionError:
         raise ParseRefused("It nests too deeply to parse.") from None
