@@ -10,10 +10,11 @@ from gatekeeper.analyses.body_fingerprint import fingerprint, import_map, index_
 from gatekeeper.analyses.reference_names import model_names
 from gatekeeper.static.problem_facts import ProblemFacts
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.walk import subtree
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
 # Reference fingerprints by problem hash: the problem is the same for many submissions.
-_REFERENCE_CACHE: dict[str, list[tuple[str, tuple[int, str], tuple[str, ...]]]] = {}
+_REFERENCE_CACHE: dict[str, list[tuple[str, tuple[int, str], tuple[str, ...], tuple[int, ...]]]] = {}
 
 _PROBLEM = (
     "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self):\n"
@@ -24,21 +25,21 @@ _PROBLEM = (
 )
 
 
-def reference_fingerprints(problem: ProblemFacts) -> list[tuple[str, tuple[int, str], tuple[str, ...]]]:
-    """(name, fingerprint, shape) of each reference class's forward."""
+def reference_fingerprints(problem: ProblemFacts) -> list[tuple[str, tuple[int, str], tuple[str, ...], tuple[int, ...]]]:
+    """(name, fingerprint, shape, node counts) of each reference class's forward."""
     cached = _REFERENCE_CACHE.get(problem.sha256)
     if cached is not None:
         return cached
     imports = import_map(problem.module)
     index_module(problem.module, problem.text, shared=False)
-    out: list[tuple[str, tuple[int, str], tuple[str, ...]]] = []
+    out: list[tuple[str, tuple[int, str], tuple[str, ...], tuple[int, ...]]] = []
     for stmt in problem.module.body:
         if type(stmt) is cst.ClassDef and stmt.name.value != "ModelNew":
             for item in stmt.body.body:
                 if type(item) is cst.FunctionDef and item.name.value == "forward":
                     fp = fingerprint(item, imports)
                     if fp is not None:
-                        out.append((f"{stmt.name.value}.forward", fp, _shape(item)))
+                        out.append((f"{stmt.name.value}.forward", fp, _shape(item), _node_counts(item)))
     _REFERENCE_CACHE[problem.sha256] = out
     return out
 
@@ -60,6 +61,27 @@ def _shape(node: cst.FunctionDef) -> tuple[str, ...]:
             and type(first.body[0].value) in (cst.SimpleString, cst.ConcatenatedString)):
         kinds = kinds[1:]
     return tuple(kinds)
+
+
+# libcst node types that each stand for exactly one CPython ast node (Call, BinOp, Subscript,
+# Compare, UnaryOp, a number Constant, List, Dict, Lambda, IfExp, comprehensions): equal
+# fingerprints (ast dumps) have equal counts of them, which are much cheaper to take than a
+# fingerprint, so a body whose counts differ is not a copy. Not counted: names and
+# attributes (the fingerprint spells imports out), strings (adjacent literals are one
+# Constant), tuples (`a[1, 2]` has an ast Tuple and no libcst one), boolean chains.
+_COUNTED = {cst.Call: 0, cst.BinaryOperation: 1, cst.Subscript: 2, cst.Comparison: 3, cst.UnaryOperation: 4,
+            cst.Integer: 5, cst.Float: 5, cst.Imaginary: 5, cst.List: 6, cst.Dict: 7, cst.Lambda: 8,
+            cst.IfExp: 9, cst.ListComp: 10, cst.SetComp: 11, cst.DictComp: 12, cst.GeneratorExp: 13}
+
+
+def _node_counts(node: cst.FunctionDef) -> tuple[int, ...]:
+    counts = [0] * (max(_COUNTED.values()) + 1)
+    slot = _COUNTED.get
+    for inner in subtree(node.body):
+        index = slot(type(inner))
+        if index is not None:
+            counts[index] += 1
+    return tuple(counts)
 
 
 class CopiesReferenceForward(Rule):
@@ -179,7 +201,7 @@ class CopiesReferenceForward(Rule):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._reference: Optional[list[tuple[str, tuple[int, str], tuple[str, ...]]]] = None
+        self._reference: Optional[list[tuple[str, tuple[int, str], tuple[str, ...], tuple[int, ...]]]] = None
         self._imports: Optional[dict[str, str]] = None
         self._skip = model_names(self.ctx) - {"ModelNew"}
 
@@ -191,7 +213,10 @@ class CopiesReferenceForward(Rule):
         if not self._reference:
             return
         shape = _shape(node)
-        if not any(shape == ref_shape for _, _, ref_shape in self._reference):
+        if not any(shape == ref_shape for _, _, ref_shape, _ in self._reference):
+            return
+        counts = _node_counts(node)
+        if not any(shape == ref_shape and counts == ref_counts for _, _, ref_shape, ref_counts in self._reference):
             return
         if self._imports is None:
             self._imports = import_map(self.ctx.module)
@@ -199,7 +224,7 @@ class CopiesReferenceForward(Rule):
         mine = fingerprint(node, self._imports)
         if mine is None:
             return
-        for ref, fp, _ in self._reference:
+        for ref, fp, _, _ in self._reference:
             if fp == mine:
                 cls = self.ctx.classes[-1] if self.ctx.classes else None
                 if delegates_to_own_code(self.ctx, cls, node):
