@@ -31,8 +31,16 @@ def _run(args: list[str], **env: str) -> subprocess.CompletedProcess:
     return proc
 
 
+def _from_shell(shell: str, args: str) -> subprocess.CompletedProcess:
+    """Run the console script from `shell`, as a user does: the completion options detect
+    the shell from the parent process (an extra word such as `bash` is ignored)."""
+    proc = subprocess.run([shell, "-c", f"{_gatekeeper()} {args}"], capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
 def test_show_completion_prints_a_bash_script_for_gatekeeper():
-    proc = _run(["--show-completion", "bash"])
+    proc = _from_shell(shutil.which("bash") or "bash", "--show-completion")
     assert proc.returncode == 0, proc.stderr
     script = proc.stdout
     assert "complete -o default -F _gatekeeper_completion gatekeeper" in script
@@ -54,5 +62,9 @@ def test_the_completion_protocol_names_check_and_its_options():
 
 @pytest.mark.parametrize("shell", ["zsh", "fish"])
 def test_other_shells_get_a_script_too(shell):
-    proc = _run(["--show-completion", shell])
+    path = shutil.which(shell)
+    if path is None:
+        pytest.skip(f"{shell} is not installed")
+    proc = _from_shell(path, "--show-completion")
     assert proc.returncode == 0 and "_GATEKEEPER_COMPLETE" in proc.stdout, proc.stderr
+    assert "complete -o default -F" not in proc.stdout  # not the bash script
