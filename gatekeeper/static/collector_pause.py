@@ -11,27 +11,24 @@ collector that was already off stays off.
 from __future__ import annotations
 
 import gc
-import threading
-from contextlib import contextmanager
-from typing import Iterator
+from typing import ContextManager
 
-_lock = threading.Lock()
-_depth = 0
-_restore = False
+from gatekeeper.static.nested_pause import NestedPause
 
 
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    global _depth, _restore
-    with _lock:
-        if _depth == 0:
-            _restore = gc.isenabled()
-            gc.disable()
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0 and _restore:
-                gc.enable()
+def _pause() -> bool:
+    was_on = gc.isenabled()
+    gc.disable()
+    return was_on
+
+
+def _resume(was_on: bool) -> None:
+    if was_on:
+        gc.enable()
+
+
+_PAUSE = NestedPause(_pause, _resume)
+
+
+def collector_paused() -> ContextManager[None]:
+    return _PAUSE()

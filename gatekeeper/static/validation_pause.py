@@ -11,32 +11,29 @@ until the last one ends; the original is always what is put back.
 
 from __future__ import annotations
 
-import threading
-from contextlib import contextmanager
-from typing import Iterator
+from typing import ContextManager
 
 from libcst._nodes.base import CSTNode
 
+from gatekeeper.static.nested_pause import NestedPause
+
 _ORIGINAL = CSTNode.__post_init__
-_lock = threading.Lock()
-_depth = 0
 
 
 def _skip(self: CSTNode) -> None:
     return None
 
 
-@contextmanager
-def node_validation_paused() -> Iterator[None]:
-    global _depth
-    with _lock:
-        if _depth == 0:
-            CSTNode.__post_init__ = _skip  # type: ignore[method-assign]
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0:
-                CSTNode.__post_init__ = _ORIGINAL  # type: ignore[method-assign]
+def _pause() -> None:
+    CSTNode.__post_init__ = _skip  # type: ignore[method-assign]
+
+
+def _resume(_: None) -> None:
+    CSTNode.__post_init__ = _ORIGINAL  # type: ignore[method-assign]
+
+
+_PAUSE = NestedPause(_pause, _resume)
+
+
+def node_validation_paused() -> ContextManager[None]:
+    return _PAUSE()
