@@ -15,6 +15,7 @@ import libcst as cst
 from libcst._position import CodePosition, CodeRange
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
+from gatekeeper.static.call_positions import call_ranges
 from gatekeeper.static.python_ast import parse_python
 
 
@@ -138,15 +139,20 @@ def positions_for(
         _codegen(module, module, holder, 1)
         return {k: holder._computed[n] for k, n in wanted.items() if n in holder._computed}
     lines = text.splitlines()  # type: ignore[union-attr]
-    groups: dict[int, tuple[cst.CSTNode, int, str, list[cst.CSTNode]]] = {}
+    groups: dict[int, tuple[cst.CSTNode, int, str, Optional[ast.stmt], list[cst.CSTNode]]] = {}
     for node in wanted.values():
         found = _locate_statement(node, module, tree, parents, lines)  # type: ignore[arg-type]
         if found is None:
             continue
-        stmt, line, indent = found
-        groups.setdefault(id(stmt), (stmt, line, indent, []))[3].append(node)
+        stmt, line, indent, ast_stmt = found
+        groups.setdefault(id(stmt), (stmt, line, indent, ast_stmt, []))[4].append(node)
     out: dict[int, CodeRange] = {}
-    for stmt, line, indent, members in groups.values():
+    for stmt, line, indent, ast_stmt, members in groups.values():
+        if ast_stmt is not None and all(type(n) is cst.Call for n in members):
+            fast = call_ranges(stmt, ast_stmt, lines)
+            if fast is not None:
+                out.update({id(n): fast[id(n)] for n in members if id(n) in fast})
+                continue
         holder = _Holder({id(n) for n in members})
         _codegen(stmt, module, holder, line - len(stmt.leading_lines), indent)  # type: ignore[attr-defined]
         out.update({id(n): holder._computed[n] for n in members if n in holder._computed})
@@ -154,14 +160,15 @@ def positions_for(
 
 
 def _locate_statement(node: cst.CSTNode, module: cst.Module, tree: ast.Module, parents: dict,
-                      lines: list[str]) -> Optional[tuple[cst.CSTNode, int, str]]:
-    """The innermost statement to generate for `node`, its first line and indentation."""
+                      lines: list[str]) -> Optional[tuple[cst.CSTNode, int, str, Optional[ast.stmt]]]:
+    """The innermost statement to generate for `node`, its first line and indentation, and
+    CPython's statement for it when the two pair one to one."""
     chain = _path_to(node, module, parents)
     if not chain:
         return None
     cst_body: Sequence[cst.CSTNode] = module.body
     ast_body: list[ast.stmt] = tree.body
-    best: Optional[tuple[cst.CSTNode, int, str]] = None
+    best: Optional[tuple[cst.CSTNode, int, str, Optional[ast.stmt]]] = None
     for stmt in chain:
         pairs = pair_statements(cst_body, ast_body)
         if pairs is None:
@@ -174,7 +181,7 @@ def _locate_statement(node: cst.CSTNode, module: cst.Module, tree: ast.Module, p
             return best
         source = lines[line - 1] if 0 < line <= len(lines) else ""
         indent = source[: len(source) - len(source.lstrip(" \t"))] if best is not None else ""
-        best = (stmt, line, indent)
+        best = (stmt, line, indent, ast_stmt)
         if not isinstance(ast_stmt, _AST_BLOCKS.get(type(stmt), ())):
             return best
         body = stmt.body
