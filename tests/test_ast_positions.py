@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TRICKY = '''
 import torch
 x = (torch.relu(a))  # parenthesised
-y = f(a)(b)[g(c)]  # a call of a call, calls in a subscript
+y = f(a)(b)[g(c)] + b"raw" * len("é")  # a call of a call, calls in a subscript, strings
 z = "é" + h(  # a non-ASCII character before the call
     k(1),
     *rest, **kw)

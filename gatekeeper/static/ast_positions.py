@@ -1,14 +1,15 @@
 """Ranges of calls and a few other expressions from CPython's `ast`, without generating code.
 
 Most findings point at a call (`torch.matmul(...)`, `load_inline(...)`), an operation, a
-subscript or an attribute. Each libcst node of those kinds is exactly one ast node and
+subscript, an attribute or the string literal holding C++ source. Each libcst node of those kinds is exactly one ast node and
 both trees cover the same source, so the nodes of one kind in one statement, libcst's in
 source pre-order and CPython's sorted by where they start (outer first on a tie), pair one
 to one; CPython's positions then give the range libcst's PositionProvider would
-(parentheses excluded on both sides). On ../shared/corpus the two agree on all 98,029
-calls, 170,158 attributes, 33,508 operations, 8,655 subscripts and 1,230 augmented
-assignments. A statement with an f-string (whose inner positions older Pythons get
-wrong) or with counts that differ returns None: the caller then generates the code.
+(parentheses excluded on both sides). On ../shared/corpus the two agree on every node
+of those kinds (98,029 calls, 170,158 attributes, 33,508 operations, 8,655 subscripts,
+1,230 augmented assignments, 18,350 string literals). A statement with an f-string
+(whose inner positions older Pythons get wrong), with adjacent string literals, or with
+counts that differ returns None: the caller then generates the code.
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ from gatekeeper.static.source_order import ordered_children
 
 
 # libcst node types that are exactly one ast node each, covering the same source.
+# A string literal is one ast Constant unless adjacent literals join (then declined).
 PAIRED: dict[type, type] = {cst.Call: ast.Call, cst.BinaryOperation: ast.BinOp, cst.AugAssign: ast.AugAssign,
-                            cst.Subscript: ast.Subscript, cst.Attribute: ast.Attribute}
+                            cst.Subscript: ast.Subscript, cst.Attribute: ast.Attribute,
+                            cst.SimpleString: ast.Constant}
+_DECLINE = (cst.FormattedString, cst.ConcatenatedString)
 
 
 def _libcst_nodes(stmt: cst.CSTNode, kind: type) -> Optional[list[cst.CSTNode]]:
@@ -32,7 +36,7 @@ def _libcst_nodes(stmt: cst.CSTNode, kind: type) -> Optional[list[cst.CSTNode]]:
     stack = [stmt]
     while stack:
         node = stack.pop()
-        if type(node) is cst.FormattedString:
+        if type(node) in _DECLINE:
             return None
         if type(node) is kind:
             out.append(node)
@@ -61,7 +65,7 @@ def node_ranges(stmt: cst.CSTNode, ast_stmt: ast.stmt, kind: type, lines: list[s
     for node in ast.walk(ast_stmt):
         if isinstance(node, ast.JoinedStr):
             return None
-        if type(node) is wanted:
+        if type(node) is wanted and (wanted is not ast.Constant or type(node.value) in (str, bytes)):
             theirs.append(node)
     if len(mine) != len(theirs):
         return None
