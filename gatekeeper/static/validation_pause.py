@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import ContextManager
 
-from libcst._nodes.base import CSTNode
+from libcst import CSTNode
 
 from gatekeeper.static.nested_pause import NestedPause
 
-_ORIGINAL = CSTNode.__post_init__
+# A libcst without this hook (none so far) gets a pause that changes nothing.
+_ORIGINAL = CSTNode.__dict__.get("__post_init__")
 
 
 def _skip(self: CSTNode) -> None:
@@ -25,11 +26,13 @@ def _skip(self: CSTNode) -> None:
 
 
 def _pause() -> None:
-    CSTNode.__post_init__ = _skip  # type: ignore[method-assign]
+    if _ORIGINAL is not None:
+        CSTNode.__post_init__ = _skip  # type: ignore[method-assign]
 
 
 def _resume(_: None) -> None:
-    CSTNode.__post_init__ = _ORIGINAL  # type: ignore[method-assign]
+    if _ORIGINAL is not None:
+        CSTNode.__post_init__ = _ORIGINAL  # type: ignore[method-assign]
 
 
 _PAUSE = NestedPause(_pause, _resume)
