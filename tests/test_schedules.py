@@ -146,11 +146,14 @@ def _reference(kinds):
     return {"calls": calls, "timed_from": 10}
 
 
-def _judge(kinds, wrong):
+def _judge(kinds, wrong, addresses=None):
     judge = ScheduleJudge(_reference(kinds), lambda dtype: (1e-5, 1e-5))
     for index in range(len(kinds)):
         value = -1.0 if index in wrong else float(index)
-        judge.observe({"kind": "schedule-call", "index": index, "output": pack(torch.full((2, 2), value))})
+        message = {"kind": "schedule-call", "index": index, "output": pack(torch.full((2, 2), value))}
+        if addresses is not None:
+            message["addresses"] = [addresses[index]]
+        judge.observe(message)
     found = []
     judge.judge(lambda code, trial, evidence, **fields: found.append(code))
     return found
@@ -174,6 +177,18 @@ def test_judge_names_the_mechanism_of_each_wrong_call():
     kinds[8] = ("fresh", "outliers", None)
     kinds[9] = ("near-sparse", "normal", 8)
     assert _judge(kinds, {8, 9}) == ["GK673"]  # the near-duplicate inherits its base's structure
+
+
+def test_fresh_calls_that_land_on_a_used_address_count_as_address_reuse():
+    # The allocator hands some fresh calls an earlier input's address: a cache keyed on
+    # the address fails exactly there (the CPU case of sched_ptr_version_cache).
+    addresses = [4096 * (i % 7) + 4096 for i in range(20)]  # calls 7.. reuse addresses
+    at_used = {i for i in range(20) if i >= 7}
+    assert _judge(PLAIN, at_used, addresses) == ["GK672"]
+    # Wrong at new addresses too: not an address cache, a plain error.
+    assert _judge(PLAIN, at_used | {1, 2, 3}, addresses) != ["GK672"]
+    # Without addresses (an older worker), the old rules apply.
+    assert _judge(PLAIN, at_used) == ["GK677"]
 
 
 def test_judge_tells_timing_detection_from_arming_from_plain_errors():

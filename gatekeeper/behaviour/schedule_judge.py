@@ -20,12 +20,33 @@ class Outcome:
     base: Any
     ok: bool
     detail: str = ""
+    addresses: tuple[int, ...] = ()  # data pointers of the tensor inputs, as the call got them
 
 
 def _rate(ordered: list[Outcome], kind: str) -> float:
     """The share of wrong outputs among the plain-valued calls of one kind."""
     calls = [o for o in ordered if o.kind == kind and o.dist == "normal"]
     return sum(not o.ok for o in calls) / len(calls) if calls else 0.0
+
+
+def _wrong_at_used_addresses(ordered: list[Outcome]) -> list[Outcome]:
+    """Plain calls whose inputs landed at an address an earlier call's input had, when
+    those fail (at least half, three or more) and calls at new addresses do not: a cache
+    keyed on the address. On the CPU the allocator often reuses addresses on fresh calls
+    as well as on the schedule's same-address calls, so those count as evidence too."""
+    used: set[int] = set()
+    again: list[Outcome] = []
+    new: list[Outcome] = []
+    for o in ordered:
+        if not o.addresses:
+            continue
+        if o.dist == "normal" and o.kind in ("fresh", "reuse"):
+            (again if any(a in used for a in o.addresses) else new).append(o)
+        used.update(o.addresses)
+    failed = [o for o in again if not o.ok]
+    if len(failed) < 3 or len(failed) < 0.5 * len(again) or not new:
+        return []
+    return failed if sum(not o.ok for o in new) <= 0.05 * len(new) else []
 
 
 @dataclass
@@ -56,7 +77,9 @@ class ScheduleJudge:
             base = self._calls().get(ref.get("base")) if ref.get("base") is not None else None
             if base is not None and dist == "normal":
                 dist = base["dist"]  # a near-duplicate keeps its base's structure
-            self.outcomes[index] = Outcome(index, ref["kind"], dist, ref.get("base"), ok, detail)
+            raw = message.get("addresses")
+            addresses = tuple(a for a in raw if isinstance(a, int) and a) if isinstance(raw, list) else ()
+            self.outcomes[index] = Outcome(index, ref["kind"], dist, ref.get("base"), ok, detail, addresses)
 
     def _calls(self) -> dict[int, dict[str, Any]]:
         if not hasattr(self, "_by_index"):
@@ -96,6 +119,8 @@ class ScheduleJudge:
             # The allocator reuses addresses on plain calls too, so the call before may be stale
             # as well: what names it is that same-address calls fail (nearly) always, others less.
             reuse = [o for o in wrong if o.kind == "reuse" and o.dist == "normal"]
+        if not reuse:
+            reuse = _wrong_at_used_addresses(ordered)
         overwrite = [o for o in wrong if o.kind == "overwrite" and o.dist == "normal" and previous.get(o.index) in ok]
         special = {o.index for o in near + dists + reuse + overwrite}
         inherited = {o.index for o in wrong if o.kind.startswith("near") and o.base not in ok}  # as its base

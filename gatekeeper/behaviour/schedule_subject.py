@@ -109,6 +109,9 @@ class Runner:
         self._check_last()
         inputs = build_inputs(entry["kind"], entry["inputs"], self.previous, self.device)
         self.previous = None  # the previous call's tensors are released before this call
+        # Where the inputs sit: the allocator may hand a fresh call an earlier input's
+        # address too, and a cache keyed on it then fails there (evidence for GK672).
+        addresses = [t.data_ptr() if isinstance(t, torch.Tensor) else 0 for t in inputs]
         before = counts()
         try:
             out = self.model(*inputs)
@@ -123,7 +126,8 @@ class Runner:
         if isinstance(out, torch.Tensor):
             early = packed["file"]["sha256"] if "file" in packed else hashlib.sha256(packed["data"]).hexdigest()
             self.last = (index, out, early)  # as it was at return (a large output's file carries it)
-        self.channel.send("schedule-call", index=index, output=packed, threads_before=before, threads_after=after)
+        self.channel.send("schedule-call", index=index, output=packed, threads_before=before, threads_after=after,
+                          addresses=addresses)
         self.previous = inputs
 
 
