@@ -77,3 +77,19 @@ def node_ranges(stmt: cst.CSTNode, ast_stmt: ast.stmt, kind: type, lines: list[s
         out[id(mine_node)] = CodeRange(CodePosition(node.lineno, _column(lines, node.lineno, node.col_offset)),
                                   CodePosition(node.end_lineno, _column(lines, node.end_lineno, node.end_col_offset)))
     return out
+
+
+def ranges_from_ast(stmt: cst.CSTNode, ast_stmt: ast.stmt, members: list[cst.CSTNode],
+                    lines: list[str]) -> Optional[dict[int, CodeRange]]:
+    """Ranges of `members` (nodes of `stmt`) by id, when every one of them can be paired."""
+    if not all(type(n) in PAIRED for n in members):
+        return None
+    found: dict[int, CodeRange] = {}
+    for kind in {type(n) for n in members}:
+        ranges = node_ranges(stmt, ast_stmt, kind, lines)
+        if ranges is None:
+            return None
+        found.update(ranges)
+    if not all(id(n) in found for n in members):
+        return None
+    return {id(n): found[id(n)] for n in members}

@@ -61,13 +61,12 @@ class FileContext:
         # The answer depends on the bindings seen so far (a rule may resolve a node before
         # the traversal reaches it), so it is remembered per resolver epoch: the dozens of
         # rules that visit one call resolve its callee once.
-        resolver = self.resolver
-        key = id(expr)
-        hit = self._qualnames.get(key)
-        if hit is not None and hit[0] is resolver and hit[1] == resolver.epoch and hit[2] is expr:
-            return hit[3]
-        value = resolver.qualname(expr)
-        self._qualnames[key] = (resolver, resolver.epoch, expr, value)
+        epoch = self.resolver.epoch
+        hit = self._qualnames.get(id(expr))
+        if hit is not None and hit[0] == epoch and hit[1] is expr:
+            return hit[2]
+        value = self.resolver.qualname(expr)
+        self._qualnames[id(expr)] = (epoch, expr, value)
         return value
 
     def in_method(self, name: str, cls: Optional[str] = None) -> bool:

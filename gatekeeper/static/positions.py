@@ -15,7 +15,7 @@ import libcst as cst
 from libcst._position import CodePosition, CodeRange
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
-from gatekeeper.static.ast_positions import PAIRED, node_ranges
+from gatekeeper.static.ast_positions import ranges_from_ast
 from gatekeeper.static.python_ast import parse_python
 
 
@@ -148,17 +148,10 @@ def positions_for(
         groups.setdefault(id(stmt), (stmt, line, indent, ast_stmt, []))[4].append(node)
     out: dict[int, CodeRange] = {}
     for stmt, line, indent, ast_stmt, members in groups.values():
-        if ast_stmt is not None and all(type(n) in PAIRED for n in members):
-            fast: Optional[dict[int, CodeRange]] = {}
-            for kind in {type(n) for n in members}:
-                found = node_ranges(stmt, ast_stmt, kind, lines)
-                if found is None:
-                    fast = None
-                    break
-                fast.update(found)  # type: ignore[union-attr]
-            if fast is not None and all(id(n) in fast for n in members):
-                out.update({id(n): fast[id(n)] for n in members})
-                continue
+        fast = ranges_from_ast(stmt, ast_stmt, members, lines) if ast_stmt is not None else None
+        if fast is not None:
+            out.update(fast)
+            continue
         holder = _Holder({id(n) for n in members})
         _codegen(stmt, module, holder, line - len(stmt.leading_lines), indent)  # type: ignore[attr-defined]
         out.update({id(n): holder._computed[n] for n in members if n in holder._computed})
