@@ -284,6 +284,17 @@ def test_row8_detached_children_do_not_outlive_the_run(tmp_path, level):
     assert _gone(lambda: _processes_with(marker)), "a detached child outlived the run"
 
 
+@pytest.mark.parametrize("level", ["bwrap", "unshare"])
+def test_row8_a_child_detached_during_the_call_is_thread_injection(tmp_path, level):
+    """The worker adopts orphans as pid 1 of its namespace: one detached at import is not
+    the call's (above), one detached inside forward is."""
+    _level(level)
+    marker = ["sleep", "86422"]
+    code, report = _check(_copy(tmp_path, "fork_detached_in_forward.py"), level)
+    assert code == 1 and "GK645" in _codes(report), report["findings"]
+    assert _gone(lambda: _processes_with(marker)), "a detached child outlived the run"
+
+
 def test_row10_a_byte_order_mark_is_valid_python(tmp_path):
     level = _detect("auto").name
     code, report = _check(_copy(tmp_path, "bom_honest.py"), level)

@@ -61,6 +61,7 @@ def os_threads() -> int:
 
 
 def child_processes() -> list[int]:
+    """Our live children (zombies are done and are not counted)."""
     children: list[int] = []
     try:
         for task in os.listdir("/proc/self/task"):
@@ -68,12 +69,40 @@ def child_processes() -> list[int]:
                 children.extend(int(c) for c in handle.read().split())
     except OSError:
         pass
-    return children
+    return [pid for pid in children if not _zombie(pid)]
 
 
-def counts() -> dict[str, Any]:
-    return {"python_threads": threading.active_count(), "os_threads": os_threads(),
-            "children": len(child_processes())}
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True  # gone already
+
+
+def visible_pids() -> frozenset[int]:
+    try:
+        return frozenset(int(name) for name in os.listdir("/proc") if name.isdigit())
+    except OSError:
+        return frozenset()
+
+
+class Census:
+    """Thread and child counts around one call.
+
+    As pid 1 of its namespace (bwrap, unshare) the worker adopts every orphan there: a
+    process detached at import becomes its child when its parent exits, which may happen
+    during any call. Only a child that did not exist before the call (its pid was not
+    visible) or was our child already is counted after it."""
+
+    def __init__(self, before: "Census | None" = None) -> None:
+        live = child_processes()
+        self.visible = visible_pids()
+        if before is not None:
+            live = [pid for pid in live if pid in before.mine or pid not in before.visible]
+        self.mine = frozenset(live)
+        self.counts: dict[str, Any] = {"python_threads": threading.active_count(), "os_threads": os_threads(),
+                                       "children": len(live)}
 
 
 def storage_range(tensor: Any) -> tuple[int, int]:

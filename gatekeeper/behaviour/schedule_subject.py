@@ -16,7 +16,7 @@ import traceback
 import types
 from typing import Any, Optional
 
-from gatekeeper.behaviour.observe import changed, counts, identities
+from gatekeeper.behaviour.observe import Census, changed, identities
 from gatekeeper.sandbox.tensors import digest, pack, pack_tree, unpack
 
 # What a timing worker holds that a submission could look for: a module with the reference
@@ -112,7 +112,7 @@ class Runner:
         # Where the inputs sit: the allocator may hand a fresh call an earlier input's
         # address too, and a cache keyed on it then fails there (evidence for GK672).
         addresses = [t.data_ptr() if isinstance(t, torch.Tensor) else 0 for t in inputs]
-        before = counts()
+        census = Census()
         try:
             out = self.model(*inputs)
             packed = pack_tree(out) if isinstance(out, torch.Tensor) else [pack(t) for t in out] \
@@ -122,12 +122,12 @@ class Runner:
                               traceback=traceback.format_exc()[-2000:])
             self.previous = inputs
             return
-        after = counts()
+        after = Census(census).counts
         if isinstance(out, torch.Tensor):
             early = packed["file"]["sha256"] if "file" in packed else hashlib.sha256(packed["data"]).hexdigest()
             self.last = (index, out, early)  # as it was at return (a large output's file carries it)
-        self.channel.send("schedule-call", index=index, output=packed, threads_before=before, threads_after=after,
-                          addresses=addresses)
+        self.channel.send("schedule-call", index=index, output=packed, threads_before=census.counts,
+                          threads_after=after, addresses=addresses)
         self.previous = inputs
 
 

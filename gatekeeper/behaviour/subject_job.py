@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from gatekeeper.behaviour.attribution import Recorder
 from gatekeeper.behaviour.observe import (
-    changed, counts, identities, input_digests, overlaps, settle, storage_range, tensors_of,
+    Census, changed, identities, input_digests, overlaps, settle, storage_range, tensors_of,
 )
 from gatekeeper.problem.shims import install_shims
 from gatekeeper.sandbox.loading import load_module
@@ -124,7 +124,7 @@ class Subject:
         self.channel.phase("call", trial=label)
         params = list(self.model.parameters()) + list(self.model.buffers()) \
             if isinstance(self.model, torch.nn.Module) else []
-        before_counts = counts()
+        census = Census()
         before = input_digests(inputs)
         recorder = Recorder(self.device) if self.params.get("attribute", True) else None
         try:
@@ -144,12 +144,12 @@ class Subject:
             self.channel.send("call-error", trial=label, type=type(exc).__name__, message=str(exc)[:2000],
                               traceback=traceback.format_exc()[-4000:])
             return None
-        after_counts = counts()
+        after_counts = Census(census).counts
         after = input_digests(inputs)
         now = identities()
         observation: dict[str, Any] = {
             "trial": label, "describe": _describe(out, self.device),
-            "counts_before": before_counts, "counts_after": after_counts,
+            "counts_before": census.counts, "counts_after": after_counts,
             "mutated": [i for i, (b, a) in enumerate(zip(before, after)) if b != a],
             "tampered": changed(self.baseline, now),
         }
