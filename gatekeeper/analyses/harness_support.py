@@ -56,6 +56,19 @@ def resolve(ctx: FileContext, expr: Optional[cst.BaseExpression]) -> Optional[st
     return value
 
 
+def _resolve_name(ctx: FileContext, node: cst.Name) -> Optional[str]:
+    """`resolve` for a Name, without its general dispatch: the leader asks for every name
+    of the file."""
+    cache: dict[int, Optional[str]] = ctx.__dict__.setdefault(_CACHE_ATTR, {})
+    key = id(node)
+    hit = cache.get(key, _MISSING)
+    if hit is not _MISSING:
+        return hit  # type: ignore[return-value]
+    value = _resolve(ctx, node) if node.value in _MODULE_DUNDERS else ctx.resolver.name_qualname(node.value)
+    cache[key] = value
+    return value
+
+
 def _resolve(ctx: FileContext, expr: cst.BaseExpression) -> Optional[str]:
     kind = type(expr)  # not isinstance: libcst nodes are ABCs (slow checks); these four are final
     if kind is cst.Name:
@@ -177,7 +190,7 @@ class UseRule(Rule):
         self._hub.add(self, roots)
         if self._hub.leader is not self:
             # Only the leader walks names; the engine skips handlers set to None.
-            for name in ("visit_Name", "visit_Attribute", "visit_Subscript"):
+            for name in ("visit_Name", "visit_Attribute", "visit_Subscript", "visit_Call"):
                 if getattr(type(self), name) is getattr(UseRule, name):
                     setattr(self, name, None)
 
@@ -222,7 +235,7 @@ class UseRule(Rule):
         hub = self._hub
         if hub.leader is not self or self._in_import:
             return
-        qual = resolve(self.ctx, node)
+        qual = _resolve_name(self.ctx, node)
         if qual is None:
             return
         rules = hub.by_root.get(qual.split(".", 1)[0])

@@ -25,7 +25,7 @@ from typing import Callable, Optional
 
 import libcst as cst
 
-from gatekeeper.analyses.body_fingerprint import fingerprint, import_map
+from gatekeeper.analyses.body_fingerprint import fingerprint, import_map, index_module
 from gatekeeper.static.context import FileContext
 from gatekeeper.static.source_order import visit
 
@@ -113,6 +113,8 @@ class _Index:
         self._imports_mine = import_map(ctx.module)
         self._imports_theirs = import_map(ctx.problem.module) if ctx.problem is not None else {}
         self._own: dict[str, bool] = {}
+        self._ctx = ctx
+        self._indexed = False
         self._names: dict[int, tuple[cst.CSTNode, _Names]] = {}
         self._flow_nodes: dict[int, tuple[cst.CSTNode, list]] = {}
 
@@ -153,6 +155,11 @@ class _Index:
         theirs = self.theirs.get(name)
         if theirs is None:
             return True
+        if not self._indexed:  # fingerprints from the ast trees, not from generated code
+            self._indexed = True
+            index_module(self._ctx.module, self._ctx.text)
+            if self._ctx.problem is not None:
+                index_module(self._ctx.problem.module, self._ctx.problem.text, shared=False)
         if type(mine) is cst.ClassDef and type(theirs) is cst.ClassDef:
             a, b = _methods(mine), _methods(theirs)
             if a.keys() != b.keys():

@@ -8,7 +8,6 @@ type, so adding a rule adds no traversal.
 from __future__ import annotations
 
 from collections import defaultdict
-from functools import partial
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -60,40 +59,69 @@ def _index(classes: tuple[type, ...]) -> tuple[dict[str, tuple[int, ...]], dict[
     return found
 
 
+_ENGINE, _EXTRAS = -1, -2
+_Spec = tuple[tuple[int, object], ...]
+_TEMPLATES: dict[tuple[type, ...], dict[type, tuple[_Spec, _Spec]]] = {}  # rule set -> node type -> plan
+
+
+def _template(templates: dict[type, tuple[_Spec, _Spec]], visit_index: dict[str, tuple[int, ...]],
+              leave_index: dict[str, tuple[int, ...]], kind: type) -> tuple[_Spec, _Spec]:
+    """What to call on entering and leaving a node type, for a rule set: (rule position,
+    handler name) for a rule's handler, (_ENGINE, function) for the engine's bookkeeping,
+    (_EXTRAS, None) where extra handlers go. Computed once per rule set and node type; each
+    file only binds it to its rule instances."""
+    found = templates.get(kind)
+    if found is None:
+        name = kind.__name__
+        enter: list[tuple[int, object]] = []
+        if name in _BEFORE:
+            enter.append((_ENGINE, _BEFORE[name]))
+        if name == "SimpleString":
+            enter.append((_ENGINE, _Traversal._collect_string))
+        enter += [(i, "visit_" + name) for i in visit_index.get(name, ())]
+        enter.append((_EXTRAS, None))
+        if name in _AFTER:
+            enter.append((_ENGINE, _AFTER[name]))
+        leave: list[tuple[int, object]] = [(i, "leave_" + name) for i in leave_index.get(name, ())]
+        leave.append((_EXTRAS, None))
+        if name in _ON_LEAVE:
+            leave.append((_ENGINE, _ON_LEAVE[name]))
+        found = templates[kind] = (tuple(enter), tuple(leave))
+    return found
+
+
 class _Traversal:
     def __init__(self, ctx: FileContext, rules: Sequence[Rule]) -> None:
         self.ctx = ctx
         self.rules = rules
-        self.visit_index, self.leave_index = _index(tuple(type(rule) for rule in rules))
+        classes = tuple(type(rule) for rule in rules)
+        self.visit_index, self.leave_index = _index(classes)
+        self.templates = _TEMPLATES.setdefault(classes, {})
         # Extra handlers by node type name, called after the rules' (tests add probes here).
         self.visits: dict[str, list[Handler]] = defaultdict(list)
         self.leaves: dict[str, list[Handler]] = defaultdict(list)
         self.extractor = SourceExtractor(ctx.resolver, ctx.constants, ctx.folder)
         self.strings: list[cst.SimpleString] = []
 
-    def _handlers(self, prefix: str, name: str, positions: tuple[int, ...]) -> list[Handler]:
-        # A rule instance may switch a handler off for this file by setting it to None.
-        found = (getattr(self.rules[i], prefix + name) for i in positions)
-        return [handler for handler in found if handler is not None]
-
     def _plans(self, kind: type) -> tuple[tuple[Handler, ...], tuple[Handler, ...]]:
         """Everything to call on entering and on leaving a node type, in order: the
-        engine's own bookkeeping around the rules' handlers."""
-        name = kind.__name__
-        enter: list[Handler] = []
-        if name in _BEFORE:
-            enter.append(partial(_BEFORE[name], self))
-        if name == "SimpleString":
-            enter.append(self._collect_string)
-        enter.extend(self._handlers("visit_", name, self.visit_index.get(name, ())))
-        enter.extend(self.visits.get(name, ()))
-        if name in _AFTER:
-            enter.append(partial(_AFTER[name], self))
-        leave: list[Handler] = self._handlers("leave_", name, self.leave_index.get(name, ()))
-        leave.extend(self.leaves.get(name, ()))
-        if name in _ON_LEAVE:
-            leave.append(partial(_ON_LEAVE[name], self))
-        return tuple(enter), tuple(leave)
+        engine's own bookkeeping around the rules' handlers (see _template)."""
+        enter, leave = _template(self.templates, self.visit_index, self.leave_index, kind)
+        return self._bind(enter, self.visits.get(kind.__name__)), self._bind(leave, self.leaves.get(kind.__name__))
+
+    def _bind(self, spec: tuple[tuple[int, object], ...], extras: Optional[list[Handler]]) -> tuple[Handler, ...]:
+        rules = self.rules
+        out: list[Handler] = []
+        for position, what in spec:
+            if position >= 0:
+                handler = getattr(rules[position], what)  # type: ignore[arg-type]
+                if handler is not None:  # a rule instance may switch a handler off for this file
+                    out.append(handler)
+            elif position == _ENGINE:
+                out.append(what.__get__(self))  # type: ignore[attr-defined]
+            elif extras:
+                out.extend(extras)
+        return tuple(out)
 
     def _collect_string(self, node: cst.SimpleString) -> None:
         if len(node.value) > 24:

@@ -66,7 +66,8 @@ def compute_forward_keys(ctx: CallGraph) -> frozenset[str]:
         name = _last(key)
         if key in called or name in NOT_FORWARD or name.startswith("__") or is_root(ctx, key):
             continue
-        if len(re.findall(rf"(?<![\w.]){re.escape(name)}\b|\.{re.escape(name)}\b", ctx.text)) > _defs(ctx, name):
+        uses, defs = _occurrences(ctx.text, name)
+        if uses > defs:
             stack.append(key)
     while stack:
         key = stack.pop()
@@ -77,8 +78,43 @@ def compute_forward_keys(ctx: CallGraph) -> frozenset[str]:
     return frozenset(reached)
 
 
-def _defs(ctx: CallGraph, name: str) -> int:
-    return len(re.findall(rf"\bdef\s+{re.escape(name)}\b", ctx.text))
+_SCAN_LIMIT = 256
+
+
+def _occurrences(text: str, name: str) -> tuple[int, int]:
+    """How often `name` occurs in `text` as a whole word, and how often as `def name`.
+    A find loop, not a regex: compiling a pattern per function name cost more than the
+    search (each name is new to re's cache). A name found very often falls back to regexes."""
+    uses = defs = scanned = 0
+    size, end_of_text = len(name), len(text)
+    at = text.find(name)
+    while at >= 0:
+        scanned += 1
+        if scanned > _SCAN_LIMIT:
+            return _occurrences_by_regex(text, name)
+        end = at + size
+        if (at == 0 or not _is_word(text[at - 1])) and (end == end_of_text or not _is_word(text[end])):
+            uses += 1
+            start = at
+            while start > 0 and text[start - 1].isspace():
+                start -= 1
+            if start < at and start >= 3 and text.startswith("def", start - 3) \
+                    and (start == 3 or not _is_word(text[start - 4])):
+                defs += 1
+            at = text.find(name, end)
+        else:
+            at = text.find(name, at + 1)
+    return uses, defs
+
+
+def _is_word(char: str) -> bool:
+    return char.isalnum() or char == "_"  # what `\w` matches in a str pattern
+
+
+def _occurrences_by_regex(text: str, name: str) -> tuple[int, int]:
+    word = re.escape(name)
+    return (len(re.findall(rf"(?<![\w.]){word}\b|\.{word}\b", text)),
+            len(re.findall(rf"\bdef\s+{word}\b", text)))
 
 
 def in_forward(ctx: CallGraph, key: str) -> bool:

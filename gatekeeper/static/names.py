@@ -193,6 +193,15 @@ class NameResolver:
             self.bind(param.name.value, Binding("param"))
 
     # resolution -------------------------------------------------------------
+    def name_qualname(self, name: str) -> Optional[str]:
+        """What the bare name `name` refers to here (see qualname)."""
+        binding = self.lookup(name)
+        if binding is None:
+            return f"builtins.{name}" if name in _BUILTINS else None
+        if binding.kind in ("import", "alias"):
+            return binding.qualname
+        return None
+
     def qualname(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
         """The fully qualified name an expression refers to, or None if it is not a module
         path (a local variable, a call result, a parameter...)."""
@@ -200,14 +209,7 @@ class NameResolver:
         # costs ~10x, and this runs for most names of a file. Name/Attribute/Call are final.
         kind = type(expr)
         if kind is cst.Name:
-            binding = self.lookup(expr.value)
-            if binding is None:
-                if expr.value in _BUILTINS:
-                    return f"builtins.{expr.value}"
-                return None
-            if binding.kind in ("import", "alias"):
-                return binding.qualname
-            return None
+            return self.name_qualname(expr.value)
         if kind is cst.Attribute:
             if type(expr.value) is cst.Name and expr.value.value == "self":
                 if self.lookup("self") is not None and expr.attr.value in self.self_attrs:
