@@ -40,19 +40,24 @@ def parse_int(text: str) -> Optional[int]:
 # is not skipped here, so that the directive alternative below can see the line start.
 _SKIP = r"""(?:[ \t\r\f\v]|\\?\n(?![ \t]*\#)|//[^\n]*|/\*.*?(?:\*/|\Z)|"(?:\\.|[^"\\\n])*"?|'(?:\\.|[^'\\\n])*'?)"""
 
-# One match per token: the token (alternatives tried in order at each position, the standard
-# way to write a lexer) followed by everything dropped after it, so the finditer loop sees
-# only tokens (whitespace used to be a match of its own, about 40% of all matches). The
-# kind is the number of the group that matched last (m.lastindex: 1 directive, 2 raw
-# string's delimiter, 3 ident, 4 number, 5 punct); a match of dropped text alone has none.
+# One match per token: the token followed by everything dropped after it, so the finditer
+# loop sees only tokens (whitespace used to be a match of its own, about 40% of all
+# matches). The alternatives are tried in order at each position and each is entered (they
+# start with a group, which re cannot skip by its first character), so the common ones come
+# first: identifiers, numbers, single-character punctuation. The kind is the number of the
+# group that matched last (m.lastindex): 1 ident, 2 number, 3 and 7 punct, 4 directive,
+# 5 raw string's delimiter, 6 a lone `R` (an identifier that failed to start a raw string);
+# a match of dropped text alone has none.
 _LEXER = re.compile(
     r"""(?:
-      ((?:\A|\\?\n)[ \t]*\#[ \t]*[A-Za-z_]\w*)
+      ((?!R")[A-Za-z_]\w*)
+    | (\.?\d(?:[eEpP][+-]|[\w.'])*)
+    | ([(),;\[\]{}?~])
+    | ((?:\A|\\?\n)[ \t]*\#[ \t]*[A-Za-z_]\w*)
     | _SKIP++
     | \\?\n[ \t]*
-    | R"([^()\s\\]{0,16})\(.*?\)\2"
-    | ([A-Za-z_]\w*)
-    | (\.?\d(?:[eEpP][+-]|[\w.'])*)
+    | R"([^()\s\\]{0,16})\(.*?\)\5"
+    | (R)
     | (<<<|>>>|<<=|>>=|\.\.\.|->\*|::|->|\+\+|--|<<|>>|<=|>=|==|!=|&&|\|\||\+=|-=|\*=|/=|%=|&=|\|=|\^=|\#\#|.)
     ) _SKIP*+""".replace("_SKIP", _SKIP),
     re.X | re.S,
@@ -72,14 +77,16 @@ def tokenize(src: str) -> list[Token]:
     append = out.append
     for match in _LEXER.finditer(src):
         kind = match.lastindex
-        if kind == 3:
-            append(_new_tuple(Token, ("ident", match[3], match.start())))
-        elif kind == 5:
-            append(_new_tuple(Token, ("punct", match[5], match.start())))
+        if kind == 1:
+            append(_new_tuple(Token, ("ident", match[1], match.start())))
+        elif kind == 3 or kind == 7:
+            append(_new_tuple(Token, ("punct", match[kind], match.start())))
+        elif kind == 2:
+            append(_new_tuple(Token, ("number", match[2], match.start())))
+        elif kind == 6:
+            append(_new_tuple(Token, ("ident", "R", match.start())))
         elif kind == 4:
-            append(_new_tuple(Token, ("number", match[4], match.start())))
-        elif kind == 1:
-            text = match[1]
+            text = match[4]
             hash_at = text.index("#")
             append(Token("directive", text[hash_at + 1 :].strip(), match.start() + hash_at))
     return out
