@@ -13,8 +13,28 @@ from gatekeeper.static.rule import Rule
 from gatekeeper.static.walk import subtree
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
-# Reference fingerprints by problem hash: the problem is the same for many submissions.
-_REFERENCE_CACHE: dict[str, list[tuple[str, tuple[int, str], tuple[str, ...], tuple[int, ...]]]] = {}
+# Reference forwards by problem hash: the problem is the same for many submissions.
+_REFERENCE_CACHE: dict[str, list["_ReferenceForward"]] = {}
+_UNSET: tuple[int, str] = (-1, "")
+
+
+class _ReferenceForward:
+    """A reference class's forward: its shape and node counts, taken up front, and its
+    fingerprint, taken only when a submission's function has the same shape and counts
+    (most never do, so most references are never fingerprinted)."""
+
+    def __init__(self, problem: ProblemFacts, name: str, node: cst.FunctionDef) -> None:
+        self.problem, self.name, self.node = problem, name, node
+        self.shape, self.counts = _shape(node), _node_counts(node)
+        self._fingerprint: Optional[tuple[int, str]] = _UNSET
+
+    def fingerprint(self) -> Optional[tuple[int, str]]:
+        if self._fingerprint is _UNSET:
+            problem = self.problem
+            index_module(problem.module, problem.text, shared=False)
+            self._fingerprint = fingerprint(self.node, import_map(problem.module))
+        return self._fingerprint
+
 
 _PROBLEM = (
     "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self):\n"
@@ -25,21 +45,19 @@ _PROBLEM = (
 )
 
 
-def reference_fingerprints(problem: ProblemFacts) -> list[tuple[str, tuple[int, str], tuple[str, ...], tuple[int, ...]]]:
-    """(name, fingerprint, shape, node counts) of each reference class's forward."""
+def reference_forwards(problem: ProblemFacts) -> list[_ReferenceForward]:
+    """The forward of each class of the reference (not a pasted ModelNew)."""
     cached = _REFERENCE_CACHE.get(problem.sha256)
     if cached is not None:
         return cached
-    imports = import_map(problem.module)
-    index_module(problem.module, problem.text, shared=False)
-    out: list[tuple[str, tuple[int, str], tuple[str, ...], tuple[int, ...]]] = []
+    out: list[_ReferenceForward] = []
     for stmt in problem.module.body:
         if type(stmt) is cst.ClassDef and stmt.name.value != "ModelNew":
             for item in stmt.body.body:
                 if type(item) is cst.FunctionDef and item.name.value == "forward":
-                    fp = fingerprint(item, imports)
-                    if fp is not None:
-                        out.append((f"{stmt.name.value}.forward", fp, _shape(item), _node_counts(item)))
+                    out.append(_ReferenceForward(problem, f"{stmt.name.value}.forward", item))
+    if len(_REFERENCE_CACHE) >= 256:  # each entry holds its problem's tree
+        _REFERENCE_CACHE.clear()
     _REFERENCE_CACHE[problem.sha256] = out
     return out
 
@@ -201,7 +219,7 @@ class CopiesReferenceForward(Rule):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._reference: Optional[list[tuple[str, tuple[int, str], tuple[str, ...], tuple[int, ...]]]] = None
+        self._reference: Optional[list[_ReferenceForward]] = None
         self._imports: Optional[dict[str, str]] = None
         self._skip = model_names(self.ctx) - {"ModelNew"}
 
@@ -209,14 +227,17 @@ class CopiesReferenceForward(Rule):
         if self.ctx.problem is None or (self.ctx.class_name in self._skip and self.ctx.class_name is not None):
             return
         if self._reference is None:
-            self._reference = reference_fingerprints(self.ctx.problem)
+            self._reference = reference_forwards(self.ctx.problem)
         if not self._reference:
             return
         shape = _shape(node)
-        if not any(shape == ref_shape for _, _, ref_shape, _ in self._reference):
+        if not any(shape == ref.shape for ref in self._reference):
             return
         counts = _node_counts(node)
-        if not any(shape == ref_shape and counts == ref_counts for _, _, ref_shape, ref_counts in self._reference):
+        # Equal fingerprints have equal shapes and counts (tests/test_gk403_count_prefilter.py),
+        # so only these references can match.
+        candidates = [ref for ref in self._reference if shape == ref.shape and counts == ref.counts]
+        if not candidates:
             return
         if self._imports is None:
             self._imports = import_map(self.ctx.module)
@@ -224,8 +245,9 @@ class CopiesReferenceForward(Rule):
         mine = fingerprint(node, self._imports)
         if mine is None:
             return
-        for ref, fp, _, _ in self._reference:
-            if fp == mine:
+        for candidate in candidates:
+            if candidate.fingerprint() == mine:
+                ref = candidate.name
                 cls = self.ctx.classes[-1] if self.ctx.classes else None
                 if delegates_to_own_code(self.ctx, cls, node):
                     return
