@@ -13,8 +13,9 @@ from gatekeeper.static.rule import Rule
 from gatekeeper.static.walk import subtree
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
-# Reference forwards by problem hash: the problem is the same for many submissions.
-_REFERENCE_CACHE: dict[str, list["_ReferenceForward"]] = {}
+# Reference forwards are kept on the problem's facts (which live as long as the problem is
+# in use): the problem is the same for many submissions.
+_ATTR = "_gk403_forwards"
 _UNSET: tuple[int, str] = (-1, "")
 
 
@@ -23,14 +24,13 @@ class _ReferenceForward:
     fingerprint, taken only when a submission's function has the same shape and counts
     (most never do, so most references are never fingerprinted)."""
 
-    def __init__(self, problem: ProblemFacts, name: str, node: cst.FunctionDef) -> None:
-        self.problem, self.name, self.node = problem, name, node
+    def __init__(self, name: str, node: cst.FunctionDef) -> None:
+        self.name, self.node = name, node
         self.shape, self.counts = _shape(node), _node_counts(node)
         self._fingerprint: Optional[tuple[int, str]] = _UNSET
 
-    def fingerprint(self) -> Optional[tuple[int, str]]:
+    def fingerprint(self, problem: ProblemFacts) -> Optional[tuple[int, str]]:
         if self._fingerprint is _UNSET:
-            problem = self.problem
             index_module(problem.module, problem.text, shared=False)
             self._fingerprint = fingerprint(self.node, import_map(problem.module))
         return self._fingerprint
@@ -47,7 +47,7 @@ _PROBLEM = (
 
 def reference_forwards(problem: ProblemFacts) -> list[_ReferenceForward]:
     """The forward of each class of the reference (not a pasted ModelNew)."""
-    cached = _REFERENCE_CACHE.get(problem.sha256)
+    cached = problem.__dict__.get(_ATTR)
     if cached is not None:
         return cached
     out: list[_ReferenceForward] = []
@@ -55,10 +55,8 @@ def reference_forwards(problem: ProblemFacts) -> list[_ReferenceForward]:
         if type(stmt) is cst.ClassDef and stmt.name.value != "ModelNew":
             for item in stmt.body.body:
                 if type(item) is cst.FunctionDef and item.name.value == "forward":
-                    out.append(_ReferenceForward(problem, f"{stmt.name.value}.forward", item))
-    if len(_REFERENCE_CACHE) >= 256:  # each entry holds its problem's tree
-        _REFERENCE_CACHE.clear()
-    _REFERENCE_CACHE[problem.sha256] = out
+                    out.append(_ReferenceForward(f"{stmt.name.value}.forward", item))
+    problem.__dict__[_ATTR] = out
     return out
 
 
@@ -246,7 +244,7 @@ class CopiesReferenceForward(Rule):
         if mine is None:
             return
         for candidate in candidates:
-            if candidate.fingerprint() == mine:
+            if candidate.fingerprint(self.ctx.problem) == mine:
                 ref = candidate.name
                 cls = self.ctx.classes[-1] if self.ctx.classes else None
                 if delegates_to_own_code(self.ctx, cls, node):
