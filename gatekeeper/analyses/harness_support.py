@@ -64,7 +64,13 @@ def _resolve_name(ctx: FileContext, node: cst.Name) -> Optional[str]:
     hit = cache.get(key, _MISSING)
     if hit is not _MISSING:
         return hit  # type: ignore[return-value]
-    value = _resolve(ctx, node) if node.value in _MODULE_DUNDERS else ctx.resolver.name_qualname(node.value)
+    name = node.value
+    if name in _MODULE_DUNDERS:
+        value = _resolve(ctx, node)
+    elif ctx.resolver.may_name_a_path(name):
+        value = ctx.resolver.name_qualname(name)
+    else:
+        value = None  # most names of a file: locals and parameters
     cache[key] = value
     return value
 

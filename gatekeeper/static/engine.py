@@ -225,7 +225,7 @@ class _Traversal:
                 callee = func.attr.value
         if callee is not None:
             ctx.calls.setdefault(callee, set()).add(ctx.function_key)
-        qual = ctx.resolver.qualname(func) or ""
+        qual = ctx.qualname(func) or ""  # remembered: most rules visiting the call ask again
         if qual in LOADERS or (type(func) in (cst.Name, cst.Attribute) and _last(func) == "load_inline"):
             ctx.cpp_sources.extend(self.extractor.from_call(call, qual or "load_inline"))
 

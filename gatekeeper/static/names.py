@@ -96,6 +96,9 @@ class NameResolver:
         # Bumped by every change of what a name means (a binding, a scope entered or left),
         # so an answer remembered at one epoch is still the answer at the same epoch.
         self.epoch = 0
+        # Every name ever bound to a module path (import or alias), in any scope: a name
+        # outside it that is not a builtin resolves to nothing, whatever the scopes hold.
+        self.path_names: set[str] = set()
 
     # scopes ---------------------------------------------------------------
     def push(self, kind: str) -> None:
@@ -114,6 +117,8 @@ class NameResolver:
     def bind(self, name: str, binding: Binding) -> None:
         self.epoch += 1
         self.stack[-1].names[name] = binding
+        if binding.kind == "import" or binding.kind == "alias":
+            self.path_names.add(name)
 
     def lookup(self, name: str) -> Optional[Binding]:
         innermost = len(self.stack) - 1
@@ -193,6 +198,10 @@ class NameResolver:
             self.bind(param.name.value, Binding("param"))
 
     # resolution -------------------------------------------------------------
+    def may_name_a_path(self, name: str) -> bool:
+        """False when `name` resolves to nothing here for sure (see path_names)."""
+        return name in self.path_names or name in _BUILTINS
+
     def name_qualname(self, name: str) -> Optional[str]:
         """What the bare name `name` refers to here (see qualname)."""
         binding = self.lookup(name)
