@@ -174,7 +174,8 @@ class _Hub:
             self.by_root.setdefault(root, []).append(rule)
 
 
-_ROOTS: dict[type, frozenset[str]] = {}  # per rule class: the first parts of its NAMES
+_ROOTS: dict[type, frozenset[str]] = {}
+_LEADER_ONLY = ("visit_Name", "visit_Attribute", "visit_Subscript", "visit_Call")  # per rule class: the first parts of its NAMES
 
 
 class UseRule(Rule):
@@ -189,16 +190,17 @@ class UseRule(Rule):
         self._imports: list[tuple[cst.CSTNode, str]] = []
         self._used = False
         self._in_import = 0
-        self._hub: _Hub = self.ctx.__dict__.setdefault("_gk4_hub", _Hub())
+        hub = self.ctx.__dict__.get("_gk4_hub")
+        if hub is None:
+            hub = self.ctx.__dict__["_gk4_hub"] = _Hub()
+        self._hub: _Hub = hub
         roots = _ROOTS.get(type(self))
         if roots is None:
             roots = _ROOTS[type(self)] = frozenset(n.split(".", 1)[0].rstrip("*") for n in self.NAMES)
         self._hub.add(self, roots)
         if self._hub.leader is not self:
             # Only the leader walks names; the engine skips handlers set to None.
-            for name in ("visit_Name", "visit_Attribute", "visit_Subscript", "visit_Call"):
-                if getattr(type(self), name) is getattr(UseRule, name):
-                    setattr(self, name, None)
+            self.switch_off_inherited(UseRule, _LEADER_ONLY)
 
     # hooks ---------------------------------------------------------------------------
     def describe(self, qual: str, entry: str, node: cst.CSTNode) -> Optional[tuple[str, Optional[Severity]]]:

@@ -70,9 +70,7 @@ class TorchFallbackRule(Rule):
         if not self.feeds:
             # Only the first GK3xx rule feeds the shared usage: the engine skips handlers set
             # to None, so the others cost nothing per node.
-            for name in _FEEDING:
-                if getattr(type(self), name) is getattr(TorchFallbackRule, name):
-                    setattr(self, name, None)
+            self.switch_off_inherited(TorchFallbackRule, _FEEDING)
         allow = self.settings.get("allow", [])
         if not isinstance(allow, list) or not all(isinstance(a, str) for a in allow):
             raise UsageError(f"the `allow` option of {self.code} (rules.{self.code}.options.allow) must be a list "

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from gatekeeper.static.cpp_sources import CppSource
 
 
+_INHERITED: dict[tuple[type, type, tuple[str, ...]], dict[str, None]] = {}
+
+
 class Rule:
     code: ClassVar[str]
     name: ClassVar[str]
@@ -63,6 +66,15 @@ class Rule:
     @classmethod
     def docs(cls) -> str:
         return (cls.__doc__ or "").strip()
+
+    def switch_off_inherited(self, base: type, names: tuple[str, ...]) -> None:
+        """Set to None, for this file, the handlers among `names` that this rule's class
+        takes unchanged from `base`: the engine skips a handler that is None."""
+        key = (type(self), base, names)
+        off = _INHERITED.get(key)
+        if off is None:
+            off = _INHERITED[key] = dict.fromkeys(n for n in names if getattr(type(self), n) is getattr(base, n))
+        self.__dict__.update(off)
 
     def report(
         self,

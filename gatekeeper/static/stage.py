@@ -50,6 +50,27 @@ def severities(rules: Sequence[type[Rule]], config: Config) -> dict[str, Severit
     return out
 
 
+_Plan = tuple[list[type[Rule]], dict[str, dict], dict[str, Severity]]
+_PLANS: dict[int, tuple[Config, tuple, _Plan]] = {}
+
+
+def _rule_plan(config: Config) -> _Plan:
+    """The active rules, their options and severities for `config`, worked out once per
+    configuration rather than per file (a batch checks thousands of files with one). Keyed
+    by what they depend on, so a configuration changed in place is worked out again."""
+    token = (config.profile, tuple(config.select), tuple(config.ignore), tuple(config.rule_dirs),
+             tuple((code, s.enabled, s.severity, id(s.options)) for code, s in config.rules.items()))
+    hit = _PLANS.get(id(config))
+    if hit is not None and hit[0] is config and hit[1] == token:
+        return hit[2]
+    rules = active_rules(config)
+    plan = (rules, {code: s.options for code, s in config.rules.items()}, severities(rules, config))
+    if len(_PLANS) >= 16:
+        _PLANS.clear()
+    _PLANS[id(config)] = (config, token, plan)
+    return plan
+
+
 def run_static(data: bytes, path: str, config: Config, problem: Optional[ProblemFacts]) -> list[Finding]:
     with collector_paused():
         try:
@@ -84,13 +105,12 @@ def _run_static(data: bytes, path: str, config: Config, problem: Optional[Proble
         if line is None:
             line, column, message = exc.raw_line, exc.raw_column + 1, exc.message
         return [_load_finding(SubmissionSyntaxError, path, message, line, column)]
-    rules = active_rules(config)
-    settings = {code: s.options for code, s in config.rules.items()}
+    rules, settings, severity = _rule_plan(config)
     folder = Path(path).parent if path and Path(path).exists() else None
     try:
         findings = run_rules(
             module, path=path, text=text, rule_classes=rules, profile=config.profile,
-            settings=settings, severities=severities(rules, config), problem=problem, folder=folder,
+            settings=settings, severities=severity, problem=problem, folder=folder,
         )
     except RecursionError:
         # The file parsed and passed the nesting screen: a rule that recursed is the
