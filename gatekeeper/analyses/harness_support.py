@@ -174,8 +174,8 @@ class _Hub:
             self.by_root.setdefault(root, []).append(rule)
 
 
-_ROOTS: dict[type, frozenset[str]] = {}
-_LEADER_ONLY = ("visit_Name", "visit_Attribute", "visit_Subscript", "visit_Call")  # per rule class: the first parts of its NAMES
+_ROOTS: dict[type, frozenset[str]] = {}  # per rule class: the first parts of its NAMES
+_LEADER_ONLY = ("visit_Name", "visit_Attribute", "visit_Subscript", "visit_Call")  # handlers only the leader runs
 
 
 class UseRule(Rule):
