@@ -56,31 +56,14 @@ def resolve(ctx: FileContext, expr: Optional[cst.BaseExpression]) -> Optional[st
     return value
 
 
-def _resolve_name(ctx: FileContext, node: cst.Name) -> Optional[str]:
-    """`resolve` for a Name, without its general dispatch: the leader asks for every name
-    of the file."""
-    cache: dict[int, Optional[str]] = ctx.__dict__.setdefault(_CACHE_ATTR, {})
-    key = id(node)
-    hit = cache.get(key, _MISSING)
-    if hit is not _MISSING:
-        return hit  # type: ignore[return-value]
-    name = node.value
-    if name in _MODULE_DUNDERS:
-        value = _resolve(ctx, node)
-    elif ctx.resolver.may_name_a_path(name):
-        value = ctx.resolver.name_qualname(name)
-    else:
-        value = None  # most names of a file: locals and parameters
-    cache[key] = value
-    return value
-
-
 def _resolve(ctx: FileContext, expr: cst.BaseExpression) -> Optional[str]:
     kind = type(expr)  # not isinstance: libcst nodes are ABCs (slow checks); these four are final
     if kind is cst.Name:
-        if expr.value in _MODULE_DUNDERS:
-            return "builtins" if expr.value == "__builtins__" and ctx.resolver.lookup(expr.value) is None else None
-        return ctx.qualname(expr)
+        name = expr.value
+        if name in _MODULE_DUNDERS:
+            return "builtins" if name == "__builtins__" and ctx.resolver.lookup(name) is None else None
+        # Most names of a file are locals and parameters: those resolve without a scope walk.
+        return ctx.resolver.name_qualname(name) if ctx.resolver.may_name_a_path(name) else None
     if kind is cst.Attribute:
         base = resolve(ctx, expr.value)
         return f"{base}.{expr.attr.value}" if base else None
@@ -243,7 +226,7 @@ class UseRule(Rule):
         hub = self._hub
         if hub.leader is not self or self._in_import:
             return
-        qual = _resolve_name(self.ctx, node)
+        qual = resolve(self.ctx, node)
         if qual is None:
             return
         rules = hub.by_root.get(qual.split(".", 1)[0])
