@@ -9,7 +9,8 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from gatekeeper.static.context import FileContext
 from gatekeeper.static.cpp_functions import functions
 from gatekeeper.static.cpp_tokens import directive_lines, parse_int, tokenize
-from gatekeeper.static.engine import _collect_constants, _Traversal
+from gatekeeper.static.engine import _Traversal
+from gatekeeper.static.module_constants import collect_module_constants
 from gatekeeper.static.positions import positions_for
 from gatekeeper.static.walk import subtree
 
@@ -20,7 +21,7 @@ def _resolve_calls(source: str) -> dict[str, str | None]:
     """Map the source text of every call's function to its resolved qualified name."""
     module = cst.parse_module(source)
     ctx = FileContext(path="x.py", text=source, module=module, profile="default", problem=None, folder=None)
-    _collect_constants(ctx)
+    collect_module_constants(ctx)
     seen: dict[str, str | None] = {}
 
     class Probe:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Union
 
 import libcst as cst
 
@@ -25,7 +25,7 @@ class FileContext:
     module: cst.Module
     profile: str
     problem: Optional[ProblemFacts]
-    folder: Optional[Path]
+    folder: Union[Path, None, Callable[[], Optional[Path]]]  # side files' folder, or how to find it
     resolver: NameResolver = field(default_factory=NameResolver)
     parents: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
     # Enclosing definitions, innermost last.

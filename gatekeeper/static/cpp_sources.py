@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, AbstractSet, Optional
+from typing import TYPE_CHECKING, AbstractSet, Callable, Optional, Union
 
 import libcst as cst
 
@@ -117,11 +117,13 @@ class SourceExtractor:
         self,
         resolver: NameResolver,
         constants: dict[str, list[cst.BaseExpression]],
-        folder: Optional[Path],
+        folder: Union[Path, None, Callable[[], Optional[Path]]],
     ) -> None:
         self.resolver = resolver
         self.constants = constants
-        self.folder = folder
+        # A callable is asked on the first side file only: most files name none, and
+        # finding the folder costs a stat of the submission.
+        self._folder = folder
         self.seen_nodes: set[int] = set()
 
     def from_call(self, call: cst.Call, qualname: str) -> list[CppSource]:
@@ -244,12 +246,19 @@ class SourceExtractor:
             if text is not None:
                 _add(out, text + "\n", None, name)
 
+    @property
+    def folder(self) -> Optional[Path]:
+        if callable(self._folder):
+            self._folder = self._folder()
+        return self._folder
+
     def _read_side_file(self, name: str) -> Optional[str]:
-        if self.folder is None:
+        folder = self.folder
+        if folder is None:
             return None
         try:
-            path = (self.folder / name).resolve()
-            if self.folder.resolve() not in path.parents or not path.is_file():
+            path = (folder / name).resolve()
+            if folder.resolve() not in path.parents or not path.is_file():
                 return None
             if path.stat().st_size > _MAX_SIDE_FILE:
                 return None

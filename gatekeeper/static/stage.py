@@ -106,11 +106,10 @@ def _run_static(data: bytes, path: str, config: Config, problem: Optional[Proble
             line, column, message = exc.raw_line, exc.raw_column + 1, exc.message
         return [_load_finding(SubmissionSyntaxError, path, message, line, column)]
     rules, settings, severity = _rule_plan(config)
-    folder = Path(path).parent if path and Path(path).exists() else None
     try:
         findings = run_rules(
             module, path=path, text=text, rule_classes=rules, profile=config.profile,
-            settings=settings, severities=severity, problem=problem, folder=folder,
+            settings=settings, severities=severity, problem=problem, folder=lambda: _folder_of(path),
         )
     except RecursionError:
         # The file parsed and passed the nesting screen: a rule that recursed is the
@@ -122,6 +121,12 @@ def _run_static(data: bytes, path: str, config: Config, problem: Optional[Proble
         findings = _apply_suppressions(findings, text)
     notice = no_problem_notice(rules, problem, path, config)  # skipped rules are said, never silent
     return findings + [notice] if notice else findings
+
+
+def _folder_of(path: str) -> Optional[Path]:
+    """Where side files named by the submission are read from: beside it, when it is a
+    file on disk (a source checked from memory reads none)."""
+    return Path(path).parent if path and Path(path).exists() else None
 
 
 def _apply_suppressions(findings: list[Finding], text: str) -> list[Finding]:
