@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import libcst as cst
 
@@ -90,6 +91,11 @@ class ChangesGpuClocks(Rule):
             '''
         """), line=3, message="`nvmlDeviceSetApplicationsClocks` changes the GPU's clocks or settings"),
     ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "nvml" not in self.ctx.text:
+            self.visit_Name = None  # type: ignore[assignment]  # no name here can start with it
 
     def visit_Name(self, node: cst.Name) -> None:
         if node.value.startswith("nvml") and NVML_SETTER.match(node.value):

@@ -32,6 +32,8 @@ _SETATTR = ("builtins.setattr", "builtins.delattr", "builtins.object.__setattr__
 # Writing these changes what an object says about itself, not what it does.
 _METADATA = frozenset({"__module__", "__doc__", "__qualname__", "__name__", "__annotations__", "__wrapped__"})
 _DICT_WRITES = ("update", "setdefault", "__setitem__", "pop", "popitem", "clear", "__delitem__")
+_CALLS_OF_INTEREST = frozenset({"setattr", "delattr", "__setattr__", "__delattr__", "patch", "object",
+                                "multiple", "dict", *_DICT_WRITES})
 
 
 def _last(expr: cst.BaseExpression) -> str:
@@ -100,8 +102,7 @@ class PatchRule(Rule):
     # calls ------------------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
         last = _last(node.func)
-        if last not in ("setattr", "delattr", "__setattr__", "__delattr__", "patch", "object",
-                        "multiple", "dict", *_DICT_WRITES):
+        if last not in _CALLS_OF_INTEREST:
             return
         func = resolve(self.ctx, node.func)
         if func in _SETATTR or (last in ("setattr", "delattr") and func is None):

@@ -352,15 +352,23 @@ class _RuleSet:
         self.traversal = _Traversal(None, self.rules)
         self.handlers = [frozenset(f"visit_{n}" for n in v) | frozenset(f"leave_{n}" for n in l)
                          for v, l in map(_handler_names, classes)]
-        self.switched_off: tuple[str, ...] = ()
+        self.switched_off: Optional[list[tuple[int, str]]] = []
 
     def check_switches(self) -> None:
-        """Forget the bound plans when this file's rules switch off other handlers than the
-        last file's did (a rule sets a handler to None on its instance)."""
-        off = tuple(
-            f"{position}.{name}" for position, (rule, names) in enumerate(zip(self.rules, self.handlers))
-            for name in rule.__dict__.keys() & names if rule.__dict__[name] is None
-        )
+        """Forget the bound plans unless this file's rules override the same handlers on
+        their instances as the last file's did, all with None (switched off)."""
+        rules, handlers = self.rules, self.handlers
+        overriding = [i for i, free in enumerate(map(frozenset.isdisjoint, handlers, map(vars, rules))) if not free]
+        off: list[tuple[int, str]] = []
+        for position in overriding:
+            state = vars(rules[position])
+            for name in handlers[position].intersection(state):
+                if state[name] is not None:  # a handler swapped for another: bind afresh every file
+                    self.switched_off = None
+                    self.traversal.plans.clear()
+                    return
+                off.append((position, name))
+        off.sort()
         if off != self.switched_off:
             self.switched_off = off
             self.traversal.plans.clear()

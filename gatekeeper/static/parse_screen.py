@@ -45,9 +45,11 @@ def _chain_length(node: ast.AST) -> int:
 
 def nesting_problem(data: bytes, text: str) -> Optional[str]:
     """Why the file is too deeply nested or chained to hand to libcst, or None."""
-    count = len(data.translate(None, _NOT_OPERATORS)) + sum(data.count(w) for w in _OPERATOR_WORDS)
-    if count < _SCREEN_ABOVE:
-        return None
+    count = len(data.translate(None, _NOT_OPERATORS))
+    if count < _SCREEN_ABOVE:  # the words are counted only when the operators alone fall short
+        count += sum(data.count(w) for w in _OPERATOR_WORDS)
+        if count < _SCREEN_ABOVE:
+            return None
     try:
         tree = parse_python(text)
     except SyntaxError as exc:
