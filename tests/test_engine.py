@@ -9,7 +9,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from gatekeeper.static.context import FileContext
 from gatekeeper.static.cpp_functions import functions
 from gatekeeper.static.cpp_tokens import directive_lines, parse_int, tokenize
-from gatekeeper.static.engine import _Traversal
+from gatekeeper.static.traversal import Traversal
 from gatekeeper.static.module_constants import collect_module_constants
 from gatekeeper.static.positions import positions_for
 from gatekeeper.static.walk import subtree
@@ -28,7 +28,7 @@ def _resolve_calls(source: str) -> dict[str, str | None]:
         def visit_Call(self, node):
             seen[module.code_for_node(node.func)] = ctx.qualname(node.func)
 
-    traversal = _Traversal(ctx, [])
+    traversal = Traversal(ctx, [])
     traversal.visits["Call"].append(Probe().visit_Call)
     traversal.run(module)
     return seen

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from gatekeeper.static.cpp_sources import CppSource
 
 
-_INHERITED: dict[tuple[type, type, tuple[str, ...]], dict[str, None]] = {}
+_INHERITED: dict[tuple[type, type, tuple[str, ...]], frozenset[str]] = {}
+SWITCHED_OFF = "_switched_off"  # instance attribute: handlers switch_off_inherited turned off
 
 
 class Rule:
@@ -68,13 +69,16 @@ class Rule:
         return (cls.__doc__ or "").strip()
 
     def switch_off_inherited(self, base: type, names: tuple[str, ...]) -> None:
-        """Set to None, for this file, the handlers among `names` that this rule's class
-        takes unchanged from `base`: the engine skips a handler that is None."""
+        """Switch off, for this file, the handlers among `names` that this rule's class takes
+        unchanged from `base`: the engine does not call them. They are listed under
+        SWITCHED_OFF (one set per class, the same object every file), not set to None one
+        by one, so the engine sees that nothing changed since the last file in one look."""
         key = (type(self), base, names)
         off = _INHERITED.get(key)
         if off is None:
-            off = _INHERITED[key] = dict.fromkeys(n for n in names if getattr(type(self), n) is getattr(base, n))
-        self.__dict__.update(off)
+            off = _INHERITED[key] = frozenset(n for n in names if getattr(type(self), n) is getattr(base, n))
+        held = self.__dict__.get(SWITCHED_OFF)
+        self.__dict__[SWITCHED_OFF] = off if held is None or held is off else held | off
 
     def report(
         self,
