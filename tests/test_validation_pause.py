@@ -64,3 +64,26 @@ def test_nested_and_concurrent_pauses_restore_validation():
     assert not errors
     with pytest.raises(cst.CSTValidationError):
         _invalid_node()
+
+
+def test_a_post_init_installed_by_someone_else_still_runs_outside_the_pause():
+    from gatekeeper.static import validation_pause
+
+    safe_parse("x = 1\n")  # the hook is in place
+    before, wrapped = cst.CSTNode.__dict__["__post_init__"], validation_pause._validate
+    seen: list[str] = []
+
+    def theirs(self) -> None:
+        seen.append(type(self).__name__)
+        self._validate()
+
+    cst.CSTNode.__post_init__ = theirs
+    try:
+        safe_parse("y = 2\n")  # paused: neither theirs nor the validation runs
+        assert seen == []
+        cst.Name("z")
+        assert seen == ["Name"]
+        with pytest.raises(cst.CSTValidationError):
+            _invalid_node()
+    finally:
+        cst.CSTNode.__post_init__, validation_pause._validate = before, wrapped

@@ -46,7 +46,9 @@ def literal(ctx: FileContext, expr: Optional[cst.BaseExpression]) -> Optional[st
 def resolve(ctx: FileContext, expr: Optional[cst.BaseExpression]) -> Optional[str]:
     if expr is None:
         return None
-    cache: dict[int, Optional[str]] = ctx.__dict__.setdefault(_CACHE_ATTR, {})
+    cache: Optional[dict[int, Optional[str]]] = ctx.__dict__.get(_CACHE_ATTR)
+    if cache is None:  # not setdefault: that builds an empty dict on every call
+        cache = ctx.__dict__[_CACHE_ATTR] = {}
     key = id(expr)
     hit = cache.get(key, _MISSING)
     if hit is not _MISSING:

@@ -21,6 +21,7 @@ import libcst as cst
 from gatekeeper.analyses.torch_policy_table import policy
 from gatekeeper.analyses.problem_ops import problem_ops
 from gatekeeper.analyses.torch_usage_model import Kernel, UsageFacts, Use
+from gatekeeper.static.python_ast import on_forget
 from gatekeeper.static.walk import walk
 
 
@@ -105,26 +106,50 @@ def _int(expr: Optional[cst.BaseExpression]) -> Optional[int]:
 
 
 def _local_values(function: Optional[cst.FunctionDef], name: str) -> list[cst.BaseExpression]:
+    """The values assigned to local `name` in `function`, in order; [] for a parameter or a
+    name also bound by unpacking, `+=` or a for loop (not followed)."""
     if function is None:
         return []
     params = function.params
     if any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params)):
         return []  # a parameter: the caller's data
-    out: list[cst.BaseExpression] = []
+    values, unfollowed = _assignments(function)
+    return [] if name in unfollowed else values.get(name, [])
+
+
+_ASSIGNMENTS: dict[int, tuple[cst.FunctionDef, dict[str, list[cst.BaseExpression]], set[str]]] = {}
+
+
+def _assignments(function: cst.FunctionDef) -> tuple[dict[str, list[cst.BaseExpression]], set[str]]:
+    """One walk of the body per function (a launch asks for each of its arguments): the
+    values assigned to each plain name, and the names bound in ways not followed."""
+    hit = _ASSIGNMENTS.get(id(function))
+    if hit is not None and hit[0] is function:
+        return hit[1], hit[2]
+    values: dict[str, list[cst.BaseExpression]] = {}
+    unfollowed: set[str] = set()
     for entering, node in walk(function.body):
         if not entering:
             continue
         if type(node) is cst.Assign:
             for target in node.targets:
-                if type(target.target) is cst.Name and target.target.value == name:
-                    out.append(node.value)
-                elif type(target.target) not in (cst.Name, cst.Attribute, cst.Subscript):
-                    if any(type(n) is cst.Name and n.value == name for _, n in walk(target.target)):
-                        return []  # unpacked: not followed
-        elif type(node) in (cst.AugAssign, cst.For) and any(
-                type(n) is cst.Name and n.value == name for _, n in walk(node.target)):
-            return []
-    return out
+                if type(target.target) is cst.Name:
+                    values.setdefault(target.target.value, []).append(node.value)
+                elif type(target.target) not in (cst.Attribute, cst.Subscript):
+                    unfollowed.update(_names_in(target.target))
+        elif type(node) in (cst.AugAssign, cst.For):
+            unfollowed.update(_names_in(node.target))
+    if len(_ASSIGNMENTS) >= 256:
+        _ASSIGNMENTS.clear()
+    _ASSIGNMENTS[id(function)] = (function, values, unfollowed)
+    return values, unfollowed
+
+
+def _names_in(target: cst.BaseExpression) -> list[str]:
+    return [n.value for _, n in walk(target) if type(n) is cst.Name]
+
+
+on_forget(_ASSIGNMENTS.clear)  # entries hold the file's nodes
 
 
 def torch_does_whole_op(usage: UsageFacts) -> bool:
