@@ -21,7 +21,7 @@ module, so the common file pays nothing.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import libcst as cst
 
@@ -35,32 +35,34 @@ _GROWERS = frozenset({"append", "extend", "insert", "add", "update", "add_module
 def _top_level(module: cst.Module) -> dict[str, cst.CSTNode]:
     """Top-level classes, functions and assigned names (also one level into if/try)."""
     out: dict[str, cst.CSTNode] = {}
-
-    def take(stmts) -> None:
-        for stmt in stmts:
-            if type(stmt) in (cst.ClassDef, cst.FunctionDef):
-                out[stmt.name.value] = stmt
-            elif type(stmt) is cst.SimpleStatementLine:
-                for small in stmt.body:
-                    targets = []
-                    if type(small) is cst.Assign:
-                        targets = [t.target for t in small.targets]
-                    elif type(small) is cst.AnnAssign and small.value is not None:
-                        targets = [small.target]
-                    for target in targets:
-                        for name in _target_names(target):
-                            out.setdefault(name, small)
-            elif type(stmt) is cst.If and not _is_main_guard(stmt):
-                take(stmt.body.body)
-                if type(stmt.orelse) is cst.Else:
-                    take(stmt.orelse.body.body)
-            elif type(stmt) is cst.Try:
-                take(stmt.body.body)
-                for handler in stmt.handlers:
-                    take(handler.body.body)
-
-    take(module.body)
+    _take(module.body, out)
     return out
+
+
+def _take(stmts: Sequence[cst.CSTNode], out: dict[str, cst.CSTNode]) -> None:
+    # A module-level function, not a closure that calls itself: that closure is a reference
+    # cycle, which kept `out` (and the file's tree through it) alive until the next collection.
+    for stmt in stmts:
+        if type(stmt) in (cst.ClassDef, cst.FunctionDef):
+            out[stmt.name.value] = stmt  # type: ignore[attr-defined]
+        elif type(stmt) is cst.SimpleStatementLine:
+            for small in stmt.body:
+                targets = []
+                if type(small) is cst.Assign:
+                    targets = [t.target for t in small.targets]
+                elif type(small) is cst.AnnAssign and small.value is not None:
+                    targets = [small.target]
+                for target in targets:
+                    for name in _target_names(target):
+                        out.setdefault(name, small)
+        elif type(stmt) is cst.If and not _is_main_guard(stmt):
+            _take(stmt.body.body, out)
+            if type(stmt.orelse) is cst.Else:
+                _take(stmt.orelse.body.body, out)
+        elif type(stmt) is cst.Try:
+            _take(stmt.body.body, out)
+            for handler in stmt.handlers:
+                _take(handler.body.body, out)
 
 
 def _is_main_guard(stmt: cst.If) -> bool:
