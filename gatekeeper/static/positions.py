@@ -134,14 +134,16 @@ def positions_for(
             tree = parse_python(text)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             tree = None
-    if tree is None or pair_statements(module.body, tree.body) is None:
+    top = pair_statements(module.body, tree.body) if tree is not None else None
+    if top is None:
         holder = _Holder(set(wanted))
         _codegen(module, module, holder, 1)
         return {k: holder._computed[n] for k, n in wanted.items() if n in holder._computed}
     lines = text.splitlines()  # type: ignore[union-attr]
     groups: dict[int, tuple[cst.CSTNode, int, str, Optional[ast.stmt], list[cst.CSTNode]]] = {}
+    paired: dict[int, Optional[list[tuple[int, Optional[ast.stmt]]]]] = {id(module.body): top}  # by id of a libcst body
     for node in wanted.values():
-        found = _locate_statement(node, module, tree, parents, lines)  # type: ignore[arg-type]
+        found = _locate_statement(node, module, tree, parents, lines, paired)  # type: ignore[arg-type]
         if found is None:
             continue
         stmt, line, indent, ast_stmt = found
@@ -159,9 +161,11 @@ def positions_for(
 
 
 def _locate_statement(node: cst.CSTNode, module: cst.Module, tree: ast.Module, parents: dict,
-                      lines: list[str]) -> Optional[tuple[cst.CSTNode, int, str, Optional[ast.stmt]]]:
+                      lines: list[str], paired: dict[int, Optional[list[tuple[int, Optional[ast.stmt]]]]],
+                      ) -> Optional[tuple[cst.CSTNode, int, str, Optional[ast.stmt]]]:
     """The innermost statement to generate for `node`, its first line and indentation, and
-    CPython's statement for it when the two pair one to one."""
+    CPython's statement for it when the two pair one to one. `paired` keeps each body's
+    pairing for the other nodes of the file (a file's findings share their outer bodies)."""
     chain = _path_to(node, module, parents)
     if not chain:
         return None
@@ -169,7 +173,11 @@ def _locate_statement(node: cst.CSTNode, module: cst.Module, tree: ast.Module, p
     ast_body: list[ast.stmt] = tree.body
     best: Optional[tuple[cst.CSTNode, int, str, Optional[ast.stmt]]] = None
     for stmt in chain:
-        pairs = pair_statements(cst_body, ast_body)
+        key = id(cst_body)
+        if key in paired:
+            pairs = paired[key]
+        else:
+            pairs = paired[key] = pair_statements(cst_body, ast_body)
         if pairs is None:
             return best
         try:

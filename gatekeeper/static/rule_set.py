@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from itertools import repeat
-from typing import Callable, Optional
+from itertools import compress, repeat
+from operator import not_
+from typing import Callable, Iterable, Optional
 
 from gatekeeper.static.rule import SWITCHED_OFF, Rule
 from gatekeeper.static.traversal import Traversal, handler_names
@@ -33,8 +34,9 @@ class RuleSet:
         states = list(map(vars, self.rules))
         sets = list(map(dict.get, states, repeat(SWITCHED_OFF)))
         nones: Optional[list[tuple[int, str]]] = []
-        if not all(map(frozenset.isdisjoint, self.handlers, states)):
-            nones = self._handlers_on_instances(states)
+        free = list(map(frozenset.isdisjoint, self.handlers, states))
+        if not all(free):
+            nones = self._handlers_on_instances(states, compress(range(len(free)), map(not_, free)))
         if nones is None or sets != self.sets or nones != self.nones:
             self.sets, self.nones = sets, nones
             self.traversal.plans.clear()
@@ -49,12 +51,13 @@ class RuleSet:
                 for name in ("check_cpp", "finish"))
         return self.once  # type: ignore[return-value]
 
-    def _handlers_on_instances(self, states: list[dict]) -> Optional[list[tuple[int, str]]]:
-        """(rule position, handler) for each handler an instance sets to None; None when an
-        instance swaps a handler for another function (bound afresh every file)."""
+    def _handlers_on_instances(self, states: list[dict], positions: Iterable[int]) -> Optional[list[tuple[int, str]]]:
+        """(rule position, handler) for each handler an instance at `positions` sets to None;
+        None when an instance swaps a handler for another function (bound afresh every file)."""
         out: list[tuple[int, str]] = []
-        for position, (names, state) in enumerate(zip(self.handlers, states)):
-            for name in names.intersection(state):
+        for position in positions:
+            state = states[position]
+            for name in self.handlers[position].intersection(state):
                 if state[name] is not None:
                     return None
                 out.append((position, name))
