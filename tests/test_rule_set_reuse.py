@@ -2,6 +2,7 @@
 rule must behave as a new one: no state carried between files, handlers switched off for
 one file only, and no instance shared by two checks that run at the same time."""
 
+import sys
 import threading
 from pathlib import Path
 
@@ -92,8 +93,13 @@ def test_concurrent_checks_never_share_rule_instances():
                     failures.append(path.name)
 
     threads = [threading.Thread(target=worker, args=(SUBMISSIONS[i::2] + SUBMISSIONS[:i],)) for i in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # switch threads often, so that races show up on any machine
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
     assert failures == []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import pickle
+import threading
 from typing import Optional
 
 import libcst as cst
@@ -105,8 +106,9 @@ def fingerprint(function: cst.FunctionDef, imports: dict[str, str]) -> Optional[
         _MEMO.clear()
     key = id(function)
     _MEMO[key] = (function, dict(imports), found)
-    if key not in _AST or key in _FILE_KEYS:  # not a reference's function: this file's
-        _FILE_KEYS.add(key)
+    keys = _file_keys()
+    if key not in _AST or key in keys:  # not a reference's function: this file's
+        keys.add(key)
     return found
 
 
@@ -115,15 +117,25 @@ def fingerprint(function: cst.FunctionDef, imports: dict[str, str]) -> Optional[
 # code and parsing it again. Entries keep their libcst node, so an id is never reused.
 _AST: dict[int, tuple[cst.FunctionDef, ast.AST]] = {}
 _INDEXED: dict[int, cst.Module] = {}
-_FILE_KEYS: set[int] = set()  # keys of _AST, _MEMO and _INDEXED that belong to the checked file
+# Keys of _AST, _MEMO and _INDEXED that belong to the file being checked, per thread: a
+# thread that finishes its file must not walk (or drop) the keys of another thread's file.
+_LOCAL = threading.local()
+
+
+def _file_keys() -> set[int]:
+    keys = getattr(_LOCAL, "keys", None)
+    if keys is None:
+        keys = _LOCAL.keys = set()
+    return keys
 
 
 def _forget_file() -> None:
-    for key in _FILE_KEYS:
+    keys = _file_keys()
+    for key in keys:
         _AST.pop(key, None)
         _MEMO.pop(key, None)
         _INDEXED.pop(key, None)
-    _FILE_KEYS.clear()
+    keys.clear()
 
 
 on_forget(_forget_file)
@@ -138,7 +150,7 @@ def index_module(module: cst.Module, text: str, *, shared: bool = True) -> None:
         _INDEXED.clear()
         _AST.clear()
     _INDEXED[id(module)] = module
-    keys = _FILE_KEYS if shared else None
+    keys = _file_keys() if shared else None
     if keys is not None:
         keys.add(id(module))
     try:

@@ -62,8 +62,8 @@ def _template(templates: dict[type, tuple[_Spec, _Spec]], visit_index: dict[str,
               leave_index: dict[str, tuple[int, ...]], kind: type) -> tuple[_Spec, _Spec]:
     """What to call on entering and leaving a node type, for a rule set: (rule position,
     handler name) for a rule's handler, (_ENGINE, function) for the engine's bookkeeping,
-    (_EXTRAS, None) where extra handlers go. Computed once per rule set and node type; each
-    file only binds it to its rule instances."""
+    (_EXTRAS, None) where extra handlers go. Computed once per rule set and node type, and
+    bound to the rule instances once per RuleSet (rule_set.py), which files reuse."""
     found = templates.get(kind)
     if found is None:
         name = kind.__name__
