@@ -24,6 +24,7 @@ from gatekeeper.report import (
     StageStatus, Verdict,
 )
 from gatekeeper.problem.loaded import Problem, load_problem
+from gatekeeper.settle import settle
 from gatekeeper.stages import RunOptions, StageOutcome, Submission
 from gatekeeper.static.stage import run_static
 from gatekeeper.static.time_limit import static_time_limit
@@ -99,10 +100,15 @@ def run(
 
                 pending = start_import_check(problem, config)  # no later stage would notice an import failure
         stopped: Optional[str] = None
+        idle = config.idle_stages()  # stages --select/--ignore left no code in: not run, never "passed"
         for name in ORDER:
             if ORDER.index(name) > ORDER.index(options.last_stage) and not (name == StageName.TIMING and options.time):
                 reason = "not requested (--static-only)" if options.last_stage == StageName.STATIC else "not requested"
                 stages.append(StageResult(name=name, status=StageStatus.SKIPPED, reason=reason))
+                continue
+            if name in idle:
+                stages.append(StageResult(name=name, status=StageStatus.SKIPPED, reason=(
+                    "deselected: --select/--ignore or the configuration leave none of its codes enabled")))
                 continue
             if stopped is not None:
                 stages.append(StageResult(name=name, status=StageStatus.SKIPPED, reason=stopped))
@@ -146,12 +152,14 @@ def run(
     except GatekeeperError as exc:
         if exc.exit_code == 2:
             raise
+        settle(findings, stages, config, extra.get("work"))
         return _error_report(submission, problem_ref, config, env, stages, findings, str(exc))
     finally:
         if pending is not None:
             pending.close()
     if env_extra:
         env = env.model_copy(update=env_extra)
+    settle(findings, stages, config, extra.get("work"))  # static suspicions -> the run-time evidence
     if any(s.status == StageStatus.ERROR for s in stages):
         why = next(s.reason for s in stages if s.status == StageStatus.ERROR) or "a stage failed"
         if not _has_error(findings):

@@ -1,7 +1,10 @@
 """The report: the one schema everything the gatekeeper says is rendered from.
 
-Schema version 1. Adding optional fields keeps the version; renaming, removing or
-changing the meaning of a field bumps it.
+Schema version 2. Adding optional fields keeps the version; renaming, removing or
+changing the meaning of a field bumps it. Version 2 (2026-12-05): a static finding that is
+not `certain` no longer rejects on its own outside `strict`; it carries a `probe` link (the
+run-time check that settles it and its outcome), and `severity` is the settled one. Every
+finding has an `id` that probe links refer to. docs/report-schema.md lists the changes.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class Verdict(str, Enum):
@@ -77,6 +80,14 @@ class Confidence(str, Enum):
     SUSPECT = "suspect"
 
 
+class ProbeOutcome(str, Enum):
+    """What the run-time check named by a static finding made of it."""
+
+    UNCONFIRMED = "unconfirmed"  # the check did not run (static-only, no problem, stage skipped)
+    CONFIRMED = "confirmed"  # the check ran and saw the behaviour: the finding stands
+    CLEARED = "cleared"  # the check ran and did not see it: the suspicion is dropped to a note
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", use_enum_values=False)
 
@@ -103,6 +114,21 @@ class Finding(_Model):
     confirmed_by: Optional[str] = Field(
         default=None, description="the run-time check that confirms or clears a static suspicion, e.g. GK610"
     )
+    probe: Optional[ProbeLink] = Field(
+        default=None, description="static findings with a run-time check: what that check made of it")
+    id: Optional[str] = Field(default=None, description="f1, f2, ... in report order; probe links refer to it")
+
+
+class ProbeLink(_Model):
+    """The evidence link of a static finding: finding -> run-time probe -> outcome."""
+
+    check: Optional[str] = Field(description="the run-time check that settles it, e.g. GK610; None when none can")
+    outcome: ProbeOutcome
+    detail: str = Field(description="what the probe saw, or why it did not run")
+    findings: list[str] = Field(default_factory=list,
+                                description="ids of the run-time findings that confirm it")
+    static_severity: Optional[Severity] = Field(
+        default=None, description="the severity the rule gave before the probe settled it")
 
 
 class FileRef(_Model):
@@ -155,6 +181,11 @@ class Report(_Model):
 
     def errors(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == Severity.ERROR]
+
+    def unconfirmed(self) -> list[Finding]:
+        """Suspicions held back from rejecting until a run-time check settles them."""
+        return [f for f in self.findings if f.probe is not None and f.probe.outcome == ProbeOutcome.UNCONFIRMED
+                and f.probe.static_severity == Severity.ERROR and f.severity != Severity.ERROR]
 
 
 def report_json_schema() -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Run-time evidence beyond correctness, judged in the parent after the Judge: who did the
-work (GK667, the report's `work`), the error budget (GK668), and the settling of static
-torch-fallback suspicions."""
+work (GK667, the report's `work`) and the error budget (GK668). Static suspicions are
+settled from these afterwards, by gatekeeper.settle."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import Any, Optional
 from gatekeeper.behaviour.compare import error_ratio
 from gatekeeper.runtime.checks import finding
 from gatekeeper.behaviour.work import judge as judge_work
-from gatekeeper.behaviour.work import settle_static
 from gatekeeper.report import Finding, Location, Severity, StageName
 
 STAGE = StageName.BEHAVIOUR
@@ -33,8 +32,8 @@ def _enabled(config: Any, code: str) -> bool:
 def runtime_evidence(messages: list[dict[str, Any]], references: dict[str, dict[str, Any]], judge: Any,
                      config: Any, location: Optional[Location],
                      static: list[Finding], source: str = "") -> tuple[Optional[dict[str, Any]], list[Finding]]:
-    """(the report's `work` section or None, findings). Mutates `static`: each torch-fallback
-    suspicion that names GK667 (or GK660) gets `runtime: confirmed | cleared`."""
+    """(the report's `work` section or None, findings). `static` is not changed here:
+    gatekeeper.settle links the static suspicions to this evidence after the stages ran."""
     found: list[Finding] = []
     work: Optional[dict[str, Any]] = None
     calls = {m["trial"]: m["work"] for m in messages if m.get("kind") == "call" and isinstance(m.get("work"), dict)}
@@ -43,7 +42,6 @@ def runtime_evidence(messages: list[dict[str, Any]], references: dict[str, dict[
         work, more = judge_work(calls, reference_ops, config.profile, _options(config, "GK667"), location,
                                  source)
         found += more
-        settle_static(static, work)
     if _enabled(config, "GK668"):
         measured, more = _error_budget(references, judge, config)
         found += more

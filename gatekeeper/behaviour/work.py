@@ -12,13 +12,10 @@ import re
 from typing import Any, Optional
 
 from gatekeeper.runtime.checks import finding
-from gatekeeper.report import Category, Finding, Location, Severity, StageName
+from gatekeeper.report import Finding, Location, Severity, StageName
 
 STAGE = StageName.BEHAVIOUR
 CODE = "GK667"
-# Static torch-fallback suspicions name the run-time check that settles them. The torch
-# policy engineer was told "GK660", which already means RaisesAtRunTime here; both are accepted.
-CONFIRMING_CODES = ("GK667", "GK660")
 
 _VENDOR = re.compile(r"cublas|cutlass|cudnn|xmma|nvjet|gemv2?[NT]?_kernel|gemmSN|gemmk1|splitKreduce|cufft|"
                      r"implicit_convolve|^(ampere|hopper|volta|turing|sm\d+)_", re.I)
@@ -172,20 +169,6 @@ def judge(calls: dict[str, dict[str, Any]], reference_ops: list[str], profile: s
         f.severity = Severity.ERROR if strict else Severity.WARNING
         found.append(f)
     return work, found
-
-
-def settle_static(static: list[Finding], work: dict[str, Any]) -> None:
-    """Confirm or clear each static torch-fallback suspicion with the run-time evidence:
-    evidence `runtime` = confirmed | cleared; a confirmed one becomes an error."""
-    for f in static:
-        if f.confirmed_by not in CONFIRMING_CODES or f.category != Category.TORCH_FALLBACK:
-            continue
-        if work.get("torch_did_the_work"):
-            f.evidence["runtime"] = "confirmed"
-            f.severity = Severity.ERROR
-        else:
-            f.evidence["runtime"] = "cleared"
-            f.evidence["runtime_own_share"] = work.get("own_share_of_compute")
 
 
 def work_lines(work: dict[str, Any]) -> list[str]:

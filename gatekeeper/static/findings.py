@@ -14,7 +14,9 @@ from typing import Any, Optional, Protocol
 
 import libcst as cst
 
-from gatekeeper.report import Category, Confidence, Finding, Location, Severity, StageName
+from gatekeeper.report import (
+    Category, Confidence, Finding, Location, ProbeLink, ProbeOutcome, Severity, StageName,
+)
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.positions import positions_for
 
@@ -39,14 +41,34 @@ class PendingFinding:
     node: Optional[cst.CSTNode] = None
     cpp: Optional[tuple[CppSource, int]] = None
     confidence: Confidence = Confidence.CERTAIN
+    static_severity: Severity = Severity.ERROR  # what the rule said, before the verdict policy
 
 
 def weigh(severity: Severity, confidence: Confidence, profile: str) -> Severity:
-    """A suspect pattern alone does not reject outside `strict`: honest code writes it
-    too, so it is a warning until the run-time check named in `confirmed_by` confirms it."""
-    if confidence == Confidence.SUSPECT and severity == Severity.ERROR and profile != "strict":
+    """The verdict policy, enforced here for every rule: a finding that is not certain in
+    every honest reading never rejects on its own outside `strict`. It is a warning, held
+    until the run-time check named in `confirmed_by` settles it (gatekeeper.settle)."""
+    if confidence != Confidence.CERTAIN and severity == Severity.ERROR and profile != "strict":
         return Severity.WARNING
     return severity
+
+
+def probe_link(check: Optional[str], confidence: Confidence, static_severity: Severity,
+               severity: Severity) -> Optional[ProbeLink]:
+    """The evidence link a static finding starts with: unconfirmed, with what would settle it."""
+    held = severity != static_severity
+    if check is None and not held:
+        return None
+    if check is None:
+        detail = ("no run-time check settles this pattern: it does not reject under this profile; "
+                  "review it by hand")
+    elif held:
+        detail = (f"{confidence.value}, not certain: it rejects only if the run-time check {check} confirms "
+                  f"it (run the behaviour stage, i.e. without --static-only)")
+    else:
+        detail = f"the run-time check {check} can corroborate this when the behaviour stage runs"
+    return ProbeLink(check=check, outcome=ProbeOutcome.UNCONFIRMED, detail=detail,
+                     static_severity=static_severity)
 
 
 @dataclass
@@ -71,8 +93,8 @@ class FindingStore:
         confidence: Optional[Confidence] = None,
     ) -> None:
         confidence = confidence or rule.confidence
-        severity = weigh(severity, confidence, self.profile)
-        self.pending.append(PendingFinding(rule, message, hint, severity, evidence, node, cpp, confidence))
+        weighed = weigh(severity, confidence, self.profile)
+        self.pending.append(PendingFinding(rule, message, hint, weighed, evidence, node, cpp, confidence, severity))
 
     def materialise(self) -> list[Finding]:
         """Turn pending findings into Findings, computing positions in one pass."""
@@ -98,6 +120,7 @@ class FindingStore:
                 severity=p.severity, stage=StageName.STATIC, message=p.message,
                 hint=p.hint, location=location, evidence=p.evidence,
                 confidence=p.confidence, confirmed_by=p.rule.confirmed_by,
+                probe=probe_link(p.rule.confirmed_by, p.confidence, p.static_severity, p.severity),
             ))
         out.sort(key=lambda f: (f.location.line if f.location else 0, f.rule))
         return out

@@ -1,0 +1,130 @@
+"""Settling static suspicions with run-time evidence: finding -> probe -> outcome.
+
+The static stage marks each finding that names a run-time check (`confirmed_by`) with an
+unconfirmed probe link, and the verdict policy (gatekeeper.static.findings.weigh) holds back
+every error that is not certain. After the stages have run, this module looks at what the
+named check saw:
+
+- the check ran and reported the behaviour: `confirmed`; a held finding takes the severity
+  of the run-time evidence (an error rejects; a warning-level check keeps a warning), and the
+  link lists the ids of the confirming run-time findings;
+- the check ran and did not see it: `cleared`; a held finding becomes a note (info) that says
+  which check cleared it;
+- the check did not run (static-only, no problem, its stage skipped or failed, the check
+  disabled): the link stays `unconfirmed`, with the reason.
+
+A finding the rule reported as certain keeps its severity whatever the probe says: the link
+is corroboration, not a second vote. Under `strict` nothing is held, so nothing changes
+severity here either.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional
+
+from gatekeeper.report import Finding, ProbeOutcome, Severity, StageName, StageResult, StageStatus
+
+# Run-time codes that show the same behaviour as the probe a rule names. A hardcoded shape
+# named GK602 (wrong only at jittered shapes) is shown as well by a wrong output shape on a
+# jittered trial (GK604); an input-value branch named GK673 by a value trial's wrong result.
+FAMILIES: dict[str, frozenset[str]] = {
+    "GK602": frozenset({"GK602", "GK604"}),
+    "GK610": frozenset({"GK610", "GK612"}),
+    "GK611": frozenset({"GK611", "GK610"}),
+    "GK673": frozenset({"GK673", "GK671"}),
+}
+# Probes judged from the report's `work` section rather than by a finding of their own.
+WORK_PROBES = frozenset({"GK667"})
+
+
+def _probe_stage(check: str) -> StageName:
+    return StageName.TIMING if check.startswith("GK7") else StageName.BEHAVIOUR
+
+
+def _why_not_run(check: str, stages: list[StageResult], config: Any) -> Optional[str]:
+    """Why the probe `check` did not run, or None when it did."""
+    try:
+        if not config.rule(check).enabled:
+            return f"{check} is disabled in the configuration"
+    except Exception:  # a code the configuration does not know is simply enabled
+        pass
+    stage = _probe_stage(check)
+    result = next((s for s in stages if s.name == stage), None)
+    if result is None:
+        return f"the {stage.value} stage was not part of this run"
+    if result.status in (StageStatus.PASSED, StageStatus.FAILED):
+        return None
+    why = result.reason or result.status.value
+    return f"the {stage.value} stage did not run to the end ({result.status.value}: {why})"
+
+
+def settle(findings: list[Finding], stages: list[StageResult], config: Any,
+           work: Optional[dict[str, Any]] = None) -> None:
+    """Settle every static probe link in place, then number the findings (f1, f2, ...)."""
+    for i, f in enumerate(findings, 1):
+        f.id = f"f{i}"
+    runtime = [f for f in findings if f.stage != StageName.STATIC]
+    for f in findings:
+        if f.stage != StageName.STATIC or f.probe is None or f.probe.check is None:
+            continue
+        if f.probe.outcome != ProbeOutcome.UNCONFIRMED:
+            continue
+        check = f.probe.check
+        why = _why_not_run(check, stages, config)
+        if why is not None:
+            f.probe.detail = f"{f.probe.detail}; not settled: {why}"
+            continue
+        if check in WORK_PROBES:
+            _settle_by_work(f, work, runtime)
+        else:
+            _settle_by_findings(f, runtime)
+
+
+def _held(f: Finding) -> bool:
+    return f.probe is not None and f.probe.static_severity == Severity.ERROR and f.severity != Severity.ERROR
+
+
+def _settle_by_findings(f: Finding, runtime: Iterable[Finding]) -> None:
+    assert f.probe is not None and f.probe.check is not None
+    family = FAMILIES.get(f.probe.check, frozenset({f.probe.check}))
+    seen = [r for r in runtime if r.rule in family and r.severity in (Severity.ERROR, Severity.WARNING)]
+    if seen:
+        worst = Severity.ERROR if any(r.severity == Severity.ERROR for r in seen) else Severity.WARNING
+        _confirm(f, worst, [r.id for r in seen if r.id],
+                 f"{', '.join(sorted({r.rule for r in seen}))} saw it at run time: {seen[0].message}")
+    else:
+        _clear(f, f"{f.probe.check} ran and did not see it")
+
+
+def _settle_by_work(f: Finding, work: Optional[dict[str, Any]], runtime: Iterable[Finding]) -> None:
+    assert f.probe is not None
+    if not work or "torch_did_the_work" not in work:
+        f.probe.detail = f"{f.probe.detail}; not settled: the work attribution recorded no call"
+        return
+    share = work.get("own_share_of_compute")
+    if work["torch_did_the_work"]:
+        ids = [r.id for r in runtime if r.rule in WORK_PROBES and r.id]
+        _confirm(f, Severity.ERROR, ids, "the work attribution saw torch or a vendor library do the work "
+                 "that the reference does")
+    else:
+        own = f" (own code {share:.0%} of the compute time)" if isinstance(share, (int, float)) else ""
+        _clear(f, f"the work attribution saw the submission's own code do the work{own}")
+
+
+def _confirm(f: Finding, severity: Severity, ids: list[str], detail: str) -> None:
+    assert f.probe is not None
+    if _held(f):
+        f.severity = severity
+    f.probe.outcome = ProbeOutcome.CONFIRMED
+    f.probe.findings = ids
+    f.probe.detail = detail
+    f.evidence["runtime"] = "confirmed"
+
+
+def _clear(f: Finding, detail: str) -> None:
+    assert f.probe is not None
+    if _held(f):
+        f.severity = Severity.INFO
+    f.probe.outcome = ProbeOutcome.CLEARED
+    f.probe.detail = detail
+    f.evidence["runtime"] = "cleared"
