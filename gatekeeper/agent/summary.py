@@ -20,6 +20,8 @@ def _finding_lines(findings: list[Finding]) -> list[str]:
         # The same rule often fires on several lines with one fix: say the fix once.
         fix = "same fix as above" if f.hint == last_hint else f.hint
         sure = "" if f.confidence.value == "certain" else f"({f.confidence.value}) "
+        if f.probe is not None and f.probe.check and f.probe.outcome.value != "unconfirmed":
+            sure += f"(run-time check {f.probe.check} {f.probe.outcome.value}) "
         lines.append(f"- {_where(f)}: [{f.rule} {f.category.value}] {sure}{f.message} — fix: {fix}")
         last_hint = f.hint
     return lines
@@ -42,6 +44,10 @@ def summarise(report: Report) -> str:
         parts.extend(_finding_lines(errors))
     else:
         parts.append("Verdict: PASS, no error findings.")
+    held = report.unconfirmed()
+    if held:
+        parts.append(f"{len(held)} suspicion(s) are unconfirmed: they reject only if the named run-time check "
+                     "confirms them, which needs a run without static_only.")
     if warnings:
         parts.append(f"{len(warnings)} warning(s), not blocking but suspicious:")
         parts.extend(_finding_lines(warnings))

@@ -27,7 +27,9 @@ def to_github(reports: Iterable[Report]) -> str:
                 if f.location.end_line:
                     props.append(f"endLine={f.location.end_line}")
             how = f.category.value if f.confidence.value == "certain" else f"{f.category.value}, {f.confidence.value}"
-            if f.confirmed_by:
+            if f.probe is not None and f.probe.check:
+                how += f", run-time check {f.probe.check} {f.probe.outcome.value}"
+            elif f.confirmed_by:
                 how += f", run-time check {f.confirmed_by}"
             props.append(f"title={_prop(f'{f.rule} {f.name} ({how})')}")
             lines.append(f"::{_COMMAND[f.severity]} {','.join(props)}::{_data(f.message + chr(10) + 'Fix: ' + f.hint)}")

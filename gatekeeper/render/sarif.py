@@ -80,6 +80,10 @@ def to_sarif(reports: Iterable[Report], rule_dirs: Iterable[str] = ()) -> dict[s
                                           "confidence": finding.confidence.value}
             if finding.confirmed_by:
                 properties["confirmed_by"] = finding.confirmed_by
+            if finding.probe is not None:  # the evidence link: finding -> probe -> outcome
+                properties["probe"] = finding.probe.model_dump(mode="json")
+            if finding.id:
+                properties["id"] = finding.id
             results.append({
                 "ruleId": finding.rule,
                 "ruleIndex": index[finding.rule],

@@ -13,7 +13,7 @@ from typing import Iterable, Optional
 from rich.console import Console
 from rich.markup import escape
 
-from gatekeeper.report import Confidence, Finding, Report, Severity, StageStatus, Verdict
+from gatekeeper.report import Confidence, Finding, ProbeOutcome, Report, Severity, StageStatus, Verdict
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 _VERDICT = {Verdict.PASS: "bold green", Verdict.REJECT: "bold red", Verdict.ERROR: "bold magenta"}
@@ -41,7 +41,9 @@ def _confidence(f: Finding) -> str:
     parts = []
     if f.confidence != Confidence.CERTAIN:
         parts.append(f"confidence {f.confidence.value}")
-    if f.confirmed_by:
+    if f.probe is not None and f.probe.check:
+        parts.append(f"run-time check {f.probe.check}: {f.probe.outcome.value}")
+    elif f.confirmed_by:
         parts.append(f"run-time check {f.confirmed_by}")
     return "; ".join(parts)
 
@@ -63,6 +65,9 @@ def _print_finding(f: Finding, report: Report, console: Console, previous_hint: 
     cpp = f.evidence.get("cpp_line")
     if cpp and (not line or cpp.strip() != line.strip()):  # the same line again says nothing new
         console.print(f"  [dim]  C++ |[/] {escape(cpp)}")
+    if f.probe is not None and (f.probe.outcome != ProbeOutcome.UNCONFIRMED or f.probe.static_severity != f.severity):
+        links = f" (see {', '.join(f.probe.findings)})" if f.probe.findings else ""
+        _print_wrapped(console, f.probe.detail + links, f"{f.probe.outcome.value}:", "dim")
     if f.hint == previous_hint:
         console.print("  [green]fix:[/] [dim]same fix as above[/]")
     else:
@@ -76,9 +81,12 @@ def _print_finding(f: Finding, report: Report, console: Console, previous_hint: 
 
 def verdict_line(report: Report) -> str:
     counts = Counter(f.severity for f in report.findings)
+    held = len(report.unconfirmed())
+    pending = (f", [yellow]{held} unconfirmed suspicion(s) need a run-time check[/] (run without --static-only)"
+               if held else "")
     return (f"[{_VERDICT[report.verdict]}]{report.verdict.value.upper()}[/] {escape(report.submission.path)}"
             f" [dim]profile={report.profile}[/]: {counts[Severity.ERROR]} error(s), "
-            f"{counts[Severity.WARNING]} warning(s), {counts[Severity.INFO]} note(s)")
+            f"{counts[Severity.WARNING]} warning(s), {counts[Severity.INFO]} note(s){pending}")
 
 
 def print_report(report: Report, console: Console, verbosity: int = 0) -> None:
