@@ -1,0 +1,165 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.report import Category, Confidence, Severity
+from gatekeeper.analyses.cpp_source import cpp_idents
+from gatekeeper.analyses.harness_support import UseRule, use_verb
+from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.examples import Invalid, Valid, snippet
+
+# What each name tells a submission about the process it runs in. Reading any of them has
+# no use in computing a kernel's output; their only use is telling a checked call (a
+# recorder, a profiler hook, an isolated interpreter) from a timed one.
+_INTERPRETER = "the interpreter's start-up flags (a checker's worker may run `python -I`)"
+_HOOK = "whether a profile or trace hook is installed (a checker records calls with one)"
+_DISPATCH = "torch's thread-local dispatch state (a checker records ops through a Python dispatch mode)"
+_PROFILER = "whether torch's profiler is recording"
+_DETERMINISM = "torch's deterministic-algorithms flag"
+WHAT: dict[str, str] = {
+    "sys.flags": _INTERPRETER, "sys._xoptions": _INTERPRETER,
+    "sys.gettrace": _HOOK, "sys.getprofile": _HOOK, "threading.gettrace": _HOOK, "threading.getprofile": _HOOK,
+    "torch._C._dispatch_tls_local_include_set": _DISPATCH, "torch._C._dispatch_tls_local_exclude_set": _DISPATCH,
+    "torch._C._dispatch_tls_is_dispatch_key_included": _DISPATCH,
+    "torch._C._dispatch_tls_is_dispatch_key_excluded": _DISPATCH,
+    "torch._C._is_torch_function_mode_enabled": _DISPATCH, "torch._C._is_torch_function_enabled": _DISPATCH,
+    "torch._C._is_torch_function_all_disabled": _DISPATCH, "torch._C._get_dispatch_mode": _DISPATCH,
+    "torch._C._len_torch_dispatch_stack": _DISPATCH, "torch._C._get_dispatch_stack_at": _DISPATCH,
+    "torch._C._len_torch_function_stack": _DISPATCH, "torch._C._get_function_stack_at": _DISPATCH,
+    "torch._C._dispatch_keys": _DISPATCH, "torch._C._meta_in_tls_dispatch_include": _DISPATCH,
+    "torch._C._autograd._profiler_enabled": _PROFILER, "torch.autograd._profiler_enabled": _PROFILER,
+    "torch.autograd.profiler._is_profiler_enabled": _PROFILER,
+    "torch.are_deterministic_algorithms_enabled": _DETERMINISM,
+    "torch.is_deterministic_algorithms_warn_only_enabled": _DETERMINISM,
+    "torch._C._get_deterministic_algorithms": _DETERMINISM,
+    "torch._C._get_deterministic_algorithms_warn_only": _DETERMINISM,
+}
+# The same state read from C++ (ATen / c10 / CPython spellings).
+CPP_WHAT: dict[str, str] = {
+    "tls_is_dispatch_key_included": _DISPATCH, "tls_is_dispatch_key_excluded": _DISPATCH,
+    "tls_local_dispatch_key_set": _DISPATCH, "TorchDispatchModeTLS": _DISPATCH,
+    "PythonTorchFunctionTLS": _DISPATCH, "PythonDispatcherTLS": _DISPATCH, "torch_function_mode_enabled": _DISPATCH,
+    "c_profilefunc": _HOOK, "c_tracefunc": _HOOK, "c_profileobj": _HOOK, "c_traceobj": _HOOK,
+    "PyEval_GetProfile": _HOOK, "PyEval_GetTrace": _HOOK,  # hypothetical spellings, cheap to list
+    "Py_IsolatedFlag": _INTERPRETER, "Py_GETENV": _INTERPRETER,
+    "deterministicAlgorithms": _DETERMINISM, "deterministicAlgorithmsWarnOnly": _DETERMINISM,
+}
+_CPP_NAMES = frozenset(CPP_WHAT)
+
+
+class ReadsCheckerFingerprint(UseRule):
+    """The submission reads state that differs between a checked call and a timed call:
+    the interpreter's flags (`sys.flags.isolated`, `sys._xoptions`), the profile or trace
+    hook (`sys.getprofile()`, `sys.gettrace()`, `threading.getprofile()`), torch's
+    thread-local dispatch state (`torch._C._dispatch_tls_local_include_set()`,
+    `torch._C._dispatch_tls_is_dispatch_key_included(...)`,
+    `torch._C._is_torch_function_mode_enabled()`, `torch._C._get_dispatch_mode(...)`,
+    the dispatch-mode stack length), the profiler's on/off state, or the
+    deterministic-algorithms flag; from Python through any alias (`from sys import
+    getprofile as gp`, `getattr(sys, "flags")`), or from C++ (`c10::impl::
+    tls_is_dispatch_key_included`, `TorchDispatchModeTLS`, `PyThreadState::c_profilefunc`,
+    `at::globalContext().deterministicAlgorithms()`).
+
+    Why it games the benchmark: a checker records the ops of the calls it checks (a Python
+    dispatch mode, a profile hook) and runs its workers in an isolated interpreter. A
+    submission that can see these behaves honestly only while checked, and takes a
+    shortcut (an approximate path, torch's GEMM, an aliased output, a cached result) on
+    every call that is only timed. None of this state is an input of the problem, so a
+    kernel has no reason to read it.
+
+    Confidence: certain for the interpreter flags, hooks, dispatch state and profiler
+    state. The deterministic-algorithms flag is `likely` (a warning under `default`,
+    confirmed by GK676): torch documents it for picking a deterministic kernel, and a
+    submission may honour it.
+
+    Not flagged: the GK421 hooks (`sys.settrace`, `sys.setprofile`, `sys.monitoring`) and
+    the GK521 dispatch modes (`torch.utils._python_dispatch`, `torch.overrides`), which
+    those rules report; setting the deterministic flag (`torch.use_deterministic_algorithms(
+    True)`); `sys.version_info`, `sys.platform`, `torch.version.cuda` (the build, not the
+    checker); these names in comments and strings.
+    """
+
+    code = "GK425"
+    name = "ReadsCheckerFingerprint"
+    category = Category.INTROSPECTION
+    severity = Severity.ERROR
+    confirmed_by = "GK676"
+    summary = "reads state that tells a checked call from a timed one (interpreter flags, profile hook, dispatch TLS)"
+    message = ("`{name}` is {verb}: it reveals {what}, which differs between the calls a checker records and the "
+               "calls it only times, so the submission can behave honestly only while checked.")
+    hint = (
+        "Remove the read. Compute the output the same way on every call, from the inputs alone; "
+        "nothing about the process (flags, hooks, dispatch modes, profilers) may choose the path."
+    )
+    NAMES = tuple(WHAT)
+    VALID = [
+        Valid(snippet("""
+            import sys, torch
+            if sys.version_info < (3, 9):
+                raise RuntimeError('needs 3.9')
+            torch.use_deterministic_algorithms(False)
+            flags = ['-O3']  # sys.flags is not read here
+        """)),
+        Valid(snippet("""
+            src = r'''
+            torch::Tensor f(torch::Tensor x) { return x.contiguous(); }  // no TLS here
+            '''
+        """)),
+    ]
+    INVALID = [
+        Invalid(snippet("""
+            import sys
+            class ModelNew:
+                def forward(self, x):
+                    if sys.getprofile() is not None or sys.flags.isolated:
+                        return exact(x)
+                    return fast(x)
+        """), line=4, message="`sys.getprofile` is called: it reveals whether a profile or trace hook is installed"),
+        Invalid(snippet("""
+            import torch
+            _C = torch._C
+            def checked():
+                return _C._dispatch_tls_is_dispatch_key_included(_C.DispatchKey.Python)
+        """), line=4, message="torch's thread-local dispatch state"),
+        Invalid(snippet("""
+            import sys
+            ISO = getattr(sys, 'flags').isolated
+        """), line=2, message="`sys.flags` is read: it reveals the interpreter's start-up flags"),
+        Invalid(snippet("""
+            from threading import getprofile as gp
+            def hooked():
+                return gp() is not None
+        """), line=3, message="`threading.getprofile` is called"),
+        Invalid(snippet("""
+            src = r'''
+            #include <c10/core/impl/LocalDispatchKeySet.h>
+            bool checked() { return c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::Python); }
+            '''
+        """), line=3, message="`tls_is_dispatch_key_included` is read: it reveals torch's thread-local dispatch state"),
+    ]
+
+    def describe(self, qual: str, entry: str, node: cst.CSTNode) -> Optional[tuple[str, Optional[Severity]]]:
+        return self.message.format(name=entry, verb=use_verb(self.ctx, node), what=WHAT[entry]), None
+
+    def _emit(self, node: cst.CSTNode, qual: str, entry: str) -> None:
+        if WHAT.get(entry) is _DETERMINISM:
+            # torch documents this flag for choosing a deterministic kernel: a run-time question
+            message = self.message.format(name=entry, verb=use_verb(self.ctx, node), what=WHAT[entry])
+            self._used = True
+            self.report(node, message, evidence={"name": qual}, confidence=Confidence.LIKELY)
+            return
+        super()._emit(node, qual, entry)
+
+    def check_cpp(self, source: CppSource) -> None:
+        seen: set[int] = set()
+        for _, tok in cpp_idents(source, _CPP_NAMES):
+            line = source.line_in_source(tok.offset)
+            if line in seen:
+                continue  # `c_profilefunc != nullptr || c_tracefunc`: one finding per line
+            seen.add(line)
+            what = CPP_WHAT[tok.text]
+            self.report_cpp(source, tok.offset, self.message.format(name=tok.text, verb="read", what=what),
+                            evidence={"name": tok.text},
+                            confidence=Confidence.LIKELY if what is _DETERMINISM else None)
