@@ -159,18 +159,13 @@ def check_static(source_or_path: PathOrCode, problem: Optional[PathOrCode] = Non
     return check(source_or_path, problem, stages="static", **kwargs)
 
 
-def expand_paths(paths: Iterable[Path]) -> list[Path]:
-    out: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            out.extend(sorted(p for p in path.rglob("*.py") if p.is_file()))
-        elif path.exists():
-            out.append(path)
-        else:
-            raise UsageError(f"no such file or folder: {path}" if not path.is_symlink() else not_found(path, "submission"))
-    if not out:
-        raise UsageError("no submissions found (looked for *.py files)")
-    return out
+def expand_paths(paths: Iterable[Path], config: Optional[Config] = None) -> list[Path]:
+    """The files `check PATH...` checks: folders walked with the excludes and .gitignore,
+    named files always, each once (gatekeeper/discovery.py)."""
+    from gatekeeper.discovery import discover
+
+    config = config or Config()
+    return discover(list(paths), config.exclude, config.extend_exclude).files
 
 
 def _check_one(args: tuple) -> Report:

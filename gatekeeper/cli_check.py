@@ -95,10 +95,12 @@ def run_check(request: CheckRequest, out: Console, stream: TextIO, err: Console)
         files: list[Path] = []
         start = Path(request.stdin_filename) if request.stdin_filename else Path.cwd()
     else:
-        files = expand_paths([Path(p) for p in request.paths])
-        start = files[0]
+        files = []
+        start = Path(request.paths[0])
     config = load_config(config_file=request.config, search_from=start,
                          overrides={"profile": request.profile, "select": request.select, "ignore": request.ignore})
+    if stdin_text is None:  # after the configuration: its exclude / extend-exclude shape the walk
+        files = expand_paths([Path(p) for p in request.paths], config)
     if request.submissions_only and files:
         from gatekeeper.problem.mapping import is_problem_file
 

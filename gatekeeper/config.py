@@ -13,7 +13,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Iterable, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from gatekeeper.errors import UsageError
 from gatekeeper.report import Severity
@@ -121,6 +121,12 @@ class Config(_Strict):
     # `check --submissions-only` (the pre-commit hook) skips them.
     submission_classes: list[str] = Field(default_factory=lambda: ["ModelNew"])
     rule_dirs: list[str] = Field(default_factory=list)
+    # `check FOLDER` skips these (gatekeeper/discovery.py): `exclude` replaces the defaults,
+    # `extend-exclude` adds to them; ruff's spelling (with a hyphen) is accepted too.
+    exclude: Optional[list[str]] = Field(default=None, description="patterns skipped when walking folders "
+                                         "(default: version control, virtual environments, caches, build output)")
+    extend_exclude: list[str] = Field(default_factory=list, validation_alias=AliasChoices(
+        "extend_exclude", "extend-exclude"), description="patterns skipped besides `exclude`")
     allow_suppressions: bool = Field(
         default=False,
         description="honour `# gatekeeper: ignore[GK###]` comments inside submissions",

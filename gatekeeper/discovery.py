@@ -1,0 +1,304 @@
+"""Which files `gatekeeper check PATH...` checks, the way ruff finds them (issue 21, item 5).
+
+- A file named on the command line is always checked, whatever the excludes say.
+- A folder is walked for `*.py` files, skipping:
+  - the default excludes (version-control folders, virtual environments, caches, build
+    output), or the configuration's `exclude` in their place, plus its `extend-exclude`;
+  - any folder that says what it is: a virtual environment (`pyvenv.cfg`), a conda
+    environment (`conda-meta/`), a cache that carries a `CACHEDIR.TAG`, a pre-commit store;
+  - what `.gitignore` ignores: asked of git itself inside a repository (`git check-ignore`),
+    read by a small parser outside one or when git cannot answer.
+  A folder named on the command line is walked even when it is itself excluded; what lies
+  below it is still filtered.
+- A file reached twice (named twice, or named and inside a named folder) is checked once.
+
+Patterns: one without `/` matches a file or folder name at any depth (`build`, `*.egg-info`);
+one with `/` matches the end of a path (`.cache/pre-commit`, `runs/old/*.py`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+from gatekeeper.errors import UsageError
+from gatekeeper.path_errors import not_found
+
+DEFAULT_EXCLUDES: tuple[str, ...] = (
+    ".git", ".hg", ".svn", ".bzr", ".jj",
+    ".venv", "venv", ".direnv", "__pypackages__", "site-packages", ".eggs", "*.egg-info",
+    "node_modules", "build", "dist", "_build", "buck-out",
+    "__pycache__", ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".pytype",
+    ".ipynb_checkpoints", ".cache/pre-commit",
+)
+
+# pre-commit writes this README at the top of its store (pre_commit/store.py), wherever
+# PRE_COMMIT_HOME puts it.
+_PRE_COMMIT_README = "This directory is maintained by the pre-commit project."
+
+
+@dataclass
+class Discovery:
+    files: list[Path]
+    skipped: int = 0  # *.py files left out by the excludes or .gitignore
+    reasons: set[str] = field(default_factory=set)
+
+
+def discover(paths: Sequence[Path], exclude: Optional[Sequence[str]] = None,
+             extend_exclude: Sequence[str] = ()) -> Discovery:
+    """The files to check, in the order given (a folder's files sorted), each once."""
+    patterns = tuple(DEFAULT_EXCLUDES if exclude is None else exclude) + tuple(extend_exclude)
+    found = Discovery(files=[])
+    seen: set[str] = set()
+    for path in paths:
+        if path.is_dir():
+            candidates = _walk(path, patterns, found)
+        elif path.exists():
+            candidates = [path]
+        else:
+            raise UsageError(f"no such file or folder: {path}" if not path.is_symlink() else not_found(path, "submission"))
+        for file in candidates:
+            key = os.path.realpath(file)
+            if key not in seen:
+                seen.add(key)
+                found.files.append(file)
+    if not found.files:
+        where = ", ".join(str(p) for p in paths)
+        if found.skipped:
+            raise UsageError(
+                f"no submissions found in {where}: its {found.skipped} *.py file(s) are all excluded "
+                f"({', '.join(sorted(found.reasons))}); name a file to check it anyway, or change "
+                "`exclude` / `extend-exclude` in the configuration")
+        raise UsageError(f"no submissions found in {where} (looked for *.py files)")
+    return found
+
+
+def excluded_by(rel_parts: Sequence[str], patterns: Iterable[str]) -> Optional[str]:
+    """The pattern that excludes the path (its parts relative to the walked folder), if any."""
+    rel = "/".join(rel_parts)
+    for pattern in patterns:
+        pattern = pattern.strip("/")
+        if "/" in pattern:
+            if fnmatch.fnmatchcase(rel, pattern) or fnmatch.fnmatchcase(rel, "*/" + pattern):
+                return pattern
+        elif fnmatch.fnmatchcase(rel_parts[-1], pattern):
+            return pattern
+    return None
+
+
+def _marked(folder: str, names: list[str], files: list[str]) -> Optional[str]:
+    """What a folder says it is, by the files it holds: never a place for submissions."""
+    if "pyvenv.cfg" in files:
+        return "a virtual environment (pyvenv.cfg)"
+    if "conda-meta" in names:
+        return "a conda environment (conda-meta/)"
+    if "CACHEDIR.TAG" in files:
+        return "a cache (CACHEDIR.TAG)"
+    if "db.db" in files and "README" in files:
+        try:
+            with open(os.path.join(folder, "README"), encoding="utf-8", errors="replace") as handle:
+                if handle.read(200).startswith(_PRE_COMMIT_README):
+                    return "a pre-commit store"
+        except OSError:
+            pass
+    return None
+
+
+def _walk(root: Path, patterns: tuple[str, ...], found: Discovery) -> list[Path]:
+    files: list[Path] = []
+    for folder, dirs, names in os.walk(root, followlinks=False):
+        rel = Path(folder).relative_to(root).parts
+        kept = []
+        for name in sorted(dirs):
+            here = os.path.join(folder, name)
+            reason = excluded_by((*rel, name), patterns)
+            if reason is None:
+                try:
+                    entries = os.listdir(here)
+                except OSError:
+                    entries = []
+                reason = _marked(here, entries, entries)
+            else:
+                reason = f"exclude '{reason}'"
+            if reason is None:
+                kept.append(name)
+            else:
+                skipped = _count_py(here)
+                if skipped:
+                    found.skipped += skipped
+                    found.reasons.add(reason)
+        dirs[:] = kept
+        for name in sorted(names):
+            if not name.endswith(".py"):
+                continue
+            pattern = excluded_by((*rel, name), patterns)
+            if pattern is not None:
+                found.skipped += 1
+                found.reasons.add(f"exclude '{pattern}'")
+                continue
+            if os.path.isfile(os.path.join(folder, name)):
+                files.append(Path(folder) / name)
+    files.sort()  # one order for every walk: by path, as the reports list them
+    kept_files = _not_git_ignored(root, files)
+    if len(kept_files) < len(files):
+        found.skipped += len(files) - len(kept_files)
+        found.reasons.add(".gitignore")
+    return kept_files
+
+
+def _count_py(folder: str, cap: int = 10_000) -> int:
+    """How many *.py files an excluded folder holds, for the message when nothing is left
+    (stops at `cap`: a virtual environment holds thousands, and the number only informs)."""
+    count = 0
+    for _, _, names in os.walk(folder):
+        count += sum(1 for n in names if n.endswith(".py"))
+        if count >= cap:
+            break
+    return count
+
+
+# --- .gitignore ------------------------------------------------------------------------
+
+
+def _repo_root(folder: Path, cache: dict[Path, Optional[Path]]) -> Optional[Path]:
+    if folder not in cache:
+        parent = folder.parent
+        cache[folder] = folder if (folder / ".git").exists() else (
+            None if parent == folder else _repo_root(parent, cache))
+    return cache[folder]
+
+
+def _not_git_ignored(root: Path, files: list[Path]) -> list[Path]:
+    """The files .gitignore does not ignore. Files of nested repositories are asked of
+    their own repository. A walked folder that is itself ignored keeps its files: the user
+    named it."""
+    if not files:
+        return files
+    top = root.absolute()
+    cache: dict[Path, Optional[Path]] = {}
+    groups: dict[Optional[Path], list[Path]] = {}
+    for file in files:
+        groups.setdefault(_repo_root(file.absolute().parent, cache), []).append(file.absolute())
+    ignored: set[Path] = set()
+    for repo, members in groups.items():
+        base = repo if repo is not None else top
+        root_inside = base == top or base in top.parents
+        answer = _ignored_by_git(repo, members) if repo is not None else None
+        if answer is not None:
+            if root_inside and _ignored_by_git(base, [top]):
+                continue  # the named folder is itself ignored: check what the user named
+        else:
+            rules = _GitignoreRules(base)
+            if root_inside and rules.ignores(top, is_dir=True):
+                continue
+            answer = {f for f in members if rules.ignores(f, is_dir=False)}
+        ignored |= answer
+    return [f for f in files if f.absolute() not in ignored]
+
+
+def _ignored_by_git(repo: Path, paths: list[Path]) -> Optional[set[Path]]:
+    """The paths git ignores (tracked files never are), or None when git cannot answer
+    (not installed, a repository it does not trust, a path beyond a symbolic link)."""
+    rel = []
+    for path in paths:
+        try:
+            rel.append(os.path.relpath(path, repo))
+        except ValueError:
+            return None
+    if rel == ["."]:
+        return set()
+    try:
+        proc = subprocess.run(["git", "-C", str(repo), "check-ignore", "-z", "--stdin"],
+                              input="\0".join(rel).encode("utf-8", "surrogateescape"), capture_output=True,
+                              timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode not in (0, 1):
+        return None
+    names = {n for n in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if n}
+    return {p for p, r in zip(paths, rel) if r in names}
+
+
+class _GitignoreRules:
+    """The .gitignore files from `top` down, read without git: comments, `!` negation,
+    a trailing `/` for folders, a `/` anchoring the pattern to its file's folder, `*`,
+    `?`, `[...]` and `**`. Enough for the common files; git itself is asked when it can."""
+
+    def __init__(self, top: Path) -> None:
+        self.top = top
+        self._by_folder: dict[Path, list[tuple[re.Pattern[str], bool, bool, bool]]] = {}
+
+    def _rules(self, folder: Path) -> list[tuple[re.Pattern[str], bool, bool, bool]]:
+        if folder not in self._by_folder:
+            try:
+                lines = (folder / ".gitignore").read_text("utf-8", errors="replace").splitlines()
+            except OSError:
+                lines = []
+            self._by_folder[folder] = [r for r in map(_compile, lines) if r is not None]
+        return self._by_folder[folder]
+
+    def ignores(self, path: Path, is_dir: bool) -> bool:
+        """Git's rule: a path below an ignored folder is ignored, whatever later lines say."""
+        try:
+            parts = path.relative_to(self.top).parts
+        except ValueError:
+            return False
+        for depth in range(1, len(parts) + 1):
+            if self._matches(parts[:depth], is_dir or depth < len(parts)):
+                return True
+        return False
+
+    def _matches(self, parts: tuple[str, ...], is_dir: bool) -> bool:
+        verdict = False
+        for level in range(len(parts)):  # outer .gitignore files first: deeper ones win
+            folder = self.top.joinpath(*parts[:level])
+            rel = "/".join(parts[level:])
+            for regex, negate, dir_only, anchored in self._rules(folder):
+                if dir_only and not is_dir:
+                    continue
+                if regex.fullmatch(rel if anchored else parts[-1]):
+                    verdict = not negate
+        return verdict
+
+
+def _compile(line: str) -> Optional[tuple[re.Pattern[str], bool, bool, bool]]:
+    line = line.rstrip()
+    if not line or line.startswith("#"):
+        return None
+    negate = line.startswith("!")
+    if negate or line.startswith("\\"):
+        line = line[1:]
+    dir_only = line.endswith("/")
+    line = line.rstrip("/")
+    anchored = "/" in line
+    line = line.lstrip("/")
+    if not line:
+        return None
+    out, i = [], 0
+    while i < len(line):
+        if line.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif line.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif line[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif line[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif line[i] == "[" and "]" in line[i + 2:]:
+            end = line.index("]", i + 2)
+            body = line[i + 1:end]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(line[i]))
+            i += 1
+    return re.compile("".join(out)), negate, dir_only, anchored
