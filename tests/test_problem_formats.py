@@ -16,10 +16,11 @@ import pytest
 import gatekeeper
 from gatekeeper.config import Config
 from gatekeeper.errors import InfrastructureError, UsageError
-from gatekeeper.problem.formats import ProblemFormat, read_shapes
+from gatekeeper.problem.formats import ProblemFormat
 from gatekeeper.problem.loaded import load_problem
 from gatekeeper.problem.mapping import is_problem_file, map_problem
 from gatekeeper.problem.plan import plan_trials
+from gatekeeper.problem.shapes_file import read_shapes_file
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEMS = ROOT / "fixtures" / "problems"
@@ -102,14 +103,8 @@ def test_every_canonical_shape_is_a_problem_size_for_the_static_rules():
 def test_shapes_py_variants(tmp_path, text, expected):
     path = tmp_path / "shapes.py"
     path.write_text(text)
-    assert read_shapes(path, {"M": 64, "N": 32}) == expected
-
-
-def test_shapes_py_that_needs_running_is_refused_with_the_reason(tmp_path):
-    path = tmp_path / "shapes.py"
-    path.write_text("SHAPES = [dict(m=s) for s in (1, 2)]\n")
-    with pytest.raises(InfrastructureError, match="literals"):
-        read_shapes(path, {"M": 64})
+    declared = read_shapes_file(path, {"M": 64, "N": 32})
+    assert list(declared.shapes) == expected and declared.complete
 
 
 # --- tolerances ----------------------------------------------------------------------------

@@ -7,12 +7,11 @@
   canonical shapes), `problem.yaml` (tolerance, forbidden ops); the submission `solution.py`
   defines `Model`. `--problem` may name the folder or its `reference.py`.
 
-Nothing here runs problem code: `shapes.py` is read with `ast.literal_eval`.
+Nothing here runs problem code; `shapes.py` is read by gatekeeper.problem.shapes_file.
 """
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -48,7 +47,6 @@ DEFAULT_TOLERANCES[ProblemFormat.SEED] = DEFAULT_TOLERANCES[ProblemFormat.KERNEL
 HARD_REFERENCE = "reference.py"
 HARD_SHAPES = "shapes.py"
 HARD_YAML = "problem.yaml"
-SHAPE_NAMES = ("SHAPES", "shapes", "SHAPE_LIST", "CANONICAL_SHAPES")
 
 
 @dataclass(frozen=True)
@@ -148,43 +146,3 @@ def yaml_ops(data: dict[str, Any], key: str, path: Path) -> list[str]:
     if not isinstance(values, list):
         raise InfrastructureError(f"problem file {path}: `{key}` must be a list of op names")
     return [str(v) for v in values]
-
-
-def read_shapes(path: Path, constants: dict[str, int]) -> list[dict[str, int]]:
-    """The canonical shapes of `shapes.py`, each mapped onto the reference's module constants
-    (keys match constant names ignoring case: `batch` sizes `BATCH`). Accepted: a list of
-    dicts, a dict of named dicts, or one dict, assigned to SHAPES (or shapes). Keys that name
-    no constant and non-integer values are dropped; a shape that keeps nothing is dropped."""
-    try:
-        tree = ast.parse(path.read_text("utf-8-sig"), str(path))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InfrastructureError(f"problem file {path} cannot be read: {exc}") from None
-    except SyntaxError as exc:
-        raise InfrastructureError(f"problem file {path} does not parse (line {exc.lineno}): {exc.msg}") from None
-    value: Any = None
-    for stmt in tree.body:
-        target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else \
-            stmt.target if isinstance(stmt, ast.AnnAssign) and stmt.value is not None else None
-        if isinstance(target, ast.Name) and target.id in SHAPE_NAMES:
-            try:
-                value = ast.literal_eval(stmt.value)  # type: ignore[arg-type]
-            except ValueError:
-                raise InfrastructureError(f"problem file {path}: {target.id} must be written as literals "
-                                          "(a list of dicts of sizes) for gatekeeper to read it without "
-                                          "running it") from None
-    if isinstance(value, dict) and all(isinstance(v, dict) for v in value.values()) and value:
-        entries = list(value.values())
-    elif isinstance(value, dict):
-        entries = [value]
-    elif isinstance(value, (list, tuple)):
-        entries = [v for v in value if isinstance(v, dict)]
-    else:
-        return []
-    by_lower = {name.lower(): name for name in constants}
-    shapes: list[dict[str, int]] = []
-    for entry in entries:
-        mapped = {by_lower[str(k).lower()]: int(v) for k, v in entry.items()
-                  if str(k).lower() in by_lower and isinstance(v, int) and not isinstance(v, bool) and v > 0}
-        if mapped and mapped not in shapes:
-            shapes.append(mapped)
-    return shapes

@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Optional
 
 from gatekeeper.errors import UsageError
+from gatekeeper.problem.dimensions import classify
 from gatekeeper.problem.formats import (
-    DEFAULT_TOLERANCES, ENTRY, Located, ProblemFormat, locate, read_shapes, read_yaml, text_format, yaml_ops,
-    yaml_tolerances,
+    DEFAULT_TOLERANCES, ENTRY, Located, ProblemFormat, locate, read_yaml, text_format, yaml_ops, yaml_tolerances,
 )
-from gatekeeper.problem.sidecar import Sidecar, Tolerance, load_sidecar, sidecar_path
+from gatekeeper.problem.shapes_file import DeclaredShapes, read_shapes_file, shapes_from_value
+from gatekeeper.problem.sidecar import Sidecar, SidecarShapes, Tolerance, load_sidecar, sidecar_path
 from gatekeeper.report import ProblemRef
 from gatekeeper.static.problem_facts import ProblemFacts, derive_sizes, load_problem_facts
 
@@ -41,6 +42,11 @@ class Problem:
     facts: ProblemFacts  # what the static rules read
     shapes: tuple[dict[str, int], ...] = ()  # canonical shapes (shapes.py), by reference constant
     folder: Optional[Path] = None
+    shapes_file: Optional[Path] = None  # KernelBench-Hard's shapes.py
+    # Why the declared shapes were not all read statically (None: they were); the stages that run
+    # code read them in the sandboxed worker (gatekeeper.problem.shapes_worker.resolve_shapes).
+    shapes_unread: Optional[str] = None
+    fixed_by_sidecar: tuple[str, ...] = ()  # the sidecar file's own `[shapes] fixed`
 
     @property
     def entry(self) -> str:
@@ -94,15 +100,35 @@ def _load(located: Located, stamps: tuple, jitter_names: tuple[str, ...]) -> Pro
     if fmt == ProblemFormat.KERNELBENCH:
         fmt = text_format(source, list(jitter_names))
     sidecar = load_sidecar(located.reference)
-    shapes: list[dict[str, int]] = []
     if located.yaml is not None:
         sidecar = _merge_yaml(sidecar, located.yaml)
     if located.shapes is not None:
-        shapes = read_shapes(located.shapes, facts.constants)
-    facts = _with_problem(facts, ENTRY[fmt], sidecar, shapes)
+        declared = read_shapes_file(located.shapes, facts.constants)
+    else:  # the sidecar's [shapes] declared, for KernelBench files (none: no declared shapes)
+        declared = shapes_from_value(list(sidecar.shapes.declared), facts.constants,
+                                     str(sidecar_path(located.reference)))
     name = located.folder.name if located.folder is not None else located.reference.stem
-    return Problem(format=fmt, path=located.reference, source=source, sha256=hashlib.sha256(raw).hexdigest(),
-                   name=name, sidecar=sidecar, facts=facts, shapes=tuple(shapes), folder=located.folder)
+    problem = Problem(format=fmt, path=located.reference, source=source, sha256=hashlib.sha256(raw).hexdigest(),
+                      name=name, sidecar=sidecar, facts=facts, folder=located.folder, shapes_file=located.shapes,
+                      fixed_by_sidecar=tuple(sidecar.shapes.fixed))
+    return with_shapes(problem, declared, ENTRY[fmt])
+
+
+def with_shapes(problem: Problem, declared: DeclaredShapes, entry: Optional[str] = None) -> Problem:
+    """`problem` with its declared shapes (read statically, or by the worker) on the Problem,
+    its facts (fixed and free dimensions) and its sidecar (fixed dimensions are not jittered)."""
+    constants = problem.facts.constants
+    dims = classify(declared.shapes, constants, declared.unknown, problem.fixed_by_sidecar,
+                    where=str(sidecar_path(problem.path)))
+    fixed = list(dims.fixed)  # the merged sidecar carries them to the jitter planner
+    sidecar = problem.sidecar.model_copy(update={"shapes": SidecarShapes(
+        fixed=fixed, declared=list(problem.sidecar.shapes.declared))})
+    facts = _with_problem(problem.facts, entry or problem.facts.entry, sidecar, list(declared.shapes))
+    facts.declared_shapes, facts.fixed_dims, facts.free_dims = declared.shapes, dims.fixed, dims.free
+    facts.unknown_dims, facts.shapes_unread = dims.unknown, declared.unread
+    facts.exact = derive_sizes(sorted(facts.dims), constants, derived_relations=False, fixed=facts.fixed_values)
+    return dataclasses.replace(problem, sidecar=sidecar, facts=facts, shapes=declared.shapes,
+                               shapes_unread=declared.unread)
 
 
 def _merge_yaml(sidecar: Sidecar, path: Path) -> Sidecar:
@@ -123,6 +149,4 @@ def _with_problem(facts: ProblemFacts, entry: str, sidecar: Sidecar, shapes: lis
         dims.update(v for v in shape.values() if v > 1)
     copy = dataclasses.replace(facts, dims=dims, derived={}, entry=entry,
                                declared_forbidden=tuple(sidecar.forbidden), declared_allowed=tuple(sidecar.allowed_ops))
-    if dims != facts.dims:
-        copy.exact = derive_sizes(sorted(dims), facts.constants, derived_relations=False)
-    return copy
+    return copy  # `exact` is derived by with_shapes, once the fixed dimensions are known

@@ -72,6 +72,9 @@ def plan_trials(source: str, sidecar: Sidecar, seed: int, shapes: int, low: floa
         chosen = choose_constants(sizing_constants(module), MIN_IMPLICIT_SIZE, sidecar.jitter.ranges)
         small = {k: v for k, v in small_input_constants(module, MIN_IMPLICIT_SIZE).items() if k not in chosen}
         chosen.update(small)
+        # A fixed dimension (one size in every declared shape) is part of the problem: not jittered.
+        chosen = {k: v for k, v in chosen.items() if k not in sidecar.shapes.fixed}
+        small = {k: v for k, v in small.items() if k in chosen}
     nominal = Attempt(JitterSpec(), source, dict(chosen))
     trials = [Trial(name, rng.getrandbits(31), [nominal]) for name in NOMINAL]
     trials += _canonical_trials(module, canonical, rng)

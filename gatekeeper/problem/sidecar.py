@@ -14,6 +14,10 @@
     [values]                              # the call schedule's value distributions
     fixed = [1]                           # inputs left as drawn (indices, probabilities, SPD)
     distributions = ["scale-up", "positive"]   # default: all of problem.values.DISTRIBUTIONS
+    [shapes]                              # declared shapes (KernelBench-Hard keeps them in shapes.py)
+    fixed = ["HEAD_DIM"]                  # constants every size of the problem keeps: never jittered,
+                                          # and a kernel may bake them in
+    declared = [{ BATCH = 2, SEQ = 1024 }, { BATCH = 1, SEQ = 4096 }]
 """
 
 from __future__ import annotations
@@ -85,6 +89,13 @@ class SidecarValues(_Strict):
         return list(DISTRIBUTIONS) if self.distributions is None else list(self.distributions)
 
 
+class SidecarShapes(_Strict):
+    """The problem's declared shapes and fixed dimensions (gatekeeper.problem.dimensions)."""
+
+    fixed: list[str] = Field(default_factory=list)
+    declared: list[dict[str, int]] = Field(default_factory=list)
+
+
 class Sidecar(_Strict):
     dtype: Optional[str] = None
     # Where inputs and models live: "cpu" pins a CPU problem even on a GPU machine; by default
@@ -100,6 +111,7 @@ class Sidecar(_Strict):
     # FlopCounterMode counts none (custom ops, elementwise work); read by gatekeeper.timing.
     flops: Optional[float] = Field(default=None, ge=0)
     values: SidecarValues = Field(default_factory=SidecarValues)
+    shapes: SidecarShapes = Field(default_factory=SidecarShapes)
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         if dtype in self.tolerances:

@@ -6,6 +6,11 @@ From them come the numbers a hardcoded kernel bakes in: products of dimensions (
 width (768 / 4 = 192 threads of float4). `explain` answers with dimensions and products
 only; the offsets and vector counts (`explain_offset`) make almost every tile width "equal"
 some size, so the rules ask for them only about a literal already used as an index offset.
+
+A fixed dimension (one size in every declared shape: a head width of 128, a group of 128)
+is part of the problem, not a free size: `explain` and `explain_offset` never answer with a
+size built from fixed dimensions alone, and `fixed_dim` says which fixed dimension a value
+is. docs/writing-rules.md "Problem facts" lists the attributes.
 """
 
 from __future__ import annotations
@@ -48,12 +53,37 @@ class ProblemFacts:
     declared_forbidden: tuple[str, ...] = ()
     declared_allowed: tuple[str, ...] = ()
     text: str = ""  # the file's source, for analyses that parse it with CPython's ast
+    # Declared shapes (KernelBench-Hard shapes.py, or the sidecar's [shapes]) and what they hold
+    # still, set by gatekeeper.problem.load_problem (see gatekeeper.problem.dimensions).
+    declared_shapes: tuple[dict[str, int], ...] = ()  # each: reference constant -> size
+    fixed_dims: dict[str, int] = field(default_factory=dict)  # one size in every declared shape
+    free_dims: dict[str, tuple[int, ...]] = field(default_factory=dict)  # the sizes it takes
+    unknown_dims: tuple[str, ...] = ()  # sized in shapes.py in a way a static read cannot follow
+    shapes_unread: Optional[str] = None  # why (part of) the declared shapes needs running shapes.py
+
+    @property
+    def fixed_values(self) -> frozenset[int]:
+        """Sizes that only fixed dimensions take: no free dimension, declared shape or other
+        module constant of the problem has them."""
+        if not self.fixed_dims:
+            return frozenset()
+        others = {v for name, v in self.constants.items() if name not in self.fixed_dims}
+        others.update(v for sizes in self.free_dims.values() for v in sizes)
+        return frozenset(v for v in self.fixed_dims.values() if v not in others)
+
+    def fixed_dim(self, value: int) -> Optional[str]:
+        """Why `value` is a fixed dimension ("HEAD_DIM = 128, the same in every declared
+        shape"), or None when it is not one, or a free size takes the same value."""
+        if value not in self.fixed_values:
+            return None
+        names = " or ".join(name for name, size in self.fixed_dims.items() if size == value)
+        return f"{names} = {value}, the same in every declared shape of the problem"
 
     def explain(self, value: int) -> Optional[str]:
         """Why `value` is one of the problem's sizes (a dimension or a product of them), or None.
         Offsets and vector counts are not here: with enough of them every tile width "is"
         a size; ask `explain_offset` only for a literal already used as an index offset."""
-        if value < MIN_SIGNIFICANT:
+        if value < MIN_SIGNIFICANT or (self.fixed_dims and value in self.fixed_values):
             return None
         return self.exact.get(value)
 
@@ -61,10 +91,10 @@ class ProblemFacts:
         """Like `explain`, plus offsets built from the sizes (768, 1536, 2304 for R = 4
         slices of B*D) and sizes counted in 2-, 4- or 8-wide vectors. Computed on first use:
         most submissions never ask (no kernel source, or no number in an offset role)."""
-        if value < MIN_SIGNIFICANT:
+        if value < MIN_SIGNIFICANT or (self.fixed_dims and value in self.fixed_values):
             return None
         if not self.derived:
-            self.derived = derive_sizes(sorted(self.dims), self.constants)
+            self.derived = derive_sizes(sorted(self.dims), self.constants, fixed=self.fixed_values)
         return self.derived.get(value)
 
 
@@ -153,16 +183,22 @@ def names_by_value(constants: dict[str, int]) -> dict[int, str]:
     return {value: " or ".join(names[:2]) for value, names in out.items()}
 
 
-def derive_sizes(dims: list[int], constants: dict[str, int], derived_relations: bool = True) -> dict[int, str]:
+def derive_sizes(dims: list[int], constants: dict[str, int], derived_relations: bool = True,
+                 fixed: frozenset[int] = frozenset()) -> dict[int, str]:
+    """Sizes explained by the dimensions `dims`; `fixed` dimensions explain a size only
+    together with a free one (HEADS*HEAD_DIM is a free size, HEAD_DIM alone is not)."""
     names = names_by_value(constants)
     label = lambda d: names.get(d, str(d))  # noqa: E731
     dims = dims[:_MAX_DIMS]
     derived: dict[int, str] = {}
     for d in dims:
-        derived.setdefault(d, f"the problem dimension {label(d)} = {d}")
+        if d not in fixed:
+            derived.setdefault(d, f"the problem dimension {label(d)} = {d}")
     products: list[tuple[int, str, list[int]]] = []
     for size in range(2, len(dims) + 1):
         for combo in combinations(dims, size):
+            if fixed and all(d in fixed for d in combo):
+                continue
             product = 1
             for d in combo:
                 product *= d
@@ -177,7 +213,7 @@ def derive_sizes(dims: list[int], constants: dict[str, int], derived_relations: 
             for outer in rest:
                 if k < outer and k * product not in derived:  # build the text only when new
                     derived[k * product] = f"{k}*({expr}) = {k * product}, an offset into {label(outer)} slices"
-    for product, expr, _ in [(d, label(d), []) for d in dims] + products:
+    for product, expr, _ in [(d, label(d), []) for d in dims if d not in fixed] + products:
         for width in _VECTOR_WIDTHS:
             if product % width == 0:
                 derived.setdefault(product // width, f"({expr})/{width} = {product // width}, the size in {width}-wide vectors")
