@@ -15,6 +15,7 @@ from gatekeeper.runtime.failures import job_errors, model_location, needs_cuda_r
 from gatekeeper.behaviour.evidence import runtime_evidence
 from gatekeeper.runtime.checks import finding
 from gatekeeper.runtime.disk import disk_full_reason, free_bytes, is_disk_full, mentions_disk_full
+from gatekeeper.behaviour.completeness import infrastructure_failure
 from gatekeeper.behaviour.judge import Judge
 from gatekeeper.behaviour.schedule_judge import ScheduleJudge
 from gatekeeper.build.cache import cuda_present, exclusive, extensions_dir, is_built
@@ -237,6 +238,9 @@ def _run_behaviour(submission: Submission, problem: Optional[Problem], config: C
                                   submission.data.decode("utf-8", "replace"))
     found += more
     timings["judge_s"] = time.perf_counter() - mark
+    incomplete = infrastructure_failure(result, references, scheduled, found)
+    if incomplete is not None:  # fewer calls than planned is never a pass (issue 22)
+        return _error(incomplete, environment)
     shapes = {name: r.get("shapes") for name, r in references.items()}
     for f in found:
         f.evidence.setdefault("seed", seed)

@@ -237,11 +237,17 @@ def subject_job(params: dict[str, Any], channel: Any) -> None:
     checks = time.perf_counter()
     subject.device = fed.get("device", subject.device)
     trials = fed.get("trials")
+    if not isinstance(trials, list):  # never run on something else than the trials (issue 22)
+        channel.send("feed-broken", detail=f"the first message fed carries no trials (keys {sorted(fed)[:6]})")
+        return
     if trials:
         subject.run(trials)
         channel.send("timing", waited_for_reference_s=checks - waiting, calls_s=time.perf_counter() - checks)
     # The call schedule (issue 15), fed after the trials: behaviour.schedule_subject.
     schedule = channel.receive()
+    if not isinstance(schedule.get("calls"), list):
+        channel.send("feed-broken", detail=f"the second message fed carries no schedule (keys {sorted(schedule)[:6]})")
+        return
     nominal = next((t for t in trials or [] if t["name"] == "nominal"), None)
     if schedule.get("calls") and nominal is not None:
         from gatekeeper.behaviour.schedule_subject import run_schedule

@@ -8,6 +8,7 @@ finished only when its `done` frame arrives.
 from __future__ import annotations
 
 import os
+import queue
 import select
 import shutil
 import signal
@@ -56,6 +57,31 @@ class JobResult:
     elapsed_s: float = 0.0
     detail: str = ""
     output_dropped_bytes: int = 0
+    # What the parent fed (Job.feed): the byte size of each message in order, how many were
+    # fully written, and why a write failed (None: every write went through).
+    fed_bytes: list[int] = field(default_factory=list)
+    fed_written: int = 0
+    feed_error: Optional[str] = None
+
+    def feed_problem(self) -> Optional[str]:
+        """Why the messages fed to this worker did not all arrive intact (None: they did).
+        Each fed message is acknowledged by a signed 'fed-ack' frame carrying its sequence
+        number and byte size (sandbox.worker.Channel.receive); a missing or mismatched one, a
+        failed write or a short read means the worker ran on something other than was sent."""
+        if self.feed_error:
+            return self.feed_error
+        if self.fed_written < len(self.fed_bytes):
+            return (f"only {self.fed_written} of the {len(self.fed_bytes)} messages fed to the worker were "
+                    f"written before it ended")
+        for failed in self.of_kind("receive-failed"):
+            return f"the worker read a short message from the parent: {failed.get('detail')}"
+        acks = {m.get("seq"): m.get("bytes") for m in self.of_kind("fed-ack")}
+        for seq, size in enumerate(self.fed_bytes):
+            if seq not in acks:
+                return f"message {seq} ({size} bytes) fed to the worker was never acknowledged as received"
+            if acks[seq] != size:
+                return f"message {seq} fed to the worker was {size} bytes, the worker received {acks[seq]}"
+        return None
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [m for m in self.messages if m.get("kind") == kind]
@@ -163,6 +189,12 @@ class Job:
         # the build's compiler output is the exception, and even there the view is bwrap's.
         self.verbatim_errors = verbatim_errors
         self.rss_cap_mb = memory_mb if not cap_address_space else None
+        self.fed_bytes: list[int] = []  # sizes of the messages fed, in order (seq = index)
+        self.fed_written = 0
+        self.feed_error: Optional[str] = None
+        self._outbox: "queue.Queue[tuple[bytes, bool]]" = queue.Queue()
+        self._feeder: Optional[threading.Thread] = None
+        self._handled, self._handled_count = threading.Condition(), 0
         secret = os.urandom(32)
         self.reader = FrameReader(secret)
         spec = {"job": job, "params": params, "memory_mb": memory_mb, "cap_address_space": cap_address_space,
@@ -184,7 +216,9 @@ class Job:
             write_roots = list(write_roots or []) + [str(self.spill_dir)]  # the guard allows it (inside work)
         self.tag = tag(worker_env)
         try:
-            argv = self.isolation.wrap([sys.executable, "-I", "-B", WORKER_SCRIPT, str(write_fd)],
+            # A plain interpreter command line, as a user's harness would run (issue 22): the
+            # protections of -I are kept by the allowlisted environment and by worker.py itself.
+            argv = self.isolation.wrap([sys.executable, WORKER_SCRIPT, str(write_fd)],
                                        workdir=self.work, read_paths=_named_files(params),
                                        write_paths=list(write_roots or []))
             # stdout/stderr are pipes drained by threads that keep the tail: no disk, no cap to outrun.
@@ -195,32 +229,56 @@ class Job:
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self.out, self.err = Drain(self.proc.stdout), Drain(self.proc.stderr)
         del secret  # the FrameReader keeps only its HMAC state
-        self._write(self.reader.secret_prefix() + struct.pack(">Q", len(payload)) + payload)
+        if not self._write(self.reader.secret_prefix() + struct.pack(">Q", len(payload)) + payload):
+            self.feed_error = f"the job could not be sent to the worker: {self.feed_error}"
         if not keep_stdin:
             self.close_stdin()
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes) -> bool:
+        """Write to the worker's stdin; a failure is recorded (never swallowed): the stage
+        turns it into an infrastructure error unless the worker's own failure explains it."""
         try:
             assert self.proc.stdin is not None
             self.proc.stdin.write(data)
             self.proc.stdin.flush()
-        except (BrokenPipeError, OSError, ValueError):
-            pass
+            return True
+        except (BrokenPipeError, OSError, ValueError) as exc:
+            if self.feed_error is None:
+                self.feed_error = (f"writing {len(data)} bytes to the worker's stdin failed "
+                                   f"({type(exc).__name__}: {exc})")
+            return False
 
     def feed(self, message: dict[str, Any], close: bool = True) -> None:
-        """Send one message to the job's `channel.receive()`. Written from a thread, so a
-        worker that never reads (it hangs at import) cannot block the parent on a full pipe."""
+        """Send one message to the job's `channel.receive()`. Messages go out in the order
+        fed, from one writer thread (so a worker that never reads, hung at import, cannot
+        block the parent on a full pipe, and a small later message can never overtake a large
+        earlier one); each carries its sequence number, which the worker acknowledges."""
+        seq = len(self.fed_bytes)
         if self.spill_dir is not None:  # adopted large tensors become files in this worker's folder
             message = export_tree(message, str(self.spill_dir), dir_fd=self.spill_fd)
-        payload = pack_message(message)
+        payload = pack_message(dict(message, __seq__=seq))
+        self.fed_bytes.append(len(payload))
+        self._outbox.put((struct.pack(">Q", len(payload)) + payload, close))
+        if self._feeder is None:
+            self._feeder = threading.Thread(target=self._write_all, daemon=True)
+            self._feeder.start()
 
-        def write() -> None:
-            self._write(struct.pack(">Q", len(payload)) + payload)
+    def _write_all(self) -> None:
+        while True:
+            data, close = self._outbox.get()
+            if self.feed_error is None and self._write(data):
+                self.fed_written += 1
+            with self._handled:
+                self._handled_count += 1
+                self._handled.notify_all()
             if close:
                 self.close_stdin()
+                return
 
-        self._feeder = threading.Thread(target=write, daemon=True)
-        self._feeder.start()
+    def flush(self, timeout_s: float) -> bool:
+        """Wait until every message fed so far was written (or its write failed)."""
+        with self._handled:
+            return self._handled.wait_for(lambda: self._handled_count >= len(self.fed_bytes), timeout_s)
 
     def close_stdin(self) -> None:
         try:
@@ -243,6 +301,12 @@ class Job:
         if self.own_dir:
             shutil.rmtree(self.work, ignore_errors=True)
         return self.result
+
+    def _record_feed(self, result: JobResult) -> None:
+        if self._feeder is not None:
+            self._feeder.join(timeout=5)  # stdin was closed: a blocked write has failed by now
+        result.fed_bytes, result.fed_written = list(self.fed_bytes), self.fed_written
+        result.feed_error = self.feed_error
 
     def _blame_harness(self, result: JobResult) -> None:
         """A shim the submission killed or stopped: its run-time failure, whatever else it sent."""
@@ -285,6 +349,7 @@ class Job:
                      self.rss_cap_mb)
             self.close_stdin()
             result.returncode = self.proc.returncode
+            self._record_feed(result)
             if not self.verbatim_errors:
                 result.messages = [scrub_message(m) for m in result.messages]
         finally:

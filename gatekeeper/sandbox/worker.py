@@ -1,4 +1,4 @@
-"""Entry point of a sandboxed worker: `python -I -B .../gatekeeper/sandbox/worker.py <fd>`.
+"""Entry point of a sandboxed worker: a plain `python .../gatekeeper/sandbox/worker.py <fd>`.
 
 Started fresh by `gatekeeper.sandbox.runner.run_job`, never forked. Before any untrusted
 code runs it:
@@ -15,11 +15,21 @@ verifies, and counts the job as finished only when the `done` frame arrives.
 
 from __future__ import annotations
 
+import sys
+
+# The worker runs as a plain `python worker.py` (no -I: issue 22, a submission must not tell
+# a checking worker from a user's harness by sys.flags). What -I protected is kept otherwise:
+# the script's own folder leaves sys.path before any other import (a module named like the
+# standard library there cannot shadow it), the environment is an allowlist built by the
+# parent (runner.scrubbed_env: no PYTHONPATH, PYTHONSTARTUP, PYTHONHOME), checked again in
+# main(), and HOME is the job's empty working folder, so there is no user site to load.
+if sys.path and sys.path[0] == __import__("os").path.dirname(__import__("os").path.abspath(__file__)):
+    del sys.path[0]
+
 import hashlib
 import hmac
 import os
 import struct
-import sys
 import traceback
 
 
@@ -42,14 +52,24 @@ class Channel:
             buf = buf[written:]
 
     def receive(self) -> dict:
-        """The next message the parent feeds (`Job.feed`); {} when the parent closed stdin."""
+        """The next message the parent feeds (`Job.feed`), acknowledged with a signed
+        'fed-ack' frame (its sequence number and size: the parent checks that every message
+        arrived, in order). {} when the parent closed stdin; a short read is reported."""
         from gatekeeper.sandbox.channel import decode
 
         head = _read_exact(self._stdin, 8)
         if len(head) < 8:
+            if head:
+                self.send("receive-failed", detail=f"{len(head)} bytes of an 8-byte length header")
             return {}
         (size,) = struct.unpack(">Q", head)
-        return decode(_read_exact(self._stdin, size))
+        body = _read_exact(self._stdin, size)
+        if len(body) < size:
+            self.send("receive-failed", detail=f"{len(body)} of {size} bytes, then end of input")
+            return {}
+        message = decode(body)
+        self.send("fed-ack", seq=message.pop("__seq__", None), bytes=size)
+        return message
 
     def phase(self, name: str, **data) -> None:
         self.current_phase = name
@@ -109,7 +129,18 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
+# The only PYTHON* variables a worker may see (runner.scrubbed_env sets them).
+_PYTHON_ENV = ("PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED")
+
+
+def _check_environment() -> None:
+    stray = sorted(k for k in os.environ if k.startswith("PYTHON") and k not in _PYTHON_ENV)
+    if stray:
+        raise SystemExit(f"refusing to run: the worker's environment sets {', '.join(stray)}")
+
+
 def main() -> None:
+    _check_environment()
     _die_with_parent()
     _light_package()
     fd = int(sys.argv[1])

@@ -47,9 +47,7 @@ class Worker:
     def send_now(self, message: dict[str, Any]) -> None:
         """A command with no answer: wait for its write, so the next command cannot overtake it."""
         self.job.feed(message, close=False)
-        feeder = getattr(self.job, "_feeder", None)
-        if feeder is not None:
-            feeder.join(10)
+        self.job.flush(10)
 
     def expect(self, kind: str, timeout_s: float) -> Optional[dict[str, Any]]:
         result = self.job.result
