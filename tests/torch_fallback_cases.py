@@ -32,6 +32,13 @@ def mine(findings, prefix="GK3"):
     return [(f.rule, f.severity) for f in findings if f.rule.startswith(prefix)]
 
 
+def held(findings, prefix="GK3"):
+    """(rule, what the rule said, confidence): a finding that is not certain is a warning under
+    default until its run-time check confirms it; the probe link keeps the rule's own severity."""
+    return [(f.rule, f.probe.static_severity if f.probe is not None and f.probe.static_severity else f.severity,
+             f.confidence.value) for f in findings if f.rule.startswith(prefix)]
+
+
 def config_for(profile="default", **rules):
     return Config(profile=profile, rules={code: RuleSettings(**s) for code, s in rules.items()})
 

@@ -113,7 +113,9 @@ class TorchCalls:
                 self._layer_use(node, classes)
             elif type(value) is cst.Attribute and self.ops.method_is_compute(value.attr.value) \
                     and self._may_be_tensor(value.value):  # m = x.mean; m(0)
-                self._use("method", f"Tensor.{value.attr.value}", node, op=value.attr.value)
+                # the receiver is kept: `_max = _ext.max` is the extension's, not Tensor.max (resolve)
+                self._use("method", f"Tensor.{value.attr.value}", node, op=value.attr.value,
+                          receiver=receiver_key(value.value))
 
     def _method_call(self, node: cst.Call, func: cst.Attribute) -> None:
         ctx = self.ctx

@@ -24,6 +24,8 @@ import libcst as cst
 from gatekeeper.analyses.cpp_torch_calls import scan_cpp
 from gatekeeper.analyses.torch_fallback_paths import find_fallbacks
 from gatekeeper.analyses.kernel_work import helper_launches, is_token_launch, torch_does_whole_op
+from gatekeeper.analyses.own_callables import OwnCallables, native_loader
+from gatekeeper.analyses.torch_result_flow import outside_result
 from gatekeeper.analyses.tensor_values import TensorValues
 from gatekeeper.analyses.torch_call_kinds import TorchCalls
 from gatekeeper.analyses.torch_op_table import TorchOps, short_op, torch_ops
@@ -103,7 +105,8 @@ class TorchUsage(TorchCalls, TensorValues):
         return bool(self.frames) and self.frames[-1].kernel_def
 
     def assign(self, targets: list[cst.BaseExpression], value: cst.BaseExpression) -> None:
-        loader = self._is_loader_call(value)
+        # a native library of its own (ctypes.CDLL) holds the submission's compiled code too
+        loader = self._is_loader_call(value) or (type(value) is cst.Call and native_loader(self.ctx.qualname(value.func), value))
         for target in targets:
             if loader and type(target) is cst.Attribute:
                 key = receiver_key(target)
@@ -279,7 +282,15 @@ class TorchUsage(TorchCalls, TensorValues):
         if self._resolved:
             return
         self._resolved = True
+        own: Optional[OwnCallables] = None
         for attr, node, key, _ in self.self_calls:
+            if attr not in self.self_ext and attr not in self.self_passed and attr not in self.class_attrs \
+                    and attr not in self.self_layers:
+                # self._fast = lambda t: run(t); self._fn = _mod().f: followed through the bindings
+                own = own or OwnCallables(self)
+                if own.call_is_own(node):
+                    self.kernels.append(Kernel(f"self.{attr}", key, (), node))
+                continue
             if attr in self.self_ext and attr not in self.self_layers and attr not in self.class_attrs:
                 receiver, name, qual = self.self_ext[attr]
                 if qual is not None and extension_module(qual):
@@ -322,6 +333,10 @@ class TorchUsage(TorchCalls, TensorValues):
             if k.needs_def is not None:
                 if k.needs_def in self.kernel_defs:
                     kept.append(k)
+                elif type(k.node) is cst.Call and type(k.node.func) is cst.Name:
+                    own = own or OwnCallables(self)  # run = _mod().f; _max = _ext.max; a closure over them
+                    if own.call_is_own(k.node):
+                        kept.append(k)
             elif k.needs_ext is not None:
                 key, attr = k.needs_ext
                 if (key in holders or key.removeprefix("call:") in self.loader_functions or attr in self.ext_functions) and ext_ok:
@@ -340,6 +355,9 @@ class TorchUsage(TorchCalls, TensorValues):
                                                    and (u.receiver in holders or u.receiver.removeprefix("call:") in self.loader_functions))]
         self.uses = [u for u in self.uses if u.cpp is not None or self.in_forward(u.function)
                      or (u.deferred and self._deferred(u.function))]
+        # torch whose value never reaches the result (a build-time self-test, a check that
+        # only raises) does not do the timed work
+        self.uses = [u for u in self.uses if u.cpp is not None or not outside_result(u)]
         find_fallbacks(self)
 
     def _functions(self, source: CppSource) -> list[CppFunction]:

@@ -1,0 +1,178 @@
+"""Does a call run the submission's own compiled code, however the callable was reached?
+Not a rule file.
+
+TorchUsage sees an own launch when it is written out (`_ext.f(x)`, `k[grid](x)`,
+`self.op = _ext.f; self.op(x)`). Agents also reach their extension through
+
+    run = _mod().softmax_rows              a lazily built module (a getter that loads it once)
+    self._fast = lambda t: run(t)          a closure / a stored lambda over it
+    _max = _ext.max                        a module-level alias (named like a torch op)
+    lib = ctypes.CDLL(path); lib.f(...)    a native library of its own (raw C entry points)
+    f = CFUNCTYPE(None, c_void_p)(addr)    a raw C function pointer
+
+This module answers `OwnCallables.call_is_own(call)` by following, on demand, the bindings
+of the file: names (per function scope, then enclosing scopes, then the module; `global`
+statements bind at module level), `self.X` attributes, what functions return, lambdas and
+`functools.partial`. A name counts as own when one of its bindings is (`_FN = None` first
+is the usual lazy slot) and none is a torch callable. One walk of the module, made only
+when a file has a call that the traversal could not place.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from gatekeeper.static.names import string_value
+from gatekeeper.static.walk import walk
+
+if TYPE_CHECKING:
+    from gatekeeper.analyses.torch_usage import TorchUsage
+
+# ctypes and numpy entry points that load a native library: its functions are the
+# submission's compiled code unless the library is a vendor one (cuBLAS through ctypes is
+# still cuBLAS).
+NATIVE_LOADERS = frozenset({
+    "ctypes.CDLL", "ctypes.PyDLL", "ctypes.WinDLL", "ctypes.cdll.LoadLibrary", "ctypes.pydll.LoadLibrary",
+    "ctypes.windll.LoadLibrary", "numpy.ctypeslib.load_library",
+})
+_FUNCTION_TYPES = frozenset({"ctypes.CFUNCTYPE", "ctypes.PYFUNCTYPE", "ctypes.WINFUNCTYPE"})
+VENDOR_LIBRARIES = ("cublas", "cudnn", "cusparse", "cufft", "curand", "cusolver", "nccl", "cutensor", "torch",
+                    "libc.", "libm.", "msvcrt")
+_DEPTH = 8
+Scope = int  # id() of a FunctionDef, 0 for the module
+
+
+def native_loader(ctx_qualname: Optional[str], call: cst.Call) -> bool:
+    """`ctypes.CDLL("./softmax.so")`: a native library that is not a vendor's."""
+    if ctx_qualname not in NATIVE_LOADERS:
+        return False
+    name = string_value(call.args[0].value) if call.args else None
+    return not (name and any(v in name.lower() for v in VENDOR_LIBRARIES))
+
+
+class OwnCallables:
+    def __init__(self, usage: "TorchUsage") -> None:
+        self.usage = usage
+        self.ctx = usage.ctx
+        self.names: dict[Scope, dict[str, list[tuple[cst.BaseExpression, Scope]]]] = {0: {}}
+        self.enclosing: dict[Scope, Scope] = {}
+        self.selfs: dict[str, list[tuple[cst.BaseExpression, Scope]]] = {}
+        self.returns: dict[str, list[tuple[cst.BaseExpression, Scope]]] = {}
+        self._index()
+
+    def _index(self) -> None:
+        stack: list[tuple[cst.FunctionDef, set[str]]] = []
+        for entering, node in walk(self.ctx.module):
+            kind = type(node)
+            if kind is cst.FunctionDef:
+                if entering:
+                    outer = id(stack[-1][0]) if stack else 0
+                    self.enclosing[id(node)] = outer
+                    self.names[id(node)] = {}
+                    stack.append((node, set()))
+                else:
+                    stack.pop()
+                continue
+            if not entering:
+                continue
+            scope = id(stack[-1][0]) if stack else 0
+            if kind in (cst.Global, cst.Nonlocal) and stack:
+                stack[-1][1].update(n.name.value for n in node.names)
+            elif kind is cst.Assign or (kind is cst.AnnAssign and node.value is not None):
+                targets = [t.target for t in node.targets] if kind is cst.Assign else [node.target]
+                for target in targets:
+                    self._bind(target, node.value, scope, stack)
+            elif kind is cst.Return and node.value is not None and stack:
+                self.returns.setdefault(stack[-1][0].name.value, []).append((node.value, scope))
+
+    def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression, scope: Scope,
+              stack: list[tuple[cst.FunctionDef, set[str]]]) -> None:
+        if type(target) is cst.Name:
+            declared = stack[-1][1] if stack else set()
+            where = 0 if target.value in declared else scope
+            self.names.setdefault(where, {}).setdefault(target.value, []).append((value, scope))
+        elif type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == "self":
+            self.selfs.setdefault(target.attr.value, []).append((value, scope))
+
+    # questions ----------------------------------------------------------------------
+    def scope_of(self, node: cst.CSTNode) -> Scope:
+        for parent in self.ctx.ancestors(node):
+            if type(parent) is cst.FunctionDef:
+                return id(parent)
+        return 0
+
+    def call_is_own(self, call: cst.Call) -> bool:
+        return self.callable(call.func, self.scope_of(call), 0)
+
+    def _lookup(self, name: str, scope: Scope) -> list[tuple[cst.BaseExpression, Scope]]:
+        seen = 0
+        while True:
+            found = self.names.get(scope, {}).get(name)
+            if found:
+                return found
+            if scope == 0 or seen > _DEPTH:
+                return []
+            scope = self.enclosing.get(scope, 0)
+            seen += 1
+
+    def _any(self, values: list[tuple[cst.BaseExpression, Scope]], test, depth: int) -> bool:
+        """One binding passes and none is a torch callable (`f = torch.softmax` elsewhere)."""
+        hits = False
+        for value, scope in values:
+            if (self.ctx.qualname(value) or "").startswith("torch."):
+                return False
+            hits = hits or test(value, scope, depth + 1)
+        return hits
+
+    def module(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> bool:
+        """`expr` evaluates to the submission's own extension module or native library."""
+        if depth > _DEPTH:
+            return False
+        usage = self.usage
+        kind = type(expr)
+        if kind is cst.Name:
+            return expr.value in usage.holders or self._any(self._lookup(expr.value, scope), self.module, depth)
+        if kind is cst.Attribute:
+            if type(expr.value) is cst.Name and expr.value.value == "self":
+                return f"self.{expr.attr.value}" in usage.holders or \
+                    self._any(self.selfs.get(expr.attr.value, []), self.module, depth)
+            return type(expr.value) is cst.Name and f"{expr.value.value}.{expr.attr.value}" in usage.holders
+        if kind is cst.Call:
+            if usage._is_loader_call(expr) or native_loader(self.ctx.qualname(expr.func), expr):
+                return True
+            func = expr.func
+            name = func.value if type(func) is cst.Name else (
+                func.attr.value if type(func) is cst.Attribute and type(func.value) is cst.Name
+                and func.value.value in ("self", "cls") else None)
+            if name is None:
+                return False
+            return name in usage.loader_functions or self._any(self.returns.get(name, []), self.module, depth)
+        return False
+
+    def callable(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> bool:
+        """`expr` evaluates to a function of the submission's own compiled code."""
+        if depth > _DEPTH:
+            return False
+        kind = type(expr)
+        if kind is cst.Name:
+            return expr.value in self.usage.kernel_defs or self._any(self._lookup(expr.value, scope), self.callable, depth)
+        if kind is cst.Attribute:
+            if type(expr.value) is cst.Name and expr.value.value == "self":
+                return self._any(self.selfs.get(expr.attr.value, []), self.callable, depth)
+            return not expr.attr.value.startswith("__") and self.module(expr.value, scope, depth + 1)
+        if kind is cst.Subscript:  # k[grid]
+            return type(expr.value) is cst.Name and expr.value.value in self.usage.kernel_defs
+        if kind is cst.Lambda:
+            return any(type(node) is cst.Call and self.callable(node.func, scope, depth + 1)
+                       for entering, node in walk(expr.body) if entering)
+        if kind is cst.IfExp:
+            return self.callable(expr.body, scope, depth + 1) and self.callable(expr.orelse, scope, depth + 1)
+        if kind is cst.Call:
+            qual = self.ctx.qualname(expr.func) or ""
+            if qual == "functools.partial" and expr.args:
+                return self.callable(expr.args[0].value, scope, depth + 1)
+            # CFUNCTYPE(restype, *argtypes)(address): a raw C function pointer
+            return type(expr.func) is cst.Call and (self.ctx.qualname(expr.func.func) or "") in _FUNCTION_TYPES
+        return False

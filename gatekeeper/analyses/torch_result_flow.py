@@ -1,0 +1,255 @@
+"""Which torch uses can reach what a function gives back? Not a rule file.
+
+Torch that never touches the result is not doing the timed work: a build-time self-test of
+the freshly built extension (`if not torch.allclose(ext.f(t), torch.softmax(t)): raise`), a
+sanity check, a probe whose value only decides whether to raise. The torch-fallback rules
+judge only uses whose value can reach the result.
+
+A backward slice over one function, flow-insensitive and conservative (when in doubt a
+statement counts as reaching the result):
+- sinks: `return`/`yield`, `break`/`continue`, a store to `self.X`, to a `global` name, or
+  into / onto an object the function did not create (`out[...] = v`, `obj.attr = v`);
+- an expression statement (a call that may write its arguments) reaches the result when it
+  reads a name that does, or anything the function did not create (a parameter, `self`, a
+  module global): `y.copy_(t)`, `k(x, t)`;
+- an in-place method (`y.add_(t)`, `out=y`) anywhere writes its receiver;
+- an assignment reaches the result when its target does; an `if`/`while`/`for`/`with`
+  header when a statement under it does (control dependence). A condition whose branch only
+  raises (or asserts) reaches nothing.
+Statement kinds it does not model (match, class bodies) make every use of the function count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from gatekeeper.static.python_ast import on_forget
+from gatekeeper.static.walk import walk
+
+if TYPE_CHECKING:
+    from gatekeeper.analyses.torch_usage_model import Use
+
+_SINKS = (cst.Return, cst.Break, cst.Continue)
+_NEUTRAL = (cst.Raise, cst.Assert, cst.Pass, cst.Import, cst.ImportFrom, cst.Global, cst.Nonlocal, cst.Del)
+_COMPOUND = (cst.If, cst.While, cst.For, cst.With, cst.Try, cst.TryStar)
+
+
+@dataclass(eq=False)
+class _Unit:
+    node: cst.CSTNode
+    reads: set[str] = field(default_factory=set)
+    writes: set[str] = field(default_factory=set)
+    sink: bool = False
+    mutates: bool = False  # an expression statement: may write what it reads
+    children: list["_Unit"] = field(default_factory=list)  # statements under a header
+    relevant: bool = False
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _names(expr: Optional[cst.CSTNode]) -> set[str]:
+    """Variables an expression reads: `x`, and `self.buf` as one name."""
+    out: set[str] = set()
+    if expr is None:
+        return out
+    skip: set[int] = set()
+    for entering, node in walk(expr):
+        if not entering or id(node) in skip:
+            continue
+        if type(node) is cst.Attribute:
+            skip.add(id(node.attr))
+            if type(node.value) is cst.Name and node.value.value == "self":
+                out.add(f"self.{node.attr.value}")
+        elif type(node) is cst.Name:
+            out.add(node.value)
+        elif type(node) is cst.Arg and node.keyword is not None:
+            skip.add(id(node.keyword))
+    return out
+
+
+def _root(target: cst.BaseExpression) -> Optional[str]:
+    while True:
+        if type(target) is cst.Name:
+            return target.value
+        if type(target) is cst.Attribute:
+            if type(target.value) is cst.Name and target.value.value == "self":
+                return f"self.{target.attr.value}"
+            target = target.value
+        elif type(target) is cst.Subscript:
+            target = target.value
+        else:
+            return None
+
+
+def _in_place(expr: Optional[cst.CSTNode]) -> set[str]:
+    """Roots an expression writes in place: `y.add_(t)`, `torch.mul(a, b, out=y)`."""
+    out: set[str] = set()
+    if expr is None:
+        return out
+    for entering, node in walk(expr):
+        if entering and type(node) is cst.Call:
+            func = node.func
+            if type(func) is cst.Attribute and func.attr.value.endswith("_") and not func.attr.value.startswith("_"):
+                root = _root(func.value)
+                if root:
+                    out.add(root)
+            for arg in node.args:
+                if arg.keyword is not None and arg.keyword.value == "out":
+                    out.update(_names(arg.value))
+    return out
+
+
+class _Function:
+    def __init__(self, function: cst.FunctionDef) -> None:
+        self.globals: set[str] = set()
+        self.units: dict[int, _Unit] = {}  # id(small statement or header expression) -> unit
+        self.all: list[_Unit] = []
+        self.created: set[str] = set()  # names the function binds itself
+        self.block(function.body, None)
+
+    def add(self, key: cst.CSTNode, unit: _Unit, parent: Optional[_Unit]) -> _Unit:
+        self.units[id(key)] = unit
+        self.all.append(unit)
+        if parent is not None:
+            parent.children.append(unit)
+        return unit
+
+    def block(self, body: cst.BaseSuite, parent: Optional[_Unit]) -> None:
+        items = body.body if isinstance(body, (cst.IndentedBlock, cst.SimpleStatementSuite)) else ()
+        for stmt in items:
+            self.statement(stmt, parent)
+
+    def statement(self, stmt: cst.CSTNode, parent: Optional[_Unit]) -> None:
+        if type(stmt) is cst.SimpleStatementLine or type(stmt) is cst.SimpleStatementSuite:
+            for small in stmt.body:
+                self.small(small, parent)
+            return
+        if type(stmt) is cst.FunctionDef:  # a closure: binds its name, reads what its body reads
+            self.created.add(stmt.name.value)
+            self.add(stmt, _Unit(stmt, reads=_names(stmt.body), writes={stmt.name.value}), parent)
+            return
+        if type(stmt) not in _COMPOUND:
+            raise _Unsupported
+        header = self.add(stmt, _Unit(stmt), parent)
+        if type(stmt) in (cst.If, cst.While):
+            header.reads = _names(stmt.test)
+            header.writes = _in_place(stmt.test)
+        elif type(stmt) is cst.For:
+            header.reads = _names(stmt.iter)
+            header.writes = _names(stmt.target) | _in_place(stmt.iter)
+            self.created |= _names(stmt.target)
+        elif type(stmt) is cst.With:
+            for item in stmt.items:
+                header.reads |= _names(item.item)
+                if item.asname is not None:
+                    header.writes |= _names(item.asname.name)
+                    self.created |= _names(item.asname.name)
+        self.block(stmt.body, header)
+        orelse = getattr(stmt, "orelse", None)
+        if type(orelse) is cst.If:
+            self.statement(orelse, header)  # elif: its test decides the branches below it
+        elif orelse is not None:
+            self.block(orelse.body, header)
+        for handler in getattr(stmt, "handlers", ()):
+            self.block(handler.body, header)
+        final = getattr(stmt, "finalbody", None)
+        if final is not None:
+            self.block(final.body, header)
+
+    def small(self, small: cst.CSTNode, parent: Optional[_Unit]) -> None:
+        kind = type(small)
+        unit = _Unit(small)
+        if kind in (cst.Global, cst.Nonlocal):
+            self.globals.update(n.name.value for n in small.names)
+        if isinstance(small, _SINKS):
+            unit.sink, unit.reads = True, _names(getattr(small, "value", None))
+        elif kind in (cst.Assign, cst.AnnAssign, cst.AugAssign):
+            targets = [t.target for t in small.targets] if kind is cst.Assign else [small.target]
+            unit.reads = _names(small.value)
+            unit.writes = _in_place(small.value)
+            if kind is cst.AugAssign:
+                unit.reads |= _names(small.target)
+            for target in targets:
+                if type(target) in (cst.Name, cst.Tuple, cst.List):
+                    names = _names(target)
+                    unit.writes |= names
+                    self.created |= names
+                else:  # obj.attr = v, out[i] = v: writes the object, reads the index
+                    root = _root(target)
+                    unit.reads |= _names(target)
+                    if root is None or root.startswith("self."):
+                        unit.sink = True
+                    else:
+                        unit.writes.add(root)
+        elif kind is cst.Expr:
+            value = small.value
+            if type(value) in (cst.Yield, cst.Await):
+                unit.sink = True
+            unit.reads = _names(value)
+            unit.writes = _in_place(value)
+            unit.mutates = True
+        elif not isinstance(small, _NEUTRAL):
+            raise _Unsupported
+        self.add(small, unit, parent)
+
+    def solve(self) -> None:
+        outside = lambda names: {n for n in names if n not in self.created or n in self.globals}  # noqa: E731
+        for unit in self.all:
+            if unit.writes & self.globals or any(w.startswith("self.") for w in unit.writes):
+                unit.sink = True
+            if unit.mutates and outside(unit.reads):
+                unit.sink = True  # a call on a parameter, self or a module object may write it
+            if unit.writes and outside(unit.writes) and type(unit.node) is not cst.FunctionDef:
+                unit.sink = True  # y.add_(t) on a parameter
+        relevant: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for unit in self.all:
+                if unit.relevant:
+                    continue
+                if unit.sink or unit.writes & relevant or any(c.relevant for c in unit.children) \
+                        or (unit.mutates and unit.reads & relevant):
+                    unit.relevant = True
+                    relevant |= unit.reads
+                    changed = True
+
+
+_CACHE: dict[int, tuple[cst.FunctionDef, Optional[_Function]]] = {}
+
+
+def _analysis(function: cst.FunctionDef) -> Optional[_Function]:
+    hit = _CACHE.get(id(function))
+    if hit is not None and hit[0] is function:
+        return hit[1]
+    try:
+        result: Optional[_Function] = _Function(function)
+        result.solve()  # type: ignore[union-attr]
+    except _Unsupported:
+        result = None
+    if len(_CACHE) >= 128:
+        _CACHE.clear()
+    _CACHE[id(function)] = (function, result)
+    return result
+
+
+def outside_result(use: "Use") -> bool:
+    """The use's value cannot reach what its function returns, stores or writes."""
+    if use.node is None or use.deferred or not use.path or type(use.path[-1]) is not cst.FunctionDef:
+        return False
+    analysis = _analysis(use.path[-1])  # type: ignore[arg-type]
+    if analysis is None:
+        return False
+    for node in use.path:
+        unit = analysis.units.get(id(node))
+        if unit is not None:
+            return not unit.relevant
+    return False
+
+
+on_forget(_CACHE.clear)  # entries hold the file's nodes
