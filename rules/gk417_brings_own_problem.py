@@ -251,7 +251,12 @@ class BringsOwnProblem(Rule):
         shipped = sorted(n for n in PROBLEM_FILES - {"gatekeeper.toml"} if (here / n).is_file())
         if shipped:
             what = f"the submission's folder ships its own {', '.join(f'`{n}`' for n in shipped)}"
-            self.report(self.ctx.module, self.message.format(what=what), evidence={"ships": shipped})
+            entry = problem.entry
+            # reported at the submission's class (else its first statement): the file has no line for a folder
+            where = next((s for s in self.ctx.module.body if type(s) is cst.ClassDef and s.name.value == entry),
+                         self.ctx.module.body[0] if self.ctx.module.body else None)
+            if where is not None:
+                self.report(where, self.message.format(what=what), evidence={"ships": shipped, "folder": str(here)})
 
 
 def _names(expr: cst.CSTNode) -> list[cst.Name]:
