@@ -29,6 +29,11 @@ def _error_categories(report: Report) -> set[str]:
     return {f.category.value for f in report.errors()}
 
 
+def _held_categories(report: Report) -> set[str]:
+    """Categories of suspicions held back until their run-time check settles them."""
+    return {f.category.value for f in report.unconfirmed()}
+
+
 def _stage(report: Report, name: str):
     return next(s for s in report.stages if s.name.value == name)
 
@@ -36,7 +41,10 @@ def _stage(report: Report, name: str):
 def test_code_and_problem_as_strings_reject_the_seed():
     report = gatekeeper.check_static(HACKED, problem=PROBLEM)
     assert report.verdict == Verdict.REJECT and report.exit_code == 1
-    assert {"cached-output", "hardcoded-shape"} <= _error_categories(report)
+    # The allocation of the literal (16, 48) is wrong at any other size: certain. The
+    # persistent output is a policy question (rewritten on every call): held for GK610.
+    assert "hardcoded-shape" in _error_categories(report)
+    assert "cached-output" in _held_categories(report)
     assert report.submission.path == "<submission>"
     assert report.problem is not None and report.problem.name
     for finding in report.errors():
@@ -64,7 +72,8 @@ def test_honest_submission_has_no_error_findings():
 def test_without_a_problem_the_cache_rule_still_fires():
     report = gatekeeper.check_static(HACKED)
     assert report.problem is None
-    assert "cached-output" in _error_categories(report)
+    held = [f for f in report.unconfirmed() if f.category.value == "cached-output"]
+    assert held and all(f.probe.check == "GK610" for f in held)
 
 
 def test_check_static_is_check_with_stages_static():
@@ -99,8 +108,12 @@ def test_stages_names_the_last_stage_run(stages, ran):
 def test_profile_is_recorded(profile):
     report = gatekeeper.check_static(HACKED, PROBLEM, profile=profile)
     assert report.profile == profile
-    # The seed's cached output is a hack under every profile.
-    assert "cached-output" in _error_categories(report)
+    # The seed's persistent output rejects alone only under strict; elsewhere it is held
+    # until the run-time check GK610 settles it.
+    if profile == "strict":
+        assert "cached-output" in _error_categories(report) and not report.unconfirmed()
+    else:
+        assert "cached-output" in _held_categories(report)
 
 
 @pytest.mark.parametrize("call, match", [
@@ -137,7 +150,9 @@ def test_report_json_round_trip_is_lossless():
     assert again == report
     assert json.loads(again.model_dump_json()) == json.loads(text)
     data = json.loads(text)
-    assert data["schema_version"] == 1 and data["verdict"] == "reject" and data["seed"] == 123
+    assert data["schema_version"] == 2 and data["verdict"] == "reject" and data["seed"] == 123
+    linked = [f for f in data["findings"] if f.get("probe")]
+    assert linked and all(f["probe"]["outcome"] == "unconfirmed" and f["id"] for f in linked)
     assert {"rule", "name", "category", "severity", "stage", "message", "hint"} <= set(data["findings"][0])
 
 

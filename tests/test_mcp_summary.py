@@ -20,7 +20,8 @@ def test_reject_lists_every_error_with_line_and_fix():
     text = summarise(report)
     first, *rest = text.splitlines()
     assert first == f"Verdict: REJECT, {len(report.errors())} error finding(s). Fix every one, then call again:"
-    finding_lines = [line for line in rest if line.startswith("- line ")]
+    errors_part = "\n".join(rest).split("warning(s), not blocking")[0]
+    finding_lines = [line for line in errors_part.splitlines() if line.startswith("- line ")]
     assert len(finding_lines) == len(report.errors())
     for finding, line in zip(report.errors(), finding_lines):
         assert line.startswith(f"- line {finding.location.line}: [{finding.rule} {finding.category.value}]")
@@ -31,6 +32,9 @@ def test_reject_lists_every_error_with_line_and_fix():
         assert text.count(hint) == 1
     assert "same fix as above" in text  # GK203 fires on several lines of the seed
     assert "Stages checked: static." in text and "build (skipped)" in text
+    # The suspicions held for a run-time check are said to be unconfirmed, and why.
+    held = report.unconfirmed()
+    assert held and f"{len(held)} suspicion(s) are unconfirmed" in text
 
 
 def test_pass_says_which_stages_were_not_checked():
@@ -52,7 +56,8 @@ def test_error_verdict_is_not_blamed_on_the_code():
 
 
 def test_warnings_are_listed_apart_from_errors():
-    config = Config(rules={"GK203": RuleSettings(severity="warning")})
+    # Under strict nothing is held back, so the only warnings are the ones configured.
+    config = Config(profile="strict", rules={"GK203": RuleSettings(severity="warning")})
     report = gatekeeper.check_static(HACKED, PROBLEM, config=config)
     warnings = [f for f in report.findings if f.severity.value == "warning"]
     assert warnings and all(f.rule == "GK203" for f in warnings)
