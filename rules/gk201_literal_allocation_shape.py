@@ -28,6 +28,24 @@ class _Pending:
     values: list[Optional[int]]
     matched: list[tuple[int, str]]
     target: Optional[str]
+    holder: Optional[str] = None  # the code of the name or attribute it is stored in
+
+
+_ORDERING = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
+
+
+def _sized_holder(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """The tensor whose size `expr` reads: `buf.numel()`, `buf.size(0)`, `buf.shape[0]`,
+    `len(buf)`; None otherwise."""
+    if type(expr) is cst.Call:
+        func = expr.func
+        if type(func) is cst.Attribute and func.attr.value in ("numel", "size", "nelement"):
+            return func.value
+        if type(func) is cst.Name and func.value == "len" and len(expr.args) == 1:
+            return expr.args[0].value
+    if type(expr) is cst.Subscript and type(expr.value) is cst.Attribute and expr.value.attr.value == "shape":
+        return expr.value.value
+    return None
 
 
 def _is_tile_like(value: int) -> bool:
@@ -64,7 +82,12 @@ class LiteralAllocationShape(Rule):
       (below 17) count only when two different ones match, so a 3x3 kernel is not a shape;
     - weights and buffers built in `__init__`: a warning at most (init runs at the nominal
       configuration by construction);
-    - a copy of the problem's `get_inputs()` and `__main__` self-tests: not checked.
+    - a copy of the problem's `get_inputs()` and `__main__` self-tests: not checked;
+    - a pool or workspace whose size is compared with the run-time need
+      (`if self.pool is None or self.pool.numel() < n: self.pool = torch.zeros(6000)`,
+      `assert buf.numel() >= need`): a capacity that is checked fails loudly or grows at
+      other sizes, it does not compute a wrong result. A "capacity" never checked against
+      the need is still a finding.
     """
 
     code = "GK201"
@@ -132,8 +155,32 @@ class LiteralAllocationShape(Rule):
                     w = torch.ones(x.size(0), 4, 4, device=x.device)
                     return k(x, w)
         """)),
+        # a counter pool whose capacity is checked against the need
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    need = x.shape[0] * 4
+                    if self.pool is None or self.pool.numel() < need:
+                        self.pool = torch.zeros(768, dtype=torch.int32, device=x.device)
+                    assert self.pool.numel() >= need
+                    y = torch.empty_like(x)
+                    k(x, y, self.pool)
+                    return y
+        """)),
     ]
     INVALID = [
+        # the same pool, never checked against the need: at a larger size the kernel overruns it
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if self.pool is None:
+                        self.pool = torch.zeros(768, dtype=torch.int32, device=x.device)
+                    y = torch.empty_like(x)
+                    k(x, y, self.pool)
+                    return y
+        """), line=5, message="allocates the literal shape (768)"),
         Invalid(snippet("""
             import torch
             class ModelNew(torch.nn.Module):
@@ -191,6 +238,21 @@ class LiteralAllocationShape(Rule):
         super().__init__(*args, **kwargs)
         self.pending: list[_Pending] = []
         self.outputs: dict[str, set[str]] = {}
+        # names and attributes whose size is compared with a run-time need (`buf.numel() < n`)
+        self.capacities: set[str] = set()
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        """`self.pool.numel() < x.shape[0] * splits`: the tensor is a capacity checked against
+        the need (reallocated or refused when too small), not an output shape."""
+        left = node.left
+        for target in node.comparisons:
+            right = target.comparator
+            if type(target.operator) in _ORDERING:
+                for a, b in ((left, right), (right, left)):
+                    holder = _sized_holder(a)
+                    if holder is not None and py_int(self.ctx, b) is None:
+                        self.capacities.add(self.ctx.module.code_for_node(holder))
+            left = right
 
     # where tensors go: returned or handed to a call (a kernel that writes them)
     def visit_Return(self, node: cst.Return) -> None:
@@ -232,15 +294,16 @@ class LiteralAllocationShape(Rule):
             return
         else:
             matched = []
-        self.pending.append(_Pending(node, self.ctx.function_key, values, matched, self._target(node)))
+        self.pending.append(_Pending(node, self.ctx.function_key, values, matched, self._target(node),
+                                     self._holder(node)))
 
     def finish(self) -> None:
         for p in self.pending:
             if in_main_guard(self.ctx, p.node):
                 continue  # a self-test under __main__ never runs in the benchmark
             where = reach(self.ctx, p.key)
-            if where == "harness":
-                continue
+            if where == "harness" or (p.holder is not None and p.holder in self.capacities):
+                continue  # a pool whose size is checked against the need is a capacity
             call = self.ctx.module.code_for_node(p.node)
             call = call if len(call) <= 80 else call[:77] + "..."
             evidence = {"shape": shape_text(p.values), "function": p.key}
@@ -309,6 +372,13 @@ class LiteralAllocationShape(Rule):
                 return target.value
             if type(target) is cst.Attribute:
                 return "self"  # stored on the module: outlives the call
+        return None
+
+    def _holder(self, node: cst.Call) -> Optional[str]:
+        parent = self.ctx.parent(node)
+        if type(parent) is cst.Assign and len(parent.targets) == 1 and type(parent.targets[0].target) in (
+                cst.Name, cst.Attribute):
+            return self.ctx.module.code_for_node(parent.targets[0].target)
         return None
 
     def _confidence(self, p: _Pending, where: str) -> Confidence:

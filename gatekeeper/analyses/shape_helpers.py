@@ -56,12 +56,19 @@ def sizes_for(problem: ProblemFacts) -> ProblemSizes:
         return cached
     label = {v: k for v, k in names_by_value(problem.constants).items() if v > 1}
     dims = sorted(problem.dims)[:10]
+    # A fixed dimension (one size in every declared shape: a head width of 128) is part of
+    # the problem, not a free size: it explains a size only together with a free one.
+    fixed = fixed_values(problem)
     out = ProblemSizes(names={d: label.get(d, str(d)) for d in dims})
     for d in dims:
+        if d in fixed:
+            continue
         out.meaning[d] = f"the problem dimension {out.names[d]} = {d}"
         out.exprs[d] = out.names[d]
     for size in range(2, len(dims) + 1):
         for combo in combinations(dims, size):
+            if fixed and all(d in fixed for d in combo):
+                continue
             product = 1
             for d in combo:
                 product *= d
@@ -72,6 +79,12 @@ def sizes_for(problem: ProblemFacts) -> ProblemSizes:
         _CACHE.clear()
     _CACHE[id(problem)] = out
     return out
+
+
+def fixed_values(problem: ProblemFacts) -> frozenset[int]:
+    """Sizes only the problem's fixed dimensions take (ProblemFacts.fixed_values; empty for a
+    problem without declared shapes)."""
+    return getattr(problem, "fixed_values", frozenset())
 
 
 def significant_match(values: list[int], sizes: ProblemSizes) -> list[tuple[int, str]]:
