@@ -111,8 +111,9 @@ def _run_time_entries() -> list[Entry]:
 
 def _notices() -> list[Entry]:
     from gatekeeper.static.no_problem import NoProblemGiven
+    from gatekeeper.static.shapes_notice import ShapesNotReadStatically
 
-    return [_from_rule(NoProblemGiven)]
+    return [_from_rule(NoProblemGiven), _from_rule(ShapesNotReadStatically)]
 
 
 @lru_cache(maxsize=16)
@@ -181,3 +182,20 @@ def configured(findings: list[Finding], config) -> list[Finding]:
             finding = finding.model_copy(update={"severity": settings.severity})
         out.append(finding)
     return out
+
+
+# A stage that runs needs the ones before it that prepare its work: the build stage compiles
+# what the behaviour and timing stages run, so it is idle only when they are too.
+_NEEDS_BUILD = (StageName.BUILD, StageName.BEHAVIOUR, StageName.TIMING)
+
+
+def idle_stages(config) -> frozenset:
+    """The stages with no enabled code under `config` (its select/ignore and `enabled = false`)."""
+    enabled: set[StageName] = set()
+    for code, entry in catalogue(config.rule_dirs).items():
+        if config.rule(code).enabled:
+            enabled.add(entry.stage)
+    idle = {stage for stage in (StageName.STATIC, StageName.BEHAVIOUR, StageName.TIMING) if stage not in enabled}
+    if not enabled.intersection(_NEEDS_BUILD):
+        idle.add(StageName.BUILD)
+    return frozenset(idle)

@@ -20,12 +20,14 @@ from gatekeeper.errors import GatekeeperError, UsageError
 from gatekeeper.report import report_json_schema
 from gatekeeper.version import __version__
 
-app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Says whether a GPU-kernel submission's speedup is real.")
-config_app = typer.Typer(no_args_is_help=True, help="Inspect the resolved configuration.")
+config_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Inspect the resolved configuration.")
 app.add_typer(config_app, name="config")
 out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False)
+# soft_wrap: a message is one line that the terminal wraps, never hard-wrapped at 80 columns in a
+# pipe or a log (where the breaks land mid-path and grep misses it).
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class Format(str, Enum):
@@ -43,7 +45,7 @@ class Color(str, Enum):
 
 
 def _fail(exc: GatekeeperError) -> None:
-    err.print(f"[bold red]gatekeeper:[/] {exc}")
+    err.print(f"[bold red]gatekeeper:[/] {escape(str(exc))}")  # messages hold [brackets]: text, not markup
     raise typer.Exit(exc.exit_code)
 
 
@@ -76,6 +78,7 @@ def _console(stream: TextIO, color: Color) -> Console:
 
 @app.command()
 def check(
+    ctx: typer.Context,
     paths: List[str] = typer.Argument(..., help="submission files or folders of them; - reads one from stdin"),
     problem: Optional[Path] = typer.Option(None, "--problem", "-p",
                                            help="the reference problem file, or a KernelBench-Hard problem folder (default: the configuration's problem_map)"),
@@ -106,6 +109,9 @@ def check(
         False, "--require-isolation", help="refuse to run submission code unless bubblewrap isolation works"),
 ) -> None:
     """Check submissions. Exit 0 pass, 1 reject, 2 usage error, 3 internal error."""
+    _refuse_contradictions(ctx, static_only=static_only, time=time, quiet=quiet, verbose=verbose)
+    if time:
+        _refuse_time_without_gpu()
     from gatekeeper.cli_check import CheckRequest, run_check
 
     if require_isolation:  # read by every sandboxed job, in this process and in --jobs workers
@@ -133,6 +139,28 @@ def check(
         if stream is not sys.stdout:
             stream.close()
     raise typer.Exit(code)
+
+
+def _refuse_contradictions(ctx: typer.Context, **flags: bool) -> None:
+    """Flags that cannot hold together are a usage error (exit 2) when the arguments are
+    parsed, before any file is read: one of them would otherwise be silently ignored."""
+    pairs = (("static_only", "time", "--static-only runs no code, and --time runs and times it; pick one"),
+             ("quiet", "verbose", "--quiet prints one line a submission, and --verbose adds evidence; pick one"))
+    for first, second, why in pairs:
+        if flags[first] and flags[second]:
+            ctx.fail(why)  # click's usage error: the usage line, the message, exit 2
+
+
+def _refuse_time_without_gpu() -> None:
+    """--time on a machine without a GPU fails in the timing stage, after the build and the
+    behaviour runs: refuse before any work, from what the driver exposes (no torch import)."""
+    from gatekeeper.gpu_probe import NO_GPU, why_no_gpu
+
+    why = why_no_gpu()
+    if why is not None:
+        from gatekeeper.errors import InfrastructureError
+
+        _fail(InfrastructureError(NO_GPU.format(why=why)))
 
 
 class ListFormat(str, Enum):

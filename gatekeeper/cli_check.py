@@ -68,18 +68,57 @@ def _problem_for(path: Path, request: CheckRequest, config: Config) -> Optional[
     return map_problem(path, config)
 
 
-def _reports(request: CheckRequest, config: Config, files: list[Path], stdin_text: Optional[str]):
+def _problems(request: CheckRequest, config: Config, files: list[Path], stdin_text: Optional[str]) -> list:
+    """Each submission's problem (None: none given or mapped), resolved before any work so that a
+    missing one is refused at once rather than after the others were checked."""
+    if stdin_text is not None:
+        name = request.stdin_filename or "-"
+        return [_problem_for(Path(name), request, config) if request.stdin_filename else request.problem]
+    return [_problem_for(path, request, config) for path in files]
+
+
+def _require_problems(request: CheckRequest, config: Config, files: list[Path], problems: list) -> None:
+    """Fail closed (`require_problem`, default true): without the reference problem nothing is
+    compared with it, the behaviour stage cannot run and the rules that read its sizes do not,
+    so a pass would certify what was never checked."""
+    if not config.require_problem:
+        return
+    names = [str(f) for f, p in zip(files, problems) if p is None] if files else (
+        [request.stdin_filename or "- (stdin)"] if problems[0] is None else [])
+    if not names:
+        return
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    where = f" ({config.source})" if config.source else ""
+    raise UsageError(
+        f"no problem for {shown}: without the reference problem gatekeeper cannot compare outputs or check "
+        f"sizes, so it will not report a pass; give --problem PATH, map submissions to problems in the "
+        f"configuration{where} with [[problem_map]], or set `require_problem = false` to check without one "
+        f"(static rules only)")
+
+
+def _reports(request: CheckRequest, config: Config, files: list[Path], stdin_text: Optional[str], problems: list):
     from gatekeeper.api import check, check_many
 
     kwargs = dict(stages=request.stages, config=config, keep_going=request.keep_going, seed=request.seed,
                   time=request.time)
     if stdin_text is not None:
         name = request.stdin_filename or "-"
-        problem = _problem_for(Path(name), request, config) if request.stdin_filename else request.problem
-        yield _renamed(check(stdin_text, problem, **kwargs), name)
+        yield _renamed(check(stdin_text, problems[0], **kwargs), name)
         return
-    problems = [_problem_for(path, request, config) for path in files]
     yield from check_many(files, problems, jobs=request.jobs or config.jobs, **kwargs)
+
+
+def _warn_if_nothing_runs(request: CheckRequest, config: Config, err: Console) -> None:
+    """A selection that leaves no stage with a code to run checks nothing: say so, once."""
+    from gatekeeper.report import StageName
+
+    wanted = {StageName.STATIC} if request.stages == "static" else {
+        StageName.STATIC, StageName.BUILD, StageName.BEHAVIOUR} | ({StageName.TIMING} if request.time else set())
+    if wanted <= config.idle_stages():
+        err.print("gatekeeper: warning: --select/--ignore (with the configuration's select, ignore and rules) "
+                  f"leave no enabled code in the stages this run would run ({', '.join(sorted(s.value for s in wanted))}); "
+                  "nothing is checked and every submission passes. Widen --select, or drop --static-only to run "
+                  "the run-time checks", markup=False, highlight=False, soft_wrap=True)
 
 
 def run_check(request: CheckRequest, out: Console, stream: TextIO, err: Console) -> int:
@@ -110,14 +149,18 @@ def run_check(request: CheckRequest, out: Console, stream: TextIO, err: Console)
                 err.print("gatekeeper: no submissions among the files (none defines "
                           f"{' or '.join(config.submission_classes)}); nothing to check")
             return 0
+    problems = _problems(request, config, files, stdin_text)
+    _require_problems(request, config, files, problems)
+    _warn_if_nothing_runs(request, config, err)
     single = stdin_text is not None or (len(request.paths) == 1 and Path(request.paths[0]).is_file())
+    reports = _reports(request, config, files, stdin_text, problems)
     if request.stages == "static":
-        return _render(request, config, _reports(request, config, files, stdin_text), single, out, stream)
+        return _render(request, config, reports, single, out, stream)
     from gatekeeper.sandbox.lifeline import guarded_run
 
     _warn_without_isolation(request, err)
     with guarded_run("gatekeeper-check-"):  # a kill -9 of check leaves no process, no temp dir (issue 12)
-        return _render(request, config, _reports(request, config, files, stdin_text), single, out, stream)
+        return _render(request, config, reports, single, out, stream)
 
 
 def _warn_without_isolation(request: CheckRequest, err: Console) -> None:
@@ -127,9 +170,11 @@ def _warn_without_isolation(request: CheckRequest, err: Console) -> None:
     found = detect()
     if found.name == "none" and request.verbosity >= 0 and not isolation_required():
         err.print(f"gatekeeper: warning: running submission code without OS isolation ({found.detail}); it can "
-                  "read and write your files, reach the network and signal gatekeeper. Install bubblewrap "
-                  "(apt-get install bubblewrap) or pass --require-isolation to refuse", markup=False, highlight=False,
-                  soft_wrap=True)
+                  f"read and write your files, reach the network and signal gatekeeper. Why: {found.reason}. "
+                  "Or pass --require-isolation to refuse", markup=False, highlight=False, soft_wrap=True)
+    elif found.reason and request.verbosity >= 1:  # -v: why a weaker level than bubblewrap is in force
+        err.print(f"gatekeeper: isolation: {found.name}, not bubblewrap: {found.reason}", markup=False,
+                  highlight=False, soft_wrap=True)
 
 
 def _render(request: CheckRequest, config: Config, reports, single: bool, out: Console, stream: TextIO) -> int:

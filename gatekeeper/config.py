@@ -135,6 +135,10 @@ class Config(_Strict):
     max_file_lines: int = Field(default=20_000, ge=1, description="longer submissions are refused unanalysed")
     require_isolation: bool = Field(
         default=False, description="refuse to run code (build, behaviour, timing) unless bubblewrap isolation works")
+    require_problem: bool = Field(
+        default=True, description="`gatekeeper check` refuses (exit 2) a submission it has no problem for: "
+        "without the reference nothing is compared, so a pass would say what did not happen; false checks it "
+        "anyway (static rules only, GK006 says which rules did not run)")
     jobs: int = Field(default=1, ge=1)
     keep_going: bool = False
     rules: dict[str, RuleSettings] = Field(default_factory=dict)
@@ -145,6 +149,7 @@ class Config(_Strict):
     source: Optional[str] = Field(default=None, exclude=True)
 
     _deselected: Optional[frozenset] = PrivateAttr(default=None)
+    _idle_stages: Optional[frozenset] = PrivateAttr(default=None)
 
     def deselected(self) -> frozenset:
         """Codes switched off by select/ignore (computed once, from the catalogue)."""
@@ -159,6 +164,19 @@ class Config(_Strict):
                     if (self.select and not any(matches(entry, s) for s in self.select))
                     or any(matches(entry, s) for s in self.ignore))
         return self._deselected
+
+    def idle_stages(self) -> frozenset:
+        """Stages (StageName) left with no enabled code by select/ignore or `enabled = false`:
+        the pipeline skips them as deselected instead of running them and dropping what they
+        find (which reported `behaviour: passed` for a stage whose verdict nobody asked for)."""
+        if self._idle_stages is None:
+            if not (self.select or self.ignore or any(not r.enabled for r in self.rules.values())):
+                self._idle_stages = frozenset()
+            else:
+                from gatekeeper.catalogue import idle_stages
+
+                self._idle_stages = idle_stages(self)
+        return self._idle_stages
 
     def rule(self, code: str) -> RuleSettings:
         settings = self.rules.get(code) or _UNCONFIGURED  # read-only: asked for every rule of every file

@@ -106,7 +106,7 @@ def test_github_annotations():
 def test_bad_submissions_get_a_clear_finding(tmp_path, content, rule):
     path = tmp_path / "sub.py"
     path.write_bytes(content)
-    proc = gk("check", path, "--static-only", "--format", "json")
+    proc = gk("check", path, "--problem", PROBLEM, "--static-only", "--format", "json")
     assert proc.returncode == 1
     report = json.loads(proc.stdout)
     assert report["verdict"] == "reject"
@@ -150,10 +150,10 @@ def test_suppression_comments_are_ignored_unless_allowed(tmp_path):
                                       "return _ext.mean_rank4_out(x, y)  # gatekeeper: ignore[GK101]")
     sub = tmp_path / "s.py"
     sub.write_text(source)
-    report = json.loads(gk("check", sub, "--static-only", "--format", "json").stdout)
+    report = json.loads(gk("check", sub, "--problem", PROBLEM, "--static-only", "--format", "json").stdout)
     assert "GK101" in [f["rule"] for f in report["findings"]]
     (tmp_path / "gatekeeper.toml").write_text("allow_suppressions = true\n")
-    report = json.loads(gk("check", sub, "--static-only", "--format", "json").stdout)
+    report = json.loads(gk("check", sub, "--problem", PROBLEM, "--static-only", "--format", "json").stdout)
     assert "GK101" not in [f["rule"] for f in report["findings"]]
 
 
@@ -189,5 +189,5 @@ def test_user_rule_directory_is_discovered(tmp_path):
     (tmp_path / "gatekeeper.toml").write_text('rule_dirs = ["myrules"]\n')
     sub = tmp_path / "s.py"
     sub.write_text("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        print(x)\n        return x\n")
-    report = json.loads(gk("check", sub, "--static-only", "--format", "json").stdout)
+    report = json.loads(gk("check", sub, "--problem", PROBLEM, "--static-only", "--format", "json").stdout)
     assert [f["location"]["line"] for f in report["findings"] if f["rule"] == "GK901"] == [4]

@@ -29,11 +29,22 @@ def test_version():
     assert proc.returncode == 0 and re.fullmatch(r"gatekeeper \d+\.\d+\.\d+\n", proc.stdout)
 
 
-def test_no_problem_is_said_in_json_and_text():
-    report = json.loads(gk("check", SEED, "--static-only", "--format", "json").stdout)
+def test_no_problem_fails_closed_unless_the_configuration_allows_it(tmp_path):
+    # Default (require_problem = true): a submission without a problem is refused before any
+    # work, exit 2, naming the file and the three ways out; never a pass on what was not checked.
+    (tmp_path / "k.py").write_text(HONEST.read_text())
+    refused = gk("check", "k.py", cwd=tmp_path)
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "no problem for k.py" in said and "--problem PATH" in said and "[[problem_map]]" in said
+    assert "require_problem = false" in said
+    # require_problem = false: checked anyway, and GK006 says which rules did not run.
+    (tmp_path / "gatekeeper.toml").write_text("require_problem = false\n")
+    report = json.loads(gk("check", SEED, "--config", tmp_path / "gatekeeper.toml", "--static-only",
+                           "--format", "json").stdout)
     notice = [f for f in report["findings"] if f["rule"] == "GK006"]
     assert notice and notice[0]["severity"] == "warning" and "GK203" in notice[0]["message"]
-    text = gk("check", HONEST, "--static-only").stdout
+    text = gk("check", "k.py", "--static-only", cwd=tmp_path).stdout
     assert "NoProblemGiven" in text and "did not run" in text
     with_problem = json.loads(gk("check", SEED, "-p", PROBLEM, "--static-only", "--format", "json").stdout)
     assert "GK006" not in {f["rule"] for f in with_problem["findings"]}
@@ -49,7 +60,7 @@ def test_select_and_ignore_by_code_prefix_and_category():
     assert {f["rule"][:3] for f in only_cached["findings"]} == {"GK1"}
     proc = gk("check", SEED, "-p", PROBLEM, "--static-only", "-f", "json", "--ignore", "cached-output,hardcoded-shape")
     assert proc.returncode == 0 and json.loads(proc.stdout)["verdict"] == "pass"
-    typo = gk("check", SEED, "--static-only", "--ignore", "hardcoded-shap")
+    typo = gk("check", SEED, "-p", PROBLEM, "--static-only", "--ignore", "hardcoded-shap")
     assert typo.returncode == 2 and "did you mean 'hardcoded-shape'" in typo.stderr and "--ignore" in typo.stderr
 
 

@@ -76,7 +76,7 @@ def test_row10_a_byte_order_mark_passes_static(tmp_path):
 def test_row12_syntax_errors_are_reported_where_python_places_them(tmp_path, text, line, column):
     path = tmp_path / "bad.py"
     path.write_text(text)
-    _, reports = _check(str(path), "--static-only")
+    _, reports = _check(str(path), "-p", str(PROBLEM), "--static-only")
     finding = _findings(reports[0])[0]
     assert finding["rule"] == "GK003"
     assert (finding["location"]["line"], finding["location"]["column"]) == (line, column)

@@ -58,5 +58,5 @@ def test_without_ray_the_executor_is_a_usage_error_with_the_install_hint(tmp_pat
     result = gk("ingest", batch, "--problems", PROBLEMS, "--store", tmp_path / "r.db", "--stages", "static",
                 "--executor", "ray", env=env)
     assert result.returncode == 2, result.stderr
-    assert "pip install 'gatekeeper[ray]'" in result.stderr
+    assert "pip install 'kernel-gatekeeper[ray]'" in result.stderr
     assert not (tmp_path / "r.db").exists()  # refused before the store is touched

@@ -48,7 +48,7 @@ def test_an_installed_wheel_lists_and_explains_every_code(tmp_path):
     wheel_dir, target = tmp_path / "wheel", tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
                     "-w", str(wheel_dir), str(ROOT)], check=True, timeout=300, capture_output=True)
-    wheel = next(wheel_dir.glob("gatekeeper-*.whl"))
+    wheel = next(wheel_dir.glob("kernel_gatekeeper-*.whl"))  # the distribution name (issue 21)
     with zipfile.ZipFile(wheel) as archive:  # PEP 561: type checkers use gatekeeper's annotations
         assert "gatekeeper/py.typed" in archive.namelist()
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),

@@ -12,8 +12,10 @@ def register(app: typer.Typer) -> None:
         try:
             from gatekeeper.agent.server import serve_stdio
         except ImportError as exc:
+            from gatekeeper.distribution import pip_install
+
             typer.echo(f"gatekeeper mcp: the `mcp` package is needed ({exc}); "
-                       "install it with `pip install 'gatekeeper[agent]'`", err=True)
+                       f"install it with `{pip_install('agent')}`", err=True)
             raise typer.Exit(2)
         try:
             serve_stdio()

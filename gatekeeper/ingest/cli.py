@@ -35,7 +35,7 @@ def _fail(exc) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    # escape: messages hold brackets ("gatekeeper[ray]") that rich would take as markup
+    # escape: messages hold brackets ("kernel-gatekeeper[ray]") that rich would take as markup
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]gatekeeper:[/] {escape(str(exc))}")
     raise typer.Exit(exc.exit_code)
 
@@ -52,7 +52,7 @@ def ingest(
     timeout: Optional[float] = typer.Option(None, "--timeout", help="seconds per submission before its worker is killed"),
     retry_errors: bool = typer.Option(False, "--retry-errors", help="run again the submissions stored with verdict error"),
     executor: ExecutorChoice = typer.Option(ExecutorChoice.local, "--executor",
-                                            help="local worker processes, or Ray tasks (pip install 'gatekeeper[ray]')"),
+                                            help="local worker processes, or Ray tasks (pip install 'kernel-gatekeeper[ray]')"),
     address: Optional[str] = typer.Option(None, "--address", help="--executor ray: the Ray cluster (default: start a local one)"),
 ) -> None:
     """Check a batch of submissions in parallel into a results store; rerun to resume.

@@ -21,11 +21,12 @@ import os
 import time
 from typing import Iterable, Iterator, Optional
 
+from gatekeeper.distribution import pip_install
 from gatekeeper.errors import InfrastructureError, UsageError
 from gatekeeper.ingest.pool import Outcome, Task
 from gatekeeper.sandbox.lifeline import RunGuard, guarded_run
 
-INSTALL_HINT = "pip install 'gatekeeper[ray]'"
+INSTALL_HINT = pip_install("ray")
 _ADOPT_EVERY_S = 5.0  # a scan of /proc for Ray's new processes, at most this often
 
 

@@ -170,7 +170,9 @@ def read_parquet(path: Path) -> Iterator[Item]:
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise UsageError("reading parquet needs pyarrow: pip install 'gatekeeper[ingest]'") from None
+        from gatekeeper.distribution import pip_install
+
+        raise UsageError(f"reading parquet needs pyarrow: {pip_install('ingest')}") from None
     try:
         parquet = pq.ParquetFile(str(path))
     except Exception as exc:  # pyarrow raises several types for a corrupt file
