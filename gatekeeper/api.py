@@ -105,8 +105,9 @@ def check(
     Given a path and no problem, the configuration's `[[problem_map]]` chooses the problem.
 
     `stages` names the last stage to run: static, build, behaviour or timing. With `stages`
-    static, `import_problem` imports the problem once in a sandboxed worker so that a problem
-    that fails to import is an error (exit 3), not a silent pass.
+    static no code runs, not even the problem's: its facts are read statically (a problem that
+    lacks Model, get_inputs or get_init_inputs is still an error, exit 3). `import_problem` has
+    no effect and is kept for compatibility.
     """
     if stages not in STAGE_NAMES:
         raise UsageError(f"unknown stage {stages!r}; choose one of {', '.join(STAGE_NAMES)}")
@@ -153,9 +154,8 @@ def _require_isolation(config: Config) -> None:
 
 
 def check_static(source_or_path: PathOrCode, problem: Optional[PathOrCode] = None, **kwargs) -> Report:
-    """The fast path: static rules only, no code executed (not even the problem's: the CLI's
-    --static-only and check(stages="static") import it once to check it)."""
-    kwargs.setdefault("import_problem", False)
+    """The fast path: static rules only, no code executed (not even the problem's), the same
+    as the CLI's --static-only and check(stages="static")."""
     return check(source_or_path, problem, stages="static", **kwargs)
 
 

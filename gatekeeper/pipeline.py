@@ -89,16 +89,16 @@ def run(
     extra: dict = {}
     env_extra: dict = {}
     problem_ref: Optional[ProblemRef] = None
-    pending = None  # the --static-only import check of the problem, running beside the static stage
     try:
         if problem_path is not None and problem is None:
-            problem = load_problem(problem_path, tuple(config.jitter.names))  # once, for every stage
+            problem = load_problem(problem_path, tuple(config.jitter.names))  # once, for every stage, no code run
         if problem is not None:
             problem_ref = problem.ref()
-            if options.last_stage == StageName.STATIC and not options.time and options.import_problem:
-                from gatekeeper.problem.import_check import start_import_check
+            if options.last_stage != StageName.STATIC or options.time:
+                # Stages that run code may run shapes.py too, when a static read could not follow it.
+                from gatekeeper.problem.shapes_worker import resolve_shapes
 
-                pending = start_import_check(problem, config)  # no later stage would notice an import failure
+                problem = resolve_shapes(problem, config)
         stopped: Optional[str] = None
         idle = config.idle_stages()  # stages --select/--ignore left no code in: not run, never "passed"
         for name in ORDER:
@@ -147,16 +147,11 @@ def run(
                 stopped = f"the {name.value} stage could not complete"
             elif status == StageStatus.FAILED and not options.keep_going:
                 stopped = f"stopped after {name.value} findings (use --keep-going to run it anyway)"
-        if pending is not None:
-            pending.wait()
     except GatekeeperError as exc:
         if exc.exit_code == 2:
             raise
         settle(findings, stages, config, extra.get("work"))
         return _error_report(submission, problem_ref, config, env, stages, findings, str(exc))
-    finally:
-        if pending is not None:
-            pending.close()
     if env_extra:
         env = env.model_copy(update=env_extra)
     settle(findings, stages, config, extra.get("work"))  # static suspicions -> the run-time evidence

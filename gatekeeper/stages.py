@@ -29,8 +29,8 @@ class RunOptions:
     keep_going: bool = False
     seed: Optional[int] = None
     time: bool = False
-    # A static-only run imports the problem once in a worker to check that it loads
-    # (gatekeeper.problem.import_check); check_static, the no-code fast path, turns it off.
+    # No effect, kept for API compatibility: a static-only run executes no code, not even the
+    # problem's (its facts are read statically); the stages that run code import it themselves.
     import_problem: bool = True
 
 

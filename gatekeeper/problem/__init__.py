@@ -2,9 +2,11 @@
 
 - `loaded.load_problem(path)`: the one `Problem` a check loads and hands to every stage
   (format, files, source, sidecar merged with problem.yaml, canonical shapes, static facts).
-- `formats`: where a format's files are, `problem.yaml` and `shapes.py` readers, the
+- `formats`: where a format's files are, the `problem.yaml` reader, the
   tolerance defaults by format.
-- `import_check`: `--static-only` imports the problem once in a worker to check it loads.
+- `shapes_file`, `shapes_eval`: the declared shapes (shapes.py, the sidecar), read without running them;
+  `dimensions`: fixed and free dimensions; `shapes_worker`: shapes.py run in the sandbox, for the
+  stages that run code.
 - `sidecar.load_sidecar(path)`: the optional `<problem>.toml` beside a problem.
 - `jitter.Jitter`: the harness object injected under `config.jitter.names`
   (`popcorn_pri.jitter_int(n, align=8)`), deterministic for a given seed.

@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-from gatekeeper.errors import UsageError
+from gatekeeper.errors import InfrastructureError, UsageError
 from gatekeeper.problem.dimensions import classify
 from gatekeeper.problem.formats import (
     DEFAULT_TOLERANCES, ENTRY, Located, ProblemFormat, locate, read_yaml, text_format, yaml_ops, yaml_tolerances,
@@ -99,6 +99,7 @@ def _load(located: Located, stamps: tuple, jitter_names: tuple[str, ...]) -> Pro
     fmt = located.format
     if fmt == ProblemFormat.KERNELBENCH:
         fmt = text_format(source, list(jitter_names))
+    _require_names(facts.text, located.reference, fmt)
     sidecar = load_sidecar(located.reference)
     if located.yaml is not None:
         sidecar = _merge_yaml(sidecar, located.yaml)
@@ -129,6 +130,36 @@ def with_shapes(problem: Problem, declared: DeclaredShapes, entry: Optional[str]
     facts.exact = derive_sizes(sorted(facts.dims), constants, derived_relations=False, fixed=facts.fixed_values)
     return dataclasses.replace(problem, sidecar=sidecar, facts=facts, shapes=declared.shapes,
                                shapes_unread=declared.unread)
+
+
+REQUIRED = ("Model", "get_inputs", "get_init_inputs")
+
+
+def _require_names(text: str, path: Path, fmt: ProblemFormat) -> None:
+    """A problem that never binds `Model`, `get_inputs` or `get_init_inputs` at top level is
+    broken for every check (exit 3). Read statically: a static-only check runs no problem
+    code, so a problem that raises at import is found by the stages that run it."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return  # libcst parsed it; CPython's own error surfaces in the stages that import it
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any(alias.name == "*" for alias in node.names):
+                return  # `from x import *` may bind anything
+            bound.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+    missing = [name for name in REQUIRED if name not in bound]
+    if missing:
+        raise InfrastructureError(f"problem error: {path} defines no {', '.join(missing)} (a {fmt.value} problem "
+                                  f"defines {', '.join(REQUIRED)}); fix the problem file (every check against it "
+                                  "would be meaningless)")
 
 
 def _merge_yaml(sidecar: Sidecar, path: Path) -> Sidecar:

@@ -56,7 +56,7 @@ def shapes_from_value(value: Any, constants: dict[str, int], where: str, name: s
     """Shapes from SHAPES's value: a list of dicts, a dict of named dicts, or one dict.
     `Opaque` parts (a static read) become unknown dimensions and the `unread` reason."""
     if isinstance(value, Opaque):
-        return DeclaredShapes(unread=f"{name} {_because(value)}", where=where)
+        return DeclaredShapes(unread=f"{where}: {name} {_because(value)}", where=where)
     if isinstance(value, dict) and value and all(isinstance(v, (dict, Opaque)) for v in value.values()):
         entries = list(value.values())
     elif isinstance(value, dict):
@@ -71,7 +71,7 @@ def shapes_from_value(value: Any, constants: dict[str, int], where: str, name: s
     unread: Optional[str] = None
     for index, entry in enumerate(entries):
         if isinstance(entry, Opaque):
-            unread = unread or f"{name} entry {index + 1} {_because(entry)}"
+            unread = unread or f"{where}: {name} entry {index + 1} {_because(entry)}"
             continue
         mapped: dict[str, int] = {}
         for key, size in entry.items():
@@ -80,7 +80,7 @@ def shapes_from_value(value: Any, constants: dict[str, int], where: str, name: s
                 continue
             if isinstance(size, Opaque):
                 unknown.append(constant)
-                unread = unread or f"{name} entry {index + 1} sizes {key} {_because(size)}"
+                unread = unread or f"{where}: {name} entry {index + 1} sizes {key} {_because(size)}"
             elif isinstance(size, int) and not isinstance(size, bool) and size > 0:
                 mapped[constant] = size
         if mapped and mapped not in shapes:

@@ -18,6 +18,7 @@ from gatekeeper.static.load_checks import (
     LOAD_RULES,     SubmissionEmpty, SubmissionNotText, SubmissionSyntaxError, SubmissionTooLarge,
 )
 from gatekeeper.static.no_problem import no_problem_notice
+from gatekeeper.static.shapes_notice import shapes_notice
 from gatekeeper.static.parse_screen import ParseRefused, safe_parse, syntax_location
 from gatekeeper.static.problem_facts import ProblemFacts
 from gatekeeper.static.rule import Rule
@@ -120,7 +121,8 @@ def _run_static(data: bytes, path: str, config: Config, problem: Optional[Proble
     if config.allow_suppressions:
         findings = _apply_suppressions(findings, text)
     notice = no_problem_notice(rules, problem, path, config)  # skipped rules are said, never silent
-    return findings + [notice] if notice else findings
+    unread = shapes_notice(problem, config)  # GK007: declared shapes a static read could not follow
+    return findings + [n for n in (notice, unread) if n]
 
 
 def _folder_of(path: str) -> Optional[Path]:
