@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from gatekeeper.analyses.guard_blocks import harmless_guard, once_block
 from gatekeeper.report import Category, Severity
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.walk import subtree
@@ -27,6 +28,10 @@ _SIGNALS = {
     "torch.nn.modules.module.Module.__subclasses__": "which nn.Module classes the process has loaded (the harness's reference)",
 }
 
+# Fixed for the life of the process: read once (a lazy build) they are configuration. The
+# capture state and the caller's stack change from call to call and stay signals anywhere.
+_PER_PROCESS = frozenset({"os.environ", "os.getenv", "os.environb", "sys.argv", "sys.orig_argv"})
+
 
 class BranchesOnTimingSignal(Rule):
     """A condition in the forward path reads something that tells a checking run from a
@@ -43,8 +48,11 @@ class BranchesOnTimingSignal(Rule):
     so does handing such a read to a call on the forward path (`_ext.f(x, _timed())`): the
     branch is then in the callee, often C++.
 
-    Known false-positive patterns it does not fire on, and why: `os.environ` read at import
-    or in `__init__` (a debug or build switch decided once); helpers reached only from
+    Known false-positive patterns it does not fire on, and why: `os.environ` read at import,
+    in `__init__` or once in a lazy build (`if _EXT is None: ... _EXT = load_inline(...)`: a
+    debug or build switch decided once per process); a capture guard without `else` whose body
+    only syncs, sets its own latch and repeats the launch that follows it (whichever way it
+    goes, the call computes the same; guard_blocks.py); helpers reached only from
     `get_inputs`/`__init__` (not on the forward path); `torch.is_grad_enabled()` (honest
     autograd handling, not a harness signal).
     """
@@ -67,8 +75,58 @@ class BranchesOnTimingSignal(Rule):
                 def forward(self, x):
                     return run(x)
         """)),
+        # a capture guard: keeps the first call's JIT warm-up and sync out of a caller's graph
+        # capture; the body only repeats the launch that follows, syncs and sets its own latch
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = torch.empty_like(x)
+                    if not self.compiled and not torch.cuda.is_current_stream_capturing():
+                        _launch(x, y)
+                        torch.cuda.synchronize()
+                        self.compiled = True
+                    _launch(x, y)
+                    return y
+        """)),
+        # the environment read once, inside the lazy build (to pick the target arch)
+        Valid(snippet("""
+            import os, torch
+            _EXT = None
+            def _ext():
+                global _EXT
+                if _EXT is None:
+                    if 'TORCH_CUDA_ARCH_LIST' not in os.environ:
+                        os.environ['TORCH_CUDA_ARCH_LIST'] = '9.0'
+                    _EXT = build()
+                return _EXT
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    return _ext().f(x)
+        """)),
     ]
     INVALID = [
+        # a guard whose latch another branch reads carries the signal on
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if torch.cuda.is_current_stream_capturing():
+                        self.timed = True
+                    if self.timed:
+                        return cheap(x)
+                    return run(x)
+        """), line=4, message="This condition reads whether a CUDA graph is being captured"),
+        # read on every call (not once) and the body computes
+        Invalid(snippet("""
+            import os, torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = run(x)
+                    if os.environ.get('BENCH') is None:
+                        y = exact(x)
+                    return y
+        """), line=5, message="This condition reads environment variables"),
         Invalid(snippet("""
             import torch
             class ModelNew(torch.nn.Module):
@@ -116,7 +174,7 @@ class BranchesOnTimingSignal(Rule):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.hits: list[tuple[str, cst.CSTNode, str]] = []
+        self.hits: list[tuple[str, cst.CSTNode, str, cst.CSTNode]] = []  # (function key, read, signal, statement)
         self.helpers: dict[str, str] = {}  # function name -> signal its return value reads
         self.calls: list[tuple[str, cst.Call, str, bool]] = []  # (function key, call, callee, in a branch test)
 
@@ -136,15 +194,15 @@ class BranchesOnTimingSignal(Rule):
                 self.helpers[self.ctx.functions[-1].name.value] = signal
 
     def visit_If(self, node: cst.If) -> None:
-        self._scan(node.test)
+        self._scan(node.test, node)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
-        self._scan(node.test)
+        self._scan(node.test, node)
 
     def visit_While(self, node: cst.While) -> None:
-        self._scan(node.test)
+        self._scan(node.test, node)
 
-    def _scan(self, test: cst.BaseExpression) -> None:
+    def _scan(self, test: cst.BaseExpression, statement: cst.CSTNode) -> None:
         if not self.ctx.functions:
             return
         key = self.ctx.function_key
@@ -152,7 +210,7 @@ class BranchesOnTimingSignal(Rule):
             if type(current) in (cst.Name, cst.Attribute):
                 name = self.ctx.qualname(current)
                 if name and _SIGNALS.get(name):
-                    self.hits.append((key, current, name))
+                    self.hits.append((key, current, name, statement))
                     return
             if type(current) is cst.Call:
                 func = current.func
@@ -178,6 +236,11 @@ class BranchesOnTimingSignal(Rule):
             message = self.message.format(what=_SIGNALS[name], name=name) if in_test else self.handed.format(
                 callee=callee, what=_SIGNALS[name], name=name)
             self.report(node, message, evidence={"signal": name, "through": callee})
-        for key, node, name in self.hits:
-            if not self.ctx.is_init_only(key):
-                self.report(node, self.message.format(what=_SIGNALS[name], name=name), evidence={"signal": name})
+        for key, node, name, statement in self.hits:
+            # read once (a lazy build's first call), or a guard whose body cannot change the
+            # result (a capture guard that keeps a warm-up sync out of a caller's capture)
+            if self.ctx.is_init_only(key) or harmless_guard(self.ctx, statement):
+                continue
+            if name in _PER_PROCESS and once_block(self.ctx, statement):
+                continue  # the environment and argv are fixed per process: a first-call read is an import-time read
+            self.report(node, self.message.format(what=_SIGNALS[name], name=name), evidence={"signal": name})
