@@ -153,7 +153,9 @@ def run(
         settle(findings, stages, config, extra.get("work"))
         return _error_report(submission, problem_ref, config, env, stages, findings, str(exc))
     if env_extra:
-        env = env.model_copy(update=env_extra)
+        from gatekeeper.sandbox.isolation import reason_for  # why not bubblewrap, when it is not
+
+        env = env.model_copy(update={**env_extra, "isolation_reason": reason_for(env_extra.get("isolation"))})
     settle(findings, stages, config, extra.get("work"))  # static suspicions -> the run-time evidence
     if any(s.status == StageStatus.ERROR for s in stages):
         why = next(s.reason for s in stages if s.status == StageStatus.ERROR) or "a stage failed"

@@ -154,6 +154,8 @@ class Environment(_Model):
     device: str = "cpu"
     gpu: Optional[str] = None
     isolation: Optional[str] = None
+    isolation_reason: Optional[str] = Field(
+        default=None, description="why the isolation is weaker than bubblewrap (and how to fix it); none under bubblewrap")
 
 
 class Report(_Model):

@@ -27,7 +27,8 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
+import tempfile
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -53,6 +54,9 @@ class Isolation:
     tool: Optional[str] = None
     own_pid_namespace: bool = False
     extra_ro: tuple[str, ...] = field(default_factory=tuple)
+    # Why no stronger level is in force (None under bubblewrap): shown with -v, in the
+    # report (environment.isolation_reason) and by --require-isolation.
+    reason: Optional[str] = None
 
     def wrap(self, argv: list[str], *, workdir: Path, read_paths: Iterable[str] = (),
              write_paths: Iterable[str] = ()) -> list[str]:
@@ -164,34 +168,77 @@ def bwrap_args(workdir: Path, read_paths: Iterable[str], write_paths: Iterable[s
             "--hostname", "sandbox", *_read_only_system(), *_devices(), "--proc", "/proc"]
     if os.path.isdir("/sys"):
         args += ["--ro-bind", "/sys", "/sys"]
-    args += ["--size", str(WORKDIR_BYTES), "--tmpfs", "/tmp"]
+    mounts: list[tuple[str, list[str]]] = [("/tmp", ["--size", str(WORKDIR_BYTES), "--tmpfs", "/tmp"])]
     for root in _interpreter_roots() + [_gatekeeper_package(), *extra_ro]:
-        args += ["--ro-bind", root, root]
+        mounts.append((root, ["--ro-bind", root, root]))
     for path in visible_files(read_paths):
-        args += ["--ro-bind", path, path]
+        mounts.append((path, ["--ro-bind", path, path]))
     # The working directory is a fresh size-capped tmpfs: the parent's stdout/stderr files
     # in the real folder stay out of the worker's reach.
-    args += ["--size", str(WORKDIR_BYTES), "--tmpfs", work]
+    mounts.append((work, ["--size", str(WORKDIR_BYTES), "--tmpfs", work]))
     # TMPDIR (work/tmp) must exist inside too: nvcc, unlike gcc, does not fall back to /tmp.
-    args += ["--dir", os.path.join(work, "tmp")]
+    mounts.append((os.path.join(work, "tmp"), ["--dir", os.path.join(work, "tmp")]))
     for path in write_paths:
         real = os.path.realpath(path)
         os.makedirs(real, exist_ok=True)
-        args += ["--bind", real, real]
+        mounts.append((real, ["--bind", real, real]))
+    # bubblewrap mounts in order, and a later mount hides what an earlier one put below it:
+    # shallower paths first, so that a tmpfs over /tmp or over a working folder never hides
+    # an interpreter, a package or a file that lives there (a virtual environment under
+    # /tmp). The sort is stable: at equal depth the order above stands (writes last).
+    for _, mount in sorted(mounts, key=lambda m: len(Path(m[0]).parts)):
+        args += mount
     args += ["--chdir", work]
     return args
 
 
-def _works(isolation: Isolation) -> bool:
-    probe = Path("/tmp")
+def _probe(isolation: Isolation) -> Optional[str]:
+    """None when a job can run under `isolation` the way real jobs do (this interpreter, a
+    fresh working folder under the temp dir), else what went wrong, in the tool's words."""
+    workdir = Path(tempfile.mkdtemp(prefix="gatekeeper-probe-"))
     try:
         argv = isolation.wrap([sys.executable, "-I", "-c", "import os; os.kill(os.getppid() or 1, 0)"],
-                              workdir=probe)
+                              workdir=workdir)
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0
+                              stderr=subprocess.PIPE, timeout=20)
+    except subprocess.TimeoutExpired:
+        return "it did not start a test job within 20 s"
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"it could not be started: {exc}"
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if done.returncode == 0:
+        return None
+    lines = [line.strip() for line in done.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
+    said = lines[-1][:300] if lines else "no message"
+    return f"a test job exited with status {done.returncode} ({said})"
+
+
+def _userns_limits() -> list[str]:
+    """Kernel settings that switch unprivileged user namespaces off, as found on this machine."""
+    found = []
+    for path, off in (("/proc/sys/kernel/unprivileged_userns_clone", "0"), ("/proc/sys/user/max_user_namespaces", "0"),
+                      ("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1")):
+        try:
+            with open(path) as handle:
+                value = handle.read().strip()
+        except OSError:
+            continue
+        if value == off:
+            found.append(f"{path} is {value}")
+    return found
+
+
+def _bwrap_fix(said: str) -> str:
+    """How to make an installed bubblewrap usable, from what it said and the kernel settings."""
+    limits = _userns_limits()
+    if limits or "namespace" in said.lower() or "uid map" in said.lower():
+        where = f" ({'; '.join(limits)})" if limits else ""
+        return (f"it needs unprivileged user namespaces, which this machine denies or has used up{where}: allow "
+                "them (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces>0, or on Ubuntu 24.04+ "
+                "kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bwrap; in a container, "
+                "run it with a seccomp profile that allows clone/unshare)")
+    return "run `bwrap --unshare-all --ro-bind / / true` to see the failure, and fix what it reports"
 
 
 def _candidate(name: str) -> Optional[Isolation]:
@@ -217,17 +264,34 @@ def requested() -> str:
 @functools.lru_cache(maxsize=4)
 def _detect(choice: str) -> Isolation:
     if choice == "none":
-        return Isolation("none", "disabled by GATEKEEPER_ISOLATION=none")
+        return Isolation("none", "disabled by GATEKEEPER_ISOLATION=none",
+                         reason="GATEKEEPER_ISOLATION=none turns OS isolation off; unset it to use bubblewrap "
+                         "where it works")
     order = ("bwrap", "unshare") if choice == "auto" else (choice,)
+    why_not: list[str] = []
     for name in order:
         candidate = _candidate(name)
-        if candidate is not None and _works(candidate):
-            return candidate
+        if candidate is None:
+            why_not.append("bubblewrap is not installed (no `bwrap` on PATH); install it (apt-get install "
+                           "bubblewrap, or dnf install bubblewrap)" if name == "bwrap" else
+                           "`unshare` (util-linux) is not installed")
+            continue
+        failure = _probe(candidate)
+        if failure is None:
+            if name == "bwrap":
+                return candidate
+            return replace(candidate, reason="; ".join(why_not) or f"GATEKEEPER_ISOLATION={choice} chose it")
+        if name == "bwrap":
+            why_not.append(f"bubblewrap ({candidate.tool}) is installed but cannot be used here: {failure}; "
+                           f"{_bwrap_fix(failure)}")
+        else:
+            why_not.append(f"unshare -rn ({candidate.tool}) does not work either: {failure}")
+    reason = "; ".join(why_not)
     if choice != "auto":
         return Isolation("none", f"GATEKEEPER_ISOLATION={choice} asked for {choice}, which does not work on this "
-                         "machine: the network and the file system are reachable")
-    return Isolation("none", "no bubblewrap and no user namespaces on this machine: the network and the file "
-                     "system are reachable")
+                         "machine: the network and the file system are reachable", reason=reason)
+    return Isolation("none", "neither bubblewrap nor user namespaces work on this machine: the network and the "
+                     "file system are reachable", reason=reason)
 
 
 def detect() -> Isolation:
@@ -238,6 +302,14 @@ def isolation_required() -> bool:
     return os.environ.get("GATEKEEPER_REQUIRE_ISOLATION", "").strip().lower() in ("1", "true", "yes")
 
 
+def reason_for(name: Optional[str]) -> Optional[str]:
+    """Why a report's isolation level (as the workers ran) is not bubblewrap, or None."""
+    if not name or name == "bwrap":
+        return None
+    found = detect()
+    return found.reason if found.name == name else None
+
+
 def require(isolation: Optional[Isolation] = None) -> Isolation:
     """Raise IsolationRequired when isolation is required and bubblewrap is not in force."""
     found = isolation or detect()
@@ -245,10 +317,11 @@ def require(isolation: Optional[Isolation] = None) -> Isolation:
     if asked not in ("auto", "none") and found.name != asked:
         # An explicit level that does not work is refused, never silently weakened to none.
         raise IsolationRequired(f"GATEKEEPER_ISOLATION={asked} asked for {asked} isolation, which does not work on "
-                                f"this machine ({found.detail}); fix it, or choose another level (auto, unshare, none)")
+                                f"this machine ({found.reason or found.detail}); fix it, or choose another level "
+                                "(auto, unshare, none)")
     if isolation_required() and found.name != "bwrap":
+        # The reason says what to do: install bubblewrap only where it is missing, else why it fails.
         raise IsolationRequired(
             f"isolation required (--require-isolation or require_isolation = true) but this machine gives "
-            f"'{found.name}' ({found.detail}); install bubblewrap (apt-get install bubblewrap) and allow user "
-            f"namespaces, or run without --require-isolation")
+            f"'{found.name}': {found.reason or found.detail}; fix that, or run without --require-isolation")
     return found
