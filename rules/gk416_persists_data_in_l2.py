@@ -3,6 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
+from gatekeeper.analyses.l2_hints import single_use_load, single_use_ptx
 from gatekeeper.analyses.stream_support import asm_strings, call_args, idents, ptx_words
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.names import string_value
@@ -39,6 +40,7 @@ class PersistsDataInL2(Rule):
     inline PTX, `CacheHintSm90::EVICT_LAST` in CUTLASS, and Triton's
     `tl.load(..., eviction_policy="evict_last")`. They are a common, honest way to keep a
     tile that the same launch reads again, and a flush of twice the L2 size evicts them.
+    The same hint on a load that the launch reads only once is GK418 (an error).
 
     Not flagged (known false-positive patterns, and why): resetting the cache
     (`cudaCtxResetPersistingL2Cache`, `hitProp = cudaAccessPropertyNormal` or `Streaming`,
@@ -162,6 +164,9 @@ class PersistsDataInL2(Rule):
     def visit_Arg(self, node: cst.Arg) -> None:
         if self.on and node.keyword is not None and node.keyword.value == "eviction_policy" \
                 and string_value(node.value) == "evict_last":
+            call = self.ctx.parent(node)
+            if type(call) is cst.Call and single_use_load(self.ctx, call) is not None:
+                return  # a load read once: GK418 reports it as an error
             self.report(node, self.hint_message.format(what="`eviction_policy=\"evict_last\"`"),
                         evidence={"hint": "evict_last"}, severity=Severity.WARNING, confidence=Confidence.SUSPECT)
 
@@ -187,7 +192,10 @@ class PersistsDataInL2(Rule):
                                     evidence={"api": "access_property::persisting"})
                 elif tok.text in HINT_NAMES:
                     self._hint(source, tok.offset, f"`{tok.text}`")
+        single_use = set(single_use_ptx(source))  # GK418 reports these as errors
         for offset, text in asm_strings(source):
+            if offset in single_use:
+                continue
             if "evict_last" in ptx_words(text) or "L2::evict_last" in text:
                 self._hint(source, offset, "Inline PTX with an `evict_last` cache hint")
 

@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from gatekeeper.report import Category, Severity
+from gatekeeper.analyses.l2_hints import evict_last, single_use_load, single_use_ptx
+from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.examples import Invalid, Valid, snippet
+from gatekeeper.static.rule import Rule
+
+
+class KeepsSingleUseInputInL2(Rule):
+    """An `evict_last` cache hint on a load that the launch never reads again: Triton's
+    `tl.load(x_ptr + offs, eviction_policy="evict_last")` in an elementwise or row-wise
+    kernel (each program reads its own part once, no loop, no other load of that argument,
+    no `tl.dot`), or inline PTX `ld.global.L2::evict_last` / `createpolicy ...
+    L2::evict_last` in a loop-free CUDA kernel without shared memory (also inside a
+    `__device__` helper that only such kernels call).
+
+    Why it games the benchmark: `evict_last` raises a line's priority in L2 so that ordinary
+    accesses evict it last. A line read once gains nothing from that in the launch that
+    reads it; the only effect is on the next call, which finds its input still resident
+    after the harness's L2 flush (made of ordinary accesses). The speedup measures a warm
+    cache, not the kernel. Certain: there is no within-launch use for the hint on such a
+    load.
+
+    Not flagged (the honest uses, and why): `evict_last` on data the launch reads again, a
+    tile re-read in a loop (a GEMM's K loop), a second pass over the same argument
+    (multi-pass softmax), a weight or bias every program loads (offsets without
+    `tl.program_id`), kernels with `tl.dot` (operand tiles are shared across programs) or
+    a grouped program order (`pid // n`, `pid % g`); `evict_first`, `evict_normal`,
+    `__ldcs` / `L2::evict_first` streaming hints (they make data leave sooner);
+    `cache_modifier=".cg"/".ca"` (L1 policy). Persisting access-policy windows are GK416.
+    """
+
+    code = "GK418"
+    name = "KeepsSingleUseInputInL2"
+    category = Category.HARNESS_TAMPERING
+    severity = Severity.ERROR
+    summary = "an evict_last L2 hint on a load the launch never reads again (keeps inputs warm across calls)"
+    message = ("{what} on `{arg}`, which this launch reads exactly once: the hint cannot help this launch; it only "
+               "keeps the input resident in L2 across the harness's flush, so the next call is timed with a warm cache.")
+    hint = (
+        "Drop the hint (or use `evict_first` / streaming loads for data read once). Keep `evict_last` for data "
+        "the same launch reads again: a tile reused in a loop, a second pass, a weight every program loads."
+    )
+    VALID = [
+        Valid(snippet("""
+            import triton
+            import triton.language as tl
+            @triton.jit
+            def rows(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+                pid = tl.program_id(0)
+                offs = tl.arange(0, BLOCK)
+                acc = tl.zeros([BLOCK], dtype=tl.float32)
+                for k in range(0, n, BLOCK):
+                    acc += tl.load(x_ptr + pid * n + k + offs, eviction_policy='evict_last')
+                for k in range(0, n, BLOCK):
+                    v = tl.load(x_ptr + pid * n + k + offs)
+                    tl.store(y_ptr + pid * n + k + offs, v / tl.sum(acc))
+        """)),
+        Valid(snippet("""
+            import triton
+            import triton.language as tl
+            @triton.jit
+            def scale(x_ptr, w_ptr, y_ptr, BLOCK: tl.constexpr):
+                pid = tl.program_id(0)
+                cols = tl.arange(0, BLOCK)
+                w = tl.load(w_ptr + cols, eviction_policy='evict_last')
+                x = tl.load(x_ptr + pid * BLOCK + cols, eviction_policy='evict_first')
+                tl.store(y_ptr + pid * BLOCK + cols, x * w)
+        """)),
+    ]
+    INVALID = [
+        Invalid(snippet("""
+            import triton
+            import triton.language as tl
+            @triton.jit
+            def relu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+                pid = tl.program_id(0)
+                offs = pid * BLOCK + tl.arange(0, BLOCK)
+                x = tl.load(x_ptr + offs, mask=offs < n, eviction_policy='evict_last')
+                tl.store(y_ptr + offs, tl.maximum(x, 0), mask=offs < n)
+        """), line=7, message='`eviction_policy="evict_last"` on `x_ptr`, which this launch reads exactly once'),
+        Invalid(snippet("""
+            src = r'''
+            __global__ void relu(const float* x, float* y, int n) {
+              int i = blockIdx.x * blockDim.x + threadIdx.x;
+              float v;
+              asm volatile("ld.global.L2::evict_last.f32 %0, [%1];" : "=f"(v) : "l"(x + i));
+              if (i < n) y[i] = v > 0.f ? v : 0.f;
+            }
+            '''
+        """), line=5, message="Inline PTX with an `evict_last` L2 hint on `the kernel's input`"),
+    ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if "evict_last" not in self.ctx.text:  # nearly every file: no per-call work
+            self.visit_Call = None  # type: ignore[assignment]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not node.args or not self.ctx.functions or not evict_last(self.ctx, node):
+            return
+        base = single_use_load(self.ctx, node)
+        if base is not None:
+            self.report(node, self.message.format(what='`eviction_policy="evict_last"`', arg=base),
+                        evidence={"hint": "evict_last", "argument": base})
+
+    def check_cpp(self, source: CppSource) -> None:
+        if "evict_last" not in source.text:
+            return
+        for offset in single_use_ptx(source):
+            self.report_cpp(source, offset, self.message.format(what="Inline PTX with an `evict_last` L2 hint",
+                                                                arg="the kernel's input"),
+                            evidence={"hint": "L2::evict_last"})
