@@ -4,7 +4,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.returned_values_rule import FlowRule
-from gatekeeper.static.returns import NONE, OPAQUE, VISIBLE, ReturnSite, storage_key
+from gatekeeper.static.returns import MAYBE, NONE, OPAQUE, VISIBLE, ReturnSite, storage_key
 from gatekeeper.static.syntax import store_key
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
@@ -49,6 +49,9 @@ class ReturnsPersistentTensor(FlowRule):
               "The two-call run-time check (GK610) confirms or clears this.")
     copied = ("forward returns a copy of {origin}, which persists across calls, on a path that does not recompute "
               "it: the copy is fresh storage, but its contents are an earlier call's result.")
+    unseen = ("forward returns {origin}, which persists across calls; no statement on the path to this return "
+              "visibly writes it, but {how} could, so it may hand back an earlier call's result. "
+              "The two-call run-time check (GK610) settles it.")
     hint = (
         "Allocate the output on every call from the input's sizes, e.g. "
         "`out = torch.empty((x.size(1), x.size(2)), device=x.device, dtype=x.dtype)`, write it "
@@ -250,11 +253,12 @@ class ReturnsPersistentTensor(FlowRule):
             handed = self.flow.extension_returns(site)
             if site.origin is not None and not self._holds_handle(site.origin) and self.ctx.qualname(site.value) is None:
                 self._report_site(site)
-            elif (site.origin is None and site.stored is not None and site.write == NONE
+            elif (site.origin is None and site.stored is not None and site.write in (NONE, MAYBE)
                   and not self._holds_handle(site.stored)):
                 # `return self._cache[shape].clone()`: fresh storage, an earlier call's contents
                 self.report(site.node, self.copied.format(origin=site.stored),
-                            evidence={"returns_copy_of": site.stored, "write": NONE, "function": site.key})
+                            evidence={"returns_copy_of": site.stored, "write": site.write, "function": site.key},
+                            confidence=Confidence.LIKELY if site.write == MAYBE else Confidence.CERTAIN)
             elif handed is not None:
                 name, index, origin = handed
                 self.report(
@@ -270,6 +274,10 @@ class ReturnsPersistentTensor(FlowRule):
         origin = site.origin if site.key.endswith("forward") else f"{site.origin} (through `{site.key}`)"
         if site.write == NONE:
             self.report(site.node, self.message.format(origin=origin), evidence=evidence)
+        elif site.write == MAYBE:
+            how = f"`{site.how}`" if site.how else "a write that runs only on some paths"
+            self.report(site.node, self.unseen.format(origin=origin, how=how), evidence=evidence,
+                        confidence=Confidence.LIKELY)
         elif site.write in (OPAQUE, VISIBLE):
             opaque = site.write == OPAQUE
             self.report(

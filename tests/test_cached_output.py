@@ -47,8 +47,9 @@ def test_buffer_handed_to_extension_that_returns_it_is_likely():
            "class ModelNew(nn.Module):\n    def forward(self, x):\n        if self._y is None:\n"
            "            self._y = torch.empty_like(x)\n        return _e.f(x, self._y)\n")
     found = _mine(src, "GK101")
-    assert [(f.confidence.value, f.severity.value) for f in found] == [("likely", "error")]
-    assert found[0].evidence["extension_function"] == "f"
+    assert [(f.confidence.value, f.severity.value) for f in found] == [("likely", "warning")]
+    assert found[0].evidence["extension_function"] == "f" and found[0].confirmed_by == "GK610"
+    assert [f.severity.value for f in _mine(src, "GK101", "strict")] == ["error"]
 
 
 @pytest.mark.parametrize("src", [

@@ -27,11 +27,11 @@ from gatekeeper.static.persistence import PersistenceTracker
 from gatekeeper.static.syntax import store_key
 from gatekeeper.static.walk import subtree
 
-# How the storage a return hands back was produced on the path to that return.
-NONE, VISIBLE, OPAQUE, FRESH = "none", "visible", "opaque", "fresh"
-# Methods whose result is the tensor's contents again (a copy or a view): a stored value
-# returned through them is still a stored result.
-PASS_THROUGH = frozenset({"clone", "detach", "contiguous", "to", "view", "view_as", "reshape", "float", "half", "cuda"})
+# How the storage a return hands back was produced on the path to that return, and the
+# methods whose result is the tensor's contents again (stored_writes.py defines both).
+from gatekeeper.static.stored_writes import (  # noqa: E402 - re-exported for the rules
+    FRESH, MAYBE, NONE, OPAQUE, PASS_THROUGH, VISIBLE, StoredWrites, storage_key,
+)
 
 
 @dataclass
@@ -60,6 +60,7 @@ class ReturnFlow:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self.tracker = PersistenceTracker(ctx)
+        self.writes = StoredWrites(ctx, self.tracker)
         self.stack: list[_Frame] = []
         self.sites: dict[str, list[ReturnSite]] = {}
         self.instances: dict[str, str] = {}  # "Cls.attr" -> class instantiated there
@@ -246,86 +247,9 @@ class ReturnFlow:
         return found
 
     def _dominating_write(self, ret: cst.Return, value: cst.BaseExpression, origin: str) -> tuple[str, str]:
-        """How the statements that always run before `ret` (in its function) produced the
-        stored value it returns: FRESH (rebound to a new value), VISIBLE (a full write we can
-        see: copy_, out=, graph replay), OPAQUE (handed to a call that may write it), NONE."""
-        own = self._writes_in_expr(value, origin, returned=True)
-        if own[0] != NONE:
-            return own
-        ret_key = store_key(unwrap(value))
-        best = (NONE, "")
-        child: cst.CSTNode = ret
-        for anc in self.ctx.ancestors(ret):
-            if type(anc) in (cst.FunctionDef, cst.Lambda):
-                break
-            body = getattr(anc, "body", None)
-            if isinstance(body, (tuple, list)):
-                index = next((i for i, s in enumerate(body) if s is child), None)
-                for stmt in body[:index] if index is not None else ():
-                    kind = self._writes_in_stmt(stmt, origin, ret_key)
-                    if _RANK[kind[0]] > _RANK[best[0]]:
-                        best = kind
-            child = anc
-        return best
-
-    def _writes_in_stmt(self, stmt: cst.CSTNode, origin: str, ret_key: Optional[str]) -> tuple[str, str]:
-        best = (NONE, "")
-        if type(stmt) in (cst.With, cst.Try):
-            for inner in stmt.body.body:
-                kind = self._writes_in_stmt(inner, origin, ret_key)
-                best = kind if _RANK[kind[0]] > _RANK[best[0]] else best
-            return best
-        if type(stmt) is not cst.SimpleStatementLine:
-            return best  # a branch or loop body may not run: it does not dominate
-        for small in stmt.body:
-            if type(small) is cst.Assign:
-                keys = {store_key(t.target) for t in small.targets}
-                if (ret_key in keys or storage_key(origin) in keys) and self.tracker.origin(small.value) is None:
-                    return FRESH, ""
-            if type(small) in (cst.Expr, cst.Assign, cst.AugAssign, cst.AnnAssign):
-                kind = self._writes_in_expr(small, origin, returned=False)
-                best = kind if _RANK[kind[0]] > _RANK[best[0]] else best
-        return best
-
-    def _writes_in_expr(self, root: cst.CSTNode, origin: str, *, returned: bool) -> tuple[str, str]:
-        best = (NONE, "")
-        for node in subtree(root, into_functions=False):
-            if type(node) is not cst.Call:
-                continue
-            func = node.func
-            kind = NONE
-            if type(func) is cst.Attribute:
-                method = func.attr.value
-                if method in PASS_THROUGH or method in _READS:
-                    continue  # a view or a copy of the stored tensor reads it, never writes it
-                if method == "replay" and not node.args:
-                    kind = VISIBLE
-                elif method.endswith("_") and not method.startswith("_") and self._same(func.value, origin):
-                    kind = VISIBLE
-                elif type(func.value) is cst.Name and func.value.value == "self" and not returned:
-                    kind = OPAQUE  # a method of self may write the stored tensor
-            if kind == NONE:
-                for arg in node.args:
-                    if any(self._same(n, origin) for n in subtree(arg.value, into_functions=False)
-                           if type(n) in (cst.Name, cst.Attribute, cst.Subscript)):
-                        kind = VISIBLE if arg.keyword is not None and arg.keyword.value == "out" else OPAQUE
-                        break
-            if _RANK[kind] > _RANK[best[0]]:
-                best = (kind, _short(node))
-        return best
-
-    def _same(self, expr: cst.BaseExpression, origin: str) -> bool:
-        found = self.tracker.origin(expr)
-        return found is not None and (found == origin or origin.startswith(found) or found.startswith(origin))
-
-
-_READS = frozenset({"size", "dim", "numel", "stride", "data_ptr", "is_contiguous", "expand_as", "as_strided", "type_as"})
-_RANK = {NONE: 0, OPAQUE: 1, VISIBLE: 2, FRESH: 3}
-
-
-def storage_key(origin: str) -> str:
-    """"module global _OUT[...]" -> "_OUT"; "self._y" -> "self._y"."""
-    return origin.removeprefix("module global ").removeprefix("closure variable ").split("[")[0]
+        """How the statements that run before `ret` produced the stored value it returns
+        (stored_writes.py: FRESH, VISIBLE, OPAQUE, MAYBE or NONE)."""
+        return self.writes.dominating(ret, value, origin)
 
 
 def unwrap(expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -362,12 +286,3 @@ def _last_name(func: cst.BaseExpression) -> str:
 
 def _within(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> bool:
     return node is container or any(a is container for a in ctx.ancestors(node))
-
-
-def _short(node: cst.CSTNode) -> str:
-    try:
-        text = cst.Module([]).code_for_node(node)
-    except Exception:  # noqa: BLE001 - a message detail, never worth failing over
-        return ""
-    text = " ".join(text.split())
-    return text if len(text) <= 80 else text[:77] + "..."
