@@ -12,10 +12,21 @@ from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
-# Variables that only steer how the extension is built: a warning, not an error.
+# Variables read only by the build toolchain (which compiler, which flags and targets, where
+# builds are cached, what the JIT front end accepts): a warning, not an error. Nothing reads
+# them while the kernels run, so they cannot change what is timed. Runtime switches of the
+# same families stay errors below (TRITON_INTERPRET runs kernels in the CPU interpreter,
+# TRITON_F32_DEFAULT changes precision, PYTORCH_CUDA_ALLOC_CONF the allocator).
 BUILD_VARIABLES = frozenset({
-    "TORCH_CUDA_ARCH_LIST", "TORCH_EXTENSIONS_DIR", "MAX_JOBS", "CUDA_HOME", "CUDA_PATH", "CC", "CXX",
-    "CUDAHOSTCXX", "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "TORCH_NVCC_FLAGS", "TRITON_CACHE_DIR",
+    # torch.utils.cpp_extension
+    "TORCH_CUDA_ARCH_LIST", "TORCH_EXTENSIONS_DIR", "MAX_JOBS", "CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "CC",
+    "CXX", "CUDAHOSTCXX", "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "NVCC_CCBIN", "TORCH_NVCC_FLAGS",
+    "PYTORCH_NVCC", "TORCH_DONT_CHECK_COMPILER_ABI", "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH",
+    "LIBRARY_PATH", "CUTLASS_PATH", "CUTLASS_DIR",
+    # Triton's compiler and JIT front end
+    "TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_ALLOW_NON_CONSTEXPR_GLOBALS", "TRITON_PTXAS_PATH",
+    "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH", "TRITON_LIBDEVICE_PATH", "TRITON_LIBCUDA_PATH",
+    "TRITON_DISABLE_LINE_INFO", "TRITON_KERNEL_DUMP", "TRITON_DUMP_DIR", "TRITON_PRINT_AUTOTUNING",
 })
 # Variables known to change how the work runs, is scheduled or is timed: an error. The
 # prefixes name families the CUDA runtime, its libraries, PyTorch and the loader read.
@@ -46,9 +57,10 @@ class WritesEnvironment(Rule):
     An error for the variables known to change how work runs or is timed (`CUDA_*`,
     `CUBLAS*`, `CUDNN*`, `NVIDIA_*`, `PYTORCH_*`, `NCCL_*`, `LD_*`, `TRITON_*`, thread
     counts, torch's TF32/cuBLASLt switches) and for a name computed at run time. A warning
-    for variables that only steer the extension build (`TORCH_CUDA_ARCH_LIST`, `MAX_JOBS`,
-    `CUDA_HOME`, `CXX`, `TORCH_EXTENSIONS_DIR`, `NVCC_APPEND_FLAGS`, ...: harmless to the
-    measurement, but the harness sets them), for `CUDA_MODULE_LOADING` (it acts when
+    for variables that only the build toolchain reads (`TORCH_CUDA_ARCH_LIST`, `MAX_JOBS`,
+    `CUDA_HOME`, `CXX`, `PYTORCH_NVCC`, `TORCH_EXTENSIONS_DIR`, `NVCC_APPEND_FLAGS`, Triton's
+    compiler paths, `TRITON_ALLOW_NON_CONSTEXPR_GLOBALS`...: harmless to the measurement, but
+    the harness sets them; Triton's runtime switches such as `TRITON_INTERPRET` stay errors), for `CUDA_MODULE_LOADING` (it acts when
     kernels are loaded, before anything is timed) and for names nothing is known to read.
 
     Known false-positive pattern, a warning: a lazy loader that sets a verbosity flag of
@@ -114,6 +126,18 @@ class WritesEnvironment(Rule):
             import os
             os.environ['TORCH_CUDA_VERBOSE'] = '0'
         """), line=2, message="no library gatekeeper knows reads it"),
+        Invalid(snippet("""
+            import os
+            os.environ['PYTORCH_NVCC'] = '/usr/local/cuda/bin/nvcc'
+            os.environ.setdefault('TRITON_ALLOW_NON_CONSTEXPR_GLOBALS', '1')
+        """), line=2, message="only the build toolchain reads it"),
+    ]
+    # an error in the same family: Triton's interpreter changes how the kernels run
+    INVALID += [
+        Invalid(snippet("""
+            import os
+            os.environ['TRITON_INTERPRET'] = '1'
+        """), line=2, message="it changes how the work runs or is timed"),
     ]
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -165,7 +189,8 @@ class WritesEnvironment(Rule):
 
     def _describe(self, how: str, key: Optional[str]) -> tuple[str, Optional[Severity]]:
         if key in BUILD_VARIABLES:
-            why = "a build setting the harness already controls; pass flags to `load_inline` instead."
+            why = ("a build setting the harness already controls: only the build toolchain reads it (compiler, "
+                   "flags, targets, cache), not the timed kernels; pass flags to `load_inline` instead.")
             severity: Optional[Severity] = Severity.WARNING if self.active_severity == Severity.ERROR else None
         elif key is None:
             why = "the name is computed, and the environment steers the CUDA runtime and the harness."
