@@ -232,6 +232,11 @@ def explain(code: str = typer.Argument(..., help="a code such as GK101 or GK610,
     if entry.confirmed_by:
         out.print(f"\nConfidence {entry.confidence.value}; the run-time check {entry.confirmed_by} confirms it.",
                   markup=False)
+    from gatekeeper.rule_trust import trust_line
+
+    trust = trust_line(entry.code)
+    if trust:
+        out.print(f"\n{trust}", markup=False)
     out.print(f"\n[green]Fix:[/] {escape(entry.hint)}")
     if entry.invalid_example:
         out.print("\n[bold red]Flagged:[/]")

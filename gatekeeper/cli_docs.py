@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from gatekeeper.catalogue import Entry
+from gatekeeper.rule_trust import trust_line
 
 HEADER = """# Every code a report can carry
 
@@ -28,4 +29,7 @@ def markdown_reference(entries: Iterable[Entry]) -> str:
         if e.needs_problem:
             parts.append("; runs only with the problem")
         parts.append(".\n\n" + e.docs + "\n\n**Fix:** " + e.hint + "\n\n")
+        trust = trust_line(e.code)
+        if trust:
+            parts.append(f"*{trust}*\n\n")
     return "".join(parts)
