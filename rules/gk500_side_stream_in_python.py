@@ -41,6 +41,11 @@ class SideStreamInPython(Rule):
     torch.cuda.synchronize()`), inside a loop body or an `except` handler, or behind an
     early `return` does not count, since the steady-state call returns unjoined. A join in
     both arms of an `if`/`else` counts, and so does a join in the same branch as the work.
+
+    A getter that creates streams and stores or returns them (`_S = (Stream(), Stream())`,
+    `return torch.cuda.Stream()`) runs nothing on them: when another function joins, the
+    creation is not reported, and each function that switches to such a stream is judged by
+    its own joins (unjoined: an error where it switches).
     """
 
     code = "GK500"
@@ -104,6 +109,22 @@ class SideStreamInPython(Rule):
         """)),
     ]
     INVALID = [
+        # the same getter, and the user never joins: the switch is reported where it happens
+        Invalid(snippet("""
+            import torch
+            _S = None
+            def _streams():
+                global _S
+                if _S is None:
+                    _S = (torch.cuda.Stream(), torch.cuda.Stream())
+                return _S
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    a, b = _streams()
+                    with torch.cuda.stream(a):
+                        _ext.run(x)
+                    return x
+        """), line=11, message="it is not joined back"),
         Invalid(snippet("""
             import torch
             class ModelNew(torch.nn.Module):
@@ -360,6 +381,10 @@ class SideStreamInPython(Rule):
                 joined = frame.joined_after(use)
                 if use.kind == "create":
                     if use.identity is None:
+                        # a getter that stores or returns new streams runs nothing on them: the
+                        # functions that use them join them (or are reported where they switch)
+                        if not joined and self._stored(use.node) and any(f.joins for f in frames if f is not frame):
+                            continue
                         bad = not joined
                     elif use.identity in used:
                         bad = use.identity in unjoined
@@ -374,6 +399,14 @@ class SideStreamInPython(Rule):
                 elif not joined and use.identity not in reported_ref and not self._has_switch(frame, use.identity):
                     reported_ref.add(use.identity or "")
                     self._emit(use, f"`{frame.key}`", True, f"Using the side stream `{use.identity}`")
+
+    def _stored(self, node: cst.CSTNode) -> bool:
+        """The new stream is kept or handed back (`_S = (Stream(), Stream())`, `return
+        Stream()`), not used where it is made."""
+        parent = self.ctx.parent(node)
+        if type(parent) is cst.Element:
+            parent = self.ctx.parent(self.ctx.parent(parent))  # Element -> Tuple/List -> holder
+        return type(parent) in (cst.Assign, cst.AnnAssign, cst.Return)
 
     @staticmethod
     def _has_switch(frame: StreamFrame, identity: Optional[str]) -> bool:

@@ -65,6 +65,11 @@ class SideStreamInCpp(Rule):
     one under an `if` the launch is not also under (`if (step % 100 == 0)
     cudaStreamSynchronize(side);`), in a loop body, or behind an earlier `return` does not
     count; one in both arms of an `if`/`else`, or before each return, does.
+
+    A stream used only for capture (every use between `cudaStreamBeginCapture(s, ...)` and
+    `cudaStreamEndCapture(s, ...)`) is not flagged: capture records a graph and runs
+    nothing; where the graph is launched is what runs (`cudaGraphLaunch(exec, s)` on the
+    private stream is a use like any other).
     """
 
     code = "GK501"
@@ -120,8 +125,45 @@ class SideStreamInCpp(Rule):
             }
             '''
         """)),
+        # a private stream used only to capture a graph, which runs on the current stream
+        Valid(snippet("""
+            src = r'''
+            __global__ void k(float* y) {}
+            void f(torch::Tensor y) {
+              static cudaGraphExec_t exec = nullptr;
+              if (!exec) {
+                cudaStream_t cap;
+                cudaStreamCreateWithFlags(&cap, cudaStreamNonBlocking);
+                cudaStreamBeginCapture(cap, cudaStreamCaptureModeThreadLocal);
+                k<<<1, 32, 0, cap>>>(y.data_ptr<float>());
+                cudaGraph_t g;
+                cudaStreamEndCapture(cap, &g);
+                cudaGraphInstantiate(&exec, g, 0);
+                cudaStreamDestroy(cap);
+              }
+              cudaGraphLaunch(exec, at::cuda::getCurrentCUDAStream());
+            }
+            '''
+        """)),
     ]
     INVALID = [
+        # the same capture, but the graph is launched on the private stream and never joined
+        Invalid(snippet("""
+            src = r'''
+            __global__ void k(float* y) {}
+            void f(torch::Tensor y) {
+              cudaStream_t cap;
+              cudaStreamCreateWithFlags(&cap, cudaStreamNonBlocking);
+              cudaStreamBeginCapture(cap, cudaStreamCaptureModeThreadLocal);
+              k<<<1, 32, 0, cap>>>(y.data_ptr<float>());
+              cudaGraph_t g;
+              cudaStreamEndCapture(cap, &g);
+              cudaGraphExec_t exec;
+              cudaGraphInstantiate(&exec, g, 0);
+              cudaGraphLaunch(exec, cap);
+            }
+            '''
+        """), line=6, message="Using the stream `cap`"),
         # joined only on a rarely taken branch
         Invalid(snippet("""
             src = r'''
@@ -211,6 +253,14 @@ class SideStreamInCpp(Rule):
                 continue
             if tok.text in identities and function_at(funcs, i) is not None and _is_use(tokens, i):
                 uses.append((i, tok.text, f"Using the stream `{tok.text}`"))
+        # A stream used only between cudaStreamBeginCapture(s) and cudaStreamEndCapture(s) runs
+        # nothing: capture records a graph, and where the graph is launched is what counts.
+        captures = _capture_spans(tokens, identities)
+        captured = {identity for identity in identities if captures.get(identity)}
+        for index, identity, _ in uses:
+            if identity in captured and not any(a <= index <= b for a, b in captures[identity]):
+                captured.discard(identity)
+        uses = [u for u in uses if u[1] not in captured]
         unjoined_ids: set[Optional[str]] = set()
         used_ids: set[Optional[str]] = set()
         reported: set[tuple[int, Optional[str]]] = set()
@@ -227,7 +277,7 @@ class SideStreamInCpp(Rule):
             self.report_cpp(source, tokens[index].offset, self.message.format(what=what),
                             evidence={"stream": identity, "host_function": fn.name, "joined": False})
         for site in sites:
-            if site.identity is None:
+            if site.identity is None or site.identity in captured:
                 continue
             bad = site.identity in unjoined_ids or site.identity not in used_ids and not any(
                 t.text in ("cudaStreamSynchronize", "cudaDeviceSynchronize") for t in tokens)
@@ -348,6 +398,26 @@ def _derived_from(tokens: Sequence[Token], fn: CppFunction, names: set[str], sou
         if any(t.text in sources for t in tokens[k + 2 : end]):
             return True
     return False
+
+
+def _capture_spans(tokens: Sequence[Token], identities: set[str]) -> dict[str, list[tuple[int, int]]]:
+    """For each stream variable, the token spans from `cudaStreamBeginCapture(s, ...)` to the
+    end of the matching `cudaStreamEndCapture(s, ...)` call."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    open_at: dict[str, int] = {}
+    for i, tok in enumerate(tokens):
+        if tok.kind != "ident" or tok.text not in ("cudaStreamBeginCapture", "cudaStreamEndCapture"):
+            continue
+        args, close = call_args(tokens, i)
+        first = [t.text for t in args[0] if t.kind == "ident"] if args else []
+        name = first[0] if len(first) == 1 and first[0] in identities else None
+        if name is None:
+            continue
+        if tok.text == "cudaStreamBeginCapture":
+            open_at[name] = i
+        elif name in open_at:
+            spans.setdefault(name, []).append((open_at.pop(name), close))
+    return spans
 
 
 def _called(tokens: Sequence[Token], i: int) -> bool:
