@@ -6,7 +6,8 @@ import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.own_definitions import is_own_class, is_pasted_class
-from gatekeeper.analyses.reference_names import reference_model
+from gatekeeper.analyses.reference_names import is_reference_module, reference_model
+from gatekeeper.analyses.reference_shims import INPUT_BUILDERS, sidecar_verdict
 from gatekeeper.analyses.harness_support import in_main_guard, resolve
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
@@ -157,13 +158,35 @@ class CallsReferenceModel(Rule):
             if ref is not None and not self._defining_itself(ref):
                 if type(func) is cst.Name and is_own_class(self.ctx, func.value):
                     return  # the submission's own class that shares a reference class's name
+                if type(func) is cst.Attribute and func.attr.value in INPUT_BUILDERS:
+                    return  # reference.get_inputs(): the input builders build no model (GK402 sees the import)
+                sidecar = self._other_module(func)
+                if sidecar is False:
+                    return  # the submission's own module beside it, which does not import the reference
                 what = f"`{ref}(...)` builds the reference model"
-                if type(func) is cst.Name and func.value != "Model" and is_pasted_class(self.ctx, func.value):
+                if sidecar is not None:
+                    confidence = Confidence.SUSPECT
+                    what = (f"`{ref}(...)` may build the reference model (`{ref.rsplit('.', 1)[0]}` is not the "
+                            "reference by name and is not beside the submission to read; ship it with the submission "
+                            "if it is your own module)")
+                elif type(func) is cst.Name and func.value != "Model" and is_pasted_class(self.ctx, func.value):
                     confidence = Confidence.SUSPECT
                 elif self._init_local(node):
                     confidence = Confidence.SUSPECT
         if what is not None and not in_main_guard(self.ctx, node):
             self.report(node, self.message.format(what=what), evidence={"call": what}, confidence=confidence)
+
+    def _other_module(self, func: cst.BaseExpression) -> Optional[bool]:
+        """`X.Model(...)` of an imported module X that is not the reference by name: the
+        submission's own sidecar (shipped beside it) unless that file imports the reference.
+        False: not the reference; True: open (the file is not there to read); None: no change."""
+        qual = resolve(self.ctx, func) if type(func) is cst.Attribute else None
+        if qual is None or "." not in qual or is_reference_module(self.ctx, qual.rsplit(".", 1)[0]):
+            return None
+        verdict = sidecar_verdict(self.ctx, qual.rsplit(".", 1)[0])
+        if verdict is None:
+            return True
+        return None if verdict else False
 
     def _init_local(self, node: cst.Call) -> bool:
         """`orig = Model(*init)` in init-only code, kept in a local: the reference is built to

@@ -4,7 +4,8 @@ from typing import Optional
 
 import libcst as cst
 
-from gatekeeper.report import Category, Severity
+from gatekeeper.report import Category, Confidence, Severity
+from gatekeeper.analyses.reference_shims import INPUT_BUILDERS, borrows_only_builders, input_builder_function
 from gatekeeper.analyses.path_targets import classify
 from gatekeeper.analyses.reference_names import is_reference_module, is_reference_path, model_names
 from gatekeeper.analyses.harness_support import in_main_guard, literal, resolve
@@ -46,6 +47,8 @@ class ImportsReference(Rule):
     severity = Severity.ERROR
     summary = "imports the reference problem module"
     message = "{what} imports the reference problem, whose `Model` computes with PyTorch."
+    shim_note = (" Here `{function}` only borrows the reference's input builders and nothing builds its model; "
+                 "the harness builds the inputs itself, so the shim is not needed.")
     hint = (
         "Remove the import of the reference. `ModelNew` must stand alone: define its "
         "parameters in `__init__` and compute `forward` with your own kernel."
@@ -82,18 +85,39 @@ class ImportsReference(Rule):
             spec = importlib.util.spec_from_file_location('r', '../reference.py')
         """), line=2, message="`importlib.util.spec_from_file_location('../reference.py')` imports the reference problem"),
         Invalid("from __main__ import Model\n", line=1, message="`from __main__ import Model` imports the reference problem"),
+        # a get_inputs shim borrowing the reference's input builders: suspect (a warning under default)
+        Invalid(snippet("""
+            def get_inputs():
+                import reference
+                return reference.get_inputs()
+        """), line=2, message="only borrows the reference's input builders"),
+        # ... but a shim that also builds the reference's model is not one
+        Invalid(snippet("""
+            def get_inputs():
+                import reference
+                xs = reference.get_inputs()
+                global OUT
+                OUT = reference.Model()(*xs)
+                return xs
+        """), line=2, message="`import reference` imports the reference problem, whose `Model` computes with PyTorch."),
     ]
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
             full = dotted(alias.name)
             if is_reference_module(self.ctx, full):
-                self._report(alias, f"`import {full}`", guard=node)
+                bound = alias.asname.name.value if alias.asname is not None and type(alias.asname.name) is cst.Name \
+                    else (full or "").split(".", 1)[0]
+                self._report(alias, f"`import {full}`", guard=node, shim=({bound}, set()))
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         base = dotted(node.module) if node.module is not None else ""
         if is_reference_module(self.ctx, base):
-            self._report(node, f"`from {'.' * len(node.relative)}{base} import ...`")
+            shim = None
+            if type(node.names) is not cst.ImportStar and all(dotted(a.name) in INPUT_BUILDERS for a in node.names):
+                shim = (set(), {a.asname.name.value if a.asname is not None and type(a.asname.name) is cst.Name
+                                else dotted(a.name) or "" for a in node.names})
+            self._report(node, f"`from {'.' * len(node.relative)}{base} import ...`", shim=shim)
             return
         if type(node.names) is cst.ImportStar:
             return
@@ -123,7 +147,18 @@ class ImportsReference(Rule):
         if hit:
             self._report(node, f"`{func.replace('builtins.', '')}({text!r})`")  # type: ignore[union-attr]
 
-    def _report(self, node: cst.CSTNode, what: str, guard: Optional[cst.CSTNode] = None) -> None:
+    def _report(self, node: cst.CSTNode, what: str, guard: Optional[cst.CSTNode] = None,
+                shim: Optional[tuple[set[str], set[str]]] = None) -> None:
         # An import alias has no recorded parent yet when its statement is visited.
-        if not in_main_guard(self.ctx, guard or node):
-            self.report(node, self.message.format(what=what), evidence={"import": what})
+        statement = guard or node
+        if in_main_guard(self.ctx, statement):
+            return
+        function = input_builder_function(self.ctx, statement) if shim is not None else None
+        if function is not None and borrows_only_builders(function, shim[0], shim[1], statement):  # type: ignore[index]
+            # get_inputs/get_init_inputs borrowing the reference's input builders: the model is
+            # never built and forward never touches it. The harness's own builders are the
+            # ones used, so this is worth a look, not a rejection.
+            self.report(node, self.message.format(what=what) + self.shim_note.format(function=function.name.value),
+                        evidence={"import": what, "shim": function.name.value}, confidence=Confidence.SUSPECT)
+            return
+        self.report(node, self.message.format(what=what), evidence={"import": what})
