@@ -18,17 +18,31 @@ class ReturnsStaticTensorFromExtension(Rule):
     elements) returned directly or as a copy (`auto hit = table.find(key); ... return
     hit->second.clone();`): a result memo in C++.
 
+    A static output that this call hands to a kernel or writes in place before returning
+    it (`k<<<...>>>(x.data_ptr<float>(), out.data_ptr<float>()); return out;`) is output
+    storage reused with fresh values, the C++ form of GK101's rewritten buffer: `likely`,
+    a warning outside `strict` until the two-call run-time check settles it (GK610 when the
+    second call returns stale values, GK612 when it only reuses the storage). Returned with
+    no write on the way, it is certain.
+
     Known false-positive patterns it does not fire on, and why: a `static` scratch
     workspace or plan table that is used but never returned (`return out;` of a fresh
-    tensor), and statics of non-tensor types (launch configurations, handles).
+    tensor); a getter that returns a function-static scratch tensor (`torch::Tensor&
+    counters() { static torch::Tensor b = ...; return b; }`) when every caller in the
+    sources only uses the result (`counters().data_ptr()`) and none returns or keeps it;
+    and statics of non-tensor types (launch configurations, handles).
     """
 
     code = "GK105"
     name = "ReturnsStaticTensorFromExtension"
     category = Category.CACHED_OUTPUT
     severity = Severity.ERROR
+    confirmed_by = "GK610"
     summary = "C++ extension returns a tensor kept in a static variable"
     message = "The extension returns `{name}`, a `static` tensor that survives between calls: every call hands back the same storage."
+    rewritten = ("The extension returns `{name}`, a `static` tensor that survives between calls; this call writes it "
+                 "first, so the work is done but every call hands back the same storage (output storage reused): a "
+                 "caller that keeps the previous result sees it overwritten. The two-call run-time check settles it.")
     copy = ("The extension returns `{expr}`, a copy of `{name}`, a `static` tensor that survives between calls: "
             "unless this call rewrote it, the contents stored by an earlier call are handed back.")
     entry = ("The extension returns `{expr}`, an entry of the `static` table `{name}` that survives between calls: "
@@ -45,6 +59,21 @@ class ReturnsStaticTensorFromExtension(Rule):
               auto out = torch::empty_like(x);
               k(x, ws, out);
               return out;
+            }
+            '''
+        """)),
+        # a getter of a static scratch tensor whose result is only used, never returned
+        Valid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            torch::Tensor& counters() {
+              static torch::Tensor b = torch::zeros({16}, torch::kInt64);
+              return b;
+            }
+            torch::Tensor f(torch::Tensor x) {
+              auto y = torch::empty_like(x);
+              k(x.data_ptr<float>(), y.data_ptr<float>(), counters().data_ptr<int64_t>());
+              return y;
             }
             '''
         """)),
@@ -92,6 +121,20 @@ class ReturnsStaticTensorFromExtension(Rule):
             }
             '''
         """), line=8, message="The extension returns `hit->second.clone()`"),
+        # the same getter, but its static is what the exported function returns
+        Invalid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            torch::Tensor& out_buf(torch::Tensor x) {
+              static torch::Tensor b = torch::empty_like(x);
+              return b;
+            }
+            torch::Tensor f(torch::Tensor x) {
+              k(x.data_ptr<float>(), out_buf(x).data_ptr<float>());
+              return out_buf(x);
+            }
+            '''
+        """), line=5, message="The extension returns `b`"),
     ]
 
     def check_cpp(self, source: CppSource) -> None:
@@ -142,7 +185,14 @@ class ReturnsStaticTensorFromExtension(Rule):
                 first = tokens[k + 1].text
                 end = _statement_end(tokens, k, fn.body_end)
                 if first in statics and end == k + 2:
-                    self.report_cpp(source, tokens[k].offset, self.message.format(name=first), evidence={"static": first})
+                    if _internal_getter(source, fn):
+                        continue  # only ever used inside the sources: scratch, never handed to Python
+                    if first in plain and _written_before(tokens, first, fn.body_start, k):
+                        self.report_cpp(source, tokens[k].offset, self.rewritten.format(name=first),
+                                        evidence={"static": first, "write": "opaque"}, confidence=Confidence.LIKELY)
+                    else:
+                        self.report_cpp(source, tokens[k].offset, self.message.format(name=first),
+                                        evidence={"static": first})
                 elif first in plain:
                     # `return last.clone();`: a copy of the static tensor (a method other
                     # than a copy or view, `w_t.mm(x)`, computes from it and is fine)
@@ -158,6 +208,39 @@ class ReturnsStaticTensorFromExtension(Rule):
 
 
 _COPIES = frozenset({"clone", "detach", "contiguous", "to", "view", "reshape"})
+_POINTERS = frozenset({"data_ptr", "mutable_data_ptr", "data", "packed_accessor32", "packed_accessor64", "accessor"})
+
+
+def _written_before(tokens, name: str, start: int, stop: int) -> bool:
+    """Does the body hand `name` to a call or write it in place before `stop`: an argument
+    (`k(x, out)`), a pointer taken (`out.data_ptr<float>()`), an in-place method (`out.zero_()`)."""
+    for i in range(start + 1, stop):
+        if tokens[i].text != name:
+            continue
+        before = tokens[i - 1].text
+        after = tokens[i + 1].text if i + 1 < stop else ""
+        if before in ("(", ",") and after in (")", ","):
+            return True
+        if after in (".", "->") and i + 2 < stop:
+            method = tokens[i + 2].text
+            if method in _POINTERS or (method.endswith("_") and not method.startswith("_")):
+                return True
+    return False
+
+
+def _internal_getter(source: CppSource, fn) -> bool:
+    """`fn` returns its static and is called in the sources, and every call only uses the
+    result (`counters().data_ptr()`, an argument): never returned, never kept in a variable."""
+    tokens = source.tokens
+    calls = [i for i in source.by_text["ident"].get(fn.name, ())
+             if tokens[i].offset != fn.offset and i + 1 < len(tokens) and tokens[i + 1].text == "("
+             and tokens[i - 1].text not in ("&", "*")]  # not a declaration `Tensor& counters();`
+    if not calls:
+        return False  # called from Python (exported), or unknown
+    for i in calls:
+        if tokens[i - 1].text in ("return", "=", "{") or (tokens[i - 1].text == "::" and tokens[i - 2].text == "return"):
+            return False
+    return True
 
 
 def _statement_end(tokens, start: int, limit: int) -> int:

@@ -4,9 +4,9 @@ from typing import Optional
 
 import libcst as cst
 
-from gatekeeper.report import Category, Severity
+from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.memo_keys import Candidate, Frame, MemoRule
-from gatekeeper.static.returns import NONE, unwrap
+from gatekeeper.static.returns import MAYBE, NONE, unwrap
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
 
@@ -29,6 +29,10 @@ class MemoisesByObjectIdentity(MemoRule):
       returned;
     - identity tests outside the functions whose return is the model's output;
     - attributes read from an input that the submission never wrote (`x.shape`, `x.device`).
+    When a call the analysis cannot see into runs before the stored result is returned (a
+    bound graph replay kept with the input, `plan[1]()`), it may recompute from the same
+    object's live contents: the finding is `likely`, and the run-time in-place overwrite
+    check (GK611) settles it.
     """
 
     code = "GK106"
@@ -169,8 +173,12 @@ class MemoisesByObjectIdentity(MemoRule):
             mine, other = c.exprs
             if c.key not in reaching or not self.is_input(mine, c.frame) or self.is_input(other, c.frame):
                 continue
-            stored = next((s.stored for s in self.flow.sites.get(c.key, ()) if s.stored is not None and s.write == NONE), None)
-            if stored is None:
+            sites = [s for s in self.flow.sites.get(c.key, ()) if s.stored is not None and s.write in (NONE, MAYBE)]
+            if not sites:
                 continue
-            self.report(c.node, self.message.format(container=c.origin, stored=stored),
-                        evidence={"compared_with": c.origin, "returns": stored})
+            # certain only when nothing on the way can rewrite it; a stored callable (a bound
+            # graph replay) may recompute from the same object's live contents: GK611 settles
+            site = min(sites, key=lambda s: s.write != NONE)
+            self.report(c.node, self.message.format(container=c.origin, stored=site.stored),
+                        evidence={"compared_with": c.origin, "returns": site.stored, "write": site.write},
+                        confidence=Confidence.CERTAIN if site.write == NONE else Confidence.LIKELY)

@@ -22,7 +22,10 @@ class ReplaysGraphWithoutFreshInputs(Rule):
       `self.static_x.copy_(x_in)`): locals computed from the inputs count as inputs;
     - a graph captured on the caller's own buffers and keyed on their `data_ptr()`
       (re-captured when the pointer changes): replay re-reads the live input, so it
-      recomputes; returning its static output is at most GK101 (output storage reused).
+      recomputes; returning its static output is at most GK101 (output storage reused);
+    - a graph replayed only when the very input object it was captured on comes back (`if x
+      is self.seen: self.graph.replay()`), where the capture launches on the function's own
+      parameters (not on a copy): every replay reads the live input.
     """
 
     code = "GK111"
@@ -61,6 +64,20 @@ class ReplaysGraphWithoutFreshInputs(Rule):
                     self.graph.replay()
                     return self.static_y.clone()
         """)),
+        # replayed only when the very input object it was captured on comes back
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if self.graph is not None and x is self.seen:
+                        self.graph.replay()
+                        return self.out
+                    self.out, self.graph, self.seen = torch.empty_like(x), torch.cuda.CUDAGraph(), x
+                    with torch.cuda.graph(self.graph):
+                        kernel[(1,)](x, self.out)
+                    self.graph.replay()
+                    return self.out
+        """)),
     ]
     INVALID = [
         Invalid(snippet("""
@@ -80,15 +97,33 @@ class ReplaysGraphWithoutFreshInputs(Rule):
                     g.replay()
                     return self._out.clone()
         """), line=5, message="forward replays a captured CUDA graph but never copies its inputs (a, b) into the graph's input"),
+        # keyed on the input object, but captured on a copy of it: an in-place change is never seen
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if self.graph is not None and x is self.seen:
+                        self.graph.replay()
+                        return self.out
+                    self.sx, self.out, self.seen = x.clone(), torch.empty_like(x), x
+                    self.graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(self.graph):
+                        kernel[(1,)](self.sx, self.out)
+                    self.graph.replay()
+                    return self.out
+        """), line=5, message="never copies its inputs (x)"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.frames: list[dict] = []
+        self.pending: list[tuple[cst.Call, str]] = []  # replays without a fresh input, decided in finish
+        self.live_capture = False  # some graph capture launches on a function parameter itself
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         params = [p.name.value for p in node.params.params if p.name.value != "self"]
-        self.frames.append({"params": set(params), "sources": set(), "ptrs": set(), "replays": [], "assigns": []})
+        self.frames.append({"params": set(params), "sources": set(), "ptrs": set(), "ids": set(), "replays": [],
+                            "assigns": []})
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         frame = self.frames.pop()
@@ -98,8 +133,32 @@ class ReplaysGraphWithoutFreshInputs(Rule):
         # a graph keyed on the live input's address replays on it: it recomputes
         if frame["sources"] & inputs or frame["ptrs"] & inputs:
             return
+        params = ", ".join(sorted(frame["params"])) or "none"
         for replay in frame["replays"]:
-            self.report(replay, self.message.format(params=", ".join(sorted(frame["params"])) or "none"))
+            self.pending.append((replay, params) if not frame["ids"] & frame["params"] else (replay, "is:" + params))
+
+    def visit_With(self, node: cst.With) -> None:
+        if self.live_capture or not self.frames:
+            return
+        if any(type(i.item) is cst.Call and self.ctx.qualname(i.item.func) == "torch.cuda.graph" for i in node.items):
+            params = self.frames[-1]["params"]
+            for sub in subtree(node.body, into_functions=False):
+                if type(sub) is cst.Call and any(type(a.value) is cst.Name and a.value.value in params for a in sub.args):
+                    self.live_capture = True
+                    return
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        if self.frames and any(type(c.operator) is cst.Is for c in node.comparisons):
+            sides = [node.left, *(c.comparator for c in node.comparisons)]
+            self.frames[-1]["ids"].update(n.value for n in sides if type(n) is cst.Name)
+
+    def finish(self) -> None:
+        for replay, params in self.pending:
+            if params.startswith("is:"):
+                if self.live_capture:
+                    continue  # keyed on the very input object the graph was captured on
+                params = params[3:]
+            self.report(replay, self.message.format(params=params))
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.frames or type(node.func) is not cst.Attribute:
