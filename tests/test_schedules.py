@@ -12,7 +12,7 @@ from gatekeeper.behaviour.schedule_subject import build_inputs, plant_decoy
 from gatekeeper.problem.implicit import small_input_constants
 from gatekeeper.problem.jitter import JitterSpec
 from gatekeeper.problem.plan import plan_trials
-from gatekeeper.problem.schedule import HIGH, LOW, MIN_CALLS, Schedule, budgeted_count, plan_schedule
+from gatekeeper.problem.schedule import HIGH, LOW, MIN_CALLS, MIN_LARGE_CALLS, Schedule, budgeted_count, plan_schedule
 from gatekeeper.problem.secret import derive, init_seed
 from gatekeeper.problem.sidecar import Sidecar
 from gatekeeper.problem.values import DISTRIBUTIONS, apply_distribution, near_duplicate
@@ -49,7 +49,7 @@ def test_the_seed_the_submission_sees_is_not_the_run_seed():
 def test_budget_trims_large_problems_and_skips_huge_ones():
     assert budgeted_count(300, 4096, 1e-5) == 300
     assert MIN_CALLS <= budgeted_count(300, 8 << 20, 1e-3) < 300
-    assert budgeted_count(300, 1 << 30, 1e-3) == 0
+    assert budgeted_count(300, 1 << 30, 1e-3) == MIN_LARGE_CALLS  # large problems too (issue 22)
     assert budgeted_count(300, 4096, 1.0) == MIN_CALLS
 
 

@@ -205,7 +205,8 @@ def reference_job(params: dict[str, Any], channel: Any) -> None:
 
         try:
             channel.send("schedule", **schedule_calls(params["problem"], nominal_source, schedule["init_seed"],
-                                                      names, device, schedule["plan"], schedule["fixed"]))
+                                                      names, device, schedule["plan"], schedule["fixed"],
+                                                      tick=lambda i: channel.phase("schedule", call=i)))
         except Exception as exc:  # the reference rejects a value distribution: say so, check the rest
             channel.send("schedule-failed", error=f"{type(exc).__name__}: {exc}"[:500],
                          traceback=traceback.format_exc()[-3000:])

@@ -27,6 +27,11 @@ KINDS = ("fresh", "near-one", "near-sparse", "overwrite", "reuse")
 # count to the byte and time budgets below for larger ones (never under MIN_CALLS).
 LOW, HIGH = 160, 320
 MIN_CALLS = 24
+# A problem too large for MIN_CALLS within the budgets still gets this many calls (issue 22:
+# large problems were skipped): fresh calls, two of them under a value distribution, and
+# whatever kinds the plan draws next. Its transfer files are bounded by the disk check in
+# behaviour.schedule_ref, never by skipping the schedule.
+MIN_LARGE_CALLS = 6
 BUDGET_BYTES = 48 << 20  # inputs + outputs of the whole schedule, across the channel
 BUDGET_S = 6.0  # reference compute time for the whole schedule
 
@@ -83,12 +88,26 @@ def plan_schedule(seed: int, distributions: list[str], low: int = LOW, high: int
             base = rng.randrange(max(0, index - 16), index)  # recent: a cache may keep only a few
         steps.append(Step(index, kind, rng.getrandbits(31), dist, base))
     timed_from = rng.randint(count // 4, count // 2)
+    _value_calls(steps, dists, seed)
     return Schedule(steps, timed_from)
+
+
+def _value_calls(steps: list[Step], dists: list[str], seed: int) -> None:
+    """Two of the first fresh calls always carry a value distribution (when the problem allows
+    one), so that a schedule trimmed to MIN_LARGE_CALLS still runs value trials. Drawn from a
+    separate stream: the rest of the plan is the one the seed always gave."""
+    values = [d for d in dists if d != "normal"]
+    if not values:
+        return
+    rng = random.Random(derive(seed, "schedule-values"))
+    for step in steps[1:4]:
+        if step.dist == "normal" and sum(s.dist != "normal" for s in steps[:4]) < 2:
+            step.dist = rng.choice(values)
 
 
 def budgeted_count(planned: int, bytes_per_call: int, seconds_per_call: float) -> int:
     """How many of the planned calls fit the budgets (never under MIN_CALLS unless planned is)."""
     by_bytes = BUDGET_BYTES // max(bytes_per_call, 1)
     by_time = int(BUDGET_S / max(seconds_per_call, 1e-6))
-    floor = MIN_CALLS if bytes_per_call * MIN_CALLS <= 4 * BUDGET_BYTES else 0  # too large: none
+    floor = MIN_CALLS if bytes_per_call * MIN_CALLS <= 4 * BUDGET_BYTES else MIN_LARGE_CALLS
     return min(planned, max(floor, min(by_bytes, by_time)))
