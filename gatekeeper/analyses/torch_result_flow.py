@@ -12,17 +12,20 @@ statement counts as reaching the result):
 - an expression statement (a call that may write its arguments) reaches the result when it
   reads a name that does, or anything the function did not create (a parameter, `self`, a
   module global): `y.copy_(t)`, `k(x, t)`;
-- an in-place method (`y.add_(t)`, `out=y`) anywhere writes its receiver;
+- an in-place method (`y.add_(t)`, `out=y`) anywhere writes its receiver, and a call that is
+  not a pure torch op (a kernel launch, a helper) may write every argument it is handed;
 - an assignment reaches the result when its target does; an `if`/`while`/`for`/`with`
   header when a statement under it does (control dependence). A condition whose branch only
   raises (or asserts) reaches nothing.
 Statement kinds it does not model (match, class bodies) make every use of the function count.
+TorchUsage asks it about torch uses and about own launches alike: a launch whose output never
+reaches the result (a self-test of the build) is not the kernel doing the work either.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import libcst as cst
 
@@ -86,8 +89,13 @@ def _root(target: cst.BaseExpression) -> Optional[str]:
             return None
 
 
-def _in_place(expr: Optional[cst.CSTNode]) -> set[str]:
-    """Roots an expression writes in place: `y.add_(t)`, `torch.mul(a, b, out=y)`."""
+Pure = Callable[[cst.Call], bool]
+
+
+def _in_place(expr: Optional[cst.CSTNode], pure: Pure) -> set[str]:
+    """Roots an expression may write: `y.add_(t)`, `torch.mul(a, b, out=y)`, and what is
+    handed to a call that is not a pure torch op (a kernel launch `k[grid](x, y)` or
+    `_ext.f(x, out)` writes its arguments)."""
     out: set[str] = set()
     if expr is None:
         return out
@@ -98,14 +106,20 @@ def _in_place(expr: Optional[cst.CSTNode]) -> set[str]:
                 root = _root(func.value)
                 if root:
                     out.add(root)
+            writes_args = not pure(node)
             for arg in node.args:
                 if arg.keyword is not None and arg.keyword.value == "out":
                     out.update(_names(arg.value))
+                elif writes_args:
+                    root = _root(arg.value)
+                    if root:
+                        out.add(root)
     return out
 
 
 class _Function:
-    def __init__(self, function: cst.FunctionDef) -> None:
+    def __init__(self, function: cst.FunctionDef, pure: Pure) -> None:
+        self.pure = pure
         self.globals: set[str] = set()
         self.units: dict[int, _Unit] = {}  # id(small statement or header expression) -> unit
         self.all: list[_Unit] = []
@@ -138,10 +152,10 @@ class _Function:
         header = self.add(stmt, _Unit(stmt), parent)
         if type(stmt) in (cst.If, cst.While):
             header.reads = _names(stmt.test)
-            header.writes = _in_place(stmt.test)
+            header.writes = _in_place(stmt.test, self.pure)
         elif type(stmt) is cst.For:
             header.reads = _names(stmt.iter)
-            header.writes = _names(stmt.target) | _in_place(stmt.iter)
+            header.writes = _names(stmt.target) | _in_place(stmt.iter, self.pure)
             self.created |= _names(stmt.target)
         elif type(stmt) is cst.With:
             for item in stmt.items:
@@ -171,7 +185,7 @@ class _Function:
         elif kind in (cst.Assign, cst.AnnAssign, cst.AugAssign):
             targets = [t.target for t in small.targets] if kind is cst.Assign else [small.target]
             unit.reads = _names(small.value)
-            unit.writes = _in_place(small.value)
+            unit.writes = _in_place(small.value, self.pure)
             if kind is cst.AugAssign:
                 unit.reads |= _names(small.target)
             for target in targets:
@@ -191,7 +205,7 @@ class _Function:
             if type(value) in (cst.Yield, cst.Await):
                 unit.sink = True
             unit.reads = _names(value)
-            unit.writes = _in_place(value)
+            unit.writes = _in_place(value, self.pure)
             unit.mutates = True
         elif not isinstance(small, _NEUTRAL):
             raise _Unsupported
@@ -223,12 +237,12 @@ class _Function:
 _CACHE: dict[int, tuple[cst.FunctionDef, Optional[_Function]]] = {}
 
 
-def _analysis(function: cst.FunctionDef) -> Optional[_Function]:
+def _analysis(function: cst.FunctionDef, pure: Pure) -> Optional[_Function]:
     hit = _CACHE.get(id(function))
     if hit is not None and hit[0] is function:
         return hit[1]
     try:
-        result: Optional[_Function] = _Function(function)
+        result: Optional[_Function] = _Function(function, pure)
         result.solve()  # type: ignore[union-attr]
     except _Unsupported:
         result = None
@@ -238,18 +252,24 @@ def _analysis(function: cst.FunctionDef) -> Optional[_Function]:
     return result
 
 
-def outside_result(use: "Use") -> bool:
-    """The use's value cannot reach what its function returns, stores or writes."""
-    if use.node is None or use.deferred or not use.path or type(use.path[-1]) is not cst.FunctionDef:
+def outside_result(path: tuple[cst.CSTNode, ...], pure: Pure) -> bool:
+    """The value of the node at `path[0]` (its ancestors up to the enclosing function)
+    cannot reach what that function returns, stores or writes. `pure(call)`: the call
+    writes none of its arguments (a torch op that is not in place)."""
+    if not path or type(path[-1]) is not cst.FunctionDef:
         return False
-    analysis = _analysis(use.path[-1])  # type: ignore[arg-type]
+    analysis = _analysis(path[-1], pure)  # type: ignore[arg-type]
     if analysis is None:
         return False
-    for node in use.path:
+    for node in path:
         unit = analysis.units.get(id(node))
         if unit is not None:
             return not unit.relevant
     return False
+
+
+def use_outside_result(use: "Use", pure: Pure) -> bool:
+    return use.node is not None and not use.deferred and outside_result(use.path, pure)
 
 
 on_forget(_CACHE.clear)  # entries hold the file's nodes

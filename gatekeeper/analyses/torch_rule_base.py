@@ -141,6 +141,10 @@ class TorchFallbackRule(Rule):
             return "forbidden", f"the problem forbids `{use.op}` (its `forbidden` list), so it must be the submission's own"
         kernel = usage.own_kernel
         if kernel is None and not (use.cpp is not None and usage.has_cuda_kernel):
+            if usage.idle_kernels:
+                return "no_own_kernel", (f"the only kernel launches (`{usage.idle_kernels[0].what}`) never reach the "
+                                         "result (a self-test or warm-up whose output is dropped), so torch does the "
+                                         "work being timed")
             if usage.token_kernels:
                 return "no_own_kernel", (f"the only kernel launches (`{usage.token_kernels[0].what}`) run on a constant "
                                          "sliver of the data, so torch does the work being timed")

@@ -25,7 +25,7 @@ from gatekeeper.analyses.cpp_torch_calls import scan_cpp
 from gatekeeper.analyses.torch_fallback_paths import find_fallbacks
 from gatekeeper.analyses.kernel_work import helper_launches, is_token_launch, torch_does_whole_op
 from gatekeeper.analyses.own_callables import OwnCallables, native_loader
-from gatekeeper.analyses.torch_result_flow import outside_result
+from gatekeeper.analyses.torch_result_flow import outside_result, use_outside_result
 from gatekeeper.analyses.tensor_values import TensorValues
 from gatekeeper.analyses.torch_call_kinds import TorchCalls
 from gatekeeper.analyses.torch_op_table import TorchOps, short_op, torch_ops
@@ -65,6 +65,7 @@ class TorchUsage(TorchCalls, TensorValues):
         self._function_cache: dict[int, list[CppFunction]] = {}
         self.cpp_seen = False
         self.token_kernels: list[Kernel] = []
+        self.idle_kernels: list[Kernel] = []  # launches whose output never reaches the result
         self._whole_op: Optional[bool] = None
         self._resolved = False
 
@@ -347,9 +348,15 @@ class TorchUsage(TorchCalls, TensorValues):
         forward += helper_launches(self, forward, [k for k in self.kernels if k not in kept])
         for k in forward:  # parents are complete now; only the kept ones need a path
             k.path = self._path(k.node)
+        # A launch inside a lambda that is stored (`self._fast = lambda t: run(t)`) runs where
+        # the lambda is called, and that call is the launch (own_callables); never called, it never runs.
+        forward = [k for k in forward if not _stored_lambda(self.ctx, k.path)]
         # A launch only on a constant sliver (`x[:1]`) is not the kernel doing the work.
         self.token_kernels = [k for k in forward if is_token_launch(self, k)]
-        self.kernels = [k for k in forward if not any(k is t for t in self.token_kernels)]
+        forward = [k for k in forward if not any(k is t for t in self.token_kernels)]
+        # Nor is one whose output never reaches the result (a build-time self-test, a warm-up).
+        self.idle_kernels = [k for k in forward if outside_result(k.path, self._pure_call)]
+        self.kernels = [k for k in forward if not any(k is t for t in self.idle_kernels)]
         # a method named like an extension function, on a receiver that is the extension
         self.uses = [u for u in self.uses if not (u.kind == "method" and u.receiver is not None
                                                    and (u.receiver in holders or u.receiver.removeprefix("call:") in self.loader_functions))]
@@ -357,8 +364,22 @@ class TorchUsage(TorchCalls, TensorValues):
                      or (u.deferred and self._deferred(u.function))]
         # torch whose value never reaches the result (a build-time self-test, a check that
         # only raises) does not do the timed work
-        self.uses = [u for u in self.uses if u.cpp is not None or not outside_result(u)]
+        self.uses = [u for u in self.uses if u.cpp is not None or not use_outside_result(u, self._pure_call)]
         find_fallbacks(self)
+
+    def _pure_call(self, call: cst.Call) -> bool:
+        """A call that writes none of its arguments: a torch op or a tensor compute method
+        (in-place `_` forms and `out=` are handled by the caller), a Python builtin."""
+        func = call.func
+        qual = self.ctx.qualname(func)
+        if qual is not None:
+            namespace = self.ops.torch_op_namespace(qual)
+            return qual.startswith(("torch.", "builtins.", "math.")) and (
+                namespace is None or namespace[0] in self.ops.op_namespaces)
+        if type(func) is not cst.Attribute or not self.ops.method_is_compute(func.attr.value):
+            return False
+        key = receiver_key(func.value)  # `_ext.add(x, y, out)` is the extension's, not Tensor.add
+        return key is None or (key not in self.holders and key.removeprefix("call:") not in self.loader_functions)
 
     def _functions(self, source: CppSource) -> list[CppFunction]:
         """C++ function definitions of a source, computed once per file."""
@@ -401,6 +422,15 @@ class TorchUsage(TorchCalls, TensorValues):
         if self._whole_op is None:
             self._whole_op = torch_does_whole_op(self)
         return self._whole_op
+
+
+def _stored_lambda(ctx: FileContext, path: tuple[cst.CSTNode, ...]) -> bool:
+    """The innermost lambda around a launch is the value of an assignment."""
+    for index, node in enumerate(path):
+        if type(node) is cst.Lambda:
+            parent = path[index + 1] if index + 1 < len(path) else None
+            return type(parent) in (cst.Assign, cst.AnnAssign)
+    return False
 
 
 def _param_names(function: cst.FunctionDef) -> set[str]:
