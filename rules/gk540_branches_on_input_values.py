@@ -6,6 +6,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.cpp_postfix import chain_root
+from gatekeeper.analyses.integer_inputs import integer_input_positions, integer_parameters
 from gatekeeper.analyses.stream_support import call_args, idents
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
@@ -55,7 +56,11 @@ class BranchesOnInputValues(Rule):
     not values; a branch whose body only raises or asserts (`if torch.isnan(x).any():
     raise ValueError`): validation, no cheaper path; value reads in `__init__` or at import
     (weights preprocessed once) and of tensors that are not the function's parameters or
-    derived from them (`self.weight.abs().max()`); `if self.training`.
+    derived from them (`self.weight.abs().max()`); `if self.training`; the values of the
+    problem's integer inputs (a `torch.randint`/`arange` or integer-dtype input in
+    `get_inputs()`: lengths, offsets, indices), which size the work (`max(lengths)` picks a
+    split count), followed into the helpers forward hands them to. A parameter defaulting
+    to None (`out=None`) is an output buffer: returning it is not "the input itself".
     """
 
     code = "GK540"
@@ -76,7 +81,30 @@ class BranchesOnInputValues(Rule):
         "over the whole input and compute the same result on both paths; do not sample or guess from "
         "a magnitude or a std."
     )
+    # x is float data, lengths integer metadata (randint): its values are the work's size
+    EXAMPLE_PROBLEM = (
+        "import torch\nROWS = 40\nMAXLEN = 5000\n"
+        "def get_inputs():\n"
+        "    return [torch.randn(ROWS, MAXLEN), torch.randint(1, MAXLEN + 1, (ROWS,), dtype=torch.int32)]\n"
+    )
     VALID = [
+        # a split count from the longest row (integer metadata) picks one of two full kernels;
+        # `out=None` is an output buffer, not an input returned unchanged
+        Valid(snippet("""
+            import torch
+            def _launch(x, lens, out=None):
+                if out is None:
+                    out = torch.zeros(x.shape[0], device=x.device)
+                splits = max(1, int(lens.max().item()) // 2048)
+                if splits == 1:
+                    _ext.one_pass(x, lens, out)
+                    return out
+                _ext.split(x, lens, out, splits)
+                return out
+            class ModelNew(torch.nn.Module):
+                def forward(self, x, lengths):
+                    return _launch(x.contiguous(), lengths)
+        """)),
         Valid(snippet("""
             import torch
             class ModelNew(torch.nn.Module):
@@ -107,6 +135,20 @@ class BranchesOnInputValues(Rule):
         """)),
     ]
     INVALID = [
+        # the same shape of code sniffing the float data instead of the lengths
+        Invalid(snippet("""
+            import torch
+            def _launch(x, lens, out=None):
+                if out is None:
+                    out = torch.zeros(x.shape[0], device=x.device)
+                if x.abs().amax() < 1e-3:
+                    return out
+                _ext.full(x, lens, out)
+                return out
+            class ModelNew(torch.nn.Module):
+                def forward(self, x, lengths):
+                    return _launch(x.contiguous(), lengths)
+        """), line=5, message="reads the values of the input `x`"),
         Invalid(snippet("""
             import torch
             class ModelNew(torch.nn.Module):
@@ -153,6 +195,8 @@ class BranchesOnInputValues(Rule):
         super().__init__(*args, **kwargs)
         # per function (innermost last): parameter-derived locals, and locals holding a value read
         self.derived: list[set[str]] = []
+        self.outputs: list[set[str]] = []
+        self.int_params: Optional[dict[int, set[str]]] = None
         self.scalars: list[set[str]] = []
         self.hits: list[tuple[str, cst.CSTNode, str, str, Optional[str]]] = []
 
@@ -161,11 +205,24 @@ class BranchesOnInputValues(Rule):
         params = {p.name.value for p in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params)}
         params.discard("self")
         params.discard("cls")
+        # integer metadata (lengths, offsets) sizes the work: branching on it is dispatch
+        params -= self._integer_params().get(id(node), set())
+        # `out=None`: an output buffer the caller may pass, not an input a shortcut returns
+        self.outputs.append({p.name.value for p in (*node.params.params, *node.params.kwonly_params)
+                             if type(p.default) is cst.Name and p.default.value == "None"})
         self.derived.append(params)
         self.scalars.append(set())
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.derived.pop()
+        self.outputs.pop()
+
+    def _integer_params(self) -> dict[int, set[str]]:
+        if self.int_params is None:
+            problem = self.ctx.problem
+            self.int_params = integer_parameters(
+                self.ctx.module, problem.entry, integer_input_positions(problem.module)) if problem is not None else {}
+        return self.int_params
         self.scalars.pop()
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -227,7 +284,7 @@ class BranchesOnInputValues(Rule):
         found = self._value_read(node.test)
         if found is None or _only_raises(node.body):
             return
-        params = self.derived[-1]
+        params = self.derived[-1] - self.outputs[-1]
         orelse = node.orelse.body if (type(node.orelse) is cst.Else) else None
         shortcut = _shortcut_in(self.ctx, node.body, params) or (
             _shortcut_in(self.ctx, orelse, params) if orelse is not None else None)
@@ -238,7 +295,7 @@ class BranchesOnInputValues(Rule):
             return
         found = self._value_read(node.test)
         if found is not None:
-            params = self.derived[-1]
+            params = self.derived[-1] - self.outputs[-1]
             shortcut = _shortcut_expr(self.ctx, node.body, params) or _shortcut_expr(self.ctx, node.orelse, params)
             self.hits.append((self.ctx.function_key, node.test, found[0], found[1], shortcut))
 
