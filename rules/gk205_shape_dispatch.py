@@ -7,7 +7,7 @@ import libcst as cst
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.cpp_shape_tests import shape_tests
 from gatekeeper.analyses.shape_helpers import (
-    Literal, in_main_guard, module_constant, pattern_literals, py_int, py_shape, shape_text, size_read_kind, sizes_for,
+    Literal, fixed_values, in_main_guard, module_constant, pattern_literals, py_int, py_shape, shape_text, size_read_kind, sizes_for,
 )
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
@@ -40,16 +40,20 @@ class ShapeDispatch(Rule):
     literal equal to the problem's sizes is an error and any other literal a warning;
     without it every match is a warning.
 
-    Confidence: likely. An assert on the nominal shape is confirmed by the behaviour stage's
-    jittered-shape check (GK602); a specialised path with a generic fallback passes it, which
-    is why the static finding stands on its own.
-
     Known false-positive patterns, and why it does not fire on them:
     - rank and alignment tests (`x.dim() == 3`, `x.shape[-1] % 4 == 0`), comparisons with 0
       or 1 and ordering limits (`x.size(-1) <= 1024`): not a shape literal;
     - consistency checks between inputs (`x.size(1) == w.size(0)`): two sizes, no literal;
     - a cache keyed by `tuple(x.shape)` filled at run time: not a literal table;
-    - self-referential bindings (`k = (k, k, k)`) are resolved once and answer "unknown".
+    - self-referential bindings (`k = (k, k, k)`) are resolved once and answer "unknown";
+    - a table of launch settings (numbers, strings, `triton.Config` of literals) looked up
+      with a generic default (`TUNED.get(tuple(x.shape), 4)`): every shape runs the same
+      kernel; without a default (`TUNED[key]`), or a table of kernels, it is a finding;
+    - a literal equal to a dimension that every declared shape fixes (`if d == 128:` for a
+      head width of 128 in every shape of `shapes.py`): part of the problem, not a free size.
+
+    Confidence: likely; the jittered-shape trials (GK602) confirm it (wrong or raising at
+    another size) or clear it (a fast path with a correct general path).
     """
 
     code = "GK205"
@@ -57,6 +61,7 @@ class ShapeDispatch(Rule):
     category = Category.HARDCODED_SHAPE
     severity = Severity.ERROR
     confidence = Confidence.LIKELY
+    confirmed_by = "GK602"
     summary = "branches on (or asserts) the input shape being the problem's nominal shape"
     message = (
         "`{test}` compares the input's shape with {literal}, which {why}: the submission takes a path "
@@ -118,8 +123,26 @@ class ShapeDispatch(Rule):
             torch::Tensor f(torch::Tensor x) { TORCH_CHECK(x.dim() == 3); TORCH_CHECK(x.size(2) % 4 == 0); return x; }
             '''
         """)),
+        # tuned launch settings per shape with a generic default: every shape runs the same kernel
+        Valid(snippet("""
+            import torch
+            TUNED = {(4, 16, 48): 8, (8, 32, 64): 2}
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    warps = TUNED.get(tuple(x.shape), 4)
+                    return k(x, x.size(0), x.size(1), num_warps=warps)
+        """)),
     ]
     INVALID = [
+        # the same table without a default: any other shape raises
+        Invalid(snippet("""
+            import torch
+            TUNED = {(4, 16, 48): 8}
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    warps = TUNED[tuple(x.shape)]
+                    return k(x, x.size(0), x.size(1), num_warps=warps)
+        """), line=5, message="compares the input's shape with (4, 16, 48)"),
         Invalid(snippet("""
             import torch
             class ModelNew(torch.nn.Module):
@@ -255,7 +278,18 @@ class ShapeDispatch(Rule):
         if type(func) is cst.Attribute and func.attr.value == "get" and node.args:
             kind = self._kind(node.args[0].value)
             if kind is not None:
+                if len(node.args) > 1 and self._settings_table(func.value) and not (
+                        type(node.args[1].value) is cst.Name and node.args[1].value.value == "None"):
+                    return  # tuned launch settings with a generic default: every shape runs
                 self._lookup(node, func.value, kind)
+
+    def _settings_table(self, container: cst.BaseExpression) -> bool:
+        """A literal dict whose values are launch settings (numbers, strings, tuples or dicts
+        of them, `triton.Config(...)` of literals), not kernels or functions to dispatch to."""
+        table = module_constant(self.ctx, container.value) if type(container) is cst.Name else None
+        if type(table) is not cst.Dict or not table.elements:
+            return False
+        return all(type(e) is cst.DictElement and _is_setting(e.value) for e in table.elements)
 
     def visit_Match(self, node: cst.Match) -> None:
         kind = self._kind(node.subject)
@@ -314,6 +348,8 @@ class ShapeDispatch(Rule):
     def _judge(self, node: cst.CSTNode, literals: list[Literal], test: Optional[str] = None) -> None:
         if in_main_guard(self.ctx, node):
             return  # a self-test under __main__ never runs in the benchmark
+        if self.ctx.problem is not None and self._all_fixed(literals):
+            return  # `d == 128` for a head width every declared shape fixes: part of the problem
         if test is None:
             test = self.ctx.module.code_for_node(node)
         test = test if len(test) <= 80 else test[:77] + "..."
@@ -333,6 +369,11 @@ class ShapeDispatch(Rule):
         template = self.message_assert if self.asserts else self.message
         self.report(node, template.format(test=test, literal=shown, why=why), evidence=evidence)
 
+    def _all_fixed(self, literals: list[Literal]) -> bool:
+        fixed = fixed_values(self.ctx.problem)
+        values = [v for lit in literals for v in (lit if isinstance(lit, tuple) else (lit,)) if v is not None and v > 1]
+        return bool(fixed) and bool(values) and all(v in fixed for v in values)
+
     def _meaning(self, literals: list[Literal]) -> Optional[str]:
         if self.ctx.problem is None:
             return None
@@ -351,6 +392,8 @@ class ShapeDispatch(Rule):
             self._report_cpp_literal(source, offset, value, test)
 
     def _report_cpp_literal(self, source: CppSource, offset: int, value: int, test: str) -> None:
+        if self.ctx.problem is not None and self._all_fixed([value]):
+            return
         why = self._meaning([value]) if self.ctx.problem is not None else None
         test = test if len(test) <= 80 else test[:77] + "..."
         if why is None:
@@ -362,3 +405,24 @@ class ShapeDispatch(Rule):
         else:
             self.report_cpp(source, offset, self.message.format(test=test, literal=value, why=why),
                             evidence={"literals": [value], "meaning": why})
+
+
+def _is_setting(expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """Literals and containers of literals, and calls of literals (`triton.Config({...},
+    num_warps=4)`, `dict(BLOCK=128)`): data, not code."""
+    if depth > 4:
+        return False
+    if type(expr) in (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString):
+        return True
+    if type(expr) is cst.Name:
+        return expr.value in ("True", "False", "None")
+    if type(expr) is cst.UnaryOperation:
+        return _is_setting(expr.expression, depth + 1)
+    if type(expr) in (cst.Tuple, cst.List, cst.Set):
+        return all(type(e) is cst.Element and _is_setting(e.value, depth + 1) for e in expr.elements)
+    if type(expr) is cst.Dict:
+        return all(type(e) is cst.DictElement and _is_setting(e.key, depth + 1) and _is_setting(e.value, depth + 1)
+                   for e in expr.elements)
+    if type(expr) is cst.Call:
+        return all(_is_setting(a.value, depth + 1) for a in expr.args)
+    return False
