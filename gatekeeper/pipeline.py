@@ -16,6 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable, Optional
 
+from gatekeeper import progress
 from gatekeeper.catalogue import configured
 from gatekeeper.config import Config
 from gatekeeper.errors import GatekeeperError
@@ -26,7 +27,7 @@ from gatekeeper.report import (
 from gatekeeper.problem.loaded import Problem, load_problem
 from gatekeeper.settle import settle
 from gatekeeper.stages import RunOptions, StageOutcome, Submission
-from gatekeeper.static.stage import run_static
+from gatekeeper.static.bundle_stage import run_static_bundle
 from gatekeeper.static.time_limit import static_time_limit
 from gatekeeper.version import __version__
 
@@ -84,11 +85,13 @@ def run(
     problem: Optional[Problem] = None,
 ) -> Report:
     env = environment()
+    progress.begin(submission.path)  # the terminal's status line (gatekeeper/progress.py), if on
     stages: list[StageResult] = []
     findings: list[Finding] = []
     extra: dict = {}
     env_extra: dict = {}
     problem_ref: Optional[ProblemRef] = None
+    bundle: list[FileRef] = []  # the submission's own modules, checked with it
     try:
         if problem_path is not None and problem is None:
             problem = load_problem(problem_path, tuple(config.jitter.names))  # once, for every stage, no code run
@@ -120,9 +123,10 @@ def run(
                     f"timing runs only on a submission with no error findings; the {rejected_by} stage rejected it")))
                 continue
             started = time.perf_counter()
+            progress.stage(name.value)
             if name == StageName.STATIC:
                 with static_time_limit(config.limits.static_timeout_s, submission.path):
-                    found = run_static(submission.data, submission.path, config, problem.facts if problem else None)
+                    found, bundle = run_static_bundle(submission, config, problem.facts if problem else None)
                 status = StageStatus.FAILED if _has_error(found) else StageStatus.PASSED
                 reason = None
             else:
@@ -165,7 +169,7 @@ def run(
     return Report(
         verdict=verdict, submission=FileRef(path=submission.path, sha256=submission.sha256),
         problem=problem_ref, profile=config.profile, stages=stages, findings=findings,
-        environment=env, seed=options.seed, **{k: v for k, v in extra.items() if k in ("timing", "score", "work")},
+        environment=env, seed=options.seed, bundle=bundle, **{k: v for k, v in extra.items() if k in ("timing", "score", "work")},
     )
 
 

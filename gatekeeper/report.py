@@ -172,6 +172,8 @@ class Report(_Model):
         default=None, description="who did the work at run time: per class (own, torch, vendor, glue) the count "
         "and share of time, the top operators/kernels, and the error-budget ratios (behaviour stage)")
     environment: Environment
+    bundle: list[FileRef] = Field(
+        default_factory=list, description="the submission's own modules beside it (imported by it), checked with it")
     seed: Optional[int] = None
     error: Optional[str] = Field(
         default=None, description="set when verdict is error: what broke, for the operator"

@@ -18,8 +18,9 @@ from gatekeeper.runtime.disk import disk_full_reason, free_bytes, is_disk_full, 
 from gatekeeper.behaviour.completeness import infrastructure_failure
 from gatekeeper.behaviour.judge import Judge
 from gatekeeper.behaviour.schedule_judge import ScheduleJudge
+from gatekeeper import progress
 from gatekeeper.build.cache import cuda_present, exclusive, extensions_dir, is_built
-from gatekeeper.build.sources import extract
+from gatekeeper.build.sources import extract_bundle
 from gatekeeper.build.stage import submission_file
 from gatekeeper.config import Config
 from gatekeeper.stages import RunOptions, StageOutcome, Submission
@@ -150,7 +151,7 @@ def _run_behaviour(submission: Submission, problem: Optional[Problem], config: C
     timings: dict[str, float] = {}
     started = time.perf_counter()
     sidecar, source = problem.sidecar, problem.source  # loaded once by the pipeline
-    extracted = extract(submission.data, submission.path)
+    extracted = extract_bundle(submission.data, submission.path)
     if extracted is not None and extracted.needs_cuda and not cuda_present():
         return _error("needs a CUDA device: the submission compiles CUDA sources (load_inline cuda_sources) and "
                       "this machine has no NVIDIA GPU; run it on a GPU machine")
@@ -178,6 +179,7 @@ def _run_behaviour(submission: Submission, problem: Optional[Problem], config: C
                                 problem.entry)
         schedule = {"plan": plan_schedule(seed, sidecar.values.allowed()).to_json(), "init_seed": init_seed(seed),
                     "fixed": sidecar.values.fixed} if SCHEDULE else None
+        progress.step("reference (the problem's Model)")
         ref = run_reference(problem, trials, seed, config, sidecar.device, schedule)
         timings["reference_s"] = time.perf_counter() - mark
         environment: dict[str, Any] = {"isolation": ref.isolation}
@@ -188,6 +190,7 @@ def _run_behaviour(submission: Submission, problem: Optional[Problem], config: C
         references = {m["name"]: m for m in ref.of_kind("trial")}
         failed = {m["name"]: m for m in ref.of_kind("trial-failed")}
         scheduled = ref.first("schedule") or {}
+        progress.step("submission", trials=references)
         feed_trials(subject, references, seed, environment["device"], scheduled)
         result = subject.wait()
         timings["both_workers_s"] = time.perf_counter() - mark

@@ -22,7 +22,7 @@ from gatekeeper.behaviour.observe import (
     Census, changed, identities, input_digests, overlaps, settle, storage_range, tensors_of,
 )
 from gatekeeper.problem.shims import install_shims
-from gatekeeper.sandbox.loading import load_module
+from gatekeeper.sandbox.loading import load_submission
 from gatekeeper.sandbox.tensors import digest, pack, pack_tree, unpack_tree
 
 
@@ -90,7 +90,7 @@ class Subject:
         self.baseline = identities()
         torch_ready = time.perf_counter()
         self.channel.phase("import")
-        module = load_module(self.params["submission"], "gk_submission")
+        module = load_submission(self.params["submission"])
         self.channel.send("timing", torch_import_s=torch_ready - began,
                           submission_import_s=time.perf_counter() - torch_ready)
         after_import = identities()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from gatekeeper.problem.shims import install_shims
-from gatekeeper.sandbox.loading import load_module
+from gatekeeper.sandbox.loading import load_submission
 
 
 def build_job(params: dict[str, Any], channel: Any) -> None:
@@ -16,5 +16,5 @@ def build_job(params: dict[str, Any], channel: Any) -> None:
 
     channel.send("env", torch=torch.__version__, cuda=torch.cuda.is_available())
     channel.phase("build")
-    load_module(params["submission"], "gk_submission")
+    load_submission(params["submission"])
     channel.send("built")

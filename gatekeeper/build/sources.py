@@ -95,6 +95,26 @@ def extract(data: bytes, path: str) -> Optional[Extracted]:
     return Extracted(module, list(ctx.cpp_sources), calls.calls)
 
 
+def extract_bundle(data: bytes, path: str) -> Optional[Extracted]:
+    """`extract` over the submission and the modules it ships beside it (static/bundle.py):
+    an extension loaded from `kernels.py` is the submission's too, and its sources are part
+    of the build cache key."""
+    from gatekeeper.static.bundle import local_modules
+
+    main = extract(data, path)
+    if main is None:
+        return None
+    for module in local_modules(data.decode("utf-8", errors="replace"), path):
+        try:
+            more = extract(module.read_bytes(), str(module))
+        except OSError:
+            continue
+        if more is not None:
+            main.sources.extend(more.sources)
+            main.loader_calls.extend(more.loader_calls)
+    return main
+
+
 def python_line(extracted: Extracted, source: CppSource, offset: int) -> Optional[int]:
     """The line in the Python file of character `offset` of `source`'s text."""
     segment = source.segment_at(offset)

@@ -7,9 +7,10 @@ from typing import Optional
 
 from gatekeeper.runtime.failures import job_errors, model_location, needs_cuda_reason, worker_failure
 from gatekeeper.runtime.checks import finding
+from gatekeeper import progress
 from gatekeeper.build.cache import cuda_present, exclusive, extensions_dir, is_built, mark_built
 from gatekeeper.build.errors import first_error
-from gatekeeper.build.sources import Extracted, extract
+from gatekeeper.build.sources import Extracted, extract_bundle
 from gatekeeper.build.toolchain import toolchain_failure
 from gatekeeper.config import Config
 from gatekeeper.problem.loaded import Problem
@@ -40,7 +41,7 @@ def run_build(submission: Submission, problem: Optional[Problem], config: Config
 
 
 def _run_build(submission: Submission, config: Config) -> StageOutcome:
-    extracted = extract(submission.data, submission.path)
+    extracted = extract_bundle(submission.data, submission.path)
     if extracted is None:
         return StageOutcome(StageStatus.SKIPPED, reason="the submission does not parse (see the static findings)")
     if not extracted.compiles:
@@ -71,6 +72,7 @@ def build(submission: Submission, extracted: Extracted, key: str, config: Config
     with tempfile.TemporaryDirectory(prefix="gatekeeper-build-") as scratch:
         path = submission_file(submission, Path(scratch))
         with exclusive(folder):
+            progress.step(f"compiling {progress.extension_names(extracted.loader_calls)}")
             result = _build_job(path, _limits(config), config, folder)
     return _outcome(result, submission, extracted, key, config, location)
 

@@ -151,14 +151,38 @@ def visible_files(paths: Iterable[str]) -> list[str]:
         if not os.path.isfile(path):
             continue
         out.append(path)
-        folder = os.path.dirname(path)
-        try:
-            names = os.listdir(folder)
-        except OSError:
-            continue
-        out += [os.path.join(folder, n) for n in sorted(names)
-                if n.endswith(_SIDE_SUFFIXES) and os.path.isfile(os.path.join(folder, n))]
+        folders = [os.path.dirname(path)]
+        if path.endswith(".py"):  # the Python modules a submission ships beside it (static/bundle.py)
+            from gatekeeper.static.bundle import local_modules
+
+            try:
+                text = Path(path).read_text("utf-8", errors="replace")
+            except OSError:
+                text = ""
+            modules = [str(m) for m in local_modules(text, path)]
+            out += modules
+            folders += [os.path.dirname(m) for m in modules]
+        for folder in dict.fromkeys(folders):
+            out += _side_sources(folder)
     return list(dict.fromkeys(out))
+
+
+def _side_sources(folder: str, depth: int = 1, limit: int = 200) -> list[str]:
+    """C++/CUDA files in `folder` and its subfolders down to `depth` (a `csrc/` beside the
+    submission), at most `limit` of them."""
+    found: list[str] = []
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return found
+    for entry in entries:
+        if len(found) >= limit:
+            break
+        if entry.is_file() and entry.name.endswith(_SIDE_SUFFIXES):
+            found.append(entry.path)
+        elif depth > 0 and entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."):
+            found += _side_sources(entry.path, depth - 1, limit - len(found))
+    return found
 
 
 def bwrap_args(workdir: Path, read_paths: Iterable[str], write_paths: Iterable[str],

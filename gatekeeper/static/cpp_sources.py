@@ -232,7 +232,9 @@ class SourceExtractor:
     def _files(self, expr: cst.BaseExpression, out: list[Segment]) -> None:
         names: list[str] = []
         if isinstance(expr, (cst.List, cst.Tuple)):
-            names = [v for e in expr.elements if (v := string_value(e.value)) is not None]
+            names = [v for e in expr.elements if (v := string_value(e.value) or _beside_file(e.value)) is not None]
+        elif (beside := _beside_file(expr)) is not None:
+            names = [beside]
         elif isinstance(expr, cst.Call) and expr.args:
             value = string_value(expr.args[0].value)
             if value is not None:
@@ -265,3 +267,42 @@ class SourceExtractor:
             return path.read_text("utf-8", errors="replace")
         except OSError:
             return None
+
+
+def _beside_file(expr: cst.BaseExpression) -> Optional[str]:
+    """The relative name in a path built beside the submission's own file, the way multi-file
+    submissions name their sources: `os.path.join(os.path.dirname(__file__), "csrc", "k.cu")`,
+    `Path(__file__).parent / "k.cu"`, `str(Path(__file__).with_name("k.cu"))`. None when the
+    expression does not start from `__file__` or has a part that is not a literal."""
+    parts: list[str] = []
+    saw_file = False
+
+    def visit(e: cst.BaseExpression) -> bool:
+        nonlocal saw_file
+        if type(e) is cst.Name:
+            if e.value == "__file__":
+                saw_file = True
+                return True
+            return False
+        text = string_value(e)
+        if text is not None:
+            parts.append(text)
+            return True
+        if type(e) is cst.BinaryOperation and type(e.operator) is cst.Divide:
+            return visit(e.left) and visit(e.right)
+        if type(e) is cst.Attribute:  # Path(__file__).parent, .resolve().parent
+            return e.attr.value in ("parent", "absolute", "resolve") and visit(e.value)
+        if type(e) is cst.Call:
+            func = e.func
+            name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
+            if name in ("join", "with_name", "joinpath"):
+                head = [func.value] if type(func) is cst.Attribute and name != "join" else []
+                return all(visit(x) for x in head + [a.value for a in e.args])
+            if name in ("dirname", "abspath", "realpath", "Path", "str", "fspath", "resolve", "absolute"):
+                inner = [a.value for a in e.args] or ([func.value] if type(func) is cst.Attribute else [])
+                return len(inner) == 1 and visit(inner[0])
+        return False
+
+    if not visit(expr) or not saw_file or not parts:
+        return None
+    return "/".join(parts)

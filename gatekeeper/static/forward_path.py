@@ -1,7 +1,8 @@
 """The forward path: the functions that run when the model is called.
 
 Roots are the `forward` (and `__call__`) methods of the submission's classes and a
-module-level `forward`. From them the call graph the traversal recorded (`ctx.calls`,
+module-level `forward`; in a module with neither (a helper module the submission imports),
+every function it defines. From them the call graph the traversal recorded (`ctx.calls`,
 callee -> callers) is followed to every function they reach. What is reached only from
 `__init__`, from module level, from `get_inputs`/`get_init_inputs` (harness glue copied
 from the reference) or from `backward` runs at construction or set-up time, not in the
@@ -61,6 +62,11 @@ def compute_forward_keys(ctx: CallGraph) -> frozenset[str]:
     called = {k for targets in callees.values() for k in targets}
     reached: set[str] = set()
     stack = [k for k in ctx.defined if is_root(ctx, k)]
+    if not stack:
+        # A module with no forward at all: a submission's own helper module (static/bundle.py),
+        # whose functions the submission calls from its forward. Every function it defines may
+        # run in the timed call.
+        stack = [k for k in ctx.defined if k != MODULE_KEY]
     # Indirectly used functions: referenced by name beyond their own `def`, never called.
     for key in ctx.defined:
         name = _last(key)

@@ -1,0 +1,100 @@
+"""A submission is its file and the local modules it imports: `solution.py` with a
+`kernels.py` or a `csrc/` package beside it is checked as one submission (issue 20 item 7).
+
+The C++/CUDA sources a submission hands to `load(sources=[...])` are already read by the
+C++ extraction (static/cpp_sources.py, side files beside the submission). What this module
+adds is the Python side: every module the submission imports that resolves to a file in its
+own folder (`import kernels`, `from kernels import f`, `from . import kernels`,
+`importlib.import_module("kernels")`), followed transitively, is checked with the same rules,
+and its findings point into that file. A hack moved into a helper module is then seen where
+it is, and the report lists every file that was checked with the submission.
+
+Resolution is by file name only, like Python's own import of a script's folder: a module
+that also names an installed package (a local `torch.py`) is local too, because that is what
+the interpreter would import, and it is checked.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import deque
+from pathlib import Path
+from typing import Optional
+
+MAX_MODULES = 32  # a submission with more local modules than this is checked up to the limit
+MAX_BYTES = 2_000_000
+
+
+def _imported_names(text: str) -> list[tuple[str, int]]:
+    """(dotted name, relative level) of every import in the module, at any depth (imports
+    inside functions and `try` blocks count: a lazy import runs too)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    out: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(alias.name, 0) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if base:
+                out.append((base, node.level))
+            # `from . import kernels` and `from pkg import kernels`: the names may be modules
+            out += [(f"{base}.{alias.name}" if base else alias.name, node.level) for alias in node.names]
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name in ("import_module", "__import__"):
+                out.append((node.args[0].value, 0))
+    return out
+
+
+def _resolve(name: str, level: int, here: Path, root: Path) -> Optional[Path]:
+    """The file inside `root` that `import name` (at `level`) from a file in `here` loads."""
+    base = here if level else root
+    for _ in range(max(level - 1, 0)):
+        base = base.parent
+    parts = [p for p in name.split(".") if p]
+    if not parts:
+        return None
+    target = base.joinpath(*parts)
+    for candidate in (target.with_suffix(".py"), target / "__init__.py"):
+        try:
+            resolved = candidate.resolve()
+        except OSError:
+            continue
+        if resolved.is_file() and (resolved.parent == root or root in resolved.parents):
+            return resolved
+    return None
+
+
+def local_modules(text: str, path: str) -> list[Path]:
+    """The submission's own Python modules beside it, in the order they are first imported;
+    the submission itself is not listed. Empty for a submission checked from memory."""
+    if not path or path == "<submission>" or not Path(path).is_file():
+        return []
+    main = Path(path).resolve()
+    root = main.parent
+    seen = {main}
+    found: list[Path] = []
+    queue: deque[tuple[Path, str]] = deque([(main, text)])
+    while queue and len(found) < MAX_MODULES:
+        current, source = queue.popleft()
+        for name, level in _imported_names(source):
+            module = _resolve(name, level, current.parent, root)
+            if module is None or module in seen:
+                continue
+            seen.add(module)
+            try:
+                if module.stat().st_size > MAX_BYTES:
+                    found.append(module)  # listed; the static stage reports it as too large
+                    continue
+                found.append(module)
+                queue.append((module, module.read_text("utf-8", errors="replace")))
+            except OSError:
+                continue
+            if len(found) >= MAX_MODULES:
+                break
+    return found

@@ -1,0 +1,102 @@
+"""A submission is its file and the modules and sources it ships beside it
+(gatekeeper/static/bundle.py): found by import, checked with the same rules, listed in the
+report, visible to the sandbox."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+import gatekeeper
+from gatekeeper.static.bundle import MAX_MODULES, local_modules
+from gatekeeper.static.cpp_sources import _beside_file
+
+ROOT = Path(__file__).resolve().parent.parent
+CPU_MEAN = ROOT / "fixtures/problems/cpu_mean.py"
+HACKED = ROOT / "fixtures/submissions/bundle_hacked/solution.py"
+HONEST = ROOT / "fixtures/submissions/bundle_honest/solution.py"
+
+
+def _write(folder: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    return folder / "solution.py"
+
+
+def test_every_spelling_of_a_local_import_is_followed(tmp_path):
+    main = _write(tmp_path, {
+        "solution.py": "import a\nfrom b import f\nfrom pkg import c\nimport importlib\n"
+                       "def g():\n    import lazy\n    return importlib.import_module('dyn')\n",
+        "a.py": "from . import rel\n", "b.py": "", "rel.py": "import a\n",  # a cycle back to a
+        "pkg/__init__.py": "", "pkg/c.py": "", "lazy.py": "", "dyn.py": "",
+        "unused.py": "raise SystemExit", "torch_ops.py": "",
+    })
+    found = {p.relative_to(tmp_path).as_posix() for p in local_modules(main.read_text(), str(main))}
+    assert found == {"a.py", "b.py", "pkg/__init__.py", "pkg/c.py", "lazy.py", "dyn.py", "rel.py"}
+
+
+def test_installed_modules_and_files_outside_the_folder_are_not_the_submission(tmp_path):
+    (tmp_path / "outside.py").write_text("")
+    main = _write(tmp_path / "sub", {"solution.py": "import torch\nimport os\nfrom .. import outside\n"})
+    assert local_modules(main.read_text(), str(main)) == []
+    assert local_modules("import a\n", "<submission>") == []  # from memory: nothing beside it
+
+
+def test_the_number_of_modules_is_bounded(tmp_path):
+    files = {"solution.py": "\n".join(f"import m{i}" for i in range(MAX_MODULES + 10))}
+    files.update({f"m{i}.py": "" for i in range(MAX_MODULES + 10)})
+    main = _write(tmp_path, files)
+    assert len(local_modules(main.read_text(), str(main))) == MAX_MODULES
+
+
+@pytest.mark.parametrize("expr, name", [
+    ('os.path.join(os.path.dirname(__file__), "csrc", "k.cu")', "csrc/k.cu"),
+    ('os.path.join(os.path.dirname(os.path.abspath(__file__)), "k.cpp")', "k.cpp"),
+    ('Path(__file__).parent / "csrc" / "k.cu"', "csrc/k.cu"),
+    ('str(Path(__file__).resolve().parent / "k.cu")', "k.cu"),
+    ('str(Path(__file__).with_name("k.cu"))', "k.cu"),
+    ('os.path.join(ROOT, "k.cu")', None),  # not from __file__: not followed
+    ('os.path.join(os.path.dirname(__file__), name)', None),  # a computed part
+])
+def test_sources_named_beside_the_file(expr, name):
+    assert _beside_file(cst.parse_expression(expr)) == name
+
+
+def test_a_hack_in_an_imported_module_is_found_where_it_is():
+    report = gatekeeper.check_static(HACKED, CPU_MEAN)
+    assert report.verdict.value == "reject"
+    hits = [f for f in report.errors() if f.category.value == "harness-tampering"]
+    assert hits and all(f.location.path.endswith("bundle_hacked/kernels.py") for f in hits)
+    assert [Path(b.path).name for b in report.bundle] == ["kernels.py"]
+
+
+def test_the_honest_bundle_reads_its_sources_and_lists_its_files():
+    report = gatekeeper.check_static(HONEST, CPU_MEAN)
+    assert report.verdict.value == "pass" and not report.errors()
+    assert [Path(b.path).name for b in report.bundle] == ["ops.py"]
+    # The C++ named through __file__ is read: a baked-in size there is found in csrc/mean.cpp.
+    text = (HONEST.parent / "csrc/mean.cpp").read_text()
+    assert "xc.size(1), xc.size(2)" in text
+
+
+def test_a_baked_in_size_in_the_side_source_is_reported_in_that_file(tmp_path):
+    folder = tmp_path / "b"
+    folder.mkdir()
+    for name in ("solution.py", "ops.py"):
+        (folder / name).write_text((HONEST.parent / name).read_text())
+    (folder / "csrc").mkdir()
+    (folder / "csrc/mean.cpp").write_text((HONEST.parent / "csrc/mean.cpp").read_text().replace(
+        "xc.size(1), xc.size(2)", "16, 48"))
+    report = gatekeeper.check_static(folder / "solution.py", CPU_MEAN)
+    shape = [f for f in report.findings if f.category.value == "hardcoded-shape"]
+    assert shape and all(f.location.path.endswith("csrc/mean.cpp") for f in shape)
+
+
+def test_the_sandbox_shows_the_worker_the_bundle():
+    from gatekeeper.sandbox.isolation import visible_files
+
+    seen = {Path(p).relative_to(HONEST.parent.resolve()).as_posix() for p in visible_files([str(HONEST)])}
+    assert {"solution.py", "ops.py", "csrc/mean.cpp"} <= seen
