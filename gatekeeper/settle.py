@@ -29,6 +29,9 @@ from gatekeeper.report import Finding, ProbeOutcome, Severity, StageName, StageR
 # jittered trial (GK604); an input-value branch named GK673 by a value trial's wrong result.
 FAMILIES: dict[str, frozenset[str]] = {
     "GK602": frozenset({"GK602", "GK604"}),
+    # Reused output storage: stale values (GK610, an error) or fresh ones (GK612, a warning
+    # under default): either shows the persistent output a static GK101 suspects.
+    "GK610": frozenset({"GK610", "GK612"}),
     "GK611": frozenset({"GK611", "GK610"}),
     "GK673": frozenset({"GK673", "GK671"}),
 }
