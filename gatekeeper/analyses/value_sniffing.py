@@ -112,29 +112,31 @@ def value_read(scope: Scope, expr: cst.BaseExpression, ctx: FileContext) -> Opti
 
 
 def magnitude_tests(scope: Scope, test: cst.BaseExpression, ctx: FileContext) -> Iterator[tuple[str, str]]:
-    """(input, how) for each magnitude read in a branch condition."""
+    """(input, how) for each magnitude read in a branch condition. A sample read does not
+    count when the same condition also tests the whole input exactly (`x[0, 0] == 0 and
+    torch.all(x == 0)`: the sample is only a cheap first check)."""
+    found: list[tuple[str, str, str]] = []  # (input, how, kind)
     stack: list[cst.CSTNode] = [test]
     while stack:
         node = stack.pop()
+        read = value_read(scope, node, ctx) if type(node) in (cst.Call, cst.Name) else None
+        if read is not None:
+            found.append((read[0], "a value read from a constant sample of it", "sample" if read[1] else "exact"))
+            continue
         if type(node) is cst.Comparison:
             left = node.left
             for target in node.comparisons:
                 right = target.comparator
                 for mine, other in ((left, right), (right, left)):
                     read = value_read(scope, mine, ctx)
-                    if read is None:
-                        continue
-                    if read[1]:
-                        yield read[0], "a value read from a constant sample of it"
-                    elif type(target.operator) in _ORDER and _nonzero_number(other):
-                        yield read[0], f"its magnitude compared with the threshold {_text(other)}"
+                    if read is not None and not read[1] and type(target.operator) in _ORDER and _nonzero_number(other):
+                        found.append((read[0], f"its magnitude compared with the threshold {_text(other)}", "threshold"))
                 left = right
-        else:
-            read = value_read(scope, node, ctx) if type(node) in (cst.Call, cst.Name) else None
-            if read is not None and read[1]:
-                yield read[0], "a value read from a constant sample of it"
-                continue
         stack.extend(c for c in node.children if isinstance(c, cst.BaseExpression))
+    exact = {name for name, _, kind in found if kind == "exact"}
+    for name, how, kind in found:
+        if kind == "threshold" or (kind == "sample" and name not in exact):
+            yield name, how
 
 
 def _nonzero_number(expr: cst.BaseExpression) -> bool:
