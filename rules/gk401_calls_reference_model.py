@@ -158,7 +158,7 @@ class CallsReferenceModel(Rule):
             if ref is not None and not self._defining_itself(ref):
                 if type(func) is cst.Name and is_own_class(self.ctx, func.value):
                     return  # the submission's own class that shares a reference class's name
-                if type(func) is cst.Attribute and func.attr.value in INPUT_BUILDERS:
+                if ref.rsplit(".", 1)[-1] in INPUT_BUILDERS:
                     return  # reference.get_inputs(): the input builders build no model (GK402 sees the import)
                 sidecar = self._other_module(func)
                 if sidecar is False:

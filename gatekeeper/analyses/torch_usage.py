@@ -342,6 +342,10 @@ class TorchUsage(TorchCalls, TensorValues):
                 key, attr = k.needs_ext
                 if (key in holders or key.removeprefix("call:") in self.loader_functions or attr in self.ext_functions) and ext_ok:
                     kept.append(k)
+                elif ext_ok and type(k.node) is cst.Call:
+                    own = own or OwnCallables(self)  # _lib().f(...) with _lib() returning a ctypes.CDLL
+                    if own.call_is_own(k.node):
+                        kept.append(k)
             else:
                 kept.append(k)
         forward = [k for k in kept if self.in_forward(k.function)]
