@@ -13,6 +13,7 @@ from typing import Optional, TextIO
 
 from rich.console import Console
 
+from gatekeeper import progress
 from gatekeeper.config import Config, load_config
 from gatekeeper.errors import UsageError
 from gatekeeper.report import Location, Report
@@ -153,6 +154,7 @@ def run_check(request: CheckRequest, out: Console, stream: TextIO, err: Console)
     _require_problems(request, config, files, problems)
     _warn_if_nothing_runs(request, config, err)
     single = stdin_text is not None or (len(request.paths) == 1 and Path(request.paths[0]).is_file())
+    progress.start_for_check(sys.stderr, request.fmt, request.verbosity, len(files) or 1)  # terminals only
     reports = _reports(request, config, files, stdin_text, problems)
     if request.stages == "static":
         return _render(request, config, reports, single, out, stream)
@@ -183,6 +185,7 @@ def _render(request: CheckRequest, config: Config, reports, single: bool, out: C
     worst = 0
     collected: list[Report] = []
     for report in reports:
+        progress.clear()  # the status line goes before the report is printed
         worst = max(worst, report.exit_code)
         collected.append(report)
         if request.fmt == "text":

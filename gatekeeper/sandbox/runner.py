@@ -24,6 +24,7 @@ from typing import Any, Optional
 
 from gatekeeper.sandbox import harness
 from gatekeeper.sandbox.drain import Drain
+from gatekeeper import progress
 from gatekeeper.sandbox.channel import ChannelError, FrameReader, pack_message
 from gatekeeper.sandbox.isolation import Isolation, detect, require
 from gatekeeper.sandbox.reaper import reap_tagged, tag
@@ -424,6 +425,7 @@ def _collect(proc: subprocess.Popen, fd: int, reader: FrameReader, result: JobRe
             kind = message.get("kind")
             if kind == "phase":
                 result.phase = str(message.get("phase", "?"))
+                progress.phase(message)  # the terminal's status line, when `check` shows one
                 deadline = time.monotonic() + timeouts.get(result.phase, default_timeout_s)
             elif kind == "done":
                 result.status = "ok"
