@@ -10,7 +10,7 @@ from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.cpp_constants import CppConstant, CppFacts
 from gatekeeper.analyses.cpp_number_roles import CppRoles, tile_bound
 from gatekeeper.analyses.size_literals import (
-    ROLES, address_names, is_tile_like, judge_cpp, launch_arguments, meaning, steps_tiles, triton_reads_sizes,
+    ROLES, address_names, certain_cpp, certain_triton, is_tile_like, judge_cpp, launch_arguments, meaning, steps_tiles, triton_reads_sizes,
     triton_role,
 )
 from gatekeeper.static.cpp_sources import CppSource
@@ -38,7 +38,11 @@ class ProblemSizeInKernelSource(Rule):
     A local constant handed to a kernel launch as an argument (`int n = 768;` then
     `k<<<g, b>>>(..., n)`) is reported too: the kernel is told the nominal size.
 
-    Confidence: likely where the function holding the literal learns no size at run time
+    Confidence: certain where the literal is a free size (never a dimension every declared
+    shape fixes), not a power-of-two tile width nor a count of vectors, used as a bound or
+    as an offset or stride into a pointer argument, in a function that learns no size at
+    run time (`x + 768 + off` in a kernel told nothing): at any other size it computes a
+    wrong result or goes out of bounds. Otherwise likely where the function holding the literal learns no size at run time
     (no integer parameter, no `size()`/`numel()`), for an allocation at literal sizes, and
     for a constant size argument; suspect where the function also reads sizes (the literal
     may be a tile width), which the behaviour stage's jittered-shape check (GK602) confirms
@@ -331,7 +335,8 @@ class ProblemSizeInKernelSource(Rule):
         self.triton_reported.add((kernel, value))
         self.report(node, self.triton_message.format(kernel=kernel, value=value, why=why, role=ROLES[role]),
                     evidence={"value": value, "meaning": why, "kernel": kernel, "role": role},
-                    confidence=Confidence.SUSPECT if reads else Confidence.LIKELY)
+                    confidence=Confidence.CERTAIN if certain_triton(reads, value, role, why) else
+                    Confidence.SUSPECT if reads else Confidence.LIKELY)
 
     # C++ / CUDA -------------------------------------------------------------------------
     def check_cpp(self, source: CppSource) -> None:
@@ -351,13 +356,15 @@ class ProblemSizeInKernelSource(Rule):
             uses = facts.uses.get(const.name, [])
             # a constant that is a tile width somewhere (`k0 += BK`) bounds loops over its tile
             tile = any(facts.tile_use(i) for i in uses)
-            hits = [h for i in uses if (h := judge_cpp(problem, facts, roles, i, const.value, exact_only=tile))
+            hits = [(i, h) for i in uses if (h := judge_cpp(problem, facts, roles, i, const.value, exact_only=tile))
                     and not (tile and h[1] == "bound" and tile_bound(facts.tokens, i))
                     and not (tile and steps_tiles(facts.tokens, i))]
             if not hits:
                 continue
             reported.add(const.value)
-            self._report_named(source, facts, const, hits[0][0], ROLES[hits[0][1]], all(reads for _, _, reads in hits))
+            why, role, _ = hits[0][1]
+            certain = not tile and any(certain_cpp(roles, i, const.value, h[1], h[0]) for i, h in hits)
+            self._report_named(source, facts, const, why, ROLES[role], all(h[2] for _, h in hits), certain)
         self._local_size_arguments(source, facts, problem, reported)
         for index in sorted(chain.from_iterable(source.by_text["number"].values())):  # the numbers, in order
             value = tokens[index].int_value
@@ -368,9 +375,11 @@ class ProblemSizeInKernelSource(Rule):
                 continue
             why, role, reads = hit
             reported.add(value)
+            certain = certain_cpp(roles, index, value, role, why)
             self.report_cpp(source, tokens[index].offset, self.message.format(value=value, why=why, role=ROLES[role]),
                             evidence={"value": value, "meaning": why, "role": role},
-                            confidence=Confidence.SUSPECT if reads else Confidence.LIKELY)
+                            confidence=Confidence.CERTAIN if certain else
+                            Confidence.SUSPECT if reads else Confidence.LIKELY)
 
     def _local_size_arguments(self, source: CppSource, facts: CppFacts, problem, reported: set[int]) -> None:
         """`int n = 768;` handed to a kernel launch as its size: the C++ form of GK206."""
@@ -390,7 +399,7 @@ class ProblemSizeInKernelSource(Rule):
             self._report_named(source, facts, const, why, "a size argument of a kernel launch", False)
 
     def _report_named(self, source: CppSource, facts: CppFacts, const: CppConstant, why: str, role: str,
-                      reads: bool) -> None:
+                      reads: bool, certain: bool = False) -> None:
         first, last = facts.tokens[const.body[0]], facts.tokens[const.body[-1]]
         body = source.text[first.offset : last.offset + len(last.text)]
         what = f"`#define {const.name} {body}`" if const.kind == "macro" else f"`{const.name} = {body}`"
@@ -399,4 +408,5 @@ class ProblemSizeInKernelSource(Rule):
         hint = self.named_hint.format(name=const.name, name_or_tile="BLOCK")
         self.report_cpp(source, offset, message, hint,
                         evidence={"value": const.value, "meaning": why, "constant": const.name},
-                        confidence=Confidence.SUSPECT if reads else Confidence.LIKELY)
+                        confidence=Confidence.CERTAIN if certain else
+                        Confidence.SUSPECT if reads else Confidence.LIKELY)

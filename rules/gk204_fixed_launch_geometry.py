@@ -37,7 +37,10 @@ class FixedLaunchGeometry(Rule):
     Why it games the benchmark: the kernel does exactly the nominal amount of work; a
     larger input is left partly uncomputed, a smaller one is read and written out of bounds.
 
-    Confidence: likely where the launching code reads no size (nothing else tells the
+    Confidence: certain for a C++ launch when nothing in the source reads a size (no
+    `size()`/`numel()`, no computed grid) and the block count times threads (times the
+    vector width) is exactly a free size: the kernel does the nominal work whatever the
+    input. Likely where the launching code reads no size (nothing else tells the
     kernel how much data there is); suspect where it also reads sizes (a fixed grid with a
     grid-stride loop over n is a legitimate persistent-kernel launch), which the behaviour
     stage's jittered-shape check (GK602) confirms or clears.
@@ -174,7 +177,15 @@ class FixedLaunchGeometry(Rule):
             self.report_cpp(source, facts.tokens[launch.index].offset,
                             self.message.format(launch=f"`{text}`", geometry=f"{grid} block(s) x {block} threads", why=why),
                             evidence={"grid": grid, "block": block, "meaning": why},
-                            confidence=self._confidence(why, roles.reads_sizes_at(launch.index)))
+                            confidence=Confidence.CERTAIN if self._fixed_work(facts, why) else
+                            self._confidence(why, roles.reads_sizes_at(launch.index)))
+
+    @staticmethod
+    def _fixed_work(facts: CppFacts, why: str) -> bool:
+        """Nothing in the source reads a size (no size()/numel(), no computed grid) and the
+        fixed geometry covers exactly a free size: the work done is the nominal work whatever
+        the input, so any other size is computed wrongly or out of bounds."""
+        return not facts.reads_sizes and " = " in why and not why.startswith("the grid of")
 
     @staticmethod
     def _launch_text(source: CppSource, facts: CppFacts, launch: Launch) -> str:

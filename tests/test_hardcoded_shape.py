@@ -30,13 +30,16 @@ def test_seed_findings_are_on_the_right_lines():
     assert 192 not in values
     assert ("GK201", 43) in found  # torch.empty((16, 48))
     assert ("GK204", 26) in found  # <<<1, 192>>>: 192 threads of float4 = 768 = B*D
-    assert all(f.severity == Severity.ERROR for f in _shape(report.findings))
     alloc = next(f for f in report.findings if f.rule == "GK201")
     assert "(16, 48)" in alloc.message and "B = 16" in alloc.message and "D = 48" in alloc.message
-    # the kernel reads no size at all: the offsets and the launch are likely, the output certain
+    # the source reads no size at all and the seed's sizes are all free (jittered): the
+    # offsets, the launch and the output can only be the nominal sizes, so each is certain
+    # and rejects with the static stage alone
     conf = {(f.rule, f.location.line): f.confidence.value for f in _shape(report.findings)}
     assert conf[("GK201", 43)] == "certain"
-    assert conf[("GK203", 14)] == "likely" and conf[("GK204", 26)] == "likely"
+    assert conf[("GK203", 14)] == "certain" and conf[("GK204", 26)] == "certain"
+    assert all(f.severity == Severity.ERROR for f in _shape(report.findings))
+    assert "hardcoded-shape" in {f.category.value for f in report.errors()}
     assert "as an index offset" in next(f for f in report.findings if f.rule == "GK203").message
     assert all(f.confirmed_by == "GK602" for f in _shape(report.findings))
 
@@ -52,9 +55,8 @@ def test_without_problem_file_allocation_is_a_warning_naming_the_problem_flag():
     assert [(f.rule, f.location.line) for f in shape] == [("GK201", 43)]
     assert shape[0].severity == Severity.WARNING
     assert "--problem" in shape[0].message
-    # the seed is still rejected, by its cached output
-    assert report.verdict.value == "reject"
-    assert {f.category.value for f in report.errors()} == {"cached-output"}
+    # without the problem no literal can be called a size: nothing hardcoded-shape rejects
+    assert "hardcoded-shape" not in {f.category.value for f in report.errors()}
 
 
 @pytest.mark.parametrize("name,rule", [
@@ -105,10 +107,14 @@ def test_python_grid_that_is_a_block_count_of_a_problem_size():
     assert not [f for f in static_findings(honest, problem) if f.rule == "GK204"]
 
 
-def test_assert_on_the_nominal_shape_is_an_error_that_says_assert():
+def test_assert_on_the_nominal_shape_is_held_for_the_jitter_trials_and_says_assert():
     src = FORWARD + "        assert x.shape == (4, 16, 48)\n        return k(x)\n"
     found = [f for f in static_findings(src, SEED_PROBLEM_SRC) if f.rule == "GK205"]
-    assert len(found) == 1 and found[0].severity == Severity.ERROR and "asserts" in found[0].message
+    assert len(found) == 1 and "asserts" in found[0].message
+    assert found[0].confidence.value == "likely" and found[0].confirmed_by == "GK602"
+    assert found[0].severity == Severity.WARNING
+    strict = [f for f in static_findings(src, SEED_PROBLEM_SRC, profile="strict") if f.rule == "GK205"]
+    assert strict[0].severity == Severity.ERROR
 
 
 @pytest.mark.parametrize("test", [
@@ -189,11 +195,25 @@ def test_number_coincidences_are_quiet_until_used_as_a_size():
     assert strict and strict[0].severity == Severity.ERROR
 
 
-def test_loop_bound_in_a_kernel_told_no_size_is_likely():
+def test_loop_bound_in_a_kernel_told_no_size_is_certain():
+    """16384 (the free row width) bounds the loops and strides the rows of a kernel that is
+    told no size: at any other width it reads out of bounds. Certain, so the static stage
+    alone rejects it."""
     report = gatekeeper.check_static(FIXTURES / "submissions" / "shape_hacked_loop_bound.py",
                                      FIXTURES / "problems" / "shape_softmax.py")
     found = [f for f in report.findings if f.rule == "GK203"]
-    assert found and all(f.confidence.value == "likely" and f.severity == Severity.ERROR for f in found)
+    assert found and all(f.confidence.value == "certain" and f.severity == Severity.ERROR for f in found)
+    assert report.verdict.value == "reject"
+
+
+def test_the_same_bound_in_a_kernel_told_its_width_is_held():
+    """Hand the kernel its width and the same literal may be a tile: a suspect for GK602."""
+    hacked = (FIXTURES / "submissions" / "shape_hacked_loop_bound.py").read_text("utf-8")
+    told = hacked.replace("float* __restrict__ y)", "float* __restrict__ y, int n)")
+    assert told != hacked
+    found = [f for f in static_findings(told, (FIXTURES / "problems" / "shape_softmax.py").read_text("utf-8"))
+             if f.rule == "GK203"]
+    assert found and all(f.confidence.value == "suspect" and f.severity == Severity.WARNING for f in found)
     assert found[0].confirmed_by == "GK602"
 
 
@@ -255,7 +275,8 @@ def test_one_baked_in_size_in_the_honest_seed_is_found(old, new, rule, confidenc
     assert old in HONEST_SEED
     found = [f for f in static_findings(HONEST_SEED.replace(old, new), SEED_PROBLEM_SRC) if f.rule == rule]
     assert found and found[0].confidence.value == confidence
-    assert found[0].severity == (Severity.WARNING if confidence == "suspect" else Severity.ERROR)
+    # not certain: held as an unconfirmed warning under default for the jitter trials (GK602)
+    assert found[0].severity == (Severity.ERROR if confidence == "certain" else Severity.WARNING)
 
 
 MATMUL_PROBLEM_SRC = (FIXTURES / "problems" / "shape_matmul.py").read_text("utf-8")

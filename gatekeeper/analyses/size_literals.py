@@ -61,6 +61,23 @@ def judge_cpp(problem, facts: CppFacts, roles: CppRoles, index: int, value: int,
     return (why, role, reads and role != "alloc") if why is not None else None
 
 
+def certain_cpp(roles: CppRoles, index: int, value: int, role: str, why: str) -> bool:
+    """A C++ literal that can only be the nominal size: a free size (fixed dimensions never
+    get here) that is not a power-of-two tile width, not a count of vectors, used as a loop
+    or guard bound or as an offset or stride into a pointer argument, in a function that
+    learns no size at run time. At any other size that code computes a wrong result or
+    goes out of bounds."""
+    if roles.reads_sizes_at(index) or is_tile_like(value) or "vectors" in why:
+        return False
+    return role == "bound" or (role in ("offset", "stride") and roles.indexes_global(index))
+
+
+def certain_triton(reads: bool, value: int, role: str, why: str) -> bool:
+    """The Triton form of certain_cpp: an offset or stride of address arithmetic (the only
+    roles triton_role gives besides bounds) in a kernel told no size."""
+    return not reads and not is_tile_like(value) and "vectors" not in why and role in ("offset", "stride", "bound")
+
+
 def launch_arguments(facts: CppFacts) -> set[int]:
     """Token indices of the arguments of every `k<<<grid, block>>>(...)` call."""
     out: set[int] = set()
