@@ -3,6 +3,7 @@ run the way pre-commit runs it (entry + args + file names), gives the right exit
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -123,3 +124,41 @@ def test_entry_skips_problem_files_and_helpers_and_maps_problems(tmp_path):
     assert "GK203" in {f["rule"] for f in reports[0]["findings"]}  # a rule that needs the problem ran
     only_helpers = subprocess.run([*command, str(helper)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert only_helpers.returncode == 0 and "nothing to check" not in only_helpers.stdout
+
+
+def test_pre_commit_runs_the_published_hook_without_torch(tmp_path):
+    """Issue 21 item 1: pre-commit installs the hook into its own environment (the package's
+    base dependencies, no torch); `--static-only` must work there. A real `pre-commit
+    try-repo` of this checkout, run by a pre-commit that lives in a torch-less venv."""
+    from torchless_venv import torchless_venv  # noqa: E402 - tests/ is on sys.path under pytest
+
+    venv, why = torchless_venv()
+    if venv is None:
+        pytest.skip(f"no torch-less virtual environment on this machine: {why}")
+    repo = tmp_path / "agent"
+    (repo / "problems").mkdir(parents=True)
+    (repo / "subs").mkdir()
+    (repo / "problems" / "seed_mean.py").write_text(PROBLEM.read_text())
+    (repo / "subs" / "hacked.py").write_text(HACKED.read_text())
+    (repo / "subs" / "honest.py").write_text(HONEST.read_text())
+    (repo / "gatekeeper.toml").write_text('[[problem_map]]\nsubmissions = "subs/*.py"\nproblem = "problems/seed_mean.py"\n')
+    git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    for command in (["init", "-q"], ["add", "."], ["commit", "-qm", "agent work"]):
+        subprocess.run([*git, *command], cwd=repo, check=True, capture_output=True)
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"), "PYTHONPATH": ""}
+    env.pop("VIRTUAL_ENV", None)
+
+    def pre_commit(*files: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(venv / "bin" / "pre-commit"), "try-repo", str(ROOT), "gatekeeper-static",
+                               "--verbose", "--files", *files], cwd=repo, env=env, capture_output=True, text=True,
+                              timeout=900)
+
+    both = pre_commit("subs/hacked.py", "subs/honest.py", "problems/seed_mean.py")
+    out = both.stdout + both.stderr
+    assert "No module named" not in out and "problem error" not in out, out[-3000:]
+    assert both.returncode == 1, out[-3000:]
+    assert "REJECT subs/hacked.py" in out and "PASS subs/honest.py" in out and "GK101" in out
+    assert "seed_mean.py profile=" not in out  # --submissions-only: the problem file is not a submission
+    honest = pre_commit("subs/honest.py")
+    assert honest.returncode == 0, (honest.stdout + honest.stderr)[-3000:]
+    assert "Passed" in honest.stdout
