@@ -73,8 +73,8 @@ def _from_rule(rule) -> Entry:
 
 
 def _words(name: str) -> str:
-    """ReturnsEarlierOutput -> returns earlier output."""
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name).lower()
+    """ReturnsEarlierOutput -> returns earlier output; NotAPlainTensor -> not a plain tensor."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", " ", name).lower()
 
 
 def _template(message: str) -> str:
@@ -88,25 +88,44 @@ def _run_time_entries() -> list[Entry]:
         from gatekeeper.runtime.checks import CATALOGUE
     except ImportError:  # a slimmed install without the run-time stages
         CATALOGUE = {}
+    from gatekeeper.runtime.check_docs import doc_for
+
     for check in CATALOGUE.values():
         stage = StageName.BUILD if check.code.startswith("GK68") else StageName.BEHAVIOUR
-        where = "builds the submission's extensions" if stage == StageName.BUILD else \
-            "runs the submission and the reference in separate sandboxed workers and compares them"
+        doc = doc_for(check.code)
         out.append(Entry(
             code=check.code, name=check.name, category=check.category, stage=stage, severity=check.severity,
-            summary=_words(check.name), docs=f"The {stage.value} stage {where}. This check reports: "
-            f"\"{_template(check.message)}\" (docs/behaviour.md describes each check).",
-            hint=check.hint, kind="check"))
+            summary=_words(check.name), docs=_run_time_docs(stage, doc, check.message),
+            hint=check.hint, kind="check", strict_severity=check.strict_severity,
+            invalid_example=doc.flagged if doc else None,
+            valid_example=doc.clean if doc else None))
     try:
         from gatekeeper.timing.findings import RULES
     except ImportError:
         RULES = ()
     for rule in RULES:
+        doc = doc_for(rule.code)
         out.append(Entry(
             code=rule.code, name=rule.name, category=rule.category, stage=StageName.TIMING,
-            severity=rule.severity, summary=rule.summary, docs=clean(rule.message), hint=rule.hint,
-            kind="timing"))
+            severity=rule.severity, summary=rule.summary, docs=_run_time_docs(StageName.TIMING, doc, rule.message),
+            hint=rule.hint, kind="timing", invalid_example=doc.flagged if doc else None,
+            valid_example=doc.clean if doc else None))
     return out
+
+
+_HOW = {
+    StageName.BUILD: "The build stage compiles the submission's extensions in a sandbox.",
+    StageName.BEHAVIOUR: "The behaviour stage runs the submission and the reference in separate sandboxed "
+                         "workers on the same inputs and compares what they do.",
+    StageName.TIMING: "The timing stage times the submission against the reference on the GPU.",
+}
+
+
+def _run_time_docs(stage: StageName, doc, message: str) -> str:
+    """What the check observes and why it matters; a code without its texts yet shows its message."""
+    if doc is None:
+        return f"{_HOW[stage]} It reports: \"{_template(message)}\"."
+    return f"{doc.what}\n\nWhy it matters: {doc.why}\n\n{_HOW[stage]}"
 
 
 def _notices() -> list[Entry]:
@@ -132,12 +151,17 @@ def catalogue(rule_dirs: Iterable[str] = ()) -> dict[str, Entry]:
     return _catalogue(tuple(rule_dirs))
 
 
+# Names given up so that no two codes share one (issue 21): the old name still finds its code.
+RENAMED = {"nomodelnew": "GK666"}  # GK650 was PatchesHarness too, which stays GK414's name
+
+
 def lookup(key: str, rule_dirs: Iterable[str] = ()) -> Optional[Entry]:
-    """An entry by code (any case) or by name."""
+    """An entry by code (any case) or by name (a renamed code also by its old name)."""
     found = catalogue(rule_dirs)
     if key.upper() in found:
         return found[key.upper()]
-    return next((e for e in found.values() if e.name.lower() == key.lower()), None)
+    by_name = next((e for e in found.values() if e.name.lower() == key.lower()), None)
+    return by_name or found.get(RENAMED.get(key.lower(), ""))
 
 
 def closest(key: str, rule_dirs: Iterable[str] = ()) -> Optional[str]:
@@ -170,6 +194,20 @@ def selector_known(selector: str, rule_dirs: Iterable[str] = ()) -> bool:
     return any(matches(e, selector) for e in catalogue(rule_dirs).values())
 
 
+def _profile_severity(finding: Finding, config) -> Optional[Severity]:
+    """A run-time check's severity under the active profile (its `strict_severity`), when
+    that differs from the default it was made with."""
+    try:
+        from gatekeeper.runtime.checks import CATALOGUE
+    except ImportError:
+        return None
+    check = CATALOGUE.get(finding.rule)
+    if check is None or finding.severity != check.severity:
+        return None
+    wanted = check.severity_for(getattr(config, "profile", "default"))
+    return wanted if wanted != finding.severity else None
+
+
 def configured(findings: list[Finding], config) -> list[Finding]:
     """Run-time findings under the configuration: `enabled = false` drops a code, a
     `severity` replaces its default, like a static rule's settings."""
@@ -178,6 +216,9 @@ def configured(findings: list[Finding], config) -> list[Finding]:
         settings = config.rule(finding.rule)
         if not settings.enabled:
             continue
+        profiled = _profile_severity(finding, config)
+        if settings.severity is None and profiled is not None:
+            finding = finding.model_copy(update={"severity": profiled})
         if settings.severity is not None and settings.severity != finding.severity:
             finding = finding.model_copy(update={"severity": settings.severity})
         out.append(finding)

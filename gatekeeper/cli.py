@@ -234,7 +234,7 @@ def explain(code: str = typer.Argument(..., help="a code such as GK101 or GK610,
                   markup=False)
     from gatekeeper.rule_trust import trust_line
 
-    trust = trust_line(entry.code)
+    trust = trust_line(entry.code) if entry.kind == "rule" else None  # figures of the static stage only
     if trust:
         out.print(f"\n{trust}", markup=False)
     out.print(f"\n[green]Fix:[/] {escape(entry.hint)}")
@@ -242,7 +242,7 @@ def explain(code: str = typer.Argument(..., help="a code such as GK101 or GK610,
         out.print("\n[bold red]Flagged:[/]")
         out.print(entry.invalid_example, markup=False)
     if entry.valid_example:
-        out.print("[bold green]Not flagged:[/]")
+        out.print("\n[bold green]Not flagged:[/]")
         out.print(entry.valid_example, markup=False)
     out.print(f"\n[dim]{entry.help_uri}[/]")
 

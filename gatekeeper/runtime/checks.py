@@ -16,6 +16,13 @@ class Check:
     severity: Severity
     message: str  # may contain {placeholders} filled from the evidence
     hint: str
+    # Severity under `strict` where it differs: a policy question, a warning by default.
+    strict_severity: Optional[Severity] = None
+
+    def severity_for(self, profile: str) -> Severity:
+        if profile == "strict" and self.strict_severity is not None:
+            return self.strict_severity
+        return self.severity
 
 
 C = Category
@@ -23,7 +30,7 @@ E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
 
 CATALOGUE: dict[str, Check] = {c.code: c for c in [
     Check("GK601", "IncorrectOutput", C.INCORRECT, E,
-          "output differs from the reference on {trial} (shapes {shapes}): {detail}",
+          "output differs from the reference on {trial}, input shapes {shapes}: {detail}",
           "compute the same function as the reference Model for every input; compare locally with "
           "torch.testing.assert_close against Model on several random inputs"),
     Check("GK602", "CorrectOnlyAtNominalShapes", C.HARDCODED_SHAPE, E,
@@ -36,9 +43,19 @@ CATALOGUE: dict[str, Check] = {c.code: c for c in [
     Check("GK604", "WrongOutputShape", C.INCORRECT, E,
           "output shape {got} differs from the reference shape {want} on {trial}",
           "allocate the output from the input sizes, e.g. torch.empty_like or x.new_empty(...)"),
+    # Two calls with different inputs, and storage an earlier result uses comes back: GK610 when
+    # the values are wrong for the later call (stale), GK612 when they are right (reused storage).
     Check("GK610", "ReturnsEarlierOutput", C.CACHED_OUTPUT, E,
-          "after a second call with different inputs, the first call's output {what}",
-          "allocate a fresh output tensor inside forward on every call; never keep outputs on self"),
+          "on {trial}, {what}, and the values it holds are wrong for this call's inputs: forward handed back a "
+          "result stored by an earlier call instead of computing this one",
+          "allocate a fresh output tensor inside forward on every call and compute it from this call's inputs; "
+          "never return a result kept on self, in a global or in a C++ static"),
+    Check("GK612", "ReusesOutputStorage", C.CACHED_OUTPUT, W,
+          "on {trial}, {what}; its values are right for this call's inputs, so the work was done, but a result "
+          "the caller kept from an earlier call was overwritten (output storage reused)",
+          "allocate the output on every call (`out = torch.empty_like(x)`), write it and return it; keep only "
+          "scratch workspaces across calls. KernelBench accepts a rewritten output buffer; the `strict` profile "
+          "(RL training) rejects it", strict_severity=E),
     Check("GK611", "IgnoresInputChange", C.CACHED_OUTPUT, E,
           "after the input was overwritten in place (same data_ptr), the output did not follow the new "
           "values: {detail}",
@@ -50,8 +67,8 @@ CATALOGUE: dict[str, Check] = {c.code: c for c in [
           "input {index} changed during the call on {trial}, and the reference leaves it intact",
           "treat inputs as read-only; write results into a fresh output tensor"),
     Check("GK630", "UninitializedOutput", C.UNINITIALIZED_OUTPUT, E,
-          "output holds values the submission never wrote on {trial} (fresh memory was poisoned with "
-          "NaN and the poison came back): {detail}",
+          "on {trial}, the output holds values the submission never wrote: fresh memory was filled with NaN "
+          "before the call and NaN came back ({detail})",
           "write every element of the output; use torch.zeros only if zeros are part of the result"),
     Check("GK635", "NotAPlainTensor", C.LAZY_OUTPUT, E,
           "forward returned {what} on {trial}; the reference returns {want}",
@@ -62,7 +79,7 @@ CATALOGUE: dict[str, Check] = {c.code: c for c in [
     Check("GK645", "ThreadLeftRunning", C.THREAD_INJECTION, E,
           "{what} after the call returned on {trial}",
           "do all the work inside forward and join any worker before returning; do not fork or start processes"),
-    Check("GK650", "PatchesHarness", C.HARNESS_TAMPERING, E,
+    Check("GK650", "HarnessPatchedAtRunTime", C.HARNESS_TAMPERING, E,
           "harness-critical functions were replaced {when}: {names}",
           "do not assign to attributes of torch, time, builtins or the harness"),
     Check("GK655", "Nondeterministic", C.INCORRECT, E,
@@ -87,7 +104,7 @@ CATALOGUE: dict[str, Check] = {c.code: c for c in [
     Check("GK665", "EscapesSandbox", C.SANDBOX_ESCAPE, E,
           "the sandbox refused {event} {target} during {phase}",
           "write only inside the working directory; no network access"),
-    Check("GK666", "NoModelNew", C.RUNTIME_FAILURE, E,
+    Check("GK666", "ModelNewMissingAtRunTime", C.RUNTIME_FAILURE, E,
           "the submission defines no callable ModelNew class",
           "define `class ModelNew(torch.nn.Module)` with the reference Model's constructor signature"),
     Check("GK667", "TorchDidTheWork", C.TORCH_FALLBACK, E,
@@ -132,8 +149,9 @@ CATALOGUE: dict[str, Check] = {c.code: c for c in [
     Check("GK677", "WrongOnScheduledCalls", C.INCORRECT, E,
           "the output differs from the reference on {wrong} of {total} scheduled calls with new inputs "
           "({where}): {detail}",
-          "compute the same function as the reference for every input; a submission that is right only on "
-          "some calls keeps state between calls"),
+          "compute the same function as the reference for every input, and compare with Model locally on fresh "
+          "random inputs (torch.testing.assert_close). Wrong on every call: the formula itself differs. Wrong "
+          "on some calls only: look for state kept between calls, a branch on the input's values, or a race"),
     Check("GK680", "BuildFails", C.BUILD_FAILURE, E,
           "the extension does not compile: {detail}",
           "fix the compiler error shown; build it locally with torch.utils.cpp_extension.load_inline(verbose=True)"),
@@ -149,10 +167,26 @@ class _Blank(dict):
         return "?"
 
 
+# Findings about the value forward returned point at forward's return (with its source line),
+# not at `class ModelNew`; crashes, time-outs, tampering and build failures keep the class.
+OUTPUT_CATEGORIES = frozenset({
+    C.CACHED_OUTPUT, C.INCORRECT, C.OUTPUT_ALIAS, C.UNINITIALIZED_OUTPUT, C.LAZY_OUTPUT, C.HARDCODED_SHAPE,
+    C.PRECISION_DOWNGRADE, C.STREAM_ESCAPE, C.INTROSPECTION, C.TORCH_FALLBACK})
+
+
 def finding(code: str, stage: StageName, evidence: Optional[dict[str, Any]] = None,
             location: Optional[Location] = None, **fields: Any) -> Finding:
+    from gatekeeper.runtime.trials import readable_fields
+
     check = CATALOGUE[code]
-    values = _Blank({k: v for k, v in fields.items()})
+    evidence = dict(evidence or {})
+    values = _Blank(readable_fields(fields, evidence))
+    if check.category in OUTPUT_CATEGORIES and location is not None:
+        from gatekeeper.runtime.locate import at_return
+
+        location, shown = at_return(location)
+        for key, value in shown.items():
+            evidence.setdefault(key, value)
     return Finding(rule=check.code, name=check.name, category=check.category, severity=check.severity,
                    stage=stage, message=check.message.format_map(values), hint=check.hint,
-                   location=location, evidence=evidence or {})
+                   location=location, evidence=evidence)
