@@ -7,6 +7,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.shape_helpers import in_main_guard, module_constant, py_int, size_read_kind
+from gatekeeper.analyses.size_literals import launch_setting_parameter
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
@@ -52,7 +53,11 @@ class LiteralSizeArgument(Rule):
     - powers of two up to 1024 next to a size read from the inputs: a tile width;
     - a width that is a problem size only by arithmetic (128 = in_features / 8): only
       exact sizes and products of sizes count;
-    - numbers below 17.
+    - numbers below 17;
+    - a literal handed to an extension parameter that the C++ uses only as launch geometry
+      (the block of `<<<grid, threads>>>`, a `dim3`, the divisor of a ceil-div): a
+      threads-per-block choice, whatever its value;
+    - a literal equal to a dimension every declared shape fixes (a head width of 128).
     Needs the problem file.
     """
 
@@ -171,6 +176,7 @@ class LiteralSizeArgument(Rule):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.extensions: dict[str, bool] = {}
+        self.pending: list[tuple] = []  # extension calls, judged once the C++ sources are known
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -198,14 +204,27 @@ class LiteralSizeArgument(Rule):
             why = problem.explain(value)
             if why is None or in_main_guard(self.ctx, node):
                 continue
-            call = self.ctx.module.code_for_node(node)
-            call = call if len(call) <= 80 else call[:77] + "..."
-            text = self.ctx.module.code_for_node(arg.value)
-            shown = str(value) if text == str(value) else f"`{text}` = {value}"
-            self.report(arg, self.message.format(call=call, shown=shown, value=value, kind=kind, fn=fn, why=why),
-                        evidence={"value": value, "meaning": why, "callee": fn},
-                        confidence=Confidence.SUSPECT if reads else Confidence.LIKELY)
+            if kind == "extension function" and arg.keyword is None:
+                # judged in finish(), once the C++ sources are known: a threads-per-block
+                # parameter is a launch setting
+                self.pending.append((node, arg, list(node.args).index(arg), fn, value, why, reads, kind))
+                return
+            self._report(node, arg, fn, value, why, reads, kind)
             return
+
+    def finish(self) -> None:
+        for node, arg, position, fn, value, why, reads, kind in self.pending:
+            if not launch_setting_parameter(self.ctx.cpp_sources, fn, position):
+                self._report(node, arg, fn, value, why, reads, kind)
+
+    def _report(self, node: cst.Call, arg: cst.Arg, fn: str, value: int, why: str, reads: bool, kind: str) -> None:
+        call = self.ctx.module.code_for_node(node)
+        call = call if len(call) <= 80 else call[:77] + "..."
+        text = self.ctx.module.code_for_node(arg.value)
+        shown = str(value) if text == str(value) else f"`{text}` = {value}"
+        self.report(arg, self.message.format(call=call, shown=shown, value=value, kind=kind, fn=fn, why=why),
+                    evidence={"value": value, "meaning": why, "callee": fn},
+                    confidence=Confidence.SUSPECT if reads else Confidence.LIKELY)
 
     def _constant(self, expr: cst.BaseExpression) -> Optional[int]:
         value = py_int(self.ctx, expr)

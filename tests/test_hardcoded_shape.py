@@ -314,3 +314,35 @@ def test_a_rule_that_recurses_without_end_is_an_error_verdict_not_a_reject(tmp_p
                                      config=Config(rule_dirs=[str(tmp_path)]))
     assert report.verdict.value == "error" and "gatekeeper bug" in report.error
     assert not [f for f in report.findings if f.rule == "GK003"]
+
+
+THREADS_EXT = (
+    "import torch\nfrom torch.utils.cpp_extension import load_inline\n"
+    "_SRC = r'''\n__global__ void k(const float* x, float* y, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }\n"
+    "torch::Tensor run(torch::Tensor x, int64_t P) {\n  auto y = torch::empty_like(x); int n = x.numel();\n"
+    "  BODY\n  return y;\n}\n'''\n"
+    "_ext = load_inline(name='t', cpp_sources='', cuda_sources=_SRC, functions=['run'])\n"
+    "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return _ext.run(x, 768)\n"
+)
+
+
+def test_a_threads_per_block_argument_is_a_launch_setting_not_a_size():
+    """768 = B*D handed to a parameter the C++ uses only as the block width (and the
+    ceil-div of the grid) is a threads-per-block choice; the same literal handed to a
+    parameter the kernel bounds its loop with is the nominal size."""
+    threads = THREADS_EXT.replace("BODY", "k<<<(n + P - 1) / P, P>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);")
+    assert not [f for f in static_findings(threads, SEED_PROBLEM_SRC, profile="strict") if f.rule == "GK206"]
+    size = THREADS_EXT.replace("BODY", "k<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), P);")
+    found = [f for f in static_findings(size, SEED_PROBLEM_SRC) if f.rule == "GK206"]
+    assert len(found) == 1 and "768 is B*D" in found[0].message and found[0].confirmed_by == "GK602"
+
+
+def test_warp_width_in_scalar_code_is_not_a_count_of_vectors():
+    """`s[r * 32 + lane]` in code without vector types: 32 is the warp width. Only code that
+    loads float2/float4 makes "BATCH/2 = 32, the size in 2-wide vectors" a reading."""
+    problem = "BATCH = 64\nWIDTH = 6000\ndef get_inputs():\n    return [torch.randn(BATCH, WIDTH)]\n"
+    src = ("src = r'''\n__device__ float chunk(const float* s) { const int lane = threadIdx.x & 31; float m = 0;\n"
+           "  for (int r = 0; r < 4; ++r) m = fmaxf(m, s[r * 32 + lane]); return m; }\n"
+           "__global__ void k(const float* x, float* y, int w) { y[blockIdx.x] = chunk(x + (size_t)blockIdx.x * w); }\n'''\n")
+    assert not _shape(static_findings(src, problem, profile="strict"))

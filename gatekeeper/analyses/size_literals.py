@@ -26,12 +26,15 @@ def is_tile_like(value: int) -> bool:
 
 def meaning(problem, value: int, role: str, vector: bool) -> Optional[str]:
     """Exact sizes for every size role; offsets built from the sizes only for an offset, and
-    sizes counted in vectors only for an offset, or a bound in code that uses vector types."""
+    sizes counted in vectors only for an offset or a bound in code that uses vector types."""
     why = problem.explain(value)
     if why is not None:
         return why
     if role == "offset":
-        return problem.explain_offset(value)
+        derived = problem.explain_offset(value)
+        # a count of N-wide vectors means something only in code that loads vectors: in
+        # `s[r * 32 + lane]` of scalar code, 32 is the warp width, not BATCH/2
+        return None if derived is not None and "vectors" in derived and not vector else derived
     if role == "bound" and vector:
         derived = problem.explain_offset(value)
         return derived if derived is not None and "vectors" in derived else None
@@ -76,6 +79,32 @@ def certain_triton(reads: bool, value: int, role: str, why: str) -> bool:
     """The Triton form of certain_cpp: an offset or stride of address arithmetic (the only
     roles triton_role gives besides bounds) in a kernel told no size."""
     return not reads and not is_tile_like(value) and "vectors" not in why and role in ("offset", "stride", "bound")
+
+
+def launch_setting_parameter(sources, function: str, position: int) -> bool:
+    """The `position`-th parameter of the C++ function `function` is only a launch setting:
+    every use is the block of a `<<<grid, block>>>`, part of a grid computed from it, inside
+    a `dim3` declaration, or a tile width's use (`(n + threads - 1) / threads`). A literal
+    handed there is a threads-per-block choice, not a size."""
+    for source in sources:
+        for fn in source.functions:
+            if fn.name != function or position >= len(fn.params):
+                continue
+            name, toks = fn.params[position], source.tokens
+            uses = [i for i in source.by_text["ident"].get(name, ()) if fn.body_start < i < fn.body_end]
+            if not uses:
+                return False
+            facts = CppFacts.of(source)
+            geometry: set[int] = set()
+            for launch in facts.launches:
+                geometry.update(launch.block)
+                geometry.update(launch.grid)
+            for const in facts.constants.values():
+                if const.kind == "dim3":
+                    geometry.update(const.body)
+            return all(i in geometry or facts.tile_use(i) for i in uses) and all(
+                toks[i - 1].text not in (".", "->") for i in uses)
+    return False
 
 
 def launch_arguments(facts: CppFacts) -> set[int]:
