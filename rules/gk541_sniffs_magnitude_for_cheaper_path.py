@@ -126,6 +126,11 @@ class SniffsMagnitudeForCheaperPath(Rule):
         if not self.scopes or len(node.targets) != 1 or type(node.targets[0].target) is not cst.Name:
             return
         scope, name = self.scopes[-1], node.targets[0].target.value
+        if type(node.value) in (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation):
+            test = next(magnitude_tests(scope, node.value, self.ctx), None)
+            if test is not None:
+                scope.tests[name] = test
+                return
         read = value_read(scope, node.value, self.ctx)
         if read is not None:
             scope.reads[name] = read[0]
@@ -200,4 +205,5 @@ class SniffsMagnitudeForCheaperPath(Rule):
 def _copy(scope: Scope) -> Scope:
     out = Scope(set(scope.params))
     out.derived, out.reads, out.sampled = set(scope.derived), dict(scope.reads), set(scope.sampled)
+    out.tests = dict(scope.tests)
     return out

@@ -53,6 +53,7 @@ class Scope:
         self.params = set(params)
         self.reads: dict[str, str] = {}  # local holding a value read -> the input it was read from
         self.sampled: set[str] = set()  # locals that are constant samples of an input
+        self.tests: dict[str, tuple[str, str]] = {}  # locals holding a magnitude test: (input, how)
 
 
 def root(scope: Scope, expr: cst.BaseExpression, ctx: FileContext) -> tuple[Optional[str], bool]:
@@ -119,6 +120,9 @@ def magnitude_tests(scope: Scope, test: cst.BaseExpression, ctx: FileContext) ->
     stack: list[cst.CSTNode] = [test]
     while stack:
         node = stack.pop()
+        if type(node) is cst.Name and node.value in scope.tests:  # `small = x.norm() < 10.0`; `if small:`
+            found.append((*scope.tests[node.value], "threshold"))
+            continue
         read = value_read(scope, node, ctx) if type(node) in (cst.Call, cst.Name) else None
         if read is not None:
             found.append((read[0], "a value read from a constant sample of it", "sample" if read[1] else "exact"))
