@@ -1,0 +1,188 @@
+"""Work attribution by the code that actually executes (issue 22 item 3), on the CPU.
+
+The dispatcher sees only ATen operators that reach a Python dispatch mode. Library code
+called directly (MKL's `sgemm_`, which libtorch exports; `at::cpu::sum` from C++; numpy
+writing into the output), ops run with the Python key excluded, or a custom op whose body is
+torch all escape it. A program-counter sampler does not: a SIGPROF timer on the process's CPU
+time interrupts whichever thread runs, a small C handler (pc_sampler.c) records the
+interrupted address, and afterwards each address is mapped to the shared object and the
+nearest symbol that hold it. The submission's own code is whatever lives in its own compiled
+extensions (or a library it loads from its own folder); everything else is torch, a vendor
+library, numpy, the interpreter or the C library.
+
+The handler itself is the part a submission could attack: replacing the SIGPROF handler or
+disarming the timer is detected when sampling stops (`intact`), and a sample count far below
+what the consumed CPU time implies (signals blocked in every thread) is reported by the
+caller as suppressed sampling.
+
+The library is compiled once per machine with the system C compiler into the cache
+(`$GATEKEEPER_CACHE_DIR/tools`), by the trusted parent, never inside a worker.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import re
+import resource
+import shutil
+import subprocess
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Optional
+
+SOURCE = Path(__file__).with_name("pc_sampler.c")
+DEFAULT_INTERVAL_US = 250
+
+_VENDOR = re.compile(r"mkl|dnnl|mkldnn|onednn|openblas|blis|sgemm|dgemm|hgemm|gemm_|cblas|lapack|"
+                     r"fbgemm|xnnpack|qnnpack|nnpack|cudnn|cublas|sleef", re.I)
+_TORCH_OBJECT = re.compile(r"libtorch|libc10|libshm|_C\.cpython|libtorch_python")
+_NUMPY = re.compile(r"numpy|_multiarray|_umath|libopenblas64_|libscipy_openblas", re.I)
+_PYTHON = re.compile(r"libpython|/python3(\.\d+)?$|/python$|\.cpython-\d+[^/]*\.so$")
+_SYSTEM = re.compile(r"/lib(c|m|pthread|dl|rt|gcc_s|stdc\+\+|gomp|iomp5)[.-]|/ld-linux|linux-vdso|/libz\.")
+
+
+def _tools_dir() -> Path:
+    given = os.environ.get("GATEKEEPER_CACHE_DIR")
+    root = Path(given) if given else Path.home() / ".cache" / "gatekeeper"
+    return root.expanduser().resolve() / "tools"
+
+
+def build_sampler() -> Optional[Path]:
+    """The compiled sampler library, built on first use; None when this machine cannot build
+    it (no C compiler): attribution then falls back to the dispatcher alone, and says so."""
+    source = SOURCE.read_bytes()
+    digest = hashlib.sha256(source + os.uname().machine.encode()).hexdigest()[:16]
+    target = _tools_dir() / f"pc_sampler-{digest}.so"
+    if target.is_file():
+        return target
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+        out = Path(scratch) / target.name
+        done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(out), str(SOURCE), "-ldl"],
+                              capture_output=True, text=True, timeout=120)
+        if done.returncode != 0 or not out.is_file():
+            return None
+        os.replace(out, target)  # atomic: a concurrent check sees the whole library or none
+    return target
+
+
+@dataclass
+class Samples:
+    """What one sampled stretch of execution ran on."""
+
+    addresses: list[int]
+    intact: bool  # the handler and the timer were still the sampler's when it stopped
+    cpu_s: float  # process CPU time over the whole phase
+    interval_us: int
+    signals: int = 0  # SIGPROF deliveries over the whole phase, recorded or not
+
+    @property
+    def suppressed(self) -> bool:
+        """Far fewer timer signals than the CPU time implies: SIGPROF blocked or diverted.
+        The kernel checks CPU timers at its tick (at most 10 ms), hence the generous bound."""
+        return self.cpu_s > 0.5 and self.signals < self.cpu_s / 0.010 * 0.1
+
+
+@dataclass
+class Attribution:
+    classes: Counter = field(default_factory=Counter)  # own | torch | vendor | numpy | python | system | unknown
+    objects: Counter = field(default_factory=Counter)
+    symbols: Counter = field(default_factory=Counter)
+
+    @property
+    def total(self) -> int:
+        return sum(self.classes.values())
+
+    def share(self, cls: str) -> float:
+        return self.classes[cls] / self.total if self.total else 0.0
+
+    def to_json(self, top: int = 8) -> dict:
+        return {"samples": self.total, "classes": dict(self.classes),
+                "objects": [[o, n] for o, n in self.objects.most_common(top)],
+                "symbols": [[s, n] for s, n in self.symbols.most_common(top)]}
+
+
+class Sampler:
+    """Inside a worker: `start()` once for a phase, `record(True)`/`record(False)` around each
+    stretch to attribute (every forward call), `stop()` at the end of the phase."""
+
+    def __init__(self, library: str, interval_us: int = DEFAULT_INTERVAL_US) -> None:
+        self.lib = ctypes.CDLL(library)
+        self.lib.gk_pc.restype = ctypes.c_size_t
+        self.lib.gk_pc.argtypes = [ctypes.c_int]
+        self.lib.gk_resolve.argtypes = [ctypes.c_size_t, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+        self.interval_us = interval_us
+        self._cpu0 = 0.0
+        self._names: dict[int, tuple[str, str]] = {}
+
+    @staticmethod
+    def _cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    def start(self) -> None:
+        self.lib.gk_reset()
+        self.lib.gk_record(0)
+        self._cpu0 = self._cpu()
+        if self.lib.gk_start(self.interval_us) != 0:
+            raise OSError("the sampler's SIGPROF timer could not be armed")
+
+    def record(self, on: bool) -> None:
+        self.lib.gk_record(1 if on else 0)
+
+    def stop(self) -> Samples:
+        intact = bool(self.lib.gk_stop())
+        cpu = self._cpu() - self._cpu0
+        n = self.lib.gk_count()
+        return Samples([int(self.lib.gk_pc(i)) for i in range(n)], intact, cpu, self.interval_us,
+                       int(self.lib.gk_signals_seen()))
+
+    def name(self, pc: int) -> tuple[str, str]:
+        """(object path, symbol) of an address; cached, since hot loops repeat addresses."""
+        hit = self._names.get(pc)
+        if hit is None:
+            obj, sym = ctypes.create_string_buffer(512), ctypes.create_string_buffer(512)
+            self.lib.gk_resolve(pc, obj, 512, sym, 512)
+            hit = (obj.value.decode("utf-8", "replace"), sym.value.decode("utf-8", "replace"))
+            self._names[pc] = hit
+        return hit
+
+    def attribute(self, samples: Samples, own_roots: Iterable[str]) -> Attribution:
+        roots = tuple(os.path.realpath(r).rstrip("/") + "/" for r in own_roots if r)
+        out = Attribution()
+        for pc in samples.addresses:
+            obj, sym = self.name(pc)
+            cls = classify(obj, sym, roots)
+            out.classes[cls] += 1
+            out.objects[os.path.basename(obj) or "?"] += 1
+            if sym:
+                out.symbols[sym[:120]] += 1
+        return out
+
+
+def classify(obj: str, sym: str, own_roots: tuple[str, ...]) -> str:
+    """The class of code at one address, by the object that holds it (and, inside torch's
+    objects, by the symbol: MKL and oneDNN are linked into libtorch_cpu)."""
+    if not obj:
+        return "unknown"  # anonymous memory: JIT code, or an address no object claims
+    real = os.path.realpath(obj)
+    if any(real.startswith(root) for root in own_roots):
+        return "own"
+    if _VENDOR.search(sym) or _VENDOR.search(os.path.basename(real)):
+        return "vendor"
+    if _TORCH_OBJECT.search(real):
+        return "torch"
+    if _NUMPY.search(real):
+        return "numpy"
+    if _SYSTEM.search(real):
+        return "system"
+    if _PYTHON.search(real):
+        return "python"
+    return "unknown"

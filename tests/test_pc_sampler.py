@@ -1,0 +1,123 @@
+"""Work attribution by executing code (gatekeeper/runtime/pc_sampler.py): the samples land in
+the object that really ran, whatever the dispatcher saw, and tampering with the sampler shows."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gatekeeper.runtime.pc_sampler import build_sampler, classify
+
+pytestmark = pytest.mark.slow  # each case runs torch in a fresh interpreter
+
+needs_cc = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler")
+
+
+def _run(body: str, tmp_path: Path) -> dict:
+    library = build_sampler()
+    assert library is not None
+    script = textwrap.dedent('''
+        import json, sys
+        from gatekeeper.runtime.pc_sampler import Sampler
+        s = Sampler(sys.argv[1])
+        roots = []
+    ''') + textwrap.dedent(body) + textwrap.dedent('''
+        r = s.stop()
+        a = s.attribute(r, roots)
+        print(json.dumps({"classes": dict(a.classes), "intact": r.intact, "suppressed": r.suppressed,
+                          "samples": a.total, "symbols": a.to_json()["symbols"]}))
+    ''')
+    done = subprocess.run([sys.executable, "-c", script, str(library)], capture_output=True, text=True,
+                          timeout=300, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@needs_cc
+def test_mkl_called_through_torch_is_vendor_work(tmp_path):
+    out = _run('''
+        import torch
+        a, b = torch.randn(384, 384), torch.randn(384, 384)
+        s.start()
+        import time
+        t = time.process_time()
+        while time.process_time() - t < 0.6:
+            s.record(True); torch.mm(a, b); s.record(False)
+    ''', tmp_path)
+    assert out["intact"] and out["samples"] >= 20
+    assert out["classes"].get("vendor", 0) / out["samples"] > 0.8, out
+
+
+@needs_cc
+def test_an_own_library_loaded_from_the_submission_folder_is_own_work(tmp_path):
+    (tmp_path / "own.c").write_text("double spin(long n){double a=0;for(long i=0;i<n;i++)a+=i*1e-9;return a;}\n")
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", str(tmp_path / "libown.so"), str(tmp_path / "own.c")],
+                   check=True)
+    out = _run(f'''
+        import ctypes
+        lib = ctypes.CDLL({str(tmp_path / "libown.so")!r})
+        lib.spin.restype = ctypes.c_double
+        roots = [{str(tmp_path)!r}]
+        s.start()
+        s.record(True); lib.spin(400_000_000); s.record(False)
+    ''', tmp_path)
+    assert out["classes"].get("own", 0) / out["samples"] > 0.9, out
+
+
+@needs_cc
+def test_samples_outside_recorded_stretches_are_dropped(tmp_path):
+    out = _run('''
+        import torch, time
+        a = torch.randn(384, 384)
+        s.start()
+        t = time.process_time()
+        while time.process_time() - t < 0.4:
+            torch.mm(a, a)  # not recorded
+    ''', tmp_path)
+    assert out["samples"] == 0 and not out["suppressed"]
+
+
+@needs_cc
+def test_a_replaced_sigprof_handler_is_seen(tmp_path):
+    out = _run('''
+        import signal, time
+        s.start()
+        s.record(True)
+        signal.signal(signal.SIGPROF, signal.SIG_IGN)
+        t = time.process_time()
+        while time.process_time() - t < 0.2:
+            pass
+        s.record(False)
+    ''', tmp_path)
+    assert out["intact"] is False
+
+
+@needs_cc
+def test_blocking_the_signal_in_every_thread_is_seen(tmp_path):
+    out = _run('''
+        import signal, time
+        s.start()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPROF})
+        s.record(True)
+        t = time.process_time()
+        while time.process_time() - t < 1.0:
+            sum(range(1000))
+        s.record(False)
+    ''', tmp_path)
+    assert out["suppressed"] is True
+
+
+def test_classes_by_object_and_symbol():
+    own = ("/cache/torch_extensions/abc/",)
+    assert classify("/cache/torch_extensions/abc/ext/ext.so", "f", own) == "own"
+    assert classify("/venv/torch/lib/libtorch_cpu.so", "mkl_blas_def_sgemm_kernel_0", own) == "vendor"
+    assert classify("/venv/torch/lib/libtorch_cpu.so", "_ZN2at6native3sum", own) == "torch"
+    assert classify("/venv/numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so", "", own) == "numpy"
+    assert classify("/usr/lib/x86_64-linux-gnu/libc.so.6", "memcpy", own) == "system"
+    assert classify("", "", own) == "unknown"
