@@ -141,6 +141,8 @@ def run(
                 status, found = outcome.status, configured(outcome.findings, config)
                 if status == StageStatus.FAILED and not _has_error(found):
                     status = StageStatus.PASSED  # the configuration disabled or downgraded what failed it
+                elif status == StageStatus.PASSED and _has_error(found):
+                    status = StageStatus.FAILED  # the profile made a policy warning an error (strict_severity)
                 extra.update(outcome.report)
                 env_extra.update(outcome.environment)
                 reason = outcome.reason

@@ -215,7 +215,7 @@ def _written_before(tokens, name: str, start: int, stop: int) -> bool:
     """Does the body hand `name` to a call or write it in place before `stop`: an argument
     (`k(x, out)`), a pointer taken (`out.data_ptr<float>()`), an in-place method (`out.zero_()`)."""
     for i in range(start + 1, stop):
-        if tokens[i].text != name:
+        if tokens[i].text != name or _in_fill_guard(tokens, name, i, start):
             continue
         before = tokens[i - 1].text
         after = tokens[i + 1].text if i + 1 < stop else ""
@@ -225,6 +225,31 @@ def _written_before(tokens, name: str, start: int, stop: int) -> bool:
             method = tokens[i + 2].text
             if method in _POINTERS or (method.endswith("_") and not method.startswith("_")):
                 return True
+    return False
+
+
+def _in_fill_guard(tokens, name: str, i: int, start: int) -> bool:
+    """Is token `i` under `if (...name...)`, braced or not: the static filled on a miss
+    (`if (!out.defined()) { out = ...; k(x, out); }`), which is the memo, not a recompute."""
+    depth, j, opener = 0, i - 1, None
+    while j > start:  # the innermost `{` around i
+        text = tokens[j].text
+        if text == "}":
+            depth += 1
+        elif text == "{":
+            if depth == 0:
+                opener = j
+                break
+            depth -= 1
+        j -= 1
+    heads = [i] + ([opener] if opener is not None else [])
+    for end in heads:
+        k = end - 1
+        while k > start and tokens[k].text not in (";", "{", "}"):
+            k -= 1
+        head = [t.text for t in tokens[k + 1:end]]
+        if "if" in head and name in head[head.index("if"):]:
+            return True
     return False
 
 

@@ -22,6 +22,7 @@ class Judge:
         self.grouped: dict[str, tuple[dict[str, Any], dict[str, Any], list[str]]] = {}
         self.outputs: dict[str, Any] = {}
         self.correct: dict[str, bool] = {}
+        self.earlier: dict[str, list[str]] = {}  # trial -> earlier outputs its output shares storage with
 
     def add(self, code: str, trial: str, evidence: dict[str, Any], **fields: Any) -> None:
         """One finding per code; later trials with the same problem are listed in its evidence."""
@@ -54,6 +55,9 @@ class Judge:
         self.outputs[trial] = obs["output"]
         result = compare(ref["output"], obs["output"], self.tolerances)
         self.correct[trial] = result.ok
+        earlier = self.earlier.pop(trial, None)
+        if earlier:
+            self.storage_reuse(trial, dict(base, aliases=earlier), "its output shares storage with " + ", ".join(earlier))
         if not result.ok:
             self._incorrect(trial, result, base)
 
@@ -90,8 +94,8 @@ class Judge:
         aliases = [a for a in aliases if a not in earlier]
         if aliases:
             self.add("GK620", trial, dict(base, aliases=aliases), what=", ".join(aliases))
-        if earlier:
-            self.add("GK610", trial, dict(base, aliases=earlier), what="shares storage with " + ", ".join(earlier))
+        if earlier:  # judged once the output's values are compared (storage_reuse)
+            self.earlier[trial] = earlier
         mutated = [i for i in obs.get("mutated", []) if i not in ref.get("mutated", [])]
         if mutated:
             self.add("GK625", trial, dict(base, inputs=mutated), index=", ".join(map(str, mutated)))
@@ -148,7 +152,18 @@ class Judge:
         if message.get("shares_storage"):
             problems.append("shares storage with the second output")
         if problems:
-            self.add("GK610", "nominal-second", dict(message), what=" and ".join(problems))
+            self.storage_reuse("nominal-second", dict(message), "the first call's output " + " and ".join(problems))
+
+    def storage_reuse(self, trial: str, evidence: dict[str, Any], what: str) -> None:
+        """An earlier result's storage came back, or was overwritten: stale when this call's
+        values are wrong for its inputs (GK610, an error), reused storage with fresh values
+        when they are right (GK612: a warning, an error under `strict`)."""
+        fresh = self.correct.get(trial, False)
+        if fresh and "GK610" in self.grouped:
+            return  # a repeat of earlier inputs looks fresh even when stale: the stale call already spoke
+        if not fresh:
+            self.grouped.pop("GK612", None)  # stale values somewhere: that is the finding
+        self.add("GK612" if fresh else "GK610", trial, dict(evidence, fresh_values=fresh), what=what)
 
     def determinism(self) -> None:
         first, again = self.outputs.get("nominal"), self.outputs.get("repeat")
