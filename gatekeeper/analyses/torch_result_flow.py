@@ -9,9 +9,11 @@ A backward slice over one function, flow-insensitive and conservative (when in d
 statement counts as reaching the result):
 - sinks: `return`/`yield`, `break`/`continue`, a store to `self.X`, to a `global` name, or
   into / onto an object the function did not create (`out[...] = v`, `obj.attr = v`);
-- an expression statement (a call that may write its arguments) reaches the result when it
-  reads a name that does, or anything the function did not create (a parameter, `self`, a
-  module global): `y.copy_(t)`, `k(x, t)`;
+- an expression statement reaches the result when a call in it may write a name that does,
+  or anything the function did not create (a parameter, `self`, a module global): it may
+  write what it hands to a call that is not a pure torch op and the object whose method it
+  calls (`y.copy_(t)`, `k[grid](x, t)`, `outs.append(t)`, `_ext.f(x)`); a pure torch call
+  whose value is dropped (`torch.softmax(t)` in a warm-up loop) reaches nothing;
 - an in-place method (`y.add_(t)`, `out=y`) anywhere writes its receiver, and a call that is
   not a pure torch op (a kernel launch, a helper) may write every argument it is handed;
 - an assignment reaches the result when its target does; an `if`/`while`/`for`/`with`
@@ -46,7 +48,6 @@ class _Unit:
     reads: set[str] = field(default_factory=set)
     writes: set[str] = field(default_factory=set)
     sink: bool = False
-    mutates: bool = False  # an expression statement: may write what it reads
     children: list["_Unit"] = field(default_factory=list)  # statements under a header
     relevant: bool = False
 
@@ -90,6 +91,18 @@ def _root(target: cst.BaseExpression) -> Optional[str]:
 
 
 Pure = Callable[[cst.Call], bool]
+
+
+def _receivers(expr: cst.CSTNode, pure: Pure) -> set[str]:
+    """Objects whose method a call statement invokes (`outs.append(y)`, `self._run(x)`): the
+    method may change them, unless it is a pure torch op."""
+    out: set[str] = set()
+    for entering, node in walk(expr):
+        if entering and type(node) is cst.Call and type(node.func) is cst.Attribute and not pure(node):
+            root = _root(node.func.value)
+            if root:
+                out.add(root)
+    return out
 
 
 def _in_place(expr: Optional[cst.CSTNode], pure: Pure) -> set[str]:
@@ -200,13 +213,12 @@ class _Function:
                         unit.sink = True
                     else:
                         unit.writes.add(root)
-        elif kind is cst.Expr:
+        elif kind is cst.Expr:  # a bare call: what it may write is what it is handed (or its receiver)
             value = small.value
             if type(value) in (cst.Yield, cst.Await):
                 unit.sink = True
             unit.reads = _names(value)
-            unit.writes = _in_place(value, self.pure)
-            unit.mutates = True
+            unit.writes = _in_place(value, self.pure) | _receivers(value, self.pure)
         elif not isinstance(small, _NEUTRAL):
             raise _Unsupported
         self.add(small, unit, parent)
@@ -216,10 +228,8 @@ class _Function:
         for unit in self.all:
             if unit.writes & self.globals or any(w.startswith("self.") for w in unit.writes):
                 unit.sink = True
-            if unit.mutates and outside(unit.reads):
-                unit.sink = True  # a call on a parameter, self or a module object may write it
             if unit.writes and outside(unit.writes) and type(unit.node) is not cst.FunctionDef:
-                unit.sink = True  # y.add_(t) on a parameter
+                unit.sink = True  # y.add_(t), k(x, out), obj.update(...) on a parameter, self or a module object
         relevant: set[str] = set()
         changed = True
         while changed:
@@ -227,8 +237,7 @@ class _Function:
             for unit in self.all:
                 if unit.relevant:
                     continue
-                if unit.sink or unit.writes & relevant or any(c.relevant for c in unit.children) \
-                        or (unit.mutates and unit.reads & relevant):
+                if unit.sink or unit.writes & relevant or any(c.relevant for c in unit.children):
                     unit.relevant = True
                     relevant |= unit.reads
                     changed = True
