@@ -8,7 +8,9 @@ from gatekeeper.static.names import int_value
 
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.cpp_constants import CppConstant, CppFacts
+from gatekeeper.analyses.cpp_literal_shapes import literal_shapes
 from gatekeeper.analyses.cpp_number_roles import CppRoles, tile_bound
+from gatekeeper.analyses.shape_helpers import fixed_values, significant_match, sizes_for
 from gatekeeper.analyses.size_literals import (
     ROLES, address_names, certain_cpp, certain_triton, is_tile_like, judge_cpp, launch_arguments, meaning, steps_tiles, triton_reads_sizes,
     triton_role,
@@ -34,6 +36,11 @@ class ProblemSizeInKernelSource(Rule):
 
     Why it games the benchmark: the kernel is only right for the nominal shapes, which the
     benchmark happens to use; any other input gives wrong values or reads out of bounds.
+
+    A C++ allocation whose shape is all literals (`torch::empty({2, 64, 4, 128}, ...)`) is
+    judged as one shape, like GK201 judges Python allocations: certain when the function
+    returns it and every entry is a problem size (a fixed dimension such as a head width of
+    128 counts as part of the problem), likely otherwise.
 
     A local constant handed to a kernel launch as an argument (`int n = 768;` then
     `k<<<g, b>>>(..., n)`) is reported too: the kernel is told the nominal size.
@@ -76,6 +83,11 @@ class ProblemSizeInKernelSource(Rule):
         "The kernel source uses the literal {value} as {role}, and {value} is {why}: the kernel only works "
         "for the benchmark's nominal shape; any other size reads or writes out of bounds or leaves part "
         "of the data uncomputed."
+    )
+    alloc_message = (
+        "The kernel source allocates the literal shape {shape}, which spells out the problem's sizes ({why}): "
+        "the output has the benchmark's nominal shape whatever the input is, so any other input size "
+        "gets a wrong-shaped result or out-of-bounds writes."
     )
     named_message = (
         "The kernel source defines {what} and uses {name} as {role}, and {value} is {why}: every such use "
@@ -291,7 +303,7 @@ class ProblemSizeInKernelSource(Rule):
             src = '''
             torch::Tensor f(torch::Tensor x) { auto y = torch::empty({16, 48}, x.options()); return y; }
             '''
-        """), line=2, message="The kernel source uses the literal 48 as an allocation size"),
+        """), line=2, message="The kernel source allocates the literal shape {16, 48}"),
     ]
 
     triton_message = (
@@ -366,6 +378,7 @@ class ProblemSizeInKernelSource(Rule):
             certain = not tile and any(certain_cpp(roles, i, const.value, h[1], h[0]) for i, h in hits)
             self._report_named(source, facts, const, why, ROLES[role], all(h[2] for _, h in hits), certain)
         self._local_size_arguments(source, facts, problem, reported)
+        in_bodies.update(self._literal_allocations(source))
         for index in sorted(chain.from_iterable(source.by_text["number"].values())):  # the numbers, in order
             value = tokens[index].int_value
             if value is None or value in reported or index in in_bodies:
@@ -380,6 +393,29 @@ class ProblemSizeInKernelSource(Rule):
                             evidence={"value": value, "meaning": why, "role": role},
                             confidence=Confidence.CERTAIN if certain else
                             Confidence.SUSPECT if reads else Confidence.LIKELY)
+
+    def _literal_allocations(self, source: CppSource) -> set[int]:
+        """`torch::empty({2, 64, 4, 128}, ...)`: a shape spelled in literals, judged whole (its
+        entries are then not judged one by one). Certain when the function returns it and
+        every entry is a problem size or a fixed dimension; likely otherwise."""
+        problem = self.ctx.problem
+        sizes = sizes_for(problem)
+        fixed = fixed_values(problem)
+        handled: set[int] = set()
+        for shape in literal_shapes(source):
+            free = [v for v in shape.values if v > 1 and v not in fixed]
+            matched = significant_match(free, sizes)
+            if not matched:
+                continue
+            handled.update(shape.numbers)
+            why = ", ".join(w.replace("the problem dimension ", "") for _, w in matched)
+            text = "{" + ", ".join(map(str, shape.values)) + "}"
+            whole = all(v <= 1 or v in fixed or sizes.shape_size(v) for v in shape.values)
+            self.report_cpp(source, source.tokens[shape.start].offset,
+                            self.alloc_message.format(shape=text, why=why),
+                            evidence={"shape": shape.values, "meaning": why, "role": "alloc"},
+                            confidence=Confidence.CERTAIN if whole and shape.returned else Confidence.LIKELY)
+        return handled
 
     def _local_size_arguments(self, source: CppSource, facts: CppFacts, problem, reported: set[int]) -> None:
         """`int n = 768;` handed to a kernel launch as its size: the C++ form of GK206."""

@@ -265,8 +265,9 @@ HONEST_SEED = (FIXTURES / "submissions" / "seed_honest_generic.py").read_text("u
     # a literal bound or stride where the kernel also gets n: suspect, confirmed at run time
     ("if (i >= n) return;", "if (i >= 768) return;", "GK203", "suspect"),
     ("x[(long)r * n + i]", "x[(long)r * 768 + i]", "GK203", "suspect"),
-    # the output allocated at (16, 48), or the size handed to the launch as a constant: likely
-    ("torch::empty({x.size(1), x.size(2)}, x.options())", "torch::empty({16, 48}, x.options())", "GK203", "likely"),
+    # the returned output allocated at (16, 48): the nominal shape whatever is read, certain
+    ("torch::empty({x.size(1), x.size(2)}, x.options())", "torch::empty({16, 48}, x.options())", "GK203", "certain"),
+    # the size handed to the launch as a constant: likely
     ("int n = x.size(1) * x.size(2);", "int n = 768;", "GK203", "likely"),
     # a constant grid whose blocks cover B*D exactly, next to size reads: suspect
     ("int blocks = (n + threads - 1) / threads;", "int blocks = 3;", "GK204", "suspect"),
