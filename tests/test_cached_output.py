@@ -192,3 +192,111 @@ def test_static_tensor_copied_out_is_likely_but_computing_from_it_is_not_flagged
     assert found and all(f.confidence.value == "likely" for f in found)
     weight = "  static torch::Tensor wt;\n  if (!wt.defined()) wt = x.t().contiguous();\n  return wt.mm(x);\n"
     assert not [f for f in static_findings(CPP.replace("{body}", weight), profile="strict") if f.rule == "GK105"]
+
+
+# Issue 20: "certain: no write" holds only when nothing on the way can write the buffer.
+KEPT = ("class ModelNew(nn.Module):\n    def forward(self, x):\n        if self.y is None:\n"
+        "            self.y = torch.empty_like(x)\n            self.bufs = (self.y,)\n")
+
+
+def _gk101(body: str, profile: str = "default"):
+    return [(f.confidence.value, f.evidence.get("write")) for f in _mine(KEPT + body, "GK101", profile)]
+
+
+@pytest.mark.parametrize("body, want", [
+    # through a tuple kept on self, handed to a launch helper on every call
+    ("        run((x, *self.bufs))\n        return self.y\n", ("likely", "opaque")),
+    # through a local container
+    ("        bufs = (x, self.y)\n        run(bufs)\n        return self.y\n", ("likely", "opaque")),
+    # in every arm of an if/elif/else
+    ("        if x.size(1) > 64:\n            k1[(1,)](x, self.y)\n        elif x.size(1) > 8:\n"
+     "            k2[(1,)](x, self.y)\n        else:\n            k3[(1,)](x, self.y)\n        return self.y\n",
+     ("likely", "opaque")),
+    # in one arm only, under a test of the input: it may or may not run
+    ("        if x.size(1) > 64:\n            k1[(1,)](x, self.y)\n        return self.y\n", ("likely", "maybe")),
+    # in a loop body
+    ("        for c in range(x.size(0)):\n            k1[(1,)](x[c], self.y)\n        return self.y\n",
+     ("likely", "maybe")),
+    # a stored callable (a bound graph replay) runs first
+    ("        self.plan[0]()\n        return self.y\n", ("likely", "maybe")),
+    # a helper handed the module itself
+    ("        refresh(self, x)\n        return self.y\n", ("likely", "opaque")),
+])
+def test_writes_the_analysis_cannot_rule_out_make_gk101_likely_not_certain(body, want):
+    assert _gk101(body) == [want]
+    assert [f.severity.value for f in _mine(KEPT + body, "GK101", "strict")] == ["error"]
+
+
+@pytest.mark.parametrize("body", [
+    # the launch is only inside the first-call guard (an alias of the buffer changes nothing)
+    "        buf = self.y\n        return buf\n",
+    # both arms write, but only under the fill guard
+    "        if self.y is None:\n            if x.size(1) > 64:\n                k1[(1,)](x, self.y)\n"
+    "            else:\n                k2[(1,)](x, self.y)\n        return self.y\n",
+    # a Triton launch and torch reads that are not handed the buffer cannot write it
+    "        s = torch.empty(4)\n        k1[(1,)](x, s)\n        n = self.y.numel()\n        return self.y\n",
+])
+def test_stored_output_with_nothing_that_can_write_it_stays_certain(body):
+    assert _gk101(body) == [("certain", "none")]
+
+
+def test_extension_call_counts_as_a_possible_write_only_once_the_buffer_went_native():
+    base = ("class ModelNew(nn.Module):\n    def forward(self, x):\n        if self.y is None:\n"
+            "            self.y = torch.empty_like(x)\n{fill}        _ext.sync()\n        return self.y\n")
+    registered = base.format(fill="            _ext.register(self.y)\n")
+    assert [f.confidence.value for f in _mine(registered, "GK101")] == ["likely"]
+    never = base.format(fill="            self.y.copy_(x)\n")
+    assert [f.confidence.value for f in _mine(never, "GK101")] == ["certain"]
+
+
+def test_identity_plan_is_certain_unless_a_stored_replay_runs_first():
+    plan = ("class ModelNew(nn.Module):\n    def forward(self, x):\n        p = self._plan\n"
+            "        if p is not None and x is p[0]:\n{call}            return p[2]\n        y = run(x)\n"
+            "        self._plan = (x, None, y)\n        return y\n")
+    stale = _mine(plan.format(call=""), "GK106")
+    assert [(f.confidence.value, f.severity.value) for f in stale] == [("certain", "error")]
+    replayed = _mine(plan.format(call="            p[1]()\n"), "GK106")
+    assert [(f.confidence.value, f.severity.value) for f in replayed] == [("likely", "warning")]
+    assert replayed[0].confirmed_by == "GK611"
+
+
+GRAPH = ("class ModelNew(nn.Module):\n    def forward(self, x):\n        if self.g is not None and x is self.seen:\n"
+         "            self.g.replay()\n            return self.out\n        self.out = torch.empty_like(x)\n"
+         "        self.g, self.seen = torch.cuda.CUDAGraph(), x\n{copy}        with torch.cuda.graph(self.g):\n"
+         "            k[(1,)]({arg}, self.out)\n        self.g.replay()\n        return self.out\n")
+
+
+def test_graph_keyed_on_the_input_object_it_was_captured_on_is_not_gk111_but_a_copy_is():
+    assert _mine(GRAPH.format(copy="", arg="x"), "GK111", "strict") == []
+    found = _mine(GRAPH.format(copy="        self.sx = x.clone()\n", arg="self.sx"), "GK111")
+    assert found and all(f.severity.value == "error" for f in found)
+
+
+CPP_GETTER = ("src = '''\n#include <torch/extension.h>\ntorch::Tensor& buf(torch::Tensor x) {{\n"
+              "  static torch::Tensor b = torch::empty_like(x);\n  return b;\n}}\n"
+              "torch::Tensor f(torch::Tensor x) {{\n{body}}}\n'''\n")
+
+
+@pytest.mark.parametrize("body, want", [
+    # scratch: the getter's result is only used (a pointer handed to the kernel)
+    ("  auto y = torch::empty_like(x);\n  k(x.data_ptr<float>(), y.data_ptr<float>(), buf(x).data_ptr<float>());\n"
+     "  return y;\n", []),
+    # the getter's static is what the exported function returns
+    ("  return buf(x);\n", ["certain"]),
+    # kept in a variable: it may be returned
+    ("  auto& o = buf(x);\n  k(x.data_ptr<float>(), o.data_ptr<float>());\n  return o;\n", ["certain"]),
+])
+def test_cpp_getter_of_a_static_tensor_is_flagged_only_when_its_result_can_reach_python(body, want):
+    found = [f for f in static_findings(CPP_GETTER.format(body=body), profile="strict") if f.rule == "GK105"]
+    assert [f.confidence.value for f in found] == want
+
+
+def test_cpp_static_output_rewritten_every_call_is_likely_filled_once_is_certain():
+    rewritten = ("  static torch::Tensor out;\n  if (!out.defined()) out = torch::empty_like(x);\n"
+                 "  k(x.data_ptr<float>(), out.data_ptr<float>());\n  return out;\n")
+    found = [f for f in static_findings(CPP.replace("{body}", rewritten)) if f.rule == "GK105"]
+    assert [(f.confidence.value, f.severity.value) for f in found] == [("likely", "warning")]
+    once = ("  static torch::Tensor out;\n  if (!out.defined()) {\n    out = torch::empty_like(x);\n"
+            "    k(x.data_ptr<float>(), out.data_ptr<float>());\n  }\n  return out;\n")
+    found = [f for f in static_findings(CPP.replace("{body}", once)) if f.rule == "GK105"]
+    assert [(f.confidence.value, f.severity.value) for f in found] == [("certain", "error")]
