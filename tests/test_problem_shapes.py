@@ -110,6 +110,9 @@ def test_one_unknown_size_leaves_the_rest_read(tmp_path):
     "SHAPES = [[0] * 10 ** 9]\n",
     "SHAPES = [{'E': e} for e in range(10 ** 12)]\n",
     "SHAPES = []\nwhile True:\n    SHAPES.append({'E': 1})\n",
+    "N = sum(range(10 ** 12))\nSHAPES = [{'E': N}]\n",
+    "SHAPES = [{'E': e} for a in range(10 ** 4) for b in range(10 ** 4) for e in [a * b]]\n",
+    "SHAPES = [{'E': " + "1 + " * 900 + "1}]\n",  # deeper than the evaluator recurses
 ])
 def test_hostile_shapes_files_are_unread_quickly(tmp_path, text):
     started = time.perf_counter()

@@ -375,6 +375,9 @@ class Evaluator:
                 return value
         if function is range and any(isinstance(a, int) and abs(a) > 2 ** 62 for a in args):
             return Opaque("a range too large", node.lineno)
+        for value in [*args, *kwargs.values()]:  # sum(range(10 ** 12)) must not run for hours
+            if isinstance(value, (range, list, tuple, dict, set, str)) and len(value) > MAX_ITEMS:
+                raise _Budget
         try:
             result = function(*args, **kwargs)
         except (ArithmeticError, TypeError, ValueError, KeyError, IndexError):

@@ -45,6 +45,9 @@ def read_shapes_file(path: Path, constants: dict[str, int]) -> DeclaredShapes:
     except SyntaxError as exc:
         raise InfrastructureError(f"problem file {path} does not parse (line {exc.lineno}): {exc.msg}; "
                                   "fix its syntax (the benchmark's harness could not import it either)") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, absurd nesting
+        raise InfrastructureError(f"problem file {path} cannot be parsed: {type(exc).__name__}: {str(exc)[:200]}; "
+                                  "write it as plain Python (the benchmark's harness imports it)") from None
     names = evaluate_module(tree)
     found = next((name for name in SHAPE_NAMES if name in names), None)
     if found is None:
