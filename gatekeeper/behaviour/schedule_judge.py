@@ -56,6 +56,7 @@ class ScheduleJudge:
     outcomes: dict[int, Outcome] = field(default_factory=dict)
     late: list[int] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
+    rescued: list[int] = field(default_factory=list)  # outside the fixed atol, fair against float64
 
     def observe(self, message: dict[str, Any]) -> None:
         kind = message.get("kind")
@@ -76,6 +77,8 @@ class ScheduleJudge:
                     # Judged like the error budget: against float64, next to the honest error
                     # at this call's scale (a fixed atol fails honest code on scaled values).
                     result = fair_compare(ref["output"], ref["output64"], message["output"], self.tolerances)
+                    if result.ok:
+                        self.rescued.append(index)
                 ok, detail = result.ok, result.detail
             dist = ref["dist"]
             base = self._calls().get(ref.get("base")) if ref.get("base") is not None else None

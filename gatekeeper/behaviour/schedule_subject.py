@@ -10,13 +10,19 @@ From `timed_from` on, the process carries what a timing process would (DECOY).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sys
+import time
 import traceback
 import types
 from typing import Any, Optional
 
-from gatekeeper.behaviour.observe import Census, changed, identities
+from gatekeeper.behaviour.executing import executing
+from gatekeeper.behaviour.attribution import Recorder
+from gatekeeper.behaviour.observe import (
+    Census, changed, identities, input_digests, overlaps, storage_range, tensors_of,
+)
 from gatekeeper.sandbox.tensors import digest, pack, pack_tree, unpack
 
 # What a timing worker holds that a submission could look for: a module with the reference
@@ -82,8 +88,9 @@ def build_inputs(kind: str, packed: list[Any], previous: Optional[list[Any]], de
 
 
 class Runner:
-    def __init__(self, model: Any, channel: Any, device: str) -> None:
+    def __init__(self, model: Any, channel: Any, device: str, attribute: bool = True) -> None:
         self.model, self.channel, self.device = model, channel, device
+        self.attribute = attribute
         self.previous: Optional[list[Any]] = None
         self.last: Optional[tuple[int, Any, str]] = None  # (index, output, digest at return)
 
@@ -104,6 +111,7 @@ class Runner:
         import torch
 
         index = entry["index"]
+        previous_out = self.last[1] if self.last is not None else None  # kept alive: no honest reuse
         # Before this call's inputs are written: they may go into the previous call's storage,
         # which an output may share when the reference itself works in place.
         self._check_last()
@@ -112,29 +120,63 @@ class Runner:
         # Where the inputs sit: the allocator may hand a fresh call an earlier input's
         # address too, and a cache keyed on it then fails there (evidence for GK672).
         addresses = [t.data_ptr() if isinstance(t, torch.Tensor) else 0 for t in inputs]
+        # Every call gets the cheap checks (input digests before and after, storage overlap,
+        # the thread census); the recorder (profile hook, dispatch mode) runs on the calls the
+        # parent drew from the secret (issue 22 item 2), so a submission that behaves only
+        # under the hook is checked where it does not.
         census = Census()
+        before = input_digests(inputs)
+        recorder = Recorder(self.device) if self.attribute and entry.get("record") else None
         try:
-            out = self.model(*inputs)
+            began = time.perf_counter()
+            with recorder if recorder is not None else contextlib.nullcontext(), executing():
+                out = self.model(*inputs)
+            wall = time.perf_counter() - began
+            if recorder is not None:
+                recorder.finish_device()
             packed = pack_tree(out) if isinstance(out, torch.Tensor) else [pack(t) for t in out] \
                 if isinstance(out, (list, tuple)) and all(isinstance(t, torch.Tensor) for t in out) else None
         except Exception as exc:
+            if recorder is not None:
+                recorder.finish_device()
             self.channel.send("schedule-error", index=index, type=type(exc).__name__, message=str(exc)[:1000],
                               traceback=traceback.format_exc()[-2000:])
             self.previous = inputs
             return
         after = Census(census).counts
+        observed: dict[str, Any] = {
+            "mutated": [i for i, (b, a) in enumerate(zip(before, input_digests(inputs))) if b != a],
+            "aliases": self._aliases(inputs, out, previous_out),
+        }
+        if recorder is not None:
+            observed["work"] = recorder.summary(out, wall)
         if isinstance(out, torch.Tensor):
             early = packed["file"]["sha256"] if "file" in packed else hashlib.sha256(packed["data"]).hexdigest()
             self.last = (index, out, early)  # as it was at return (a large output's file carries it)
         self.channel.send("schedule-call", index=index, output=packed, threads_before=census.counts,
-                          threads_after=after, addresses=addresses)
+                          threads_after=after, addresses=addresses, **observed)
         self.previous = inputs
 
+    def _aliases(self, inputs: list[Any], out: Any, previous_out: Any) -> list[str]:
+        """What the output's storage shares: an input, a parameter or buffer, the previous output."""
+        import torch
 
-def run_schedule(model: Any, channel: Any, device: str, fed: dict[str, Any]) -> None:
+        ranges = [storage_range(t) for t in tensors_of(out)]
+        found = [f"input {i}" for i, t in enumerate(inputs)
+                 if isinstance(t, torch.Tensor) and any(overlaps(storage_range(t), r) for r in ranges)]
+        if isinstance(self.model, torch.nn.Module) and any(
+                overlaps(storage_range(p), r) for p in list(self.model.parameters()) + list(self.model.buffers())
+                for r in ranges):
+            found.append("a parameter or buffer")
+        if any(overlaps(storage_range(t), r) for t in tensors_of(previous_out) for r in ranges):
+            found.append("the output of the previous call")
+        return found
+
+
+def run_schedule(model: Any, channel: Any, device: str, fed: dict[str, Any], attribute: bool = True) -> None:
     channel.phase("schedule")
     baseline = identities()
-    runner = Runner(model, channel, device)
+    runner = Runner(model, channel, device, attribute)
     timed_from = int(fed.get("timed_from", 0))
     for entry in fed.get("calls", []):
         if entry["index"] >= timed_from and not fed.get("decoy_planted"):

@@ -3,13 +3,14 @@ sandboxed workers, judge in the parent."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
-
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from gatekeeper.runtime.failures import job_errors, model_location, needs_cuda_reason, worker_failure
 from gatekeeper.behaviour.evidence import runtime_evidence
@@ -17,6 +18,7 @@ from gatekeeper.runtime.checks import finding
 from gatekeeper.runtime.disk import disk_full_reason, free_bytes, is_disk_full, mentions_disk_full
 from gatekeeper.behaviour.completeness import infrastructure_failure
 from gatekeeper.behaviour.judge import Judge
+from gatekeeper.behaviour.schedule_checks import judge_calls, recorded_indices, work_messages
 from gatekeeper.behaviour.schedule_judge import ScheduleJudge
 from gatekeeper import progress
 from gatekeeper.build.cache import cuda_present, exclusive, extensions_dir, is_built
@@ -72,8 +74,14 @@ def start_subject(path: Path, device_hint: str, config: Config, ext_dir: Optiona
     if ext_dir is not None:
         env["TORCH_EXTENSIONS_DIR"] = str(ext_dir)
         roots.append(str(ext_dir))
-    return Job("gatekeeper.behaviour.subject_job:subject_job",
-               {"submission": str(path), "device": device_hint, "poison": True, "entry": entry},
+    params = {"submission": str(path), "device": device_hint, "poison": True, "entry": entry}
+    if device_hint == "cpu":  # attribution by executing code (behaviour.executing); GPUs use CUPTI
+        from gatekeeper.runtime.pc_sampler import build_sampler
+
+        sampler = build_sampler()
+        if sampler is not None:
+            params["pc_sampler"] = str(sampler)
+    return Job("gatekeeper.behaviour.subject_job:subject_job", params,
                timeouts={"start": max(limits.import_timeout_s, TRUSTED_START_S), "import": first, "init": first,
                          "wait-trials": wait_s, "call": limits.call_timeout_s,
                          "schedule": max(limits.call_timeout_s, SCHEDULE_S)},
@@ -87,7 +95,10 @@ def feed_trials(job: Job, references: dict[str, dict[str, Any]], seed: int, devi
     job.feed({"device": device, "trials": [{"name": name, "init": ref["init"], "inputs": ref["inputs"],
                                             "init_seed": init_seed(seed)} for name, ref in references.items()]},
              close=False)
-    calls = [{"index": c["index"], "kind": c["kind"], "inputs": c["inputs"]} for c in (schedule or {}).get("calls", [])]
+    sent = (schedule or {}).get("calls", [])
+    recorded = recorded_indices(seed, [c["index"] for c in sent])  # issue 22: any call may be checked
+    calls = [{"index": c["index"], "kind": c["kind"], "inputs": c["inputs"], "record": c["index"] in recorded}
+             for c in sent]
     job.feed({"calls": calls, "timed_from": (schedule or {}).get("timed_from", 0)})
 
 
@@ -205,6 +216,30 @@ def _run_behaviour(submission: Submission, problem: Optional[Problem], config: C
         return _error(cuda, environment)
 
     mark = time.perf_counter()
+    with _judging_threads():
+        return _judge_run(result, references, failed, scheduled, trials, constants, problem, config, location,
+                          submission, seed, environment, timings, ref, findings_so_far, mark)
+
+
+@contextlib.contextmanager
+def _judging_threads() -> Iterator[None]:
+    """Comparisons use half the cores: on a shared machine torch's spinning intra-op threads
+    made judging a 32 MiB output twice as slow as one thread (issue 22, large problems)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, min(before, (os.cpu_count() or 2) // 2)))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _judge_run(result: JobResult, references: dict[str, dict[str, Any]], failed: dict[str, dict[str, Any]],
+               scheduled: dict[str, Any], trials: list[Trial], constants: dict[str, int], problem: Problem,
+               config: Config, location: Any, submission: Submission, seed: int, environment: dict[str, Any],
+               timings: dict[str, float], ref: JobResult, findings_so_far: Optional[list[Finding]],
+               mark: float) -> StageOutcome:
     judge = Judge(references, problem.tolerance, location)
     calls = ScheduleJudge(scheduled, problem.tolerance)
     for message in result.messages:
@@ -229,16 +264,19 @@ def _run_behaviour(submission: Submission, problem: Optional[Problem], config: C
                       detail=f"a signed '{kind}' observation is malformed ({type(exc).__name__}: {exc})")
     judge.determinism()
     calls.judge(judge.add)
+    judge_calls(result.messages, references.get("nominal", {}), judge.add)  # every call checked alike
     LAST_SCHEDULE.clear()
     LAST_SCHEDULE.update(planned=scheduled.get("planned", 0), sent=len(scheduled.get("calls", [])),
-                         observed=len(calls.outcomes), skipped=scheduled.get("skipped", []))
+                         observed=len(calls.outcomes), skipped=scheduled.get("skipped", []),
+                         dists=sorted({c.get("dist", "normal") for c in scheduled.get("calls", [])}),
+                         fair_only=len(calls.rescued))
     found = judge.findings() + job_errors(result, STAGE, location)
     if result.status != "ok":
         limits = {"call": config.limits.call_timeout_s, "import": config.limits.import_timeout_s}
         found += worker_failure(result, STAGE, limits, location)
     found += _problem_notes(references, failed, trials, constants, location)
-    work, more = runtime_evidence(result.messages, references, judge, config, location, findings_so_far or [],
-                                  submission.data.decode("utf-8", "replace"))
+    work, more = runtime_evidence(result.messages + work_messages(result.messages), references, judge,
+                                  config, location, findings_so_far or [], submission.data.decode("utf-8", "replace"))
     found += more
     timings["judge_s"] = time.perf_counter() - mark
     incomplete = infrastructure_failure(result, references, scheduled, found)

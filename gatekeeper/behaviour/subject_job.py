@@ -22,6 +22,7 @@ from gatekeeper.behaviour.observe import (
     Census, changed, identities, input_digests, overlaps, settle, storage_range, tensors_of,
 )
 from gatekeeper.problem.shims import install_shims
+from gatekeeper.behaviour import executing
 from gatekeeper.sandbox.loading import load_submission
 from gatekeeper.sandbox.tensors import digest, pack, pack_tree, unpack_tree
 
@@ -98,6 +99,7 @@ class Subject:
             self.channel.send("tampering", when="after import", names=changed(self.baseline, after_import))
             self.baseline = after_import
         self.module = module
+        executing.start(self.params, self.device)  # armed for every call alike, from here to the end
         if not callable(getattr(module, self.params.get("entry", "ModelNew"), None)):
             self.channel.send("no-model")
             return False
@@ -129,7 +131,7 @@ class Subject:
         recorder = Recorder(self.device) if self.params.get("attribute", True) else None
         try:
             began = time.perf_counter()
-            with recorder if recorder is not None else contextlib.nullcontext():
+            with recorder if recorder is not None else contextlib.nullcontext(), executing.executing():
                 out = self.model(*inputs)
             wall = time.perf_counter() - began
             if self.device.startswith("cuda") and isinstance(out, torch.Tensor):
@@ -226,6 +228,16 @@ def digest_tree(value: Any) -> str:
 def subject_job(params: dict[str, Any], channel: Any) -> None:
     channel.phase("start")
     subject = Subject(params, channel)
+    try:
+        _subject_job(subject, params, channel)
+    finally:
+        try:
+            executing.report(channel, params)
+        except Exception:  # a closed channel: the parent has judged the run already
+            pass
+
+
+def _subject_job(subject: "Subject", params: dict[str, Any], channel: Any) -> None:
     if not subject.load():
         return
     # The trials come from the reference worker, which ran while this one imported.
@@ -254,5 +266,5 @@ def subject_job(params: dict[str, Any], channel: Any) -> None:
 
         began = time.perf_counter()
         subject.ensure_model(nominal)
-        run_schedule(subject.model, channel, subject.device, schedule)
+        run_schedule(subject.model, channel, subject.device, schedule, params.get("attribute", True))
         channel.send("timing", schedule_s=time.perf_counter() - began)

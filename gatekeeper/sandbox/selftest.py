@@ -29,3 +29,14 @@ def run_code_then_receive(params: dict[str, Any], channel: Any) -> None:
     channel.phase("wait")
     message = channel.receive()
     channel.send("received", size=len(message.get("data", b"")))
+
+
+def receive_all(params: dict[str, Any], channel: Any) -> None:
+    """Receives fed messages until the parent closes stdin and reports each one's `order`
+    and size, in the order received (the ordering test of issue 22 item 1)."""
+    channel.phase("wait")
+    while True:
+        message = channel.receive()
+        if not message:
+            break
+        channel.send("got", order=message.get("order"), size=len(message.get("data", b"")))

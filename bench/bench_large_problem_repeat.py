@@ -1,0 +1,54 @@
+"""How often the large-problem fixture is rejected (issue 22 item 1): a measurement, not a test.
+
+    python bench/bench_large_problem_repeat.py [--n 20] [--mib 32] [--no-load]
+
+Runs the behaviour stage N times on a ReLU problem of MIB MiB against a submission that
+returns x.clone() (fixtures/submissions/large_relu_clone.py), with a background process
+keeping one core busy (unless --no-load). Before issue 22 it passed 7 of 9 runs with 0 calls
+(the trials message was lost). Prints one line per run (verdict, findings, calls planned and
+observed) and the count rejected; docs/behaviour.md records the figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+SUB = ROOT / "fixtures" / "submissions" / "large_relu_clone.py"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=20)
+    parser.add_argument("--mib", type=int, default=32)
+    parser.add_argument("--no-load", action="store_true")
+    args = parser.parse_args()
+    import contextlib
+
+    import gatekeeper
+    from gatekeeper.behaviour import stage
+    from large_problem_support import CpuBurner, write_relu_problem
+
+    rejected = 0
+    with tempfile.TemporaryDirectory() as folder, \
+            (contextlib.nullcontext() if args.no_load else CpuBurner()):
+        problem = write_relu_problem(Path(folder), args.mib)
+        for run in range(args.n):
+            began = time.perf_counter()
+            report = gatekeeper.check(SUB, problem, stages="behaviour", keep_going=True)
+            codes = sorted({f.rule for f in report.findings if f.severity.value == "error"})
+            rejected += report.verdict.value == "reject"
+            print(f"run {run + 1:2d}: {report.verdict.value:6s} {','.join(codes) or '-':20s} schedule "
+                  f"{stage.LAST_SCHEDULE.get('observed')}/{stage.LAST_SCHEDULE.get('sent')} calls "
+                  f"({time.perf_counter() - began:.0f} s){'  ' + (report.error or '') if report.error else ''}",
+                  flush=True)
+    print(f"rejected {rejected} of {args.n} runs ({args.mib} MiB, {'no load' if args.no_load else 'one core busy'})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""A ReLU problem of a chosen size, written to a file: the large-problem checks (issue 22
+item 1) in tests/test_large_problems.py and bench/bench_large_problem_repeat.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SOURCE = '''"""ReLU over a float32 vector of {mib} MiB (written by tests/large_problem_support.py)."""
+import torch
+import torch.nn as nn
+
+n = {numel}
+
+
+class Model(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(n)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def write_relu_problem(folder: Path, mib: int) -> Path:
+    """relu_<mib>mib.py with its sidecar (CPU; jittered down only above the large-problem size)."""
+    path = Path(folder) / f"relu_{mib}mib.py"
+    path.write_text(SOURCE.format(mib=mib, numel=mib * (1 << 20) // 4), "utf-8")
+    path.with_suffix(".toml").write_text('device = "cpu"\ndtype = "float32"\n', "utf-8")
+    return path
+
+
+class CpuBurner:
+    """A background process that keeps one core busy (the "under load" of issue 22), ended
+    by its own pid."""
+
+    def __enter__(self) -> "CpuBurner":
+        import subprocess
+        import sys
+
+        self.proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.kill()
+        self.proc.wait()
