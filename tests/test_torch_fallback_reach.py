@@ -42,6 +42,21 @@ REACHED = {
     "ctypes library from a getter": "    def forward(self, x):\n        y = torch.empty_like(x)\n"
                                     "        _lib().run(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(y.data_ptr()))\n"
                                     "        return torch.relu(y)\n",
+    "CuPy RawKernel held by a class attribute": "    def forward(self, x):\n        import cupy as cp\n"
+                                               "        if not hasattr(ModelNew, 'k'):\n"
+                                               "            ModelNew.k = cp.RawKernel(_SRC, 'k')\n"
+                                               "        y = torch.empty_like(x)\n"
+                                               "        ModelNew.k((1,), (256,), (x.data_ptr(), y.data_ptr()))\n"
+                                               "        return torch.relu(y)\n",
+    "CuPy RawModule function on self": "    def __init__(self):\n        super().__init__()\n        import cupy as cp\n"
+                                       "        self.mod = cp.RawModule(code=_SRC)\n"
+                                       "        self.fn = self.mod.get_function('k')\n"
+                                       "    def forward(self, x):\n        y = torch.empty_like(x)\n"
+                                       "        self.fn((1,), (256,), (x.data_ptr(), y.data_ptr()))\n"
+                                       "        return torch.relu(y)\n",
+    "jiterator kernel": "    def __init__(self):\n        super().__init__()\n"
+                        "        self.fn = torch.cuda.jiterator._create_jit_fn('template <typename T> T f(T x) { return x; }')\n"
+                        "    def forward(self, x):\n        return torch.relu(self.fn(x))\n",
     "raw C function pointer": "    def __init__(self):\n        super().__init__()\n"
                               "        self._entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_ADDR)\n"
                               "    def forward(self, x):\n        y = torch.empty_like(x)\n"
@@ -72,6 +87,10 @@ def test_the_same_shapes_without_a_launch_of_its_own_stay_certain():
     never = _source("    def forward(self, x):\n        run = _mod().f\n        self._fast = lambda t: run(t)\n"
                     "        return torch.softmax(x, 1)\n")
     assert held(static_findings(never)) == [("GK301", _E, "certain")]
+    # a kernel compiled from its own source but never launched does no work
+    compiled_only = _source("    def forward(self, x):\n        import cupy as cp\n        k = cp.RawKernel(_SRC, 'k')\n"
+                            "        return torch.relu(x)\n")
+    assert held(static_findings(compiled_only)) == [("GK301", _E, "certain")]
     # cuBLAS through ctypes is a vendor library, not the submission's code
     vendor = _source(REACHED["ctypes library from a getter"], lib="libcublas.so.12")
     assert held(static_findings(vendor)) == [("GK301", _E, "certain")]

@@ -9,6 +9,8 @@ TorchUsage sees an own launch when it is written out (`_ext.f(x)`, `k[grid](x)`,
     _max = _ext.max                        a module-level alias (named like a torch op)
     lib = ctypes.CDLL(path); lib.f(...)    a native library of its own (raw C entry points)
     f = CFUNCTYPE(None, c_void_p)(addr)    a raw C function pointer
+    Fn.k = cp.RawKernel(src, "k")          a kernel compiled from its own source (CuPy, jiterator,
+    m = cp.RawModule(code=src)             a module of them: m.get_function("k"))
 
 This module answers `OwnCallables.call_is_own(call)` by following, on demand, the bindings
 of the file: names (per function scope, then enclosing scopes, then the module; `global`
@@ -38,6 +40,26 @@ NATIVE_LOADERS = frozenset({
     "ctypes.windll.LoadLibrary", "numpy.ctypeslib.load_library",
 })
 _FUNCTION_TYPES = frozenset({"ctypes.CFUNCTYPE", "ctypes.PYFUNCTYPE", "ctypes.WINFUNCTYPE"})
+# Calls that compile the submission's own kernel source into a callable: calling what they
+# return launches that kernel (`k = cp.RawKernel(src, "name"); k(grid, block, args)`).
+KERNEL_FACTORIES = frozenset({
+    "cupy.RawKernel", "cupy.ElementwiseKernel", "cupy.ReductionKernel",
+    "torch.cuda.jiterator._create_jit_fn", "torch.cuda.jiterator._create_multi_output_jit_fn",
+})
+# ... and calls that compile a source into a module whose functions are fetched by name.
+MODULE_FACTORIES = frozenset({"cupy.RawModule", "pycuda.compiler.SourceModule"})
+_FETCHERS = frozenset({"get_function", "get_kernel"})
+_LAST = {q.rsplit(".", 1)[-1] for q in KERNEL_FACTORIES | MODULE_FACTORIES}
+
+
+def _factory(ctx_qualname: Optional[str], func: cst.BaseExpression, table: frozenset[str]) -> bool:
+    """`func` is one of `table`; by its last name when the qualname is out of reach (after the
+    traversal, a module imported inside a function no longer resolves: `import cupy as cp`
+    in forward)."""
+    if ctx_qualname is not None:
+        return ctx_qualname in table
+    last = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else None
+    return last in _LAST and any(q.endswith("." + last) for q in table)
 VENDOR_LIBRARIES = ("cublas", "cudnn", "cusparse", "cufft", "curand", "cusolver", "nccl", "cutensor", "torch",
                     "libc.", "libm.", "msvcrt")
 _DEPTH = 8
@@ -59,6 +81,7 @@ class OwnCallables:
         self.names: dict[Scope, dict[str, list[tuple[cst.BaseExpression, Scope]]]] = {0: {}}
         self.enclosing: dict[Scope, Scope] = {}
         self.selfs: dict[str, list[tuple[cst.BaseExpression, Scope]]] = {}
+        self.attrs: dict[str, list[tuple[cst.BaseExpression, Scope]]] = {}  # `Fn.kernel = ...`, by "Fn.kernel"
         self.returns: dict[str, list[tuple[cst.BaseExpression, Scope]]] = {}
         self._index()
 
@@ -93,8 +116,11 @@ class OwnCallables:
             declared = stack[-1][1] if stack else set()
             where = 0 if target.value in declared else scope
             self.names.setdefault(where, {}).setdefault(target.value, []).append((value, scope))
-        elif type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == "self":
-            self.selfs.setdefault(target.attr.value, []).append((value, scope))
+        elif type(target) is cst.Attribute and type(target.value) is cst.Name:
+            if target.value.value == "self":
+                self.selfs.setdefault(target.attr.value, []).append((value, scope))
+            else:
+                self.attrs.setdefault(f"{target.value.value}.{target.attr.value}", []).append((value, scope))
 
     # questions ----------------------------------------------------------------------
     def scope_of(self, node: cst.CSTNode) -> Scope:
@@ -138,9 +164,13 @@ class OwnCallables:
             if type(expr.value) is cst.Name and expr.value.value == "self":
                 return f"self.{expr.attr.value}" in usage.holders or \
                     self._any(self.selfs.get(expr.attr.value, []), self.module, depth)
-            return type(expr.value) is cst.Name and f"{expr.value.value}.{expr.attr.value}" in usage.holders
+            if type(expr.value) is not cst.Name:
+                return False
+            key = f"{expr.value.value}.{expr.attr.value}"
+            return key in usage.holders or self._any(self.attrs.get(key, []), self.module, depth)
         if kind is cst.Call:
-            if usage._is_loader_call(expr) or native_loader(self.ctx.qualname(expr.func), expr):
+            qual = self.ctx.qualname(expr.func)
+            if usage._is_loader_call(expr) or native_loader(qual, expr) or _factory(qual, expr.func, MODULE_FACTORIES):
                 return True
             func = expr.func
             name = func.value if type(func) is cst.Name else (
@@ -161,6 +191,9 @@ class OwnCallables:
         if kind is cst.Attribute:
             if type(expr.value) is cst.Name and expr.value.value == "self":
                 return self._any(self.selfs.get(expr.attr.value, []), self.callable, depth)
+            if type(expr.value) is cst.Name and self._any(self.attrs.get(f"{expr.value.value}.{expr.attr.value}", []),
+                                                          self.callable, depth):
+                return True  # Fn.kernel = cp.RawKernel(...): a class attribute holding the kernel
             return not expr.attr.value.startswith("__") and self.module(expr.value, scope, depth + 1)
         if kind is cst.Subscript:  # k[grid]
             return type(expr.value) is cst.Name and expr.value.value in self.usage.kernel_defs
@@ -170,9 +203,13 @@ class OwnCallables:
         if kind is cst.IfExp:
             return self.callable(expr.body, scope, depth + 1) and self.callable(expr.orelse, scope, depth + 1)
         if kind is cst.Call:
-            qual = self.ctx.qualname(expr.func) or ""
-            if qual == "functools.partial" and expr.args:
+            found = self.ctx.qualname(expr.func)
+            if found == "functools.partial" and expr.args:
                 return self.callable(expr.args[0].value, scope, depth + 1)
+            if _factory(found, expr.func, KERNEL_FACTORIES):
+                return True
+            if type(expr.func) is cst.Attribute and expr.func.attr.value in _FETCHERS:
+                return self.module(expr.func.value, scope, depth + 1)  # mod.get_function("k")
             # CFUNCTYPE(restype, *argtypes)(address): a raw C function pointer
             return type(expr.func) is cst.Call and (self.ctx.qualname(expr.func.func) or "") in _FUNCTION_TYPES
         return False
