@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import difflib
 import sys
-from enum import Enum
 from pathlib import Path
 from typing import Any, Iterable, Literal, Optional
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
+from gatekeeper.choices import ProfileName  # noqa: F401 - re-exported: callers import it from here
 from gatekeeper.errors import UsageError
 from gatekeeper.report import Severity
 
@@ -25,14 +25,6 @@ else:  # pragma: no cover
 
 Profile = Literal["strict", "default", "lenient"]
 PROFILES: tuple[str, ...] = ("strict", "default", "lenient")
-
-
-class ProfileName(str, Enum):
-    """The profiles as a command-line choice (typer takes choices as an Enum); `check` and `ingest` share it."""
-
-    strict = "strict"
-    default = "default"
-    lenient = "lenient"
 
 
 class _Strict(BaseModel):

@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from gatekeeper.config import ProfileName
+from gatekeeper.choices import ProfileName
 
 
 class StageChoice(str, Enum):
@@ -46,14 +46,18 @@ def ingest(
     store: Path = typer.Option(..., "--store", help="SQLite results store (created if missing)"),
     jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="worker processes when there is no GPU"),
     stages: StageChoice = typer.Option(StageChoice.behaviour, "--stages", help="the last stage to run"),
-    profile: Optional[ProfileName] = typer.Option(None, "--profile", help="strict | default | lenient"),
-    config: Optional[Path] = typer.Option(None, "--config", help="configuration file (TOML)"),
-    mapping: Optional[Path] = typer.Option(None, "--mapping", help="folder source: JSON/TOML map of file -> problem"),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="seconds per submission before its worker is killed"),
+    profile: Optional[ProfileName] = typer.Option(None, "--profile", help="strict | default | lenient [default: the "
+                                                  "configuration's profile, else default]"),
+    config: Optional[Path] = typer.Option(None, "--config", help="configuration file (TOML) [default: the "
+                                           "nearest gatekeeper.toml or pyproject.toml above the source]"),
+    mapping: Optional[Path] = typer.Option(None, "--mapping", help="folder source: JSON/TOML map of file -> problem "
+                                           "[default: the configuration's problem_map, else the file's stem]"),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="seconds per submission before its worker is "
+                                           "killed [default: the [limits] of the stages run, plus 30 s]"),
     retry_errors: bool = typer.Option(False, "--retry-errors", help="run again the submissions stored with verdict error"),
     executor: ExecutorChoice = typer.Option(ExecutorChoice.local, "--executor",
                                             help="local worker processes, or Ray tasks (pip install 'kernel-gatekeeper[ray]')"),
-    address: Optional[str] = typer.Option(None, "--address", help="--executor ray: the Ray cluster (default: start a local one)"),
+    address: Optional[str] = typer.Option(None, "--address", help="--executor ray: the Ray cluster [default: start a local one]"),
 ) -> None:
     """Check a batch of submissions in parallel into a results store; rerun to resume.
     Exit 0 when every submission was checked (rejects included), 2 on usage errors,
@@ -82,10 +86,13 @@ def ingest(
 
 def leaderboard(
     store: Path = typer.Option(..., "--store", help="the results store written by `gatekeeper ingest`"),
-    problem: Optional[str] = typer.Option(None, "--problem", help="only this problem"),
-    profile: Optional[ProfileName] = typer.Option(None, "--profile", help="only results under this profile"),
-    stages: Optional[StageChoice] = typer.Option(None, "--stages", help="only results of runs to this stage"),
-    html: Optional[Path] = typer.Option(None, "--html", help="write a self-contained index.html into this folder"),
+    problem: Optional[str] = typer.Option(None, "--problem", help="only this problem [default: every problem]"),
+    profile: Optional[ProfileName] = typer.Option(None, "--profile", help="only results under this profile "
+                                                  "[default: every profile]"),
+    stages: Optional[StageChoice] = typer.Option(None, "--stages", help="only results of runs to this stage "
+                                                 "[default: every run]"),
+    html: Optional[Path] = typer.Option(None, "--html", help="write a self-contained index.html into this folder "
+                                        "[default: none; the table goes to stdout]"),
 ) -> None:
     """Per problem: the best passing submission (speedup, SOL fraction) and rejects by category."""
     from rich.console import Console
@@ -123,8 +130,8 @@ def leaderboard(
 def export(
     store: Path = typer.Option(..., "--store", help="the results store written by `gatekeeper ingest`"),
     fmt: ExportFormat = typer.Option(..., "--format", "-f", help="csv or jsonl"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="file to write (default: stdout)"),
-    problem: Optional[str] = typer.Option(None, "--problem", help="only this problem"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="file to write [default: stdout]"),
+    problem: Optional[str] = typer.Option(None, "--problem", help="only this problem [default: every problem]"),
     errors: bool = typer.Option(False, "--errors", help="export the records that could not be checked instead"),
 ) -> None:
     """One row per stored result (or per bad input record with --errors)."""

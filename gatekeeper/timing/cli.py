@@ -13,7 +13,9 @@ def register(app: typer.Typer) -> None:
     @app.command("gpu-specs")
     def gpu_specs(
         name: Optional[str] = typer.Argument(None, help="a device name as torch reports it, e.g. 'NVIDIA H100 PCIe'"),
-        as_json: bool = typer.Option(False, "--json", help="print JSON"),
+        fmt: str = typer.Option("text", "--format", "-f", help="text | json (one --format convention across "
+                                "subcommands: gatekeeper/cli_info.py)"),
+        as_json: bool = typer.Option(False, "--json", hidden=True, help="the same as --format json (before issue 21)"),
     ) -> None:
         """List the GPU spec table (vendor datasheets, dense peaks), or the entry NAME matches."""
         from gatekeeper.timing.specs import TABLE, lookup
@@ -27,7 +29,10 @@ def register(app: typer.Typer) -> None:
             specs = [spec]
         else:
             specs = [spec for _, spec in TABLE]
-        if as_json:
+        if fmt not in ("text", "json"):
+            sys.stderr.write(f"gatekeeper: --format {fmt!r}: choose text or json\n")
+            raise typer.Exit(2)
+        if as_json or fmt == "json":
             sys.stdout.write(json.dumps([s.as_dict() for s in specs], indent=2) + "\n")
             return
         print(f"{'name':<16} {'bandwidth':>11} {'fp32':>12} {'tf32':>12} {'fp16':>12} {'bf16':>12} {'L2':>8}  source")

@@ -1,0 +1,82 @@
+"""The terminal conventions of every command: colour, NO_COLOR, and a reader that stops reading.
+
+- NO_COLOR (no-color.org), when set and not empty, turns off every style, bold and dim
+  included, unless `--color always` asks for them; rich alone drops only the colours.
+- A closed pipe (`gatekeeper check . | head -c1`): gatekeeper stops writing and exits 0,
+  as ruff does (astral-sh/ruff#13485, after ripgrep). Not 1, which means reject, and not a
+  traceback. The exit code then says nothing about the verdict: scripts that need the
+  verdict read gatekeeper's own exit status or `--output-file`, not a truncated pipe.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Optional, TextIO
+
+
+def no_color() -> bool:
+    return os.environ.get("NO_COLOR", "") != ""
+
+
+def make_console(file: Optional[TextIO] = None, *, stderr: bool = False, color: str = "auto", **kwargs: Any):
+    """A rich Console with gatekeeper's defaults: no highlighting, lines never hard-wrapped
+    (soft_wrap: the terminal wraps, a pipe or a log keeps each message on one line)."""
+    from rich.console import Console
+
+    base: dict[str, Any] = dict(file=file, stderr=stderr, highlight=False, soft_wrap=True, **kwargs)
+    if color == "always":  # an explicit flag beats NO_COLOR (no-color.org)
+        return Console(**base, force_terminal=True, color_system="standard", no_color=False)
+    if color == "never" or no_color():
+        return Console(**base, no_color=True, color_system=None)  # color_system None: no bold/dim either
+    return Console(**base)
+
+
+class LazyConsole:
+    """A console made on first use, so that `--version` and `--help` do not import rich."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._kwargs = kwargs
+        self._console = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            self._console = make_console(**self._kwargs)
+        return getattr(self._console, name)
+
+
+class PipeClosed(Exception):
+    """stdout's reader went away. Not an OSError, so that click does not turn it into exit 1."""
+
+
+class GuardedStdout:
+    """sys.stdout whose writes turn BrokenPipeError into PipeClosed (raised through the
+    command's cleanup: temporary folders and sandboxed workers are still removed)."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self._inner = inner
+
+    def write(self, text: str) -> int:
+        try:
+            return self._inner.write(text)
+        except BrokenPipeError:
+            raise PipeClosed() from None
+
+    def flush(self) -> None:
+        try:
+            self._inner.flush()
+        except BrokenPipeError:
+            raise PipeClosed() from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush cannot fail again
+    (the Python documentation's recipe for SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno())
+    except (OSError, AttributeError, ValueError):
+        pass
