@@ -13,13 +13,16 @@ class _LoadRule(Rule):
 
 
 class SubmissionNotText(_LoadRule):
-    """The submission is not UTF-8 text (a binary, an archive, another encoding)."""
+    """The submission does not decode as Python source text: not UTF-8 and not in the
+    encoding its first two lines declare (PEP 263), or it holds NUL bytes (a binary, an
+    archive). A file Python imports is never flagged: a declared latin-1 file is text."""
 
     code = "GK001"
     name = "SubmissionNotText"
-    summary = "submission file is not UTF-8 text"
-    message = "The submission is not UTF-8 text, so it cannot be a Python module."
-    hint = "Submit the Python source file that defines `ModelNew`, encoded as UTF-8."
+    summary = "submission file is not Python source text (UTF-8 or its declared encoding)"
+    message = "The submission is not Python source text, so it cannot be a Python module."
+    hint = ("Submit the Python source file that defines `ModelNew`, saved as UTF-8 (or with its encoding "
+            "declared on line 1 or 2, e.g. `# -*- coding: latin-1 -*-`).")
 
 
 class SubmissionTooLarge(_LoadRule):

@@ -84,10 +84,14 @@ def _run_static(data: bytes, path: str, config: Config, problem: Optional[Proble
     if len(data) > config.max_file_bytes:
         return [_load_finding(SubmissionTooLarge, path,
                               f"It is {len(data):,} bytes; the limit is {config.max_file_bytes:,}.")]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return [_load_finding(SubmissionNotText, path, f"Byte {exc.start} is not valid UTF-8.")]
+    from gatekeeper.static.source_text import Undecodable, decode_source
+
+    text = decode_source(data)  # PEP 263: a declared latin-1 file is text, as Python imports it
+    if isinstance(text, Undecodable):
+        finding = _load_finding(SubmissionNotText, path, text.detail, text.line, text.column)
+        if text.source_line is not None:
+            finding.evidence["source_line"] = text.source_line
+        return [finding]
     if "\x00" in text:
         return [_load_finding(SubmissionNotText, path, "It contains NUL bytes.")]
     if not text.strip():
@@ -100,12 +104,15 @@ def _run_static(data: bytes, path: str, config: Config, problem: Optional[Proble
     try:
         module = safe_parse(text, data)
     except ParseRefused as exc:
-        return [_load_finding(SubmissionSyntaxError, path, exc.reason)]
+        return [_load_finding(SubmissionSyntaxError, path, exc.reason, exc.line, exc.column)]
     except cst.ParserSyntaxError as exc:
         line, column, message = syntax_location(text)  # CPython's location is the accurate one
         if line is None:
             line, column, message = exc.raw_line, exc.raw_column + 1, exc.message
-        return [_load_finding(SubmissionSyntaxError, path, message, line, column)]
+        found = _load_finding(SubmissionSyntaxError, path, message, line, column)
+        if line is not None and 0 < line <= len(text.splitlines()):
+            found.evidence["source_line"] = text.splitlines()[line - 1]  # the line and a caret under the column
+        return [found]
     rules, settings, severity = _rule_plan(config)
     try:
         findings = run_rules(
