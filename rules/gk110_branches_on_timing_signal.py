@@ -3,7 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from gatekeeper.analyses.guard_blocks import harmless_guard, once_block
-from gatekeeper.report import Category, Severity
+from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.walk import subtree
 from gatekeeper.static.examples import Invalid, Valid, snippet
@@ -31,6 +31,12 @@ _SIGNALS = {
 # Fixed for the life of the process: read once (a lazy build) they are configuration. The
 # capture state and the caller's stack change from call to call and stay signals anywhere.
 _PER_PROCESS = frozenset({"os.environ", "os.getenv", "os.environb", "sys.argv", "sys.orig_argv"})
+# Signals with an honest use in a per-call branch (a capture-safe path without host syncs, a
+# debug switch): likely, until the timed output check (GK703) sees a timed call differ. The
+# caller's stack and the process's loaded classes identify the harness and nothing else:
+# certain.
+_DUAL_USE = _PER_PROCESS | {"torch.cuda.is_current_stream_capturing", "torch.cuda.graphs.is_current_stream_capturing",
+                            "torch._C._cuda_isCurrentStreamCapturing"}
 
 
 class BranchesOnTimingSignal(Rule):
@@ -48,6 +54,12 @@ class BranchesOnTimingSignal(Rule):
     so does handing such a read to a call on the forward path (`_ext.f(x, _timed())`): the
     branch is then in the callee, often C++.
 
+    Confidence: `likely` for the capture state, the environment and the command line, which
+    honest code also branches on per call (a capture-safe path that skips a host sync, a debug
+    switch); under `default` it is held until the timed output check (GK703) sees a timed
+    call's output differ. `certain` for the caller's stack and the process's loaded classes,
+    which identify the harness and nothing else.
+
     Known false-positive patterns it does not fire on, and why: `os.environ` read at import,
     in `__init__` or once in a lazy build (`if _EXT is None: ... _EXT = load_inline(...)`: a
     debug or build switch decided once per process); a capture guard without `else` whose body
@@ -61,6 +73,7 @@ class BranchesOnTimingSignal(Rule):
     name = "BranchesOnTimingSignal"
     category = Category.CACHED_OUTPUT
     severity = Severity.ERROR
+    confirmed_by = "GK703"  # the timed output check: a timed call's output against the reference's
     summary = "forward branches on a signal that tells checking from timing"
     message = "This condition reads {what} (`{name}`) on every call, so the submission can behave differently when it is timed than when it is checked."
     handed = ("`{callee}()` reads {what} (`{name}`) and its result is handed to a call on every call, so the "
@@ -235,7 +248,7 @@ class BranchesOnTimingSignal(Rule):
             name = self.helpers[callee]
             message = self.message.format(what=_SIGNALS[name], name=name) if in_test else self.handed.format(
                 callee=callee, what=_SIGNALS[name], name=name)
-            self.report(node, message, evidence={"signal": name, "through": callee})
+            self.report(node, message, evidence={"signal": name, "through": callee}, confidence=_confidence(name))
         for key, node, name, statement in self.hits:
             # read once (a lazy build's first call), or a guard whose body cannot change the
             # result (a capture guard that keeps a warm-up sync out of a caller's capture)
@@ -243,4 +256,9 @@ class BranchesOnTimingSignal(Rule):
                 continue
             if name in _PER_PROCESS and once_block(self.ctx, statement):
                 continue  # the environment and argv are fixed per process: a first-call read is an import-time read
-            self.report(node, self.message.format(what=_SIGNALS[name], name=name), evidence={"signal": name})
+            self.report(node, self.message.format(what=_SIGNALS[name], name=name), evidence={"signal": name},
+                        confidence=_confidence(name))
+
+
+def _confidence(signal: str) -> Confidence:
+    return Confidence.LIKELY if signal in _DUAL_USE else Confidence.CERTAIN

@@ -238,3 +238,13 @@ def test_a_sidecar_model_is_the_reference_only_if_the_sidecar_imports_it(tmp_pat
 ])
 def test_input_builder_shims_are_a_warning_at_most(shim, expected):
     assert sorted(held(static_findings(shim), "GK40")) == expected
+
+
+def test_gk110_is_certain_only_for_signals_that_identify_the_harness():
+    capture = GUARDED.format(body="        if torch.cuda.is_current_stream_capturing():\n            return y")
+    found = [f for f in static_findings(capture) if f.rule == "GK110"]
+    assert [(f.severity, f.confidence.value, f.probe.check) for f in found] == [(_W, "likely", "GK703")]
+    assert [f.severity for f in static_findings(capture, profile="strict") if f.rule == "GK110"] == [_E]
+    stack = GUARDED.format(body="        import sys\n        if sys._getframe(1).f_code.co_name == 'time_it':\n"
+                                "            return y")
+    assert [(f.severity, f.confidence.value) for f in static_findings(stack) if f.rule == "GK110"] == [(_E, "certain")]
