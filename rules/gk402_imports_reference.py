@@ -5,7 +5,7 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
-from gatekeeper.analyses.reference_shims import INPUT_BUILDERS, borrows_only_builders, input_builder_function
+from gatekeeper.analyses.reference_shims import INPUT_BUILDERS, borrows_only_builders, shim_scope
 from gatekeeper.analyses.path_targets import classify
 from gatekeeper.analyses.reference_names import is_reference_module, is_reference_path, model_names
 from gatekeeper.analyses.harness_support import in_main_guard, literal, resolve
@@ -47,7 +47,7 @@ class ImportsReference(Rule):
     severity = Severity.ERROR
     summary = "imports the reference problem module"
     message = "{what} imports the reference problem, whose `Model` computes with PyTorch."
-    shim_note = (" Here `{function}` only borrows the reference's input builders and nothing builds its model; "
+    shim_note = (" Here {where} only borrows the reference's input builders and nothing builds its model; "
                  "the harness builds the inputs itself, so the shim is not needed.")
     hint = (
         "Remove the import of the reference. `ModelNew` must stand alone: define its "
@@ -153,12 +153,13 @@ class ImportsReference(Rule):
         statement = guard or node
         if in_main_guard(self.ctx, statement):
             return
-        function = input_builder_function(self.ctx, statement) if shim is not None else None
-        if function is not None and borrows_only_builders(function, shim[0], shim[1], statement):  # type: ignore[index]
+        scope = shim_scope(self.ctx, statement) if shim is not None else None
+        if scope is not None and borrows_only_builders(scope, shim[0], shim[1], statement):  # type: ignore[index]
             # get_inputs/get_init_inputs borrowing the reference's input builders: the model is
             # never built and forward never touches it. The harness's own builders are the
             # ones used, so this is worth a look, not a rejection.
-            self.report(node, self.message.format(what=what) + self.shim_note.format(function=function.name.value),
-                        evidence={"import": what, "shim": function.name.value}, confidence=Confidence.SUSPECT)
+            where = f"`{scope.name.value}`" if type(scope) is cst.FunctionDef else "the file"
+            self.report(node, self.message.format(what=what) + self.shim_note.format(where=where),
+                        evidence={"import": what, "shim": where}, confidence=Confidence.SUSPECT)
             return
         self.report(node, self.message.format(what=what), evidence={"import": what})

@@ -229,8 +229,13 @@ def test_a_sidecar_model_is_the_reference_only_if_the_sidecar_imports_it(tmp_pat
 @pytest.mark.parametrize("shim, expected", [
     ("def get_inputs():\n    import reference\n    return reference.get_inputs()\n", [("GK402", _E, "suspect")]),
     ("def get_init_inputs():\n    from reference import get_init_inputs as g\n    return g()\n", [("GK402", _E, "suspect")]),
-    # a module-level import is not a shim; a shim that builds the model is not one either
-    ("import reference\ndef get_inputs():\n    return reference.get_inputs()\n", [("GK402", _E, "certain")]),
+    # module level: a re-export of the builders is a shim; the module used for anything else is not
+    ("import reference\ndef get_inputs():\n    return reference.get_inputs()\n", [("GK402", _E, "suspect")]),
+    ("from reference import get_inputs, get_init_inputs\n", [("GK402", _E, "suspect")]),
+    ("import reference\ndef get_inputs():\n    return reference.get_inputs()\nclass ModelNew:\n"
+     "    def forward(self, x):\n        return reference.Model()(x)\n", [("GK401", _E, "certain"), ("GK402", _E, "certain")]),
+    ("from reference import get_inputs, Model\n", [("GK402", _E, "certain")]),
+    # a shim that builds the model is not one either
     ("def get_inputs():\n    import reference as r\n    xs = r.get_inputs()\n    r.Model()(*xs)\n    return xs\n",
      [("GK401", _E, "certain"), ("GK402", _E, "certain")]),
     # kept in a global for forward: the module escapes the shim

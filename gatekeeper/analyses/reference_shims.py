@@ -1,7 +1,8 @@
 """Uses of a module that look like reference reuse and are not. Not a rule file; GK401 and
 GK402 ask it.
 
-- input-builder shims: `def get_inputs(): import reference; return reference.get_inputs()`.
+- input-builder shims: `def get_inputs(): import reference; return reference.get_inputs()`,
+  or `from reference import get_inputs, get_init_inputs` at module level (a re-export).
   The harness glue borrows the reference's input builders; the model is never built and
   forward never touches the reference. A warning at most (GK402, suspect), never "builds
   the reference model" (GK401). Anything else the shim does with the module (building its
@@ -44,7 +45,18 @@ def input_builder_function(ctx: FileContext, node: cst.CSTNode) -> Optional[cst.
     return function if function is not None and function.name.value in INPUT_BUILDERS else None
 
 
-def borrows_only_builders(function: cst.FunctionDef, modules: set[str], builders: set[str],
+def shim_scope(ctx: FileContext, statement: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """Where the names an import binds can be used: the module-level get_inputs /
+    get_init_inputs it sits in, or the whole file for an import at module level."""
+    function = input_builder_function(ctx, statement)
+    if function is not None:
+        return function
+    if any(type(p) in (cst.FunctionDef, cst.ClassDef) for p in ctx.ancestors(statement)):
+        return None
+    return ctx.module
+
+
+def borrows_only_builders(function: cst.CSTNode, modules: set[str], builders: set[str],
                           statement: cst.CSTNode) -> bool:
     """Every use of the imported `modules` in `function` (apart from the import) is a call of
     an input builder, `reference.get_inputs()`, and every use of `builders` (input builders
@@ -53,14 +65,14 @@ def borrows_only_builders(function: cst.FunctionDef, modules: set[str], builders
     skip = {id(n) for n in subtree(statement)}
     parents: dict[int, cst.CSTNode] = {}
     stack: list[cst.CSTNode] = []
-    for entering, node in walk(function.body):
+    for entering, node in walk(function):
         if entering:
             if stack:
                 parents[id(node)] = stack[-1]
             stack.append(node)
         else:
             stack.pop()
-    for node in subtree(function.body):
+    for node in subtree(function):
         if type(node) is not cst.Name or node.value not in names or id(node) in skip:
             continue
         parent = parents.get(id(node))
