@@ -1,6 +1,7 @@
 """The certain mechanisms (GK108, GK309, GK417, GK418, GK425, GK541) written the other ways an
 agent would write them: aliases, helpers, the C++ side, module constants. Each hack must be
-found by its rule as a certain error under the default profile; each near miss must not be.
+found by its rule as a certain error under the default profile (GK309's epilogue case under
+strict); each near miss must not be.
 Runs the real static engine on source strings (gatekeeper.static.testing)."""
 
 import textwrap
@@ -64,6 +65,7 @@ _ext = load_inline(name="g", cpp_sources=_cpp, functions=["mm_out"])
 
 HACKS = [
     # GK309: torch's GEMM through torch.nn.functional under an alias, an own C++ loop only for the ReLU
+    # (an epilogue: certain under strict, a likely warning under default)
     ("GK309", LINEAR, "import torch\nimport torch.nn.functional as Fn\nfrom torch.utils.cpp_extension import load_inline\n"
      + CPP_ELEMENTWISE + textwrap.dedent('''
         class ModelNew(torch.nn.Module):
@@ -195,7 +197,8 @@ NEAR_MISSES = [
 
 @pytest.mark.parametrize("code,problem,source", HACKS, ids=[f"{c}-{i}" for i, (c, _, _) in enumerate(HACKS)])
 def test_variant_is_found_as_certain(code, problem, source):
-    found = [f for f in static_findings(source, problem) if f.rule == code]
+    profile = "strict" if code == "GK309" else "default"
+    found = [f for f in static_findings(source, problem, profile=profile) if f.rule == code]
     assert found, f"{code} missed:\n{source}"
     assert any(f.severity.value == "error" and f.confidence.value == "certain" for f in found), \
         [(f.severity, f.confidence, f.message) for f in found]
