@@ -105,9 +105,9 @@ def check(
     Given a path and no problem, the configuration's `[[problem_map]]` chooses the problem.
 
     `stages` names the last stage to run: static, build, behaviour or timing. With `stages`
-    static no code runs, not even the problem's: its facts are read statically (a problem that
-    lacks Model, get_inputs or get_init_inputs is still an error, exit 3). `import_problem` has
-    no effect and is kept for compatibility.
+    static no code runs, not even the problem's: its facts are read statically, and
+    `import_problem` (the name is historical) checks statically that the problem defines
+    Model, get_inputs and get_init_inputs (an error, exit 3, otherwise).
     """
     if stages not in STAGE_NAMES:
         raise UsageError(f"unknown stage {stages!r}; choose one of {', '.join(STAGE_NAMES)}")
@@ -154,8 +154,10 @@ def _require_isolation(config: Config) -> None:
 
 
 def check_static(source_or_path: PathOrCode, problem: Optional[PathOrCode] = None, **kwargs) -> Report:
-    """The fast path: static rules only, no code executed (not even the problem's), the same
-    as the CLI's --static-only and check(stages="static")."""
+    """The fast path: static rules only, no code executed (not even the problem's), and no
+    check that the problem defines the KernelBench names (the CLI's --static-only and
+    check(stages="static") make that static check)."""
+    kwargs.setdefault("import_problem", False)
     return check(source_or_path, problem, stages="static", **kwargs)
 
 

@@ -102,6 +102,10 @@ def run(
                 from gatekeeper.problem.shapes_worker import resolve_shapes
 
                 problem = resolve_shapes(problem, config)
+            elif options.import_problem:  # no later stage would notice a broken problem; no code runs
+                from gatekeeper.problem.loaded import require_names
+
+                require_names(problem)
         stopped: Optional[str] = None
         idle = config.idle_stages()  # stages --select/--ignore left no code in: not run, never "passed"
         for name in ORDER:

@@ -29,8 +29,9 @@ class RunOptions:
     keep_going: bool = False
     seed: Optional[int] = None
     time: bool = False
-    # No effect, kept for API compatibility: a static-only run executes no code, not even the
-    # problem's (its facts are read statically); the stages that run code import it themselves.
+    # A static-only run checks, statically, that the problem defines Model, get_inputs and
+    # get_init_inputs (exit 3 otherwise; it runs no code, not even the problem's);
+    # check_static, the fast path for any problem file, turns it off.
     import_problem: bool = True
 
 

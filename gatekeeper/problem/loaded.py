@@ -99,7 +99,6 @@ def _load(located: Located, stamps: tuple, jitter_names: tuple[str, ...]) -> Pro
     fmt = located.format
     if fmt == ProblemFormat.KERNELBENCH:
         fmt = text_format(source, list(jitter_names))
-    _require_names(facts.text, located.reference, fmt)
     sidecar = load_sidecar(located.reference)
     if located.yaml is not None:
         sidecar = _merge_yaml(sidecar, located.yaml)
@@ -135,12 +134,14 @@ def with_shapes(problem: Problem, declared: DeclaredShapes, entry: Optional[str]
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 
 
-def _require_names(text: str, path: Path, fmt: ProblemFormat) -> None:
-    """A problem that never binds `Model`, `get_inputs` or `get_init_inputs` at top level is
-    broken for every check (exit 3). Read statically: a static-only check runs no problem
-    code, so a problem that raises at import is found by the stages that run it."""
+def require_names(problem: Problem) -> None:
+    """Raise a problem error (exit 3) when the problem never binds `Model`, `get_inputs` or
+    `get_init_inputs`: every check against it would be meaningless. Read statically (the
+    CLI's --static-only runs no problem code), so a problem that raises at import is found
+    by the stages that import it."""
     import ast
 
+    text, path, fmt = problem.facts.text, problem.path, problem.format
     try:
         tree = ast.parse(text)
     except SyntaxError:
