@@ -193,6 +193,9 @@ _register_plugins()
 
 
 def main() -> None:
+    from gatekeeper.term import quiet_known_warnings
+
+    quiet_known_warnings()
     sys.stdout = GuardedStdout(sys.stdout)  # type: ignore[assignment]
     try:
         try:

@@ -80,3 +80,20 @@ def silence_stdout() -> None:
         os.dup2(devnull, sys.__stdout__.fileno())
     except (OSError, AttributeError, ValueError):
         pass
+
+
+# torch warns "Failed to initialize NumPy: ..." at import whenever its NumPy bridge cannot load
+# (NumPy missing, or built for another ABI). gatekeeper never hands arrays to NumPy, so the
+# warning, printed on every run by every process that imports torch, tells the user nothing.
+_NUMPY_WARNING = "Failed to initialize NumPy"
+
+
+def quiet_known_warnings() -> None:
+    """Filter torch's NumPy warning here and, through PYTHONWARNINGS, in the workers we start."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=_NUMPY_WARNING, category=UserWarning)
+    entry = f"ignore:{_NUMPY_WARNING}:UserWarning"
+    current = os.environ.get("PYTHONWARNINGS", "")
+    if entry not in current:
+        os.environ["PYTHONWARNINGS"] = f"{current},{entry}" if current else entry

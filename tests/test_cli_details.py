@@ -114,3 +114,15 @@ def test_error_text_is_one_line_in_a_pipe(tmp_path):
     proc = run("check", "k.py", cwd=tmp_path, env={"COLUMNS": "60"})
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and len(lines[0]) > 200, proc.stderr
+
+
+def test_torchs_numpy_warning_is_filtered_here_and_in_child_processes():
+    code = ("import subprocess, sys, warnings\n"
+            "from gatekeeper.term import quiet_known_warnings\n"
+            "quiet_known_warnings()\n"
+            "warnings.warn('Failed to initialize NumPy: _ARRAY_API not found', UserWarning)\n"
+            "warnings.warn('another warning stays', UserWarning)\n"
+            "subprocess.run([sys.executable, '-c', \"import warnings; "
+            "warnings.warn('Failed to initialize NumPy: child', UserWarning)\"], check=True)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert "Failed to initialize NumPy" not in done.stderr and "another warning stays" in done.stderr

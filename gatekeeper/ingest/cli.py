@@ -42,7 +42,9 @@ def _fail(exc) -> None:
 
 def ingest(
     source: Path = typer.Argument(..., help="a folder of submissions, a .jsonl or a .parquet of {id, problem, code}"),
-    problems: Path = typer.Option(..., "--problems", help="folder of problem files; a record's problem is a file's stem"),
+    problems: Optional[Path] = typer.Option(
+        None, "--problems", help="folder of problem files; a record's problem is a file's stem [default: the "
+        "configuration's [[problem_map]] places each file of a folder source]"),
     store: Path = typer.Option(..., "--store", help="SQLite results store (created if missing)"),
     jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="worker processes when there is no GPU"),
     stages: StageChoice = typer.Option(StageChoice.behaviour, "--stages", help="the last stage to run"),
@@ -61,7 +63,7 @@ def ingest(
 ) -> None:
     """Check a batch of submissions in parallel into a results store; rerun to resume.
     Exit 0 when every submission was checked (rejects included), 2 on usage errors,
-    3 when some could not be checked (crash, timeout)."""
+    3 when some records could not be checked (a bad input record, a crash, a timeout)."""
     from rich.console import Console
 
     from gatekeeper.errors import GatekeeperError

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from gatekeeper.errors import UsageError
-from gatekeeper.ingest.html_sections import (leaderboard_table, reject_counts, scatter_points,
+from gatekeeper.ingest.html_sections import (headline, leaderboard_table, reject_counts, scatter_points,
                                              submission_details)
 from gatekeeper.ingest.leaderboard import Board
 from gatekeeper.ingest.queries import Entry
@@ -120,16 +120,15 @@ def _submissions_section(conn: sqlite3.Connection, items: list[Entry], number: i
 
 def render_page(conn: sqlite3.Connection, boards: list[Board], items: list[Entry], pages: int = 1) -> str:
     """The first page: totals, the leaderboard, the charts and the first submissions."""
-    counts = {v: sum(1 for e in items if e.verdict == v) for v in ("pass", "reject", "error")}
     generated = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return _head("gatekeeper leaderboard") + f"""<h1>gatekeeper leaderboard</h1>
-<p id="totals">{len(items)} submissions: {counts['pass']} passed, {counts['reject']} rejected,
-{counts['error']} could not be checked. Generated {esc(generated)} by gatekeeper {esc(__version__)}.</p>
+<p id="totals">{esc(headline(items, len(boards)))} Generated {esc(generated)} by gatekeeper {esc(__version__)}.</p>
 <h2>Best passing submission per problem</h2>
 {leaderboard_table(boards)}
 <h2>Speedup against fraction of speed of light</h2>
 {scatter(scatter_points(items), empty_note="no timed results yet: ingest with --stages timing on a GPU")}
-<h2>Rejects by category</h2>
+<h2>Rejected submissions by category</h2>
+<p class="note">Each submission counts once per category, whatever the boards it was checked on.</p>
 {bars(reject_counts(items), empty_note="no rejects")}
 <h2>Submissions and their findings</h2>
 """ + _submissions_section(conn, items, 1, pages)

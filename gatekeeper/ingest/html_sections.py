@@ -48,11 +48,20 @@ def leaderboard_table(boards: list[Board]) -> str:
 
 
 def reject_counts(items: Iterable[Entry]) -> list[tuple[str, int]]:
-    counter: Counter = Counter()
-    for entry in items:
-        if entry.verdict == "reject":
-            counter.update(entry.categories)
+    """Per category, the submissions rejected for it: each submission once, however many boards
+    (profiles, stages, versions) it was checked on; counting results instead doubled the
+    table's per-board figures in a store with two boards."""
+    seen = {(entry.source_id, c) for entry in items if entry.verdict == "reject" for c in entry.categories}
+    counter: Counter = Counter(c for _, c in seen)
     return sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def headline(items: list[Entry], boards: int) -> str:
+    """The totals line: distinct submissions, then the results (one per submission and board)."""
+    submissions = len({entry.source_id for entry in items})
+    counts = Counter(entry.verdict for entry in items)
+    return (f"{submissions} submission(s); {len(items)} result(s) on {boards} board(s): {counts['pass']} passed, "
+            f"{counts['reject']} rejected, {counts['error']} could not be checked.")
 
 
 def scatter_points(items: Iterable[Entry]) -> list[tuple[float, float, str]]:

@@ -18,7 +18,7 @@ from gatekeeper.errors import UsageError
 from gatekeeper.ingest.devices import gpu_count, worker_envs
 from gatekeeper.ingest.plan import make_plan
 from gatekeeper.ingest.pool import WorkerPool
-from gatekeeper.ingest.problems import load_problems
+from gatekeeper.ingest.problems import load_problems, mapped_problems
 from gatekeeper.ingest.progress import IngestProgress, summary_tables
 from gatekeeper.ingest.queries import Filters, entries, input_errors
 from gatekeeper.ingest.rows import report_for, result_row
@@ -37,7 +37,7 @@ class IngestOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     source: Path
-    problems: Path
+    problems: Optional[Path] = None  # None: the configuration's [[problem_map]] places every file
     store: Path
     jobs: int = Field(default=1, ge=1)
     stages: str = "behaviour"
@@ -64,9 +64,11 @@ class IngestSummary(BaseModel):
 
     @property
     def exit_code(self) -> int:
-        """3 when the gatekeeper could not check some submission (crash, timeout); else 0.
-        Rejects are the data, not a failure of the ingest."""
-        return 3 if self.verdicts.get("error") else 0
+        """3 when some record was not checked: a bad input record (no code, no problem, not text)
+        or a submission the gatekeeper could not check (crash, timeout); else 0. Rejects are
+        the data, not a failure of the ingest. A script must not read "all checked" from 0
+        while records were skipped."""
+        return 3 if self.verdicts.get("error") or self.bad_records else 0
 
 
 def default_timeout(stages: str, config: Config) -> float:
@@ -100,9 +102,10 @@ def ingest(options: IngestOptions, console: Console) -> IngestSummary:
         from gatekeeper.ingest.ray_executor import import_ray
 
         import_ray()  # a missing ray is a usage error before anything is read or written
-    config = load_config(config_file=options.config_file, search_from=options.problems,
+    config = load_config(config_file=options.config_file, search_from=options.problems or options.source,
                          overrides={"profile": options.profile})
-    problems = load_problems(options.problems)
+    problems = load_problems(options.problems) if options.problems is not None \
+        else mapped_problems(options.source, config)
     items = read_source(options.source, options.mapping, _problem_mapper(config))  # raises before the store is touched
     run_key = RunKey(__version__, config.profile, options.stages, config_sha(config))
     source = str(options.source.resolve())
