@@ -42,6 +42,16 @@ def runtime_evidence(messages: list[dict[str, Any]], references: dict[str, dict[
         work, more = judge_work(calls, reference_ops, config.profile, _options(config, "GK667"), location,
                                  source)
         found += more
+    if _enabled(config, "GK667"):  # the code that executed, sampled (CPU runs): behaviour.executing
+        from gatekeeper.behaviour.executing import judge as judge_executing
+
+        section, more = judge_executing(messages, _options(config, "GK667"), location)
+        if section is not None:
+            work = dict(work or {})
+            work["executing"] = section
+            if any(f.rule == "GK667" for f in more):
+                work["torch_did_the_work"] = True
+            found += [f for f in more if not (f.rule == "GK667" and any(g.rule == "GK667" for g in found))]
     if _enabled(config, "GK668"):
         measured, more = _error_budget(references, judge, config)
         found += more

@@ -1,0 +1,67 @@
+"""Attribution by the code that executes (gatekeeper.behaviour.executing): work hidden below
+the dispatcher (a vendor routine looked up by symbol) is attributed to the library that ran
+it, an honest own loop to the submission, and interference with the sampler is a finding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import gatekeeper
+from gatekeeper.behaviour.executing import MIN_SAMPLES, judge, upper_bound
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBLEM = ROOT / "fixtures/problems/cpu_matmul.py"
+HIDDEN = ROOT / "fixtures/submissions/cpu_vendor_gemm_by_symbol.py"
+OWN = ROOT / "fixtures/submissions/cpu_own_gemm_cpp.py"
+
+
+def _message(**fields):
+    return {"kind": "executing", "intact": True, "suppressed": False, "cpu_s": 1.0, "signals": 200,
+            "objects": [["libtorch_cpu.so", 40]], "symbols": [["mkl_blas_def_sgemm_kernel_0", 40]], **fields}
+
+
+def test_a_run_that_is_all_vendor_code_is_torch_doing_the_work():
+    section, found = judge([_message(samples=40, classes={"vendor": 40})], {}, None)
+    assert section["judged"] and section["own_share_of_compute"] == 0
+    assert [f.rule for f in found] == ["GK667"] and "libtorch_cpu.so" in found[0].message
+
+
+def test_a_real_own_share_is_not_a_finding():
+    section, found = judge([_message(samples=40, classes={"own": 14, "vendor": 26})], {}, None)
+    assert section["judged"] and not found
+
+
+def test_few_samples_are_said_not_judged():
+    section, found = judge([_message(samples=MIN_SAMPLES - 1, classes={"vendor": MIN_SAMPLES - 1})], {}, None)
+    assert section["judged"] is False and "needed" in section["why_not"] and not found
+
+
+@pytest.mark.parametrize("fields", [{"intact": False}, {"suppressed": True}])
+def test_interfering_with_the_sampler_is_tampering(fields):
+    _, found = judge([_message(samples=40, classes={"own": 40}, **fields)], {}, None)
+    assert [f.rule for f in found] == ["GK650"] and "sampler" in found[0].message
+
+
+def test_the_bound_protects_a_real_share_seen_through_few_samples():
+    assert upper_bound(0, 12) < 0.5 < upper_bound(1, 7)
+    assert upper_bound(0, 200) < 0.03
+
+
+@pytest.mark.slow
+def test_a_vendor_routine_called_by_symbol_is_attributed_to_the_vendor():
+    report = gatekeeper.check(HIDDEN, PROBLEM, stages="behaviour", keep_going=True)
+    executing = (report.work or {}).get("executing")
+    assert executing and executing["samples"] >= MIN_SAMPLES, report.work
+    assert executing["classes"].get("vendor", 0) > executing["classes"].get("own", 0)
+    runtime = [f for f in report.errors() if f.stage.value == "behaviour" and f.rule == "GK667"]
+    assert runtime and "sampled while forward ran" in runtime[0].message
+
+
+@pytest.mark.slow
+def test_an_own_loop_is_attributed_to_the_submission():
+    report = gatekeeper.check(OWN, PROBLEM, stages="behaviour")
+    executing = (report.work or {}).get("executing")
+    assert report.verdict.value == "pass", [(f.rule, f.message) for f in report.findings]
+    assert executing and executing["own_share_of_compute"] > 0.8, executing
