@@ -159,6 +159,4 @@ def test_pre_commit_runs_the_published_hook_without_torch(tmp_path):
     assert both.returncode == 1, out[-3000:]
     assert "REJECT subs/hacked.py" in out and "PASS subs/honest.py" in out and "GK101" in out
     assert "seed_mean.py profile=" not in out  # --submissions-only: the problem file is not a submission
-    honest = pre_commit("subs/honest.py")
-    assert honest.returncode == 0, (honest.stdout + honest.stderr)[-3000:]
-    assert "Passed" in honest.stdout
+    assert "1 pass, 1 reject, 0 error" in out  # each try-repo installs the hook afresh (a minute): one run
