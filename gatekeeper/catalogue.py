@@ -97,6 +97,7 @@ def _run_time_entries() -> list[Entry]:
             code=check.code, name=check.name, category=check.category, stage=stage, severity=check.severity,
             summary=_words(check.name), docs=_run_time_docs(stage, doc, check.message),
             hint=check.hint, kind="check", strict_severity=check.strict_severity,
+            lenient_severity=getattr(check, "lenient_severity", None),
             invalid_example=doc.flagged if doc else None,
             valid_example=doc.clean if doc else None))
     try:
@@ -240,3 +241,20 @@ def idle_stages(config) -> frozenset:
     if not enabled.intersection(_NEEDS_BUILD):
         idle.add(StageName.BUILD)
     return frozenset(idle)
+
+
+def severity_under(entry: Entry, profile: str, settings=None) -> tuple[str, Optional[str]]:
+    """The severity a finding of `entry` gets under `profile` (the configuration's `enabled`
+    and `severity` first), and why it is held when the verdict policy holds it: outside
+    `strict`, a static error that is not certain is an unconfirmed warning until the run-time
+    check it names confirms it (gatekeeper.static.findings.weigh; docs/profiles.md)."""
+    if settings is not None and not settings.enabled:
+        return "off", None
+    severity = (settings.severity if settings is not None and settings.severity else None) or entry.severity_for(profile)
+    held = (entry.stage == StageName.STATIC and entry.confidence != Confidence.CERTAIN
+            and severity == Severity.ERROR and profile != "strict")
+    if not held:
+        return severity.value, None
+    if entry.confirmed_by:
+        return Severity.WARNING.value, f"unconfirmed; an error when {entry.confirmed_by} confirms it"
+    return Severity.WARNING.value, "unconfirmed; no run-time check settles it"

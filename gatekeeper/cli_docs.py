@@ -33,3 +33,23 @@ def markdown_reference(entries: Iterable[Entry]) -> str:
         if trust:
             parts.append(f"*{trust}*\n\n")
     return "".join(parts)
+
+
+PROFILE_TABLE_START = "<!-- generated: gatekeeper.cli_docs.profile_table -->"
+PROFILE_TABLE_END = "<!-- end of generated table -->"
+
+
+def profile_table(entries: Iterable[Entry]) -> str:
+    """docs/profiles.md's table: every code whose severity differs between the profiles
+    (tests/test_profiles.py keeps the page equal to it)."""
+    from gatekeeper.catalogue import severity_under
+
+    lines = [PROFILE_TABLE_START, "", "| code | name | confidence | strict | default | lenient |",
+             "|---|---|---|---|---|---|"]
+    for e in entries:
+        shown = {p: severity_under(e, p) for p in ("strict", "default", "lenient")}
+        if len({s for s, _ in shown.values()}) == 1:
+            continue
+        cells = [s + (" (unconfirmed)" if h else "") for s, h in shown.values()]
+        lines.append(f"| {e.code} | {e.name} | {e.confidence.value} | " + " | ".join(cells) + " |")
+    return "\n".join(lines + ["", PROFILE_TABLE_END])

@@ -47,7 +47,7 @@ def rules(
                                    help="text (a table on a terminal, tab-separated lines in a pipe) | json | markdown"),
 ) -> None:
     """List every code a report can carry: static rules, build, behaviour and timing checks."""
-    from gatekeeper.catalogue import catalogue
+    from gatekeeper.catalogue import catalogue, severity_under
     from gatekeeper.cli import fail, out
     from gatekeeper.cli_docs import markdown_reference
     from gatekeeper.config import load_config
@@ -65,14 +65,18 @@ def rules(
     rows = []
     for e in found.values():
         settings = resolved.rule(e.code)
-        severity = (settings.severity or e.severity_for(resolved.profile)).value if settings.enabled else "off"
+        severity, held = severity_under(e, resolved.profile, settings)
         rows.append({"code": e.code, "name": e.name, "category": e.category.value, "stage": e.stage.value,
-                     "severity": severity, "confidence": e.confidence.value, "enabled": settings.enabled,
-                     "summary": e.summary, "help_uri": e.help_uri})
+                     "severity": severity, "held": held, "confidence": e.confidence.value,
+                     "confirmed_by": e.confirmed_by, "enabled": settings.enabled, "summary": e.summary,
+                     "help_uri": e.help_uri})
     if fmt == ListFormat.json:
         sys.stdout.write(json.dumps([dict(row, profile=resolved.profile) for row in rows], indent=2) + "\n")
         return
     columns = ("code", "name", "category", "stage", "severity", "summary")
+    for row in rows:
+        if row["held"]:
+            row["severity"] = f"{row['severity']} ({row['held']})"
     if not out.is_terminal:  # pipes and scripts get one tab-separated line per code
         for row in rows:
             sys.stdout.write("\t".join(str(row[c]) for c in columns) + "\n")
@@ -104,7 +108,10 @@ def explain(code: str = typer.Argument(..., help="a code such as GK101 or GK610,
         hint = f"; did you mean {near}?" if near else ""
         err.print(f"[bold red]gatekeeper:[/] no code {escape(repr(code))}{escape(hint)} (`gatekeeper rules` lists them)")
         raise typer.Exit(2)
-    severities = ", ".join(f"{p}: {entry.severity_for(p).value}" for p in ("strict", "default", "lenient"))
+    from gatekeeper.catalogue import severity_under
+
+    severities = ", ".join(f"{p}: {' '.join(x for x in (s, f'({h})' if h else '') if x)}"
+                           for p in ("strict", "default", "lenient") for s, h in [severity_under(entry, p)])
     out.print(f"[bold]{entry.code} {entry.name}[/] ({entry.category.value}, {entry.stage.value} stage; "
               f"{escape(severities)})\n")
     out.print(entry.docs, markup=False)

@@ -18,10 +18,13 @@ class Check:
     hint: str
     # Severity under `strict` where it differs: a policy question, a warning by default.
     strict_severity: Optional[Severity] = None
+    lenient_severity: Optional[Severity] = None  # under `lenient`, where it differs (docs/profiles.md)
 
     def severity_for(self, profile: str) -> Severity:
         if profile == "strict" and self.strict_severity is not None:
             return self.strict_severity
+        if profile == "lenient" and self.lenient_severity is not None:
+            return self.lenient_severity
         return self.severity
 
 
@@ -115,7 +118,7 @@ CATALOGUE: dict[str, Check] = {c.code: c for c in [
           "the output is within tolerance on {trial} but {ratio:.0f}x less accurate than an honest {dtype} "
           "computation of the reference (error against a float64 reference: {error:.3g}, honest: {honest:.3g})",
           "compute in the reference's dtype (no bf16/fp16 truncation, no dropped terms or low-rank shortcuts); "
-          "the allowed ratio is the setting rules.GK668.options.max_error_ratio"),
+          "the allowed ratio is the setting rules.GK668.options.max_error_ratio", lenient_severity=W),
     Check("GK670", "NotJitterable", C.HARDCODED_SHAPE, W,
           "the problem could not be jittered ({detail}): shapes baked into the submission cannot be detected",
           "problem authors: size get_inputs from module constants or popcorn_pri.jitter_int, or give "
