@@ -233,6 +233,8 @@ def test_writes_the_analysis_cannot_rule_out_make_gk101_likely_not_certain(body,
     # both arms write, but only under the fill guard
     "        if self.y is None:\n            if x.size(1) > 64:\n                k1[(1,)](x, self.y)\n"
     "            else:\n                k2[(1,)](x, self.y)\n        return self.y\n",
+    # a fresh value bound in another arm: on this path the stored tensor is returned unwritten
+    "        out = self.y\n        if x.size(0) > 4:\n            out = torch.zeros_like(x)\n        return out\n",
     # a Triton launch and torch reads that are not handed the buffer cannot write it
     "        s = torch.empty(4)\n        k1[(1,)](x, s)\n        n = self.y.numel()\n        return self.y\n",
 ])

@@ -157,7 +157,7 @@ class _Scan:
                 if type(small) is cst.Assign:
                     keys = {store_key(t.target) for t in small.targets}
                     if (self.ret_key in keys or self.okey in keys) and self.tracker.origin(small.value) is None:
-                        return (MAYBE, "") if guarded else (FRESH, "")
+                        return (NONE, "") if guarded else (FRESH, "")  # elsewhere it is not the stored value
                 if type(small) in (cst.Expr, cst.Assign, cst.AugAssign, cst.AnnAssign):
                     best = stronger(best, self.expr(small, returned=False))
             return _weak(best) if guarded else best
@@ -269,7 +269,10 @@ class _Scan:
 
 
 def _weak(write: Write) -> Write:
-    """A write that may not run: it makes "no write" uncertain, nothing more."""
+    """A write that may not run: it makes "no write" uncertain, nothing more. A rebinding
+    that may not run says nothing about the paths where the stored value is returned."""
+    if write[0] == FRESH:
+        return (NONE, "")
     return (MAYBE, write[1]) if write[0] != NONE else write
 
 
