@@ -3,7 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
-from gatekeeper.analyses.l2_hints import single_use_load, single_use_ptx
+from gatekeeper.analyses.l2_hints import single_use_load, single_use_ptx, window_over_tensor
 from gatekeeper.analyses.stream_support import asm_strings, call_args, idents, ptx_words
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.names import string_value
@@ -40,7 +40,9 @@ class PersistsDataInL2(Rule):
     inline PTX, `CacheHintSm90::EVICT_LAST` in CUTLASS, and Triton's
     `tl.load(..., eviction_policy="evict_last")`. They are a common, honest way to keep a
     tile that the same launch reads again, and a flush of twice the L2 size evicts them.
-    The same hint on a load that the launch reads only once is GK418 (an error).
+    The same hint on a load that the launch reads only once is GK418 (an error). A
+    persisting window whose base is a tensor's data pointer (an input or weight handed in
+    by the caller) is certain: it has no use in a launch other than surviving the flush.
 
     Not flagged (known false-positive patterns, and why): resetting the cache
     (`cudaCtxResetPersistingL2Cache`, `hitProp = cudaAccessPropertyNormal` or `Streaming`,
@@ -176,6 +178,8 @@ class PersistsDataInL2(Rule):
             return
         names = idents(source)
         tokens = source.tokens
+        # a window over a tensor handed in by the caller: certain (GK418's mechanism, issue 20 item 6)
+        certain = Confidence.CERTAIN if window_over_tensor(names) else None
         if names & (PERSIST_NAMES | HINT_NAMES | {"access_property"}):
             for i, tok in enumerate(tokens):
                 if tok.kind != "ident":
@@ -185,7 +189,7 @@ class PersistsDataInL2(Rule):
                         if self._cpp_zero_limit(tokens, i):
                             continue
                     self.report_cpp(source, tok.offset, self.message.format(what=f"`{tok.text}`"),
-                                    evidence={"api": tok.text})
+                                    evidence={"api": tok.text}, confidence=certain)
                 elif tok.text == "persisting" and i >= 2 and tokens[i - 1].text == "::" \
                         and tokens[i - 2].text == "access_property":
                     self.report_cpp(source, tok.offset, self.message.format(what="`cuda::access_property::persisting`"),

@@ -14,6 +14,7 @@ flush. A load is single use when all of these hold:
   kernel, its offsets depend on `tl.program_id` (each program reads its own part; a load
   without it is shared by every program) and the program id is neither divided nor taken
   modulo (grouped orderings make programs share tiles).
+- a persisting access-policy window over a tensor's `data_ptr` (GK416 reports it, certain);
 - CUDA / PTX: the `asm` load with `L2::evict_last` is in a `__global__` kernel (or a
   `__device__` helper that only such kernels call) whose body has no loop and no
   `__shared__` memory, and whose index is built from `blockIdx` / `threadIdx`.
@@ -217,3 +218,9 @@ def _streaming_kernel(tokens, kernel: CppFunction) -> bool:  # type: ignore[no-u
     words = {tokens[i].text for i in range(kernel.body_start, kernel.body_end)}
     return not (words & {"for", "while", "do", "__shared__", "__syncthreads"}) and bool(
         words & {"blockIdx", "threadIdx"})
+
+
+def window_over_tensor(names: frozenset[str]) -> bool:
+    """A C++ source that sets an access-policy window (`accessPolicyWindow.base_ptr`) and
+    reads a tensor's `data_ptr`: the window is over memory the caller handed in."""
+    return "base_ptr" in names and "data_ptr" in names and "accessPolicyWindow" in names
