@@ -25,7 +25,7 @@ class NoProblemGiven(Rule):
 
     code = "GK006"
     name = "NoProblemGiven"
-    category = Category.HARDCODED_SHAPE
+    category = Category.NOT_CHECKED  # a notice about skipped rules, not a hack (was hardcoded-shape)
     severity = Severity.WARNING
     summary = "no problem given: the rules that need it did not run"
     message = "No problem was given, so {count} rule(s) that need it did not run: {codes}."
