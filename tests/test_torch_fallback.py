@@ -253,7 +253,8 @@ def test_gatekeeper_toml_allows_an_op_for_a_problem(tmp_path):
     problem = FIXTURES / "problems/seed_mean.py"
     assert gatekeeper.check_static(submission, problem, profile="strict").verdict.value == "reject"
     config = tmp_path / "gatekeeper.toml"
-    config.write_text('[rules.GK303.options]\nallow = ["mean"]\n', "utf-8")
+    # the allow list is per rule: GK309 (the copy kernel is a fig leaf) gets it too
+    config.write_text('[rules.GK303.options]\nallow = ["mean"]\n[rules.GK309.options]\nallow = ["mean"]\n', "utf-8")
     report = gatekeeper.check_static(submission, problem, config_file=config)
     assert report.verdict.value == "pass" and not [f for f in report.findings if f.rule.startswith("GK3")]
     config.write_text('[rules.GK303.options]\nallow = "mean"\n', "utf-8")

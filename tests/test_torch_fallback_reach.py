@@ -57,6 +57,16 @@ REACHED = {
     "jiterator kernel": "    def __init__(self):\n        super().__init__()\n"
                         "        self.fn = torch.cuda.jiterator._create_jit_fn('template <typename T> T f(T x) { return x; }')\n"
                         "    def forward(self, x):\n        return torch.relu(self.fn(x))\n",
+    "loader method returning the function": "    def __init__(self):\n        super().__init__()\n"
+                                            "        self.fn = self._load()\n    def _load(self):\n"
+                                            "        m = load_inline(name='m2', cpp_sources='', cuda_sources=_SRC, functions=['f'])\n"
+                                            "        return m.f\n"
+                                            "    def forward(self, x):\n        return torch.relu(self.fn(x))\n",
+    "static getter of a class attribute": "    _k = None\n    @staticmethod\n    def _get():\n"
+                                          "        if ModelNew._k is None:\n            ModelNew._k = _mod().f\n"
+                                          "        return ModelNew._k\n"
+                                          "    def forward(self, x):\n        k = ModelNew._get()\n"
+                                          "        return torch.relu(k(x))\n",
     "raw C function pointer": "    def __init__(self):\n        super().__init__()\n"
                               "        self._entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_ADDR)\n"
                               "    def forward(self, x):\n        y = torch.empty_like(x)\n"

@@ -172,10 +172,7 @@ class OwnCallables:
             qual = self.ctx.qualname(expr.func)
             if usage._is_loader_call(expr) or native_loader(qual, expr) or _factory(qual, expr.func, MODULE_FACTORIES):
                 return True
-            func = expr.func
-            name = func.value if type(func) is cst.Name else (
-                func.attr.value if type(func) is cst.Attribute and type(func.value) is cst.Name
-                and func.value.value in ("self", "cls") else None)
+            name = self._own_function_name(expr.func)
             if name is None:
                 return False
             return name in usage.loader_functions or self._any(self.returns.get(name, []), self.module, depth)
@@ -210,6 +207,23 @@ class OwnCallables:
                 return True
             if type(expr.func) is cst.Attribute and expr.func.attr.value in _FETCHERS:
                 return self.module(expr.func.value, scope, depth + 1)  # mod.get_function("k")
+            name = self._own_function_name(expr.func)
+            if name is not None:  # self.fn = self._load_kernel(): what the loader returns
+                return self._any(self.returns.get(name, []), self.callable, depth)
             # CFUNCTYPE(restype, *argtypes)(address): a raw C function pointer
             return type(expr.func) is cst.Call and (self.ctx.qualname(expr.func.func) or "") in _FUNCTION_TYPES
         return False
+
+    def _own_function_name(self, func: cst.BaseExpression) -> Optional[str]:
+        """`f` for `f(...)`, `self.f(...)`, `cls.f(...)` and `Fn.f(...)` of a class of the file:
+        a function or method of the file, by name."""
+        if type(func) is cst.Name:
+            return func.value
+        if type(func) is cst.Attribute and type(func.value) is cst.Name:
+            owner = func.value.value
+            if owner in ("self", "cls"):
+                return func.attr.value
+            binding = self.ctx.resolver.lookup(owner)
+            if binding is not None and binding.kind == "class":
+                return func.attr.value
+        return None
