@@ -16,13 +16,23 @@ class ReturnsPersistentTensor(FlowRule):
     handed) is an attribute of `self`, a module global, a closure variable, or an entry of
     a container held there.
 
-    Why it games the benchmark: every call returns the same storage. When no statement on
-    the path to the `return` writes it, the call hands back an earlier call's result
+    Why it games the benchmark: every call returns the same storage. When nothing on the
+    path to the `return` can write it, the call hands back an earlier call's result
     without computing (certain). When the call writes it first (a kernel or extension takes
-    it, `copy_`, `out=`, a CUDA-graph replay), the work is done but the output storage is
-    reused: a caller that keeps the first result sees it overwritten. That is `likely` when
-    the write is opaque (a kernel may write only part of it) and `suspect` when the write
-    is visibly whole; the run-time two-call check (GK610) confirms or clears both.
+    it, directly, through an alias or inside a tuple or list of buffers; `copy_`, `out=`,
+    a CUDA-graph replay; a write in every arm of an `if`/`else`), the work is done but the
+    output storage is reused: a caller that keeps the first result sees it overwritten.
+    KernelBench and KernelBench-Hard accept that, so it is a policy question: `likely` when
+    the write is opaque (a kernel may write only part of it), `suspect` when it is visibly
+    whole, a warning under `default` and an error under `strict`. "No write" is certain only
+    when no call the analysis cannot see into could write it: a stored callable (a bound
+    graph replay kept with the input), a method of `self`, a helper handed `self`, an
+    extension function once the buffer was handed to native code, or a write on some paths
+    only (one arm, a loop) make it `likely`. The run-time two-call check settles all of
+    them: GK610 (the second call's values are stale or wrong) confirms a stale result;
+    GK612 (the storage came back with values right for the second call) is reused storage.
+    A write filled only under a test of the stored state (`if self.y is None:`) is the
+    cache being filled on the first call, and does not count.
 
     Known false-positive patterns it does not fire on, and why:
     - an extension module from a lazy loader (`return _ext`), a config dict, a flag, a shape
