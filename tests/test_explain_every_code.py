@@ -45,6 +45,7 @@ def test_no_two_codes_share_a_name_and_old_names_still_resolve():
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
     assert lookup("NoModelNew").code == "GK666" and lookup("PatchesHarness").code == "GK414"
     assert catalogue()["GK635"].summary == "not a plain tensor"
+    assert catalogue()["GK006"].category.value == "not-checked"  # a notice, not a hardcoded shape
 
 
 def test_run_time_messages_name_no_bare_trial():
