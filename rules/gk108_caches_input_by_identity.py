@@ -7,7 +7,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.identity_caches import (
-    children, has_graph, identity_read, mentions_version, value_of_input,
+    children, has_graph, identity_read, mentions_version, value_of_input, view_chain,
 )
 from gatekeeper.static.examples import Invalid, Valid, snippet
 from gatekeeper.static.rule import Rule
@@ -74,6 +74,15 @@ class CachesInputByIdentity(Rule):
             import torch
             class ModelNew(torch.nn.Module):
                 def forward(self, x):
+                    n = x.shape[0]
+                    if n not in self._plans:
+                        self._plans[n] = make_plan(x.float().shape)
+                    return _ext.run(x, self._plans[n])
+        """)),
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
                     w = self.weight
                     if w.data_ptr() != self._wptr:
                         self._packed = pack(w)
@@ -112,6 +121,18 @@ class CachesInputByIdentity(Rule):
                         _packed[k] = _ext.pack(b.float())
                     return _ext.mm(a, _packed[k])
         """), line=7, message="`_packed[...]` keeps a value computed from the input `b`"),
+        Invalid(snippet("""
+            import torch
+            import weakref
+            class ModelNew(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self._t = weakref.WeakKeyDictionary()
+                def forward(self, x):
+                    if x not in self._t:
+                        self._t[x] = x.t().contiguous()
+                    return _ext.mm(self._t[x], self.weight)
+        """), line=9, message="`x` itself as the key (a tensor hashes by identity)"),
         Invalid(snippet("""
             import torch
             class ModelNew(torch.nn.Module):
@@ -157,8 +178,7 @@ class CachesInputByIdentity(Rule):
             if value_of_input(self.ctx, node.value, scope.views, scope.computed):
                 scope.computed.add(target.value)
                 scope.views.discard(target.value)
-            elif any(type(n) is cst.Name and n.value in scope.views for n in children(node.value)) \
-                    and identity_read(self.ctx, node.value, scope.views) is None:
+            elif view_chain(node.value, scope.views):  # `xt = x.t()`: still the input's storage
                 scope.views.add(target.value)
             return
         where = self._persistent(target)
@@ -184,9 +204,15 @@ class CachesInputByIdentity(Rule):
     def _unguarded_key(self, node: cst.Assign, target: cst.BaseExpression, scope: _Scope) -> Optional[str]:
         """How the store is keyed or guarded by identity without `_version`, or None."""
         if type(target) is cst.Subscript and len(target.slice) == 1 and type(target.slice[0].slice) is cst.Index:
-            found = self._guard(target.slice[0].slice.value, scope)
+            key = target.slice[0].slice.value
+            found = self._guard(key, scope)
             if found is not None:
                 return found or None
+            followed = self._follow(key, scope)
+            parts = [e.value for e in followed.elements] if type(followed) is cst.Tuple else [followed]
+            held = next((p.value for p in parts if type(p) is cst.Name and p.value in scope.views), None)
+            if held is not None and not mentions_version(followed):
+                return f"`{held}` itself as the key (a tensor hashes by identity)"
         for ancestor in self.ctx.ancestors(node):
             if ancestor is scope.node:
                 break

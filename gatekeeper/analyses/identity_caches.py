@@ -83,7 +83,7 @@ def value_of_input(ctx: FileContext, expr: cst.BaseExpression, views: set[str], 
     computed from their values."""
     if type(expr) is cst.Name and expr.value in computed:
         return expr.value
-    if _view_chain(expr, views):
+    if view_chain(expr, views):
         return None
     inputs = views | computed
     parents: dict[int, cst.CSTNode] = {}
@@ -114,7 +114,7 @@ def _callee(ctx: FileContext, func: cst.BaseExpression) -> Optional[str]:
     return func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else None
 
 
-def _view_chain(expr: cst.BaseExpression, inputs: set[str]) -> bool:
+def view_chain(expr: cst.BaseExpression, inputs: set[str]) -> bool:
     """`x`, `x.t()`, `x[0]`, `x.view(n, -1)`: the live storage of an input, no copy
     (`.contiguous()` right after a transpose copies)."""
     current = expr
