@@ -118,8 +118,9 @@ def _warn_if_nothing_runs(request: CheckRequest, config: Config, err: Console) -
     if wanted <= config.idle_stages():
         err.print("gatekeeper: warning: --select/--ignore (with the configuration's select, ignore and rules) "
                   f"leave no enabled code in the stages this run would run ({', '.join(sorted(s.value for s in wanted))}); "
-                  "nothing is checked and every submission passes. Widen --select, or drop --static-only to run "
-                  "the run-time checks", markup=False, highlight=False, soft_wrap=True)
+                  "nothing is checked and every submission passes. Widen --select or narrow --ignore"
+                  + (", or drop --static-only to run the run-time checks" if request.stages == "static" else ""),
+                  markup=False, highlight=False, soft_wrap=True)
 
 
 def run_check(request: CheckRequest, out: Console, stream: TextIO, err: Console) -> int:
