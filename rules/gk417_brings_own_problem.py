@@ -21,6 +21,10 @@ from gatekeeper.static.syntax import argument, in_main_guard
 # checker's own configuration: whoever writes them sets the shapes, tolerances and rules.
 PROBLEM_FILES = frozenset({"problem.yaml", "problem.yml", "shapes.py", "check.py", "reference.py",
                            "gatekeeper.toml"})
+# Files a harness reads its shapes and tolerances from; shipped beside the submission with
+# contents other than the trusted problem's, they are the submission's own problem. (check.py
+# and reference.py beside a submission may be the user's own scripts: only writes count.)
+_SHIPPED = ("problem.yaml", "problem.yml", "shapes.py")
 _OPENERS = ("builtins.open", "io.open", "codecs.open", "io.FileIO")
 _OS_WRITES = {"os.rename": -1, "os.replace": -1, "os.renames": -1, "os.symlink": -1, "os.link": -1,
               "shutil.copy": -1, "shutil.copy2": -1, "shutil.copyfile": -1, "shutil.move": -1, "os.truncate": 0}
@@ -37,8 +41,8 @@ class BringsOwnProblem(Rule):
     (`problem.yaml`, `shapes.py`, `check.py`, `reference.py`, the problem file itself or its
     `.toml` sidecar, `gatekeeper.toml`) through `open(..., "w")`, `Path.write_text`,
     `shutil.copy`/`move`, `os.replace`/`symlink`, or from C++ (`fopen(..., "w")`,
-    `std::ofstream`); it ships such files beside itself, in a folder other than the trusted
-    problem's; or it defines, at module level and for nobody in the file, the values a
+    `std::ofstream`); it ships a `problem.yaml` or `shapes.py` beside itself, in a folder
+    other than the trusted problem's and with other contents; or it defines, at module level and for nobody in the file, the values a
     harness reads from a problem: `SHAPES = [{"M": 4096, ...}]` (shapes.py's form),
     `tolerance = {"float32": 0.1}` (problem.yaml's form), `ATOL = 0.5`.
 
@@ -248,7 +252,8 @@ class BringsOwnProblem(Rule):
         here = Path(self.ctx.path).resolve().parent
         if here == Path(problem.path).resolve().parent or not here.is_dir():
             return
-        shipped = sorted(n for n in PROBLEM_FILES - {"gatekeeper.toml"} if (here / n).is_file())
+        trusted = Path(problem.path).resolve().parent
+        shipped = sorted(n for n in _SHIPPED if (here / n).is_file() and not _same(here / n, trusted / n))
         if shipped:
             what = f"the submission's folder ships its own {', '.join(f'`{n}`' for n in shipped)}"
             entry = problem.entry
@@ -257,6 +262,13 @@ class BringsOwnProblem(Rule):
                          self.ctx.module.body[0] if self.ctx.module.body else None)
             if where is not None:
                 self.report(where, self.message.format(what=what), evidence={"ships": shipped, "folder": str(here)})
+
+
+def _same(mine: Path, trusted: Path) -> bool:
+    try:
+        return trusted.is_file() and mine.read_bytes() == trusted.read_bytes()
+    except OSError:
+        return False
 
 
 def _names(expr: cst.CSTNode) -> list[cst.Name]:
