@@ -48,6 +48,13 @@ def _sized_holder(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
     return None
 
 
+def _only_raises(body: cst.BaseSuite) -> bool:
+    stmts = body.body if type(body) is cst.IndentedBlock else [body]
+    return bool(stmts) and all(
+        type(stmt) in (cst.SimpleStatementLine, cst.SimpleStatementSuite)
+        and all(type(small) is cst.Raise for small in stmt.body) for stmt in stmts)
+
+
 def _is_tile_like(value: int) -> bool:
     return value <= 1024 and value & (value - 1) == 0
 
@@ -83,11 +90,11 @@ class LiteralAllocationShape(Rule):
     - weights and buffers built in `__init__`: a warning at most (init runs at the nominal
       configuration by construction);
     - a copy of the problem's `get_inputs()` and `__main__` self-tests: not checked;
-    - a pool or workspace whose size is compared with the run-time need
-      (`if self.pool is None or self.pool.numel() < n: self.pool = torch.zeros(6000)`,
-      `assert buf.numel() >= need`): a capacity that is checked fails loudly or grows at
-      other sizes, it does not compute a wrong result. A "capacity" never checked against
-      the need is still a finding.
+    - a pool or workspace that is never returned and whose size an `assert` (or an `if` that
+      raises) compares with the run-time need (`assert self.pool.numel() >= x.shape[0] * 4`):
+      a checked capacity fails loudly at other sizes, it does not compute a wrong result. A
+      "capacity" never checked against the need, or only reallocated at the same literal
+      size when too small, is still a finding.
     """
 
     code = "GK201"
@@ -181,6 +188,16 @@ class LiteralAllocationShape(Rule):
                     k(x, y, self.pool)
                     return y
         """), line=5, message="allocates the literal shape (768)"),
+        # a size test that only reallocates at the same literal shape protects nothing
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if self._y is None or self._y.numel() < x[0].numel():
+                        self._y = torch.empty((16, 48), device=x.device)
+                    k(x, self._y)
+                    return self._y
+        """), line=5, message="allocates the literal shape (16, 48)"),
         Invalid(snippet("""
             import torch
             class ModelNew(torch.nn.Module):
@@ -240,10 +257,24 @@ class LiteralAllocationShape(Rule):
         self.outputs: dict[str, set[str]] = {}
         # names and attributes whose size is compared with a run-time need (`buf.numel() < n`)
         self.capacities: set[str] = set()
+        self.returned: set[str] = set()  # names and attributes a return statement hands back
 
-    def visit_Comparison(self, node: cst.Comparison) -> None:
-        """`self.pool.numel() < x.shape[0] * splits`: the tensor is a capacity checked against
-        the need (reallocated or refused when too small), not an output shape."""
+    def visit_Assert(self, node: cst.Assert) -> None:
+        self._capacity_checks(node.test)
+
+    def visit_If(self, node: cst.If) -> None:
+        if _only_raises(node.body):
+            self._capacity_checks(node.test)
+
+    def _capacity_checks(self, test: cst.BaseExpression) -> None:
+        for sub in subtree(test, into_functions=False):
+            if type(sub) is cst.Comparison:
+                self._capacity_check(sub)
+
+    def _capacity_check(self, node: cst.Comparison) -> None:
+        """`assert self.pool.numel() >= x.shape[0] * splits` (or an `if` that raises): the
+        tensor is a capacity refused when too small for this call's need, not an output
+        shape. A check that only reallocates at the same literal size protects nothing."""
         left = node.left
         for target in node.comparisons:
             right = target.comparator
@@ -256,6 +287,9 @@ class LiteralAllocationShape(Rule):
 
     # where tensors go: returned or handed to a call (a kernel that writes them)
     def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None:  # `return buf` or `return out, buf`, not `return k(buf)`
+            values = [e.value for e in node.value.elements] if type(node.value) in (cst.Tuple, cst.List) else [node.value]
+            self.returned.update(self.ctx.module.code_for_node(v) for v in values if type(v) in (cst.Name, cst.Attribute))
         if node.value is not None and self.pending:
             names = self.outputs.setdefault(self.ctx.function_key, set())
             for sub in subtree(node.value, into_functions=False):
@@ -302,7 +336,8 @@ class LiteralAllocationShape(Rule):
             if in_main_guard(self.ctx, p.node):
                 continue  # a self-test under __main__ never runs in the benchmark
             where = reach(self.ctx, p.key)
-            if where == "harness" or (p.holder is not None and p.holder in self.capacities):
+            if where == "harness" or (p.holder is not None and p.holder in self.capacities
+                                      and p.holder not in self.returned):
                 continue  # a pool whose size is checked against the need is a capacity
             call = self.ctx.module.code_for_node(p.node)
             call = call if len(call) <= 80 else call[:77] + "..."

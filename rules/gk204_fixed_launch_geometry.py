@@ -177,12 +177,14 @@ class FixedLaunchGeometry(Rule):
             self.report_cpp(source, facts.tokens[launch.index].offset,
                             self.message.format(launch=f"`{text}`", geometry=f"{grid} block(s) x {block} threads", why=why),
                             evidence={"grid": grid, "block": block, "meaning": why},
-                            confidence=Confidence.CERTAIN if self._fixed_work(facts, why) else
+                            confidence=Confidence.CERTAIN if self._fixed_work(facts, why) and not
+                            roles.reads_sizes_at(launch.index) else
                             self._confidence(why, roles.reads_sizes_at(launch.index)))
 
     @staticmethod
     def _fixed_work(facts: CppFacts, why: str) -> bool:
-        """Nothing in the source reads a size (no size()/numel(), no computed grid) and the
+        """Nothing in the source reads a size (no size()/numel(), no computed grid; the caller
+        also checks the launching function has no integer parameter) and the
         fixed geometry covers exactly a free size: the work done is the nominal work whatever
         the input, so any other size is computed wrongly or out of bounds."""
         return not facts.reads_sizes and " = " in why and not why.startswith("the grid of")

@@ -44,7 +44,12 @@ def integer_input_positions(problem_module: cst.Module) -> frozenset[int]:
     return frozenset()
 
 
+_FLOAT_CASTS = frozenset({"float", "half", "double", "bfloat16"})
+
+
 def _is_integer_tensor(expr: cst.BaseExpression) -> bool:
+    if type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in _FLOAT_CASTS:
+        return False  # `torch.randint(...).float()`: float data drawn from integers
     for sub in subtree(expr):
         if type(sub) is cst.Call:
             func = sub.func
