@@ -347,3 +347,17 @@ def test_warp_width_in_scalar_code_is_not_a_count_of_vectors():
            "  for (int r = 0; r < 4; ++r) m = fmaxf(m, s[r * 32 + lane]); return m; }\n"
            "__global__ void k(const float* x, float* y, int w) { y[blockIdx.x] = chunk(x + (size_t)blockIdx.x * w); }\n'''\n")
     assert not _shape(static_findings(src, problem, profile="strict"))
+
+
+def test_fixed_launch_is_certain_only_when_nothing_tells_the_kernel_a_size():
+    """<<<1, 192>>> of float4 covers B*D = 768: certain when the source reads no size at all
+    (the seed); an integer parameter of the launching function may carry n for a
+    grid-stride loop, so there it is not certain."""
+    told_nothing = SEED.read_text("utf-8")
+    found = [f for f in static_findings(told_nothing, SEED_PROBLEM_SRC) if f.rule == "GK204"]
+    assert found and found[0].confidence.value == "certain"
+    told_n = told_nothing.replace("torch::Tensor mean_rank4_out(torch::Tensor x, torch::Tensor y) {",
+                                  "torch::Tensor mean_rank4_out(torch::Tensor x, torch::Tensor y, int64_t n) {")
+    assert told_n != told_nothing
+    found = [f for f in static_findings(told_n, SEED_PROBLEM_SRC) if f.rule == "GK204"]
+    assert found and found[0].confidence.value != "certain"
