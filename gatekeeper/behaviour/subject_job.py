@@ -75,6 +75,9 @@ class Subject:
         import torch
 
         install_shims()
+        from gatekeeper.sandbox.guard import guard_torch_files
+
+        guard_torch_files()  # torch.from_file(shared=True) obeys the write rule too (issue 22 item 6)
         if self.params.get("poison", True):
             _poison()
         torch.set_grad_enabled(False)

@@ -105,8 +105,10 @@ CATALOGUE: dict[str, Check] = {c.code: c for c in [
           "the result channel carried a forged or malformed frame: {detail}",
           "do not write to file descriptors you did not open"),
     Check("GK665", "EscapesSandbox", C.SANDBOX_ESCAPE, E,
-          "the sandbox refused {event} {target} during {phase}",
-          "write only inside the working directory; no network access"),
+          "the sandbox refused {event} {target} during {phase}: an attempt to reach outside the call is a "
+          "finding even where the sandbox contained it",
+          "touch nothing outside the call: write only inside the working directory, signal no other process, "
+          "call no libc file, process or memory-protection function through ctypes, open no network connection"),
     Check("GK666", "ModelNewMissingAtRunTime", C.RUNTIME_FAILURE, E,
           "the submission defines no callable ModelNew class",
           "define `class ModelNew(torch.nn.Module)` with the reference Model's constructor signature"),

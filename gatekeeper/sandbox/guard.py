@@ -72,5 +72,63 @@ def install_guard(write_roots: list[str], channel: Any) -> None:
             address = args[1]
             if not (isinstance(address, (str, bytes))):  # AF_UNIX paths pass; IP connections do not
                 refuse("connect", str(address))
+        elif event in ("os.kill", "os.killpg") and len(args) > 1:
+            # A signal to any other process (the parent, the harness, a process group) is an
+            # attempt, even where the pid namespace makes it miss: contained is not allowed.
+            pid, sig = args[0], args[1]
+            if sig != 0 and pid not in (os.getpid(),):
+                refuse(event, f"pid {pid} signal {sig}")
+        elif event == "ctypes.dlsym" and len(args) > 1:
+            name = args[1]
+            name = name.decode("ascii", "replace") if isinstance(name, bytes) else str(name)
+            if name in ESCAPE_SYMBOLS:
+                refuse("ctypes.dlsym", name)
 
     sys.addaudithook(hook)
+    _STATE["allowed"], _STATE["refuse"] = allowed, refuse
+
+
+# libc entry points that reach past the audit hook when called through ctypes: files,
+# processes, signals, memory protection, raw system calls. Honest ctypes use calls its own
+# library's functions, never these.
+ESCAPE_SYMBOLS = frozenset({
+    "open", "open64", "openat", "openat64", "creat", "creat64", "fopen", "fopen64", "freopen", "write", "pwrite",
+    "pwrite64", "unlink", "unlinkat", "rename", "renameat", "renameat2", "truncate", "ftruncate", "mkdir",
+    "rmdir", "symlink", "link", "chmod", "chown", "kill", "killpg", "tgkill", "tkill", "ptrace", "fork", "vfork",
+    "clone", "execve", "execv", "execvp", "execl", "system", "popen", "posix_spawn", "syscall", "mprotect",
+    "mmap", "mmap64", "socket", "connect", "setns", "unshare", "prctl", "process_vm_writev",
+})
+
+
+_STATE: dict[str, Any] = {}
+
+
+def guard_torch_files() -> None:
+    """`torch.from_file(..., shared=True)` maps a file for writing from C++, past the audit
+    hook: the same write rule applies to it. Called by a job once it has imported torch,
+    before any submission code (every phase of every worker alike)."""
+    torch = sys.modules.get("torch")
+    if torch is None or "allowed" not in _STATE:
+        return
+    allowed, refuse = _STATE["allowed"], _STATE["refuse"]
+
+    def wrap(owner: Any, name: str, shared_at: int) -> None:
+        original = getattr(owner, name, None)
+        if original is None:
+            return
+
+        def guarded(filename: Any, *args: Any, **kwargs: Any) -> Any:
+            shared = kwargs.get("shared", args[shared_at] if len(args) > shared_at else False)
+            if shared and not allowed(filename):
+                refuse("write", f"{filename} (torch {name}, shared)")
+            return original(filename, *args, **kwargs)
+
+        try:
+            setattr(owner, name, staticmethod(guarded) if isinstance(owner, type) else guarded)
+        except (AttributeError, TypeError):
+            pass
+
+    wrap(torch, "from_file", 0)
+    for storage in (getattr(torch, "UntypedStorage", None),):
+        if storage is not None:
+            wrap(storage, "from_file", 0)
