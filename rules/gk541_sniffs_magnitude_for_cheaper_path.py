@@ -5,7 +5,8 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.analyses.value_sniffing import Scope, arms, cheaper, magnitude_tests, root, value_read
+from gatekeeper.analyses.value_sniffing import Scope, arms, cheaper, cpp_sniffs, magnitude_tests, root, value_read
+from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.examples import Invalid, Valid, snippet
 from gatekeeper.static.rule import Rule
 
@@ -18,7 +19,8 @@ class SniffsMagnitudeForCheaperPath(Rule):
     (`s = x.flatten()[:4096].std()`) or a predicate helper (`def _small(t): return
     t.abs().max() < 1e-2`); the cheaper path returns without computing (zeros, the input, a
     constant), computes in fp16 / bf16 / fp8 while the other path does not, or calls a
-    function named as an approximation (`taylor`, `approx`, `low_order`...).
+    function named as an approximation (`taylor`, `approx`, `low_order`...). The same in
+    C++: `if (x.abs().max().item<float>() < 0.25f) { ... }` with such a body.
 
     Why it games the benchmark: benchmark inputs come from one distribution. A threshold on
     their magnitude, or a look at a few of their elements, cannot make a shortcut correct
@@ -103,6 +105,16 @@ class SniffsMagnitudeForCheaperPath(Rule):
                         return torch.zeros_like(x)
                     return _ext.run(x)
         """), line=6, message="returns `torch.zeros_like(...)` without computing the result"),
+        Invalid(snippet("""
+            src = r'''
+            torch::Tensor f(torch::Tensor x) {
+              if (x.abs().max().item<float>() < 0.25f) {
+                return gelu_half(x.to(at::kHalf)).to(at::kFloat);
+              }
+              return gelu_exact(x);
+            }
+            '''
+        """), line=3, message="computes in lower precision (`kHalf`)"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:
@@ -193,6 +205,14 @@ class SniffsMagnitudeForCheaperPath(Rule):
                             return origin, f"`{callee}()` tests {how}"
             stack.extend(node.children)
         return None
+
+    def check_cpp(self, source: CppSource) -> None:
+        if "item" not in source.by_text["ident"]:
+            return
+        for offset, name, what in cpp_sniffs(source):
+            how = "a reduction read back with `.item()` and compared with a threshold"
+            self.report_cpp(source, offset, self.message.format(name=name, how=how, which="first", cheaper=what),
+                            evidence={"input": name, "read": how, "path": what})
 
     def _after(self, node: cst.If) -> list[cst.CSTNode]:
         block = self.ctx.parent(node)

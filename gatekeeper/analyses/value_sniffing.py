@@ -251,3 +251,89 @@ def arms(node: cst.CSTNode) -> tuple[list[cst.CSTNode], list[cst.CSTNode]]:
     else:
         other = []
     return body, other
+
+
+# C++ --------------------------------------------------------------------------------------
+_CPP_REDUCTIONS = frozenset({"max", "amax", "min", "amin", "std", "var", "mean", "sum", "norm"})
+_CPP_LOW = frozenset({"kHalf", "kBFloat16", "Half", "BFloat16", "half", "__half", "__nv_bfloat16",
+                      "kFloat8_e4m3fn", "kFloat8_e5m2", "__float2half", "__float2bfloat16"})
+_CPP_SHORTCUTS = frozenset({"zeros_like", "zeros", "empty_like", "empty", "ones_like", "full_like", "zero_"})
+_CPP_ORDER = frozenset({"<", "<=", ">", ">="})
+
+
+def cpp_sniffs(source) -> Iterator[tuple[int, str, str]]:  # type: ignore[no-untyped-def]
+    """(offset of the `if`, input, what the cheaper path does) for each C++ branch on a
+    reduction read back with `.item()` and compared with a non-zero number, whose body
+    returns a shortcut or computes in lower precision while the rest of the function does not."""
+    from gatekeeper.analyses.cpp_postfix import chain_root
+    from gatekeeper.analyses.stream_support import call_args
+
+    tokens = source.tokens
+    functions = source.functions
+    for i, tok in enumerate(tokens):
+        if tok.text != "if" or i + 1 >= len(tokens) or tokens[i + 1].text != "(":
+            continue
+        args, close = call_args(tokens, i)
+        cond = [t for arg in args for t in arg]
+        texts = [t.text for t in cond]
+        if "item" not in texts or not (_CPP_REDUCTIONS & set(texts)) or not (_CPP_ORDER & set(texts)):
+            continue
+        if not any(t.kind == "number" and _nonzero_literal(t.text) for t in cond):
+            continue
+        owner = next((f for f in functions if f.body_start < i < f.body_end), None)
+        if owner is None:
+            continue
+        item = next(k for k in range(i + 2, close) if tokens[k].text == "item")
+        root = chain_root(tokens, item)
+        if root is None:
+            root = next((tokens[k].text for k in range(i + 2, item) if tokens[k].text in owner.params), None)
+        if root is None or root not in owner.params:
+            continue
+        body_end = _statement_end(tokens, close + 1)
+        body = tokens[close + 1:body_end]
+        rest = tokens[body_end:owner.body_end]
+        what = _cpp_cheaper(body, rest, owner.params)
+        if what:
+            yield tok.offset, root, what
+
+
+def _nonzero_literal(text: str) -> bool:
+    try:
+        return float(text.rstrip("fFlLuU")) != 0.0
+    except ValueError:
+        return False
+
+
+def _statement_end(tokens, start: int) -> int:  # type: ignore[no-untyped-def]
+    if start < len(tokens) and tokens[start].text == "{":
+        depth = 0
+        for k in range(start, len(tokens)):
+            if tokens[k].text == "{":
+                depth += 1
+            elif tokens[k].text == "}":
+                depth -= 1
+                if depth == 0:
+                    return k + 1
+        return len(tokens)
+    for k in range(start, len(tokens)):
+        if tokens[k].text == ";":
+            return k + 1
+    return len(tokens)
+
+
+def _cpp_cheaper(body, rest, params) -> Optional[str]:  # type: ignore[no-untyped-def]
+    words = [t.text for t in body]
+    for k, word in enumerate(words[:-1]):
+        if word == "return":
+            nxt = words[k + 1]
+            if nxt in params and k + 2 < len(words) and words[k + 2] == ";":
+                return f"returns the input `{nxt}` itself without computing the result"
+            if any(w in _CPP_SHORTCUTS for w in words[k + 1:k + 6]):
+                return "returns a constant tensor without computing the result"
+    low = next((w for w in words if w in _CPP_LOW), None)
+    if low and not any(t.text in _CPP_LOW for t in rest):
+        return f"computes in lower precision (`{low}`)"
+    approx = next((w for w in words if APPROX_NAME.search(w)), None)
+    if approx and not any(APPROX_NAME.search(t.text) for t in rest):
+        return f"calls `{approx}`, an approximation"
+    return None
