@@ -104,3 +104,18 @@ def test_static_only_says_which_dimensions_are_unknown_and_does_not_refuse(tmp_p
     notes = [f for f in report["findings"] if f["rule"] == "GK007"]
     assert len(notes) == 1 and notes[0]["severity"] == "info"
     assert "SEQ" in notes[0]["message"] and "long_seq" in notes[0]["message"] and "shapes.py" in notes[0]["message"]
+
+
+def test_the_pipeline_reads_unread_shapes_only_in_runs_that_run_code(tmp_path):
+    """The same problem: --static-only notes it (no code runs); a full check runs shapes.py in
+    the worker, where this one raises: a problem error naming the file and line."""
+    folder = _folder(tmp_path, "def f():\n    raise ValueError('no sizes here')\n\nSHAPES = [f()]\n")
+    base = [sys.executable, "-m", "gatekeeper", "check", str(folder / "solution.py"), "--problem", str(folder),
+            "-f", "json"]
+    static = subprocess.run([*base, "--static-only"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    report = json.loads(static.stdout)
+    assert report["verdict"] != "error" and "GK007" in {f["rule"] for f in report["findings"]}, report
+    full = subprocess.run(base, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert full.returncode == 3, full.stdout[-2000:] + full.stderr[-2000:]
+    error = json.loads(full.stdout)["error"]
+    assert "shapes.py raises ValueError when run (line 2)" in error and "no sizes here" in error
