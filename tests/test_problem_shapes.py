@@ -202,7 +202,17 @@ def test_sidecar_declared_shapes_imply_fixed_dimensions(tmp_path):
     ('[shapes]\nfixed = ["HEAD_WIDTH"]\n', "not an integer constant"),
     ('[shapes]\nfixed = ["SEQ"]\ndeclared = [{ seq = 1024 }, { seq = 4096 }]\n', "size it 1024, 4096"),
     ('[shapes]\nfixd = ["SEQ"]\n', "unknown key 'shapes.fixd'"),
+    ('[shapes]\nfixed = ["HEAD_DIM"]\n[jitter]\nranges = { HEAD_DIM = [64, 256] }\n', "never jittered"),
 ])
 def test_sidecar_shapes_mistakes_are_problem_errors_that_say_how_to_fix(tmp_path, sidecar, match):
     with pytest.raises(InfrastructureError, match=match):
         load_problem(_single(tmp_path, sidecar))
+
+
+def test_a_jitter_range_in_the_sidecar_keeps_an_inferred_dimension_free(tmp_path):
+    folder = _folder(tmp_path, "SHAPES = [{'seq': 1024, 'head_dim': 128}, {'seq': 4096, 'head_dim': 128}]\n")
+    (folder / "reference.toml").write_text("[jitter]\nranges = { HEAD_DIM = [64, 256] }\n")
+    problem = load_problem(folder)
+    assert problem.facts.fixed_dims == {} and problem.facts.free_dims["HEAD_DIM"] == (128,)
+    _, jittered = plan_trials(problem.source, problem.sidecar, 1, 3, 0.5, 1.5, canonical=problem.shapes)
+    assert "HEAD_DIM" in jittered

@@ -8,7 +8,8 @@ between declared shapes is free.
 Declared shapes come from KernelBench-Hard's `shapes.py` or the sidecar's
 `[shapes] declared`; a single-file KernelBench problem can also name its fixed dimensions
 outright (`[shapes] fixed = ["HEAD_DIM"]`). Inference needs at least two distinct declared
-shapes: one shape says nothing about what may vary. The reference's own constant counts as
+shapes: one shape says nothing about what may vary, and a sidecar `[jitter] ranges` entry for
+a name says outright that it varies. The reference's own constant counts as
 one more shape (gatekeeper's nominal trials use it), so a size that the declared shapes agree
 on but the reference contradicts is free.
 """
@@ -29,9 +30,11 @@ class Dimensions:
 
 
 def classify(shapes: Sequence[dict[str, int]], constants: dict[str, int], unknown: Iterable[str] = (),
-             declared_fixed: Iterable[str] = (), where: str = "the problem's sidecar") -> Dimensions:
-    """Fixed and free dimensions of the declared `shapes` (keys: reference constants)."""
-    unknown = tuple(unknown)
+             declared_fixed: Iterable[str] = (), where: str = "the problem's sidecar",
+             jittered: Iterable[str] = ()) -> Dimensions:
+    """Fixed and free dimensions of the declared `shapes` (keys: reference constants).
+    `jittered`: names the sidecar gives a jitter range; said outright, they stay free."""
+    unknown, jittered = tuple(unknown), set(jittered)
     fixed: dict[str, int] = {}
     free: dict[str, tuple[int, ...]] = {}
     names = [n for n in dict.fromkeys(k for shape in shapes for k in shape) if n not in unknown]
@@ -41,7 +44,7 @@ def classify(shapes: Sequence[dict[str, int]], constants: dict[str, int], unknow
         if nominal is not None:
             sizes.add(nominal)
         sizes.discard(None)
-        if len(shapes) >= 2 and len(sizes) == 1:
+        if len(shapes) >= 2 and len(sizes) == 1 and name not in jittered:
             fixed[name] = sizes.pop()
         else:
             free[name] = tuple(sorted(sizes))  # type: ignore[type-var]
@@ -56,6 +59,10 @@ def classify(shapes: Sequence[dict[str, int]], constants: dict[str, int], unknow
             raise InfrastructureError(
                 f"{where}: `[shapes] fixed` names {name!r}, but the declared shapes size it {sizes}; "
                 f"a fixed dimension has one size in every declared shape: drop it from `fixed` or from the shapes")
+        if name in jittered:
+            raise InfrastructureError(
+                f"{where}: `[shapes] fixed` names {name!r}, and `[jitter] ranges` gives it a range; a fixed "
+                f"dimension is never jittered: drop it from one of the two")
         free.pop(name, None)
         fixed[name] = constants[name]
     return Dimensions(fixed, free, unknown)

@@ -119,7 +119,7 @@ def with_shapes(problem: Problem, declared: DeclaredShapes, entry: Optional[str]
     its facts (fixed and free dimensions) and its sidecar (fixed dimensions are not jittered)."""
     constants = problem.facts.constants
     dims = classify(declared.shapes, constants, declared.unknown, problem.fixed_by_sidecar,
-                    where=str(sidecar_path(problem.path)))
+                    where=str(sidecar_path(problem.path)), jittered=problem.sidecar.jitter.ranges)
     fixed = list(dims.fixed)  # the merged sidecar carries them to the jitter planner
     sidecar = problem.sidecar.model_copy(update={"shapes": SidecarShapes(
         fixed=fixed, declared=list(problem.sidecar.shapes.declared))})
