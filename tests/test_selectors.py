@@ -60,8 +60,8 @@ def test_a_selector_that_matches_nothing_is_an_error():
 
 def test_ignoring_the_static_stage_lets_the_run_time_checks_judge():
     """A static reject stops before code runs; with the static codes ignored, the behaviour
-    stage runs the submission and catches the cached output itself (GK610)."""
-    submission = ROOT / "fixtures" / "submissions" / "cpu_cached_python.py"
+    stage runs the submission and catches the stale cached output itself (GK610)."""
+    submission = ROOT / "fixtures" / "submissions" / "cpu_reuse_stale_python.py"
     problem = ROOT / "fixtures" / "problems" / "cpu_mean.py"
     stopped = json.loads(gk("check", submission, "-p", problem, "-f", "json").stdout)
     assert {s["name"]: s["status"] for s in stopped["stages"]}["behaviour"] == "skipped"
