@@ -27,8 +27,12 @@ def test_schedule_is_drawn_per_run_and_reproducible_from_the_seed():
         assert LOW <= len(plan.steps) <= HIGH
         assert len(plan.steps) // 4 <= plan.timed_from <= len(plan.steps) // 2
         kinds = {s.kind for s in plan.steps}
-        assert kinds == {"fresh", "near-one", "near-sparse", "overwrite", "reuse"}
+        assert kinds == {"fresh", "near-one", "near-sparse", "overwrite", "reuse", "repeat"}
         assert all(s.base is not None and s.base < s.index for s in plan.steps if s.kind.startswith("near"))
+        # Repeats copy an earlier fresh call's contents, early enough to survive the budget.
+        repeats = [s for s in plan.steps if s.kind == "repeat"]
+        assert 3 <= len(repeats) <= 6 and all(6 <= s.index < MIN_CALLS for s in repeats)
+        assert all(plan.steps[s.base].kind == "fresh" and s.index - 16 <= s.base <= s.index - 3 for s in repeats)
         assert len({s.seed for s in plan.steps}) == len(plan.steps)  # no two calls share values
         assert {s.dist for s in plan.steps} - {"normal"} == set(DISTRIBUTIONS)
     assert Schedule.from_json(a.to_json()).to_json() == a.to_json()

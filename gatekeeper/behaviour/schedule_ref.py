@@ -129,7 +129,9 @@ def _one(module: Any, model: Any, step: Any, kept: dict[int, list[Any]], device:
     """One call's inputs and reference output."""
     import torch
 
-    if step.base is not None and step.base in kept:
+    if step.kind == "repeat" and step.base in kept:
+        inputs = [i.clone() if isinstance(i, torch.Tensor) else i for i in kept[step.base]]
+    elif step.base is not None and step.base in kept:
         inputs = near_duplicate(kept[step.base], step.kind == "near-sparse", step.seed, fixed)
     else:
         torch.manual_seed(step.seed)

@@ -154,7 +154,7 @@ class Runner:
             early = packed["file"]["sha256"] if "file" in packed else hashlib.sha256(packed["data"]).hexdigest()
             self.last = (index, out, early)  # as it was at return (a large output's file carries it)
         self.channel.send("schedule-call", index=index, output=packed, threads_before=census.counts,
-                          threads_after=after, addresses=addresses, **observed)
+                          threads_after=after, addresses=addresses, wall_s=wall, **observed)
         self.previous = inputs
 
     def _aliases(self, inputs: list[Any], out: Any, previous_out: Any) -> list[str]:

@@ -19,6 +19,7 @@ from gatekeeper.runtime.disk import disk_full_reason, free_bytes, is_disk_full, 
 from gatekeeper.behaviour.completeness import infrastructure_failure
 from gatekeeper.behaviour.judge import Judge
 from gatekeeper.behaviour.schedule_checks import judge_calls, recorded_indices, work_messages
+from gatekeeper.behaviour.repeat_probe import RepeatProbe
 from gatekeeper.behaviour.schedule_judge import ScheduleJudge
 from gatekeeper import progress
 from gatekeeper.build.cache import cuda_present, exclusive, extensions_dir, is_built
@@ -221,6 +222,16 @@ def _run_behaviour(submission: Submission, problem: Optional[Problem], config: C
                           submission, seed, environment, timings, ref, findings_so_far, mark)
 
 
+def _error_budget_limit(config: Config) -> Optional[float]:
+    """GK668's ratio for the scheduled calls (None: the rule is off, or the lenient profile,
+    where it only warns on the named trials)."""
+    from gatekeeper.behaviour.evidence import DEFAULT_MAX_ERROR_RATIO, _enabled, _options
+
+    if not _enabled(config, "GK668") or config.profile == "lenient":
+        return None
+    return float(_options(config, "GK668").get("max_error_ratio", DEFAULT_MAX_ERROR_RATIO))
+
+
 @contextlib.contextmanager
 def _judging_threads() -> Iterator[None]:
     """Comparisons use half the cores: on a shared machine torch's spinning intra-op threads
@@ -241,12 +252,14 @@ def _judge_run(result: JobResult, references: dict[str, dict[str, Any]], failed:
                timings: dict[str, float], ref: JobResult, findings_so_far: Optional[list[Finding]],
                mark: float) -> StageOutcome:
     judge = Judge(references, problem.tolerance, location)
-    calls = ScheduleJudge(scheduled, problem.tolerance)
+    calls = ScheduleJudge(scheduled, problem.tolerance, max_error_ratio=_error_budget_limit(config))
+    repeats = RepeatProbe(scheduled)
     for message in result.messages:
         kind = message.get("kind")
         try:
             if str(kind).startswith("schedule-"):
                 calls.observe(message)
+                repeats.observe(message)
             elif kind == "call":
                 judge.call(message)
             elif kind == "call-error":
@@ -264,6 +277,7 @@ def _judge_run(result: JobResult, references: dict[str, dict[str, Any]], failed:
                       detail=f"a signed '{kind}' observation is malformed ({type(exc).__name__}: {exc})")
     judge.determinism()
     calls.judge(judge.add)
+    repeats.judge(judge.add)
     judge_calls(result.messages, references.get("nominal", {}), judge.add)  # every call checked alike
     LAST_SCHEDULE.clear()
     LAST_SCHEDULE.update(planned=scheduled.get("planned", 0), sent=len(scheduled.get("calls", [])),

@@ -9,6 +9,8 @@ Every call gets inputs the process has never seen, generated in the reference wo
   overwrite    new values written in place into the previous call's tensors (same objects)
   reuse        new values in a tensor at the same address as the previous call's, with the
                same `_version` (a fresh tensor over the same storage)
+  repeat       new tensors holding exactly the contents of an earlier fresh call (a content
+               memo is right on them, and faster: behaviour.repeat_probe times them)
 From a random position on (`timed_from`) the submission's process is made to look like a
 timing run (problem.schedule.DECOY), so a submission that arms a memo when it thinks it is
 timed is checked while armed. Every call's output is compared with the reference.
@@ -89,7 +91,24 @@ def plan_schedule(seed: int, distributions: list[str], low: int = LOW, high: int
         steps.append(Step(index, kind, rng.getrandbits(31), dist, base))
     timed_from = rng.randint(count // 4, count // 2)
     _value_calls(steps, dists, seed)
+    _repeat_calls(steps, seed)
     return Schedule(steps, timed_from)
+
+
+REPEATS = 6
+
+
+def _repeat_calls(steps: list[Step], seed: int) -> None:
+    """A few calls become repeats of an earlier plain fresh call's contents, drawn among calls
+    6-23 so that they survive the budget's trimming (never under MIN_CALLS), each with a base
+    3-16 calls back. From their own stream: the rest of the plan is the one the seed gave."""
+    rng = random.Random(derive(seed, "schedule-repeats"))
+    window = [s for s in steps if 6 <= s.index < MIN_CALLS]
+    for step in sorted(rng.sample(window, min(REPEATS, len(window))), key=lambda s: s.index):
+        bases = [b.index for b in steps if step.index - 16 <= b.index <= step.index - 3
+                 and b.kind == "fresh" and b.dist == "normal"]
+        if bases:
+            step.kind, step.base, step.dist = "repeat", rng.choice(bases), "normal"
 
 
 def _value_calls(steps: list[Step], dists: list[str], seed: int) -> None:

@@ -157,6 +157,11 @@ CATALOGUE: dict[str, Check] = {c.code: c for c in [
           "compute the same function as the reference for every input, and compare with Model locally on fresh "
           "random inputs (torch.testing.assert_close). Wrong on every call: the formula itself differs. Wrong "
           "on some calls only: look for state kept between calls, a branch on the input's values, or a race"),
+    Check("GK678", "FasterOnRepeatedContents", C.CACHED_OUTPUT, E,
+          "forward skips work when an input's contents repeat: {detail}; a memo keyed by the contents returns "
+          "stored results whenever a harness reuses its inputs, which is how most benchmarks time",
+          "compute the output from the inputs on every call; do not keep results keyed by a hash or checksum of "
+          "the input's values"),
     Check("GK680", "BuildFails", C.BUILD_FAILURE, E,
           "the extension does not compile: {detail}",
           "fix the compiler error shown; build it locally with torch.utils.cpp_extension.load_inline(verbose=True)"),

@@ -1,0 +1,54 @@
+"""The repeated-contents probe (issue 22 item 5): a memo keyed by a checksum of the input's
+contents is right on every input, so no value check can see it; it only skips the work when
+contents repeat, which is exactly what a timing harness that reuses its inputs gives it.
+
+The call schedule (problem.schedule) makes a few `repeat` calls: new tensor objects holding
+exactly the contents of an earlier fresh call. Every scheduled call's wall time comes back
+with it. When the repeat calls are much faster than fresh calls of the same inputs' shape,
+the submission did less work on contents it had seen: a cached-output finding, on CPU and GPU
+alike. Honest code does the same work on the same contents; the base call ran many calls
+earlier, so no cache of the submission's data is warmer for the repeat than for a fresh call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any, Callable
+
+MIN_REPEATS = 3
+MIN_FRESH = 6
+RATIO = 0.25  # repeat calls at under a quarter of a fresh call's time
+MIN_FRESH_S = 200e-6  # below this, timer noise and call overhead decide: not judged
+
+
+@dataclass
+class RepeatProbe:
+    reference: dict[str, Any]
+    walls: dict[int, float] = field(default_factory=dict)
+
+    def observe(self, message: dict[str, Any]) -> None:
+        if message.get("kind") != "schedule-call":
+            return
+        wall = message.get("wall_s")
+        if isinstance(wall, (int, float)) and wall >= 0:
+            self.walls[int(message["index"])] = float(wall)
+
+    def judge(self, add: Callable[..., None]) -> dict[str, Any]:
+        """Adds GK678 when repeats are much faster; returns what was measured (for the report)."""
+        calls = {int(c["index"]): c for c in self.reference.get("calls", [])}
+        fresh = [w for i, w in self.walls.items() if calls.get(i, {}).get("kind") == "fresh"
+                 and calls[i].get("dist") == "normal" and i >= 4]  # past the warm-up calls
+        repeats = [w for i, w in self.walls.items() if calls.get(i, {}).get("kind") == "repeat"]
+        measured = {"repeat_calls": len(repeats), "fresh_calls": len(fresh)}
+        if len(repeats) < MIN_REPEATS or len(fresh) < MIN_FRESH:
+            measured["judged"] = False
+            return measured
+        fresh_s, repeat_s = median(fresh), median(repeats)
+        measured.update(fresh_median_s=round(fresh_s, 7), repeat_median_s=round(repeat_s, 7), judged=True)
+        if fresh_s >= MIN_FRESH_S and repeat_s < RATIO * fresh_s:
+            add("GK678", "scheduled calls", dict(measured),
+                detail=(f"calls whose inputs repeat an earlier call's contents (new tensors, same values) took "
+                        f"{repeat_s * 1e6:.0f} us (median of {len(repeats)}) against {fresh_s * 1e6:.0f} us for "
+                        f"fresh contents (median of {len(fresh)})"))
+        return measured
