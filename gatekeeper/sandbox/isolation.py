@@ -34,6 +34,7 @@ from typing import Iterable, Optional
 
 LEVELS = ("bwrap", "unshare", "none")
 SHIM_SCRIPT = str(Path(__file__).resolve().with_name("shim.py"))
+READONLY_SCRIPT = str(Path(__file__).resolve().with_name("readonly_fs.py"))
 # Size of the private /tmp and working directory tmpfs inside bubblewrap (disk cap).
 WORKDIR_BYTES = 512 * 1024 ** 2
 # Side files a submission may compile (`load(sources=[...])`): visible next to it.
@@ -66,7 +67,11 @@ class Isolation:
             # kill(0, ...) from inside cannot reach unshare itself.
             setsid = shutil.which("setsid") or "setsid"
             # --mount-proc: a /proc of the new pid namespace (the CUDA driver fails without it).
-            return [str(self.tool), "-rn", "--pid", "--fork", "--kill-child", "--mount-proc", "--", setsid, *argv]
+            # readonly_fs.py: every mount read-only but the worker's own folders, before the
+            # worker starts (issue 22 item 6: native code must not write the host's files).
+            writable = [str(workdir), *[str(w) for w in write_paths]]
+            return [str(self.tool), "-rn", "--pid", "--fork", "--kill-child", "--mount-proc", "--",
+                    sys.executable, "-I", "-S", READONLY_SCRIPT, *writable, "--", setsid, *argv]
         if self.name != "bwrap":
             # No pid namespace: a harness process in between, so that the worker's parent
             # (`os.getppid()`) is not gatekeeper (issue 12, row 2; sandbox/shim.py).
@@ -343,6 +348,14 @@ def require(isolation: Optional[Isolation] = None) -> Isolation:
         raise IsolationRequired(f"GATEKEEPER_ISOLATION={asked} asked for {asked} isolation, which does not work on "
                                 f"this machine ({found.reason or found.detail}); fix it, or choose another level "
                                 "(auto, unshare, none)")
+    if found.name == "none" and asked == "auto":
+        # Nothing that defends the file system works here. Untrusted code runs undefended only
+        # when the user says so (issue 22 item 6): contained is the default, not a hope.
+        why = found.reason or found.detail
+        raise IsolationRequired(
+            f"no isolation that keeps the submission off this machine's files works here ({why}); install "
+            "bubblewrap, or set GATEKEEPER_ISOLATION=none to run submissions with no OS isolation at all (only "
+            "for code you trust)")
     if isolation_required() and found.name != "bwrap":
         # The reason says what to do: install bubblewrap only where it is missing, else why it fails.
         raise IsolationRequired(
