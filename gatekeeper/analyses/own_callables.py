@@ -14,10 +14,10 @@ TorchUsage sees an own launch when it is written out (`_ext.f(x)`, `k[grid](x)`,
 
 This module answers `OwnCallables.call_is_own(call)` by following, on demand, the bindings
 of the file: names (per function scope, then enclosing scopes, then the module; `global`
-statements bind at module level), `self.X` attributes, what functions return, lambdas and
-`functools.partial`. A name counts as own when one of its bindings is (`_FN = None` first
-is the usual lazy slot) and none is a torch callable. One walk of the module, made only
-when a file has a call that the traversal could not place.
+statements bind at module level), `self.X` and `Class.X` attributes, what functions return,
+lambdas and `functools.partial`. A name counts as own when one of its bindings is (`_FN =
+None` first is the usual lazy slot) and none is a torch callable. One pass over the
+statements of the module, made only when a file has a call the traversal could not place.
 """
 
 from __future__ import annotations
@@ -86,29 +86,36 @@ class OwnCallables:
         self._index()
 
     def _index(self) -> None:
-        stack: list[tuple[cst.FunctionDef, set[str]]] = []
-        for entering, node in walk(self.ctx.module):
-            kind = type(node)
-            if kind is cst.FunctionDef:
-                if entering:
-                    outer = id(stack[-1][0]) if stack else 0
-                    self.enclosing[id(node)] = outer
-                    self.names[id(node)] = {}
-                    stack.append((node, set()))
-                else:
-                    stack.pop()
-                continue
-            if not entering:
-                continue
-            scope = id(stack[-1][0]) if stack else 0
-            if kind in (cst.Global, cst.Nonlocal) and stack:
-                stack[-1][1].update(n.name.value for n in node.names)
-            elif kind is cst.Assign or (kind is cst.AnnAssign and node.value is not None):
-                targets = [t.target for t in node.targets] if kind is cst.Assign else [node.target]
-                for target in targets:
-                    self._bind(target, node.value, scope, stack)
-            elif kind is cst.Return and node.value is not None and stack:
-                self.returns.setdefault(stack[-1][0].name.value, []).append((node.value, scope))
+        """One pass over the statements (not into expressions): bindings and returns."""
+        work: list[tuple[object, Optional[tuple[cst.FunctionDef, set[str]]]]] = [(self.ctx.module, None)]
+        while work:
+            block, frame = work.pop()
+            scope = id(frame[0]) if frame else 0
+            for stmt in getattr(block, "body", ()):
+                kind = type(stmt)
+                if kind is cst.SimpleStatementLine or kind is cst.SimpleStatementSuite:
+                    for small in stmt.body:
+                        self._small(small, scope, frame)
+                elif kind is cst.FunctionDef:
+                    self.enclosing[id(stmt)] = scope
+                    self.names[id(stmt)] = {}
+                    work.append((stmt.body, (stmt, set())))
+                elif kind is cst.ClassDef:
+                    work.append((stmt.body, frame))
+                else:  # if / for / while / with / try / match: their blocks, in the same scope
+                    for part in _blocks(stmt):
+                        work.append((part, frame))
+
+    def _small(self, small: cst.CSTNode, scope: Scope, frame: Optional[tuple[cst.FunctionDef, set[str]]]) -> None:
+        kind = type(small)
+        if kind in (cst.Global, cst.Nonlocal) and frame:
+            frame[1].update(n.name.value for n in small.names)
+        elif kind is cst.Assign or (kind is cst.AnnAssign and small.value is not None):
+            targets = [t.target for t in small.targets] if kind is cst.Assign else [small.target]
+            for target in targets:
+                self._bind(target, small.value, scope, [frame] if frame else [])
+        elif kind is cst.Return and small.value is not None and frame:
+            self.returns.setdefault(frame[0].name.value, []).append((small.value, scope))
 
     def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression, scope: Scope,
               stack: list[tuple[cst.FunctionDef, set[str]]]) -> None:
@@ -227,3 +234,29 @@ class OwnCallables:
             if binding is not None and binding.kind == "class":
                 return func.attr.value
         return None
+
+
+class _Elif:
+    """An `elif` seen as a block of one statement (no node is built)."""
+
+    def __init__(self, body: tuple[cst.If]) -> None:
+        self.body = body
+
+
+def _blocks(stmt: cst.CSTNode) -> list[object]:
+    """The statement blocks of a compound statement (body, else/elif, handlers, finally, cases)."""
+    out: list[cst.CSTNode] = []
+    body = getattr(stmt, "body", None)
+    if body is not None:
+        out.append(body)
+    orelse = getattr(stmt, "orelse", None)
+    if orelse is not None:
+        out.append(_Elif((orelse,)) if type(orelse) is cst.If else orelse.body)
+    for handler in getattr(stmt, "handlers", ()):
+        out.append(handler.body)
+    final = getattr(stmt, "finalbody", None)
+    if final is not None:
+        out.append(final.body)
+    for case in getattr(stmt, "cases", ()):
+        out.append(case.body)
+    return out

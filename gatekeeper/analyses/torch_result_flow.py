@@ -93,41 +93,46 @@ def _root(target: cst.BaseExpression) -> Optional[str]:
 Pure = Callable[[cst.Call], bool]
 
 
-def _receivers(expr: cst.CSTNode, pure: Pure) -> set[str]:
-    """Objects whose method a call statement invokes (`outs.append(y)`, `self._run(x)`): the
-    method may change them, unless it is a pure torch op."""
-    out: set[str] = set()
-    for entering, node in walk(expr):
-        if entering and type(node) is cst.Call and type(node.func) is cst.Attribute and not pure(node):
-            root = _root(node.func.value)
-            if root:
-                out.add(root)
-    return out
-
-
-def _in_place(expr: Optional[cst.CSTNode], pure: Pure) -> set[str]:
-    """Roots an expression may write: `y.add_(t)`, `torch.mul(a, b, out=y)`, and what is
-    handed to a call that is not a pure torch op (a kernel launch `k[grid](x, y)` or
-    `_ext.f(x, out)` writes its arguments)."""
-    out: set[str] = set()
+def _scan(expr: Optional[cst.CSTNode], pure: Pure, receivers: bool = False) -> tuple[set[str], set[str]]:
+    """One walk: the variables an expression reads, and the roots it may write: `y.add_(t)`,
+    `torch.mul(a, b, out=y)`, what it hands to a call that is not a pure torch op (a launch
+    `k[grid](x, y)` or `_ext.f(x, out)` writes its arguments) and, with `receivers`, the
+    objects whose impure methods it calls (`outs.append(y)`, `self._run(x)`)."""
+    reads: set[str] = set()
+    writes: set[str] = set()
     if expr is None:
-        return out
+        return reads, writes
+    skip: set[int] = set()
     for entering, node in walk(expr):
-        if entering and type(node) is cst.Call:
+        if not entering or id(node) in skip:
+            continue
+        kind = type(node)
+        if kind is cst.Name:
+            reads.add(node.value)
+        elif kind is cst.Attribute:
+            skip.add(id(node.attr))
+            if type(node.value) is cst.Name and node.value.value == "self":
+                reads.add(f"self.{node.attr.value}")
+        elif kind is cst.Arg:
+            if node.keyword is not None:
+                skip.add(id(node.keyword))
+        elif kind is cst.Call:
             func = node.func
-            if type(func) is cst.Attribute and func.attr.value.endswith("_") and not func.attr.value.startswith("_"):
-                root = _root(func.value)
-                if root:
-                    out.add(root)
-            writes_args = not pure(node)
+            impure = not pure(node)
+            if type(func) is cst.Attribute:
+                method = func.attr.value
+                if (method.endswith("_") and not method.startswith("_")) or (receivers and impure):
+                    root = _root(func.value)
+                    if root:
+                        writes.add(root)
             for arg in node.args:
                 if arg.keyword is not None and arg.keyword.value == "out":
-                    out.update(_names(arg.value))
-                elif writes_args:
+                    writes.update(_names(arg.value))
+                elif impure:
                     root = _root(arg.value)
                     if root:
-                        out.add(root)
-    return out
+                        writes.add(root)
+    return reads, writes
 
 
 class _Function:
@@ -164,15 +169,16 @@ class _Function:
             raise _Unsupported
         header = self.add(stmt, _Unit(stmt), parent)
         if type(stmt) in (cst.If, cst.While):
-            header.reads = _names(stmt.test)
-            header.writes = _in_place(stmt.test, self.pure)
+            header.reads, header.writes = _scan(stmt.test, self.pure)
         elif type(stmt) is cst.For:
-            header.reads = _names(stmt.iter)
-            header.writes = _names(stmt.target) | _in_place(stmt.iter, self.pure)
+            header.reads, header.writes = _scan(stmt.iter, self.pure)
+            header.writes |= _names(stmt.target)
             self.created |= _names(stmt.target)
         elif type(stmt) is cst.With:
             for item in stmt.items:
-                header.reads |= _names(item.item)
+                reads, writes = _scan(item.item, self.pure)
+                header.reads |= reads
+                header.writes |= writes
                 if item.asname is not None:
                     header.writes |= _names(item.asname.name)
                     self.created |= _names(item.asname.name)
@@ -197,8 +203,7 @@ class _Function:
             unit.sink, unit.reads = True, _names(getattr(small, "value", None))
         elif kind in (cst.Assign, cst.AnnAssign, cst.AugAssign):
             targets = [t.target for t in small.targets] if kind is cst.Assign else [small.target]
-            unit.reads = _names(small.value)
-            unit.writes = _in_place(small.value, self.pure)
+            unit.reads, unit.writes = _scan(small.value, self.pure)
             if kind is cst.AugAssign:
                 unit.reads |= _names(small.target)
             for target in targets:
@@ -217,8 +222,7 @@ class _Function:
             value = small.value
             if type(value) in (cst.Yield, cst.Await):
                 unit.sink = True
-            unit.reads = _names(value)
-            unit.writes = _in_place(value, self.pure) | _receivers(value, self.pure)
+            unit.reads, unit.writes = _scan(value, self.pure, receivers=True)
         elif not isinstance(small, _NEUTRAL):
             raise _Unsupported
         self.add(small, unit, parent)
@@ -267,6 +271,11 @@ def outside_result(path: tuple[cst.CSTNode, ...], pure: Pure) -> bool:
     writes none of its arguments (a torch op that is not in place)."""
     if not path or type(path[-1]) is not cst.FunctionDef:
         return False
+    for node in path:
+        if type(node) is cst.Return:
+            return False  # returned: reaches the result (the common case needs no analysis)
+        if isinstance(node, cst.BaseSmallStatement) or isinstance(node, cst.BaseCompoundStatement):
+            break
     analysis = _analysis(path[-1], pure)  # type: ignore[arg-type]
     if analysis is None:
         return False
