@@ -54,6 +54,9 @@ REACHED = {
                                        "    def forward(self, x):\n        y = torch.empty_like(x)\n"
                                        "        self.fn((1,), (256,), (x.data_ptr(), y.data_ptr()))\n"
                                        "        return torch.relu(y)\n",
+    "TileLang program compiled by a call": "    def __init__(self):\n        super().__init__()\n        import tilelang\n"
+                                           "        self.k = tilelang.compile(_program(), out_idx=[1])\n"
+                                           "    def forward(self, x):\n        return torch.relu(self.k(x))\n",
     "jiterator kernel": "    def __init__(self):\n        super().__init__()\n"
                         "        self.fn = torch.cuda.jiterator._create_jit_fn('template <typename T> T f(T x) { return x; }')\n"
                         "    def forward(self, x):\n        return torch.relu(self.fn(x))\n",

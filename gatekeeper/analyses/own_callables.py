@@ -43,7 +43,7 @@ _FUNCTION_TYPES = frozenset({"ctypes.CFUNCTYPE", "ctypes.PYFUNCTYPE", "ctypes.WI
 # Calls that compile the submission's own kernel source into a callable: calling what they
 # return launches that kernel (`k = cp.RawKernel(src, "name"); k(grid, block, args)`).
 KERNEL_FACTORIES = frozenset({
-    "cupy.RawKernel", "cupy.ElementwiseKernel", "cupy.ReductionKernel",
+    "cupy.RawKernel", "cupy.ElementwiseKernel", "cupy.ReductionKernel", "triton.compile", "tilelang.compile",
     "torch.cuda.jiterator._create_jit_fn", "torch.cuda.jiterator._create_multi_output_jit_fn",
 })
 # ... and calls that compile a source into a module whose functions are fetched by name.
