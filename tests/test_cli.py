@@ -26,7 +26,9 @@ def test_seed_is_rejected_with_both_categories_on_the_right_lines():
     proc = gk("check", SEED, "--problem", PROBLEM, "--static-only", "--format", "json")
     assert proc.returncode == 1
     report = json.loads(proc.stdout)
-    assert report["schema_version"] == 1 and report["verdict"] == "reject"
+    from gatekeeper.report import SCHEMA_VERSION
+
+    assert report["schema_version"] == SCHEMA_VERSION and report["verdict"] == "reject"
     by_category = {}
     for f in report["findings"]:
         by_category.setdefault(f["category"], set()).add(f["location"]["line"])
