@@ -24,7 +24,7 @@ def make_console(file: Optional[TextIO] = None, *, stderr: bool = False, color: 
     (soft_wrap: the terminal wraps, a pipe or a log keeps each message on one line)."""
     from rich.console import Console
 
-    base: dict[str, Any] = dict(file=file, stderr=stderr, highlight=False, soft_wrap=True, **kwargs)
+    base: dict[str, Any] = {"file": file, "stderr": stderr, "highlight": False, "soft_wrap": True, **kwargs}
     if color == "always":  # an explicit flag beats NO_COLOR (no-color.org)
         return Console(**base, force_terminal=True, color_system="standard", no_color=False)
     if color == "never" or no_color():

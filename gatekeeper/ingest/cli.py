@@ -12,6 +12,7 @@ from typing import Optional
 import typer
 
 from gatekeeper.choices import ProfileName
+from gatekeeper.term import make_console
 
 
 class StageChoice(str, Enum):
@@ -32,12 +33,9 @@ class ExportFormat(str, Enum):
 
 
 def _fail(exc) -> None:
-    from rich.console import Console
-    from rich.markup import escape
+    from gatekeeper.cli import fail
 
-    # escape: messages hold brackets ("kernel-gatekeeper[ray]") that rich would take as markup
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]gatekeeper:[/] {escape(str(exc))}")
-    raise typer.Exit(exc.exit_code)
+    fail(exc)  # one line on stderr, escaped (messages hold "kernel-gatekeeper[ray]"), NO_COLOR honoured
 
 
 def ingest(
@@ -64,8 +62,6 @@ def ingest(
     """Check a batch of submissions in parallel into a results store; rerun to resume.
     Exit 0 when every submission was checked (rejects included), 2 on usage errors,
     3 when some records could not be checked (a bad input record, a crash, a timeout)."""
-    from rich.console import Console
-
     from gatekeeper.errors import GatekeeperError
     from gatekeeper.ingest.run import IngestOptions, ingest as run_ingest, print_summary
 
@@ -73,7 +69,7 @@ def ingest(
                             profile=profile.value if profile else None, config_file=config, mapping=mapping,
                             timeout_s=timeout, retry_errors=retry_errors, executor=executor.value,
                             address=address)
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = make_console(stderr=True)  # the terminal conventions of every command (gatekeeper.term)
     try:
         summary = run_ingest(options, err)
     except GatekeeperError as exc:
@@ -82,7 +78,7 @@ def ingest(
         err.print(f"gatekeeper: interrupted; finished results are stored in {store}. "
                   "Run the same command again to resume.")
         raise typer.Exit(130)
-    print_summary(summary, options, Console(highlight=False, soft_wrap=True))
+    print_summary(summary, options, make_console())
     raise typer.Exit(summary.exit_code)
 
 
@@ -97,8 +93,6 @@ def leaderboard(
                                         "[default: none; the table goes to stdout]"),
 ) -> None:
     """Per problem: the best passing submission (speedup, SOL fraction) and rejects by category."""
-    from rich.console import Console
-
     from gatekeeper.errors import GatekeeperError
     from gatekeeper.ingest.leaderboard import build_boards, load_meta, print_boards
     from gatekeeper.ingest.queries import Filters, entries
@@ -106,9 +100,9 @@ def leaderboard(
 
     filters = Filters(problem=problem, profile=profile.value if profile else None,
                       stages=stages.value if stages else None)
-    out = Console(highlight=False)
+    out = make_console(soft_wrap=False)
     if not out.is_terminal:
-        out = Console(highlight=False, width=200)  # a pipe or a log: do not squeeze the table to 80
+        out = make_console(soft_wrap=False, width=200)  # a pipe or a log: do not squeeze the table to 80
     try:
         conn = connect(store, readonly=True)
         try:
