@@ -4,9 +4,9 @@ against the reference, and which mechanism a wrong answer points to."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
-from gatekeeper.behaviour.compare import compare, fair_compare
+from gatekeeper.behaviour.compare import compare, error_ratio, fair_compare
 
 ARMING_PREFIX = 8  # a correct run of at least this many calls before the first wrong one
 TIMED_WINDOW = 16  # a memo switched on when the process looks timed may need a few calls to fill
@@ -57,6 +57,8 @@ class ScheduleJudge:
     late: list[int] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
     rescued: list[int] = field(default_factory=list)  # outside the fixed atol, fair against float64
+    max_error_ratio: Optional[float] = None  # the error budget (GK668) on every call; None: off
+    ratios: dict[int, dict[str, Any]] = field(default_factory=dict)  # the calls over the budget
 
     def observe(self, message: dict[str, Any]) -> None:
         kind = message.get("kind")
@@ -80,6 +82,8 @@ class ScheduleJudge:
                     if result.ok:
                         self.rescued.append(index)
                 ok, detail = result.ok, result.detail
+                if ok and self.max_error_ratio is not None and "output64" in ref:
+                    self._budget(index, ref, message["output"])
             dist = ref["dist"]
             base = self._calls().get(ref.get("base")) if ref.get("base") is not None else None
             if base is not None and dist == "normal":
@@ -87,6 +91,13 @@ class ScheduleJudge:
             raw = message.get("addresses")
             addresses = tuple(a for a in raw if isinstance(a, int) and a) if isinstance(raw, list) else ()
             self.outcomes[index] = Outcome(index, ref["kind"], dist, ref.get("base"), ok, detail, addresses)
+
+    def _budget(self, index: int, ref: dict[str, Any], output: Any) -> None:
+        """The error budget of the named trials (GK668), on a scheduled call: the error against
+        float64 over the honest computation's, at this call's values and scale."""
+        measured = error_ratio(ref["output"], ref["output64"], output)
+        if measured is not None and self.max_error_ratio is not None and measured["ratio"] > self.max_error_ratio:
+            self.ratios[index] = measured
 
     def _calls(self) -> dict[int, dict[str, Any]]:
         if not hasattr(self, "_by_index"):
@@ -106,6 +117,12 @@ class ScheduleJudge:
         """Calls `add(code, trial, evidence, **fields)` (behaviour.judge.Judge.add) per finding."""
         ordered = [self.outcomes[i] for i in sorted(self.outcomes)]
         wrong = [o for o in ordered if not o.ok]
+        if self.ratios:
+            index, worst = max(self.ratios.items(), key=lambda kv: kv[1]["ratio"])
+            add("GK668", f"scheduled call {index} ({len(self.ratios)} of {len(ordered)} over the budget)",
+                {"calls": {str(i): round(r["ratio"], 1) for i, r in list(self.ratios.items())[:10]},
+                 "max_error_ratio": self.max_error_ratio, **worst},
+                ratio=worst["ratio"], dtype=worst["dtype"], error=worst["error"], honest=worst["honest"])
         ok = {o.index for o in ordered if o.ok}
         if self.late:
             late = [self.outcomes.get(i) or Outcome(i, "?", "?", None, False) for i in sorted(self.late)]
