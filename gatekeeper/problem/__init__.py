@@ -4,7 +4,7 @@
   (format, files, source, sidecar merged with problem.yaml, canonical shapes, static facts).
 - `formats`: where a format's files are, the `problem.yaml` reader, the
   tolerance defaults by format.
-- `shapes_file`, `shapes_eval`: the declared shapes (shapes.py, the sidecar), read without running them;
+- `shapes_file`, `shapes_eval` (+ `shapes_expr`): the declared shapes (shapes.py, the sidecar), read without running them;
   `dimensions`: fixed and free dimensions; `shapes_worker`: shapes.py run in the sandbox, for the
   stages that run code.
 - `sidecar.load_sidecar(path)`: the optional `<problem>.toml` beside a problem.
