@@ -57,6 +57,8 @@ REACHED = {
     "TileLang program compiled by a call": "    def __init__(self):\n        super().__init__()\n        import tilelang\n"
                                            "        self.k = tilelang.compile(_program(), out_idx=[1])\n"
                                            "    def forward(self, x):\n        return torch.relu(self.k(x))\n",
+    "getattr with a literal name": "    def forward(self, x):\n        fn = getattr(_mod(), 'f')\n"
+                                   "        return torch.relu(fn(x))\n",
     "jiterator kernel": "    def __init__(self):\n        super().__init__()\n"
                         "        self.fn = torch.cuda.jiterator._create_jit_fn('template <typename T> T f(T x) { return x; }')\n"
                         "    def forward(self, x):\n        return torch.relu(self.fn(x))\n",
@@ -266,3 +268,21 @@ def test_gk110_is_certain_only_for_signals_that_identify_the_harness():
     stack = GUARDED.format(body="        import sys\n        if sys._getframe(1).f_code.co_name == 'time_it':\n"
                                 "            return y")
     assert [(f.severity, f.confidence.value) for f in static_findings(stack) if f.rule == "GK110"] == [(_E, "certain")]
+
+
+@pytest.mark.parametrize("body", [
+    "    def forward(self, x):\n        fn = getattr(_mod(), self.kind)\n        return torch.relu(fn(x))\n",
+    "    def __init__(self):\n        super().__init__()\n        self.table = {'f': _mod().f}\n"
+    "        self.op = self.table.get('f')\n    def forward(self, x):\n        return torch.relu(self.op(x))\n",
+])
+def test_a_callable_fetched_at_run_time_makes_no_own_kernel_likely_not_certain(body):
+    """No launch is seen, but a callable fetched at run time may be the file's own kernel: the
+    work-attribution check (GK667) settles it; strict still rejects."""
+    found = [f for f in static_findings(_source(body)) if f.rule == "GK301"]
+    assert [(f.severity, f.confidence.value, f.probe.check) for f in found] == [(_W, "likely", "GK667")]
+    assert "fetched at run time" in found[0].message
+    assert [f.severity for f in static_findings(_source(body), profile="strict") if f.rule == "GK301"] == [_E]
+    # with no code of its own anywhere in the file, nothing fetched can be a kernel: certain
+    pure = ("import torch\nimport torch.nn as nn\nclass ModelNew(nn.Module):\n"
+            "    def forward(self, x):\n        fn = getattr(self, 'impl')\n        return torch.relu(fn(x))\n")
+    assert held(static_findings(pure)) == [("GK301", _E, "certain")]

@@ -212,6 +212,8 @@ class OwnCallables:
                 return self.callable(expr.args[0].value, scope, depth + 1)
             if _factory(found, expr.func, KERNEL_FACTORIES):
                 return True
+            if found == "builtins.getattr" and len(expr.args) >= 2 and string_value(expr.args[1].value):
+                return self.module(expr.args[0].value, scope, depth + 1)  # getattr(_ext, "f")
             if type(expr.func) is cst.Attribute and expr.func.attr.value in _FETCHERS:
                 return self.module(expr.func.value, scope, depth + 1)  # mod.get_function("k")
             name = self._own_function_name(expr.func)
@@ -260,3 +262,43 @@ def _blocks(stmt: cst.CSTNode) -> list[object]:
     for case in getattr(stmt, "cases", ()):
         out.append(case.body)
     return out
+
+
+def fetched_at_run_time(own: OwnCallables, call: cst.Call) -> bool:
+    """The callee is fetched by a computation gatekeeper cannot follow (`fn = getattr(mod,
+    name)`, `fn = registry[key]`, `self.op = table.get(name)`, a callable parameter), so it may
+    be the submission's own launch. Torch callables, builtins, lambdas, defs and classes of
+    the file are followed elsewhere and are not opaque."""
+    func = call.func
+    scope = own.scope_of(call)
+    if type(func) is cst.Name:
+        values = own._lookup(func.value, scope)
+        if not values:
+            return _is_parameter(own, call, func.value)
+    elif type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
+        values = own.selfs.get(func.attr.value, [])
+    else:
+        return False
+    return any(_opaque_value(own, value) for value, _ in values)
+
+
+def _opaque_value(own: OwnCallables, value: cst.BaseExpression) -> bool:
+    if type(value) is cst.Subscript:
+        return True  # OPS[name]: a table of callables (torch tables are placed by the traversal)
+    if type(value) is not cst.Call:
+        return False
+    qual = own.ctx.qualname(value.func) or ""
+    if qual.startswith(("torch.", "functools.", "operator.")):
+        return False
+    if qual == "builtins.getattr":
+        return len(value.args) < 2 or string_value(value.args[1].value) is None  # a computed name
+    func = value.func
+    return type(func) is cst.Attribute and func.attr.value in ("get", "pop", "__getitem__")
+
+
+def _is_parameter(own: OwnCallables, call: cst.Call, name: str) -> bool:
+    for parent in own.ctx.ancestors(call):
+        if type(parent) is cst.FunctionDef:
+            params = parent.params
+            return any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params))
+    return False

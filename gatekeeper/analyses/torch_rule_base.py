@@ -7,7 +7,10 @@ confidence of each situation; the first that applies wins:
 1. the configuration's `allow` option or the problem's `allowed_ops` name the op: no finding;
 2. the problem forbids the op (sidecar `forbidden`, problem.yaml `forbidden`);
 3. the forward path launches no kernel of its own that does real work (none at all, only
-   in `__init__`, or only token launches on constant slivers such as `x[:1]`);
+   in `__init__`, only token launches on constant slivers such as `x[:1]`, or only launches
+   whose output never reaches the result); `likely` instead when a file that builds code of
+   its own calls, on the forward path, a callable fetched at run time (`getattr(mod, name)`,
+   `OPS[name]`) that gatekeeper cannot follow (`no_own_kernel_unseen`);
 4. torch computes every op family of the reference (with --problem) and the own kernels
    only move data: torch does the whole op;
 5. an op the reference computes; 6. a heavy op; 7. other glue.
@@ -54,7 +57,7 @@ class TorchFallbackRule(Rule):
     strict_severity = Severity.ERROR
     confirmed_by = policy().confirmed_by
     # The rows of torch_policy.toml this rule's docs show.
-    situations: tuple[str, ...] = ("forbidden", "no_own_kernel", "torch_does_whole_op", "reference_op",
+    situations: tuple[str, ...] = ("forbidden", "no_own_kernel", "no_own_kernel_unseen", "torch_does_whole_op", "reference_op",
                                    "heavy_op", "glue")
 
     @classmethod
@@ -141,6 +144,11 @@ class TorchFallbackRule(Rule):
             return "forbidden", f"the problem forbids `{use.op}` (its `forbidden` list), so it must be the submission's own"
         kernel = usage.own_kernel
         if kernel is None and not (use.cpp is not None and usage.has_cuda_kernel):
+            if usage.opaque_calls and usage.builds_own_code:
+                return "no_own_kernel_unseen", (
+                    f"the forward path launches no kernel gatekeeper can see, but it calls `{usage.opaque_calls[0]}`, "
+                    "a callable fetched at run time that may be the file's own kernel; the run-time check says "
+                    "whether torch did the timed work")
             if usage.idle_kernels:
                 return "no_own_kernel", (f"the only kernel launches (`{usage.idle_kernels[0].what}`) never reach the "
                                          "result (a self-test or warm-up whose output is dropped), so torch does the "

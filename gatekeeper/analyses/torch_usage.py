@@ -24,7 +24,7 @@ import libcst as cst
 from gatekeeper.analyses.cpp_torch_calls import scan_cpp
 from gatekeeper.analyses.torch_fallback_paths import find_fallbacks
 from gatekeeper.analyses.kernel_work import helper_launches, is_token_launch, torch_does_whole_op
-from gatekeeper.analyses.own_callables import OwnCallables, native_loader
+from gatekeeper.analyses.own_callables import OwnCallables, fetched_at_run_time, native_loader
 from gatekeeper.analyses.torch_result_flow import outside_result, use_outside_result
 from gatekeeper.analyses.tensor_values import TensorValues
 from gatekeeper.analyses.torch_call_kinds import TorchCalls
@@ -66,6 +66,7 @@ class TorchUsage(TorchCalls, TensorValues):
         self.cpp_seen = False
         self.token_kernels: list[Kernel] = []
         self.idle_kernels: list[Kernel] = []  # launches whose output never reaches the result
+        self.opaque_calls: list[str] = []  # forward-path calls of callables fetched at run time
         self._whole_op: Optional[bool] = None
         self._resolved = False
 
@@ -291,6 +292,8 @@ class TorchUsage(TorchCalls, TensorValues):
                 own = own or OwnCallables(self)
                 if own.call_is_own(node):
                     self.kernels.append(Kernel(f"self.{attr}", key, (), node))
+                elif self.in_forward(key) and fetched_at_run_time(own, node):
+                    self.opaque_calls.append(f"self.{attr}")
                 continue
             if attr in self.self_ext and attr not in self.self_layers and attr not in self.class_attrs:
                 receiver, name, qual = self.self_ext[attr]
@@ -338,6 +341,8 @@ class TorchUsage(TorchCalls, TensorValues):
                     own = own or OwnCallables(self)  # run = _mod().f; _max = _ext.max; a closure over them
                     if own.call_is_own(k.node):
                         kept.append(k)
+                    elif self.in_forward(k.function) and fetched_at_run_time(own, k.node):
+                        self.opaque_calls.append(k.needs_def)
             elif k.needs_ext is not None:
                 key, attr = k.needs_ext
                 if (key in holders or key.removeprefix("call:") in self.loader_functions or attr in self.ext_functions) and ext_ok:
@@ -417,6 +422,12 @@ class TorchUsage(TorchCalls, TensorValues):
         if key.startswith("Model.") and "ModelNew.forward" in self.ctx.defined:
             return False
         return not self.ctx.is_init_only(key)
+
+    @property
+    def builds_own_code(self) -> bool:
+        """The file compiles or defines code of its own somewhere (a kernel source, a JIT
+        kernel, an extension or native library it loads)."""
+        return self.has_cuda_kernel or bool(self.kernel_defs or self.holders or self.loader_functions)
 
     @property
     def own_kernel(self) -> Optional[Kernel]:
