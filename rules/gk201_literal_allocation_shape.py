@@ -7,7 +7,8 @@ import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.shape_helpers import (
-    in_main_guard, py_int, reach, py_shape, shape_text, significant_match, size_read_kind, sizes_for,
+    ORDERING, in_main_guard, only_raises, py_int, py_shape, reach, shape_text, significant_match, size_read_kind,
+    sized_holder, sizes_for,
 )
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.walk import subtree
@@ -29,30 +30,6 @@ class _Pending:
     matched: list[tuple[int, str]]
     target: Optional[str]
     holder: Optional[str] = None  # the code of the name or attribute it is stored in
-
-
-_ORDERING = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
-
-
-def _sized_holder(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
-    """The tensor whose size `expr` reads: `buf.numel()`, `buf.size(0)`, `buf.shape[0]`,
-    `len(buf)`; None otherwise."""
-    if type(expr) is cst.Call:
-        func = expr.func
-        if type(func) is cst.Attribute and func.attr.value in ("numel", "size", "nelement"):
-            return func.value
-        if type(func) is cst.Name and func.value == "len" and len(expr.args) == 1:
-            return expr.args[0].value
-    if type(expr) is cst.Subscript and type(expr.value) is cst.Attribute and expr.value.attr.value == "shape":
-        return expr.value.value
-    return None
-
-
-def _only_raises(body: cst.BaseSuite) -> bool:
-    stmts = body.body if type(body) is cst.IndentedBlock else [body]
-    return bool(stmts) and all(
-        type(stmt) in (cst.SimpleStatementLine, cst.SimpleStatementSuite)
-        and all(type(small) is cst.Raise for small in stmt.body) for stmt in stmts)
 
 
 def _is_tile_like(value: int) -> bool:
@@ -263,7 +240,7 @@ class LiteralAllocationShape(Rule):
         self._capacity_checks(node.test)
 
     def visit_If(self, node: cst.If) -> None:
-        if _only_raises(node.body):
+        if only_raises(node.body):
             self._capacity_checks(node.test)
 
     def _capacity_checks(self, test: cst.BaseExpression) -> None:
@@ -278,9 +255,9 @@ class LiteralAllocationShape(Rule):
         left = node.left
         for target in node.comparisons:
             right = target.comparator
-            if type(target.operator) in _ORDERING:
+            if type(target.operator) in ORDERING:
                 for a, b in ((left, right), (right, left)):
-                    holder = _sized_holder(a)
+                    holder = sized_holder(a)
                     if holder is not None and py_int(self.ctx, b) is None:
                         self.capacities.add(self.ctx.module.code_for_node(holder))
             left = right

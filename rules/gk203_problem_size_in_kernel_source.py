@@ -8,12 +8,11 @@ from gatekeeper.static.names import int_value
 
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.cpp_constants import CppConstant, CppFacts
-from gatekeeper.analyses.cpp_literal_shapes import literal_shapes
+from gatekeeper.analyses.cpp_literal_shapes import judged_shapes
 from gatekeeper.analyses.cpp_number_roles import CppRoles, tile_bound
-from gatekeeper.analyses.shape_helpers import fixed_values, significant_match, sizes_for
 from gatekeeper.analyses.size_literals import (
-    ROLES, address_names, certain_cpp, certain_triton, is_tile_like, judge_cpp, launch_arguments, meaning, steps_tiles, triton_reads_sizes,
-    triton_role,
+    ROLES, address_names, certain_cpp, certain_triton, is_tile_like, judge_cpp, local_size_arguments, meaning,
+    steps_tiles, triton_reads_sizes, triton_role,
 )
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
@@ -377,7 +376,8 @@ class ProblemSizeInKernelSource(Rule):
             why, role, _ = hits[0][1]
             certain = not tile and any(certain_cpp(roles, i, const.value, h[1], h[0]) for i, h in hits)
             self._report_named(source, facts, const, why, ROLES[role], all(h[2] for _, h in hits), certain)
-        self._local_size_arguments(source, facts, problem, reported)
+        for const, why in local_size_arguments(facts, problem, reported):  # `int n = 768;` to a launch
+            self._report_named(source, facts, const, why, "a size argument of a kernel launch", False)
         in_bodies.update(self._literal_allocations(source))
         for index in sorted(chain.from_iterable(source.by_text["number"].values())):  # the numbers, in order
             value = tokens[index].int_value
@@ -395,44 +395,16 @@ class ProblemSizeInKernelSource(Rule):
                             Confidence.SUSPECT if reads else Confidence.LIKELY)
 
     def _literal_allocations(self, source: CppSource) -> set[int]:
-        """`torch::empty({2, 64, 4, 128}, ...)`: a shape spelled in literals, judged whole (its
-        entries are then not judged one by one). Certain when the function returns it and
-        every entry is a problem size or a fixed dimension; likely otherwise."""
-        problem = self.ctx.problem
-        sizes = sizes_for(problem)
-        fixed = fixed_values(problem)
+        """`torch::empty({2, 64, 4, 128}, ...)`: judged whole (cpp_literal_shapes); returns the
+        entries' token indices, which are then not judged one by one."""
         handled: set[int] = set()
-        for shape in literal_shapes(source):
-            free = [v for v in shape.values if v > 1 and v not in fixed]
-            matched = significant_match(free, sizes)
-            if not matched:
-                continue
+        for shape, why, certain in judged_shapes(source, self.ctx.problem):
             handled.update(shape.numbers)
-            why = ", ".join(w.replace("the problem dimension ", "") for _, w in matched)
-            text = "{" + ", ".join(map(str, shape.values)) + "}"
-            whole = all(v <= 1 or v in fixed or sizes.shape_size(v) for v in shape.values)
             self.report_cpp(source, source.tokens[shape.start].offset,
-                            self.alloc_message.format(shape=text, why=why),
+                            self.alloc_message.format(shape="{" + ", ".join(map(str, shape.values)) + "}", why=why),
                             evidence={"shape": shape.values, "meaning": why, "role": "alloc"},
-                            confidence=Confidence.CERTAIN if whole and shape.returned else Confidence.LIKELY)
+                            confidence=Confidence.CERTAIN if certain else Confidence.LIKELY)
         return handled
-
-    def _local_size_arguments(self, source: CppSource, facts: CppFacts, problem, reported: set[int]) -> None:
-        """`int n = 768;` handed to a kernel launch as its size: the C++ form of GK206."""
-        arguments = launch_arguments(facts)
-        if not arguments:
-            return
-        for const in facts.constants.values():
-            if const.kind != "local" or not const.body:
-                continue
-            if not any(i in arguments for i in facts.uses.get(const.name, [])):
-                continue  # not handed to a launch: its value is not needed
-            value = facts.value_of(const.name, 0)
-            why = problem.explain(value) if value is not None and value not in reported else None
-            if why is None or is_tile_like(value):
-                continue  # a power of two passed along is a block or tile width as often as a size
-            reported.add(value)
-            self._report_named(source, facts, const, why, "a size argument of a kernel launch", False)
 
     def _report_named(self, source: CppSource, facts: CppFacts, const: CppConstant, why: str, role: str,
                       reads: bool, certain: bool = False) -> None:

@@ -7,7 +7,7 @@ import libcst as cst
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.cpp_shape_tests import shape_tests
 from gatekeeper.analyses.shape_helpers import (
-    Literal, fixed_values, in_main_guard, module_constant, pattern_literals, py_int, py_shape, shape_text, size_read_kind, sizes_for,
+    Literal, fixed_values, in_main_guard, is_setting, module_constant, pattern_literals, py_int, py_shape, shape_text, size_read_kind, sizes_for,
 )
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
@@ -289,7 +289,7 @@ class ShapeDispatch(Rule):
         table = module_constant(self.ctx, container.value) if type(container) is cst.Name else None
         if type(table) is not cst.Dict or not table.elements:
             return False
-        return all(type(e) is cst.DictElement and _is_setting(e.value) for e in table.elements)
+        return all(type(e) is cst.DictElement and is_setting(e.value) for e in table.elements)
 
     def visit_Match(self, node: cst.Match) -> None:
         kind = self._kind(node.subject)
@@ -406,23 +406,3 @@ class ShapeDispatch(Rule):
             self.report_cpp(source, offset, self.message.format(test=test, literal=value, why=why),
                             evidence={"literals": [value], "meaning": why})
 
-
-def _is_setting(expr: cst.BaseExpression, depth: int = 0) -> bool:
-    """Literals and containers of literals, and calls of literals (`triton.Config({...},
-    num_warps=4)`, `dict(BLOCK=128)`): data, not code."""
-    if depth > 4:
-        return False
-    if type(expr) in (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString):
-        return True
-    if type(expr) is cst.Name:
-        return expr.value in ("True", "False", "None")
-    if type(expr) is cst.UnaryOperation:
-        return _is_setting(expr.expression, depth + 1)
-    if type(expr) in (cst.Tuple, cst.List, cst.Set):
-        return all(type(e) is cst.Element and _is_setting(e.value, depth + 1) for e in expr.elements)
-    if type(expr) is cst.Dict:
-        return all(type(e) is cst.DictElement and _is_setting(e.key, depth + 1) and _is_setting(e.value, depth + 1)
-                   for e in expr.elements)
-    if type(expr) is cst.Call:
-        return all(_is_setting(a.value, depth + 1) for a in expr.args)
-    return False

@@ -7,6 +7,7 @@ import libcst as cst
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.stream_joins import (
     CURRENT_STREAM, DEVICE_SYNC, JOIN_METHODS, STREAM_CTORS, STREAM_SWITCHES, StreamFrame, StreamUse, branch_path,
+    kept_or_returned,
 )
 from gatekeeper.static.syntax import argument, is_self_attr, self_attr, store_key
 from gatekeeper.static.rule import Rule
@@ -383,7 +384,7 @@ class SideStreamInPython(Rule):
                     if use.identity is None:
                         # a getter that stores or returns new streams runs nothing on them: the
                         # functions that use them join them (or are reported where they switch)
-                        if not joined and self._stored(use.node) and any(f.joins for f in frames if f is not frame):
+                        if not joined and kept_or_returned(self.ctx, use.node) and any(f.joins for f in frames if f is not frame):
                             continue
                         bad = not joined
                     elif use.identity in used:
@@ -399,14 +400,6 @@ class SideStreamInPython(Rule):
                 elif not joined and use.identity not in reported_ref and not self._has_switch(frame, use.identity):
                     reported_ref.add(use.identity or "")
                     self._emit(use, f"`{frame.key}`", True, f"Using the side stream `{use.identity}`")
-
-    def _stored(self, node: cst.CSTNode) -> bool:
-        """The new stream is kept or handed back (`_S = (Stream(), Stream())`, `return
-        Stream()`), not used where it is made."""
-        parent = self.ctx.parent(node)
-        if type(parent) is cst.Element:
-            parent = self.ctx.parent(self.ctx.parent(parent))  # Element -> Tuple/List -> holder
-        return type(parent) in (cst.Assign, cst.AnnAssign, cst.Return)
 
     @staticmethod
     def _has_switch(frame: StreamFrame, identity: Optional[str]) -> bool:

@@ -6,7 +6,8 @@ from typing import Optional, Sequence
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.cpp_branches import Region, covers, regions
 from gatekeeper.analyses.stream_support import (
-    assigned_name, call_args, enclosing_call, function_at, idents, match_close, split_args, statement_start,
+    assigned_name, call_args, capture_spans, derived_from, enclosing_call, function_at, idents, match_close,
+    split_args, statement_start,
 )
 from gatekeeper.static.cpp_functions import CppFunction
 from gatekeeper.static.cpp_sources import CppSource
@@ -255,7 +256,7 @@ class SideStreamInCpp(Rule):
                 uses.append((i, tok.text, f"Using the stream `{tok.text}`"))
         # A stream used only between cudaStreamBeginCapture(s) and cudaStreamEndCapture(s) runs
         # nothing: capture records a graph, and where the graph is launched is what counts.
-        captures = _capture_spans(tokens, identities)
+        captures = capture_spans(tokens, identities)
         captured = {identity for identity in identities if captures.get(identity)}
         for index, identity, _ in uses:
             if identity in captured and not any(a <= index <= b for a, b in captures[identity]):
@@ -305,7 +306,7 @@ class SideStreamInCpp(Rule):
             fn = function_at(funcs, i)
             if fn is None:
                 continue
-            if texts & set(fn.params) or _derived_from(tokens, fn, texts, set(fn.params) | _CURRENT):
+            if texts & set(fn.params) or derived_from(tokens, fn, texts, set(fn.params) | _CURRENT):
                 continue
             self.report_cpp(source, tok.offset, self.unknown_message, severity=Severity.WARNING,
                             evidence={"stream": " ".join(t.text for t in args[3]), "host_function": fn.name})
@@ -381,43 +382,6 @@ def _is_join(tokens: Sequence[Token], j: int, identities: set[str]) -> bool:
         if text == "block" and not first & identities:
             return True
     return False
-
-
-def _derived_from(tokens: Sequence[Token], fn: CppFunction, names: set[str], sources: set[str]) -> bool:
-    """Some `name = ...;` / `T name(...)` in the source reads one of `sources` (the launching
-    function's parameters, or the current stream)."""
-    for k, tok in enumerate(tokens):
-        if tok.text not in names or k + 1 >= len(tokens):
-            continue
-        nxt = tokens[k + 1].text
-        if nxt not in ("=", "(", "{"):
-            continue
-        end = k + 2
-        while end < len(tokens) and tokens[end].text != ";":
-            end += 1
-        if any(t.text in sources for t in tokens[k + 2 : end]):
-            return True
-    return False
-
-
-def _capture_spans(tokens: Sequence[Token], identities: set[str]) -> dict[str, list[tuple[int, int]]]:
-    """For each stream variable, the token spans from `cudaStreamBeginCapture(s, ...)` to the
-    end of the matching `cudaStreamEndCapture(s, ...)` call."""
-    spans: dict[str, list[tuple[int, int]]] = {}
-    open_at: dict[str, int] = {}
-    for i, tok in enumerate(tokens):
-        if tok.kind != "ident" or tok.text not in ("cudaStreamBeginCapture", "cudaStreamEndCapture"):
-            continue
-        args, close = call_args(tokens, i)
-        first = [t.text for t in args[0] if t.kind == "ident"] if args else []
-        name = first[0] if len(first) == 1 and first[0] in identities else None
-        if name is None:
-            continue
-        if tok.text == "cudaStreamBeginCapture":
-            open_at[name] = i
-        elif name in open_at:
-            spans.setdefault(name, []).append((open_at.pop(name), close))
-    return spans
 
 
 def _called(tokens: Sequence[Token], i: int) -> bool:

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from gatekeeper.analyses.cpp_number_roles import _ALLOC_CALLS
+from gatekeeper.analyses.cpp_number_roles import ALLOC_CALLS
+from gatekeeper.analyses.shape_helpers import fixed_values, significant_match, sizes_for
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.cpp_tokens import match_close
 
@@ -28,7 +29,7 @@ class LiteralShape:
 def literal_shapes(source: CppSource) -> list[LiteralShape]:
     toks = source.tokens
     out: list[LiteralShape] = []
-    for name in _ALLOC_CALLS:
+    for name in ALLOC_CALLS:
         for i in source.by_text["ident"].get(name, ()):
             if i + 2 >= len(toks) or toks[i + 1].text != "(" or toks[i + 2].text != "{":
                 continue
@@ -39,6 +40,22 @@ def literal_shapes(source: CppSource) -> list[LiteralShape]:
             if any(toks[k].text != "," for k in range(i + 4, close, 2)):
                 continue  # `{2 * n, 4}`: not one literal per entry
             out.append(LiteralShape(i, entries, [toks[k].int_value for k in entries], _returned(source, i)))
+    return out
+
+
+def judged_shapes(source: CppSource, problem) -> list[tuple[LiteralShape, str, bool]]:
+    """(shape, why, certain) for each all-literal allocation that spells out the problem's
+    sizes: certain when the function returns it and every entry is a problem size or a
+    fixed dimension (part of the problem)."""
+    sizes = sizes_for(problem)
+    fixed = fixed_values(problem)
+    out: list[tuple[LiteralShape, str, bool]] = []
+    for shape in literal_shapes(source):
+        matched = significant_match([v for v in shape.values if v > 1 and v not in fixed], sizes)
+        if matched:
+            why = ", ".join(w.replace("the problem dimension ", "") for _, w in matched)
+            whole = all(v <= 1 or v in fixed or sizes.shape_size(v) for v in shape.values)
+            out.append((shape, why, whole and shape.returned))
     return out
 
 

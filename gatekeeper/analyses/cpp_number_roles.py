@@ -32,7 +32,7 @@ _INT_TYPES = frozenset({
     "index_t", "int16_t", "uint16_t", "signed",
 })
 _SIZE_CALLS = frozenset({"size", "sizes", "numel", "stride", "strides", "shape"})
-_ALLOC_CALLS = frozenset({
+ALLOC_CALLS = frozenset({
     "empty", "zeros", "ones", "full", "randn", "rand", "empty_strided", "view", "reshape", "expand",
     "new_empty", "new_zeros", "new_full",
 })
@@ -226,7 +226,7 @@ def _alloc_call(toks: list[Token], opener: int) -> bool:
     k = opener
     if toks[k].text == "{" and text_at(toks, k - 1) == "(":
         k -= 1
-    return toks[k].text == "(" and text_at(toks, k - 1) in _ALLOC_CALLS
+    return toks[k].text == "(" and text_at(toks, k - 1) in ALLOC_CALLS
 
 
 def _chain(toks: list[Token], i: int) -> list[int]:

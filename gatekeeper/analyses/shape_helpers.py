@@ -7,6 +7,8 @@
   module constants that no local name shadows).
 - `size_read_kind`: whether an expression reads a size from a tensor (`x.size(1)`,
   `x.shape[2]`, `tuple(x.shape)`, ...).
+- `is_setting`, `sized_holder`, `only_raises`: launch-setting tables (GK205) and capacities
+  checked against the need (GK201).
 """
 
 from __future__ import annotations
@@ -282,3 +284,49 @@ def pattern_literals(ctx: "FileContext", pattern: cst.MatchPattern, kind: str) -
             values.append(value)
         return [tuple(values)] if any(v is not None and v > 1 for v in values) else []
     return []
+
+
+# Tuning tables and capacities ---------------------------------------------------------------
+ORDERING = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
+
+
+def sized_holder(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """The tensor whose size `expr` reads: `buf.numel()`, `buf.size(0)`, `buf.shape[0]`,
+    `len(buf)`; None otherwise."""
+    if type(expr) is cst.Call:
+        func = expr.func
+        if type(func) is cst.Attribute and func.attr.value in ("numel", "size", "nelement"):
+            return func.value
+        if type(func) is cst.Name and func.value == "len" and len(expr.args) == 1:
+            return expr.args[0].value
+    if type(expr) is cst.Subscript and type(expr.value) is cst.Attribute and expr.value.attr.value == "shape":
+        return expr.value.value
+    return None
+
+
+def only_raises(body: cst.BaseSuite) -> bool:
+    stmts = body.body if type(body) is cst.IndentedBlock else [body]
+    return bool(stmts) and all(
+        type(stmt) in (cst.SimpleStatementLine, cst.SimpleStatementSuite)
+        and all(type(small) is cst.Raise for small in stmt.body) for stmt in stmts)
+
+
+def is_setting(expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """Literals and containers of literals, and calls of literals (`triton.Config({...},
+    num_warps=4)`, `dict(BLOCK=128)`): data, not code."""
+    if depth > 4:
+        return False
+    if type(expr) in (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString):
+        return True
+    if type(expr) is cst.Name:
+        return expr.value in ("True", "False", "None")
+    if type(expr) is cst.UnaryOperation:
+        return is_setting(expr.expression, depth + 1)
+    if type(expr) in (cst.Tuple, cst.List, cst.Set):
+        return all(type(e) is cst.Element and is_setting(e.value, depth + 1) for e in expr.elements)
+    if type(expr) is cst.Dict:
+        return all(type(e) is cst.DictElement and is_setting(e.key, depth + 1) and is_setting(e.value, depth + 1)
+                   for e in expr.elements)
+    if type(expr) is cst.Call:
+        return all(is_setting(a.value, depth + 1) for a in expr.args)
+    return False

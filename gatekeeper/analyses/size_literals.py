@@ -8,7 +8,7 @@ from typing import Optional
 
 import libcst as cst
 
-from gatekeeper.analyses.cpp_constants import CppFacts
+from gatekeeper.analyses.cpp_constants import CppConstant, CppFacts
 from gatekeeper.analyses.cpp_number_roles import CppRoles
 from gatekeeper.static.context import FileContext
 from gatekeeper.static.names import int_value
@@ -105,6 +105,23 @@ def launch_setting_parameter(sources, function: str, position: int) -> bool:
             return all(i in geometry or facts.tile_use(i) for i in uses) and all(
                 toks[i - 1].text not in (".", "->") for i in uses)
     return False
+
+
+def local_size_arguments(facts: CppFacts, problem, reported: set[int]) -> list[tuple[CppConstant, str]]:
+    """`int n = 768;` handed to a kernel launch as its size (the C++ form of GK206): each
+    local constant whose value is one of the problem's sizes, with why; adds the values to
+    `reported`. A power of two passed along is a block or tile width as often as a size."""
+    arguments = launch_arguments(facts)
+    out: list[tuple[CppConstant, str]] = []
+    for const in facts.constants.values() if arguments else ():
+        if const.kind != "local" or not const.body or not any(i in arguments for i in facts.uses.get(const.name, [])):
+            continue  # not handed to a launch: its value is not needed
+        value = facts.value_of(const.name, 0)
+        why = problem.explain(value) if value is not None and value not in reported else None
+        if why is not None and not is_tile_like(value):
+            reported.add(value)
+            out.append((const, why))
+    return out
 
 
 def launch_arguments(facts: CppFacts) -> set[int]:

@@ -107,3 +107,12 @@ def branch_path(ctx, node: cst.CSTNode) -> Path:
             path.append((id(anc), "right"))  # `ok and s.synchronize()`
         child = anc
     return tuple(reversed(path))
+
+
+def kept_or_returned(ctx, node: cst.CSTNode) -> bool:
+    """A new stream is kept or handed back (`_S = (Stream(), Stream())`, `return Stream()`),
+    not used where it is made: a getter, whose callers do the work and the joining."""
+    parent = ctx.parent(node)
+    if type(parent) is cst.Element:
+        parent = ctx.parent(ctx.parent(parent))  # Element -> Tuple/List -> holder
+    return type(parent) in (cst.Assign, cst.AnnAssign, cst.Return)

@@ -183,3 +183,40 @@ def asm_strings(source: CppSource) -> Iterator[tuple[int, str]]:
 def ptx_words(text: str) -> set[str]:
     """The dot-separated words of PTX instructions (`mma.sync.aligned.f16` -> {mma, sync, ...})."""
     return set(re.split(r"[^A-Za-z0-9_]+", text))
+
+
+def capture_spans(tokens: Sequence[Token], identities: set[str]) -> dict[str, list[tuple[int, int]]]:
+    """For each stream variable, the token spans from `cudaStreamBeginCapture(s, ...)` to the
+    end of the matching `cudaStreamEndCapture(s, ...)` call."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    open_at: dict[str, int] = {}
+    for i, tok in enumerate(tokens):
+        if tok.kind != "ident" or tok.text not in ("cudaStreamBeginCapture", "cudaStreamEndCapture"):
+            continue
+        args, close = call_args(tokens, i)
+        first = [t.text for t in args[0] if t.kind == "ident"] if args else []
+        name = first[0] if len(first) == 1 and first[0] in identities else None
+        if name is None:
+            continue
+        if tok.text == "cudaStreamBeginCapture":
+            open_at[name] = i
+        elif name in open_at:
+            spans.setdefault(name, []).append((open_at.pop(name), close))
+    return spans
+
+
+def derived_from(tokens: Sequence[Token], fn: CppFunction, names: set[str], sources: set[str]) -> bool:
+    """Some `name = ...;` / `T name(...)` in the source reads one of `sources` (the launching
+    function's parameters, or the current stream)."""
+    for k, tok in enumerate(tokens):
+        if tok.text not in names or k + 1 >= len(tokens):
+            continue
+        nxt = tokens[k + 1].text
+        if nxt not in ("=", "(", "{"):
+            continue
+        end = k + 2
+        while end < len(tokens) and tokens[end].text != ";":
+            end += 1
+        if any(t.text in sources for t in tokens[k + 2 : end]):
+            return True
+    return False
