@@ -4,7 +4,7 @@ from typing import Optional
 
 import libcst as cst
 
-from gatekeeper.report import Category, Confidence, Severity
+from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.reference_shims import INPUT_BUILDERS, borrows_only_builders, shim_scope
 from gatekeeper.analyses.path_targets import classify
 from gatekeeper.analyses.reference_names import is_reference_module, is_reference_path, model_names
@@ -85,7 +85,7 @@ class ImportsReference(Rule):
             spec = importlib.util.spec_from_file_location('r', '../reference.py')
         """), line=2, message="`importlib.util.spec_from_file_location('../reference.py')` imports the reference problem"),
         Invalid("from __main__ import Model\n", line=1, message="`from __main__ import Model` imports the reference problem"),
-        # a get_inputs shim borrowing the reference's input builders: suspect (a warning under default)
+        # a get_inputs shim borrowing the reference's input builders: a warning under every profile
         Invalid(snippet("""
             def get_inputs():
                 import reference
@@ -157,9 +157,9 @@ class ImportsReference(Rule):
         if scope is not None and borrows_only_builders(scope, shim[0], shim[1], statement):  # type: ignore[index]
             # get_inputs/get_init_inputs borrowing the reference's input builders: the model is
             # never built and forward never touches it. The harness's own builders are the
-            # ones used, so this is worth a look, not a rejection.
+            # ones used, so this is worth a look, not a rejection, under every profile.
             where = f"`{scope.name.value}`" if type(scope) is cst.FunctionDef else "the file"
             self.report(node, self.message.format(what=what) + self.shim_note.format(where=where),
-                        evidence={"import": what, "shim": where}, confidence=Confidence.SUSPECT)
+                        evidence={"import": what, "shim": where}, severity=Severity.WARNING)
             return
         self.report(node, self.message.format(what=what), evidence={"import": what})

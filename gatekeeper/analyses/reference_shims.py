@@ -4,7 +4,7 @@ GK402 ask it.
 - input-builder shims: `def get_inputs(): import reference; return reference.get_inputs()`,
   or `from reference import get_inputs, get_init_inputs` at module level (a re-export).
   The harness glue borrows the reference's input builders; the model is never built and
-  forward never touches the reference. A warning at most (GK402, suspect), never "builds
+  forward never touches the reference. A warning at most (GK402, under every profile), never "builds
   the reference model" (GK401). Anything else the shim does with the module (building its
   `Model`, keeping the module in a global) keeps the findings.
 - the submission's own sidecar module: `import softmax_triton_fallback` shipped beside the

@@ -62,6 +62,8 @@ class TorchFallbackRule(Rule):
 
     @classmethod
     def docs(cls) -> str:
+        if not cls.situations:  # a rule outside the policy table (GK309 decides its own confidence)
+            return (cls.__doc__ or "").strip()
         table = render_table(cls.situations)
         return f"{(cls.__doc__ or '').strip()}\n\nPolicy (rules/torch_policy.toml):\n\n{table}"
     options: dict[str, Any] = {"allow": []}
