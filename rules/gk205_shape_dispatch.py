@@ -286,7 +286,8 @@ class ShapeDispatch(Rule):
     def _settings_table(self, container: cst.BaseExpression) -> bool:
         """A literal dict whose values are launch settings (numbers, strings, tuples or dicts
         of them, `triton.Config(...)` of literals), not kernels or functions to dispatch to."""
-        table = module_constant(self.ctx, container.value) if type(container) is cst.Name else None
+        table = module_constant(self.ctx, container.value) if type(container) is cst.Name else (
+            self.self_dicts.get(container.attr.value) if type(container) is cst.Attribute else None)
         if type(table) is not cst.Dict or not table.elements:
             return False
         return all(type(e) is cst.DictElement and is_setting(e.value) for e in table.elements)

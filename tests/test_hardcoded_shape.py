@@ -361,3 +361,17 @@ def test_fixed_launch_is_certain_only_when_nothing_tells_the_kernel_a_size():
     assert told_n != told_nothing
     found = [f for f in static_findings(told_n, SEED_PROBLEM_SRC) if f.rule == "GK204"]
     assert found and found[0].confidence.value != "certain"
+
+
+@pytest.mark.parametrize("table,lookup,flagged", [
+    ("TUNED = {(4, 16, 48): 8}\n", "TUNED.get(tuple(x.shape), 4)", False),  # settings, generic default
+    ("TUNED = {(4, 16, 48): 8}\n", "TUNED.get(tuple(x.shape))", True),  # no default: None elsewhere
+    ("TUNED = {(4, 16, 48): 8}\n", "TUNED.get(tuple(x.shape), None)", True),
+    ("TUNED = {(4, 16, 48): fast_kernel}\n", "TUNED.get(tuple(x.shape), slow_kernel)", True),  # kernels: dispatch
+    ("TUNED = {(4, 16, 48): {'BLOCK': 768, 'num_warps': 8}}\n", "TUNED.get(tuple(x.shape), {'BLOCK': 1024})", False),
+])
+def test_tuning_tables_with_a_generic_default_are_not_dispatch(table, lookup, flagged):
+    src = ("import torch\n" + table + "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+           f"        cfg = {lookup}\n        return k(x, cfg)\n")
+    found = [f for f in static_findings(src, SEED_PROBLEM_SRC, profile="strict") if f.rule == "GK205"]
+    assert bool(found) == flagged, found
