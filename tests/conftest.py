@@ -1,10 +1,23 @@
 """Test markers (registered in pyproject.toml): `slow` (sandboxes, subprocesses, builds),
 `chromium` (headless Chromium), `gpu` (a CUDA GPU). `python -m pytest -m "not slow"` runs
-the rule and static tests alone. Tests marked `gpu` are skipped where no CUDA GPU is visible."""
+the rule and static tests alone. Tests marked `gpu` are skipped where no CUDA GPU is visible.
+
+A session that runs the run-mode fixture cases starts tests/warm_builds.py in the background
+(lowest CPU priority) to compile their C++ extensions ahead of them; GATEKEEPER_TEST_WARM_BUILDS=0
+turns it off."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
 import pytest
+
+_WARMER: Optional[subprocess.Popen] = None
 
 
 def _has_cuda_gpu() -> bool:
@@ -22,3 +35,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         skip = pytest.mark.skip(reason="needs a CUDA GPU; none is visible on this machine")
         for item in gpu_items:
             item.add_marker(skip)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the build warm-up when the run-mode fixture cases are among the collected tests
+    (a targeted run of other tests does not pay for compiles it will not use)."""
+    global _WARMER
+    if os.environ.get("GATEKEEPER_TEST_WARM_BUILDS", "1") == "0" or session.config.option.collectonly:
+        return
+    if not any(item.originalname == "test_run_fixture" for item in session.items if isinstance(item, pytest.Function)):
+        return
+    script = Path(__file__).with_name("warm_builds.py")
+    # nice 19: it takes only CPU time the tests leave idle, so it never slows a test down.
+    _WARMER = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=lambda: os.nice(19))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The warm-up ends with the session, done or not (its sandboxes die with it)."""
+    global _WARMER
+    warmer, _WARMER = _WARMER, None
+    if warmer is None or warmer.poll() is not None:
+        return
+    try:
+        os.killpg(warmer.pid, signal.SIGTERM)
+        warmer.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(warmer.pid, signal.SIGKILL)
+        warmer.wait(timeout=10)
+    except ProcessLookupError:
+        pass
