@@ -1,5 +1,5 @@
 """A submission is its file and the modules and sources it ships beside it
-(gatekeeper/static/bundle.py): found by import, checked with the same rules, listed in the
+(gatekeeper/gatekeeper/submission_files.py): found by import, checked with the same rules, listed in the
 report, visible to the sandbox."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import libcst as cst
 import pytest
 
 import gatekeeper
-from gatekeeper.static.bundle import MAX_MODULES, local_modules
+from gatekeeper.submission_files import MAX_MODULES, local_modules
 from gatekeeper.static.cpp_sources import _beside_file
 
 ROOT = Path(__file__).resolve().parent.parent

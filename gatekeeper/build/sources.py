@@ -96,10 +96,10 @@ def extract(data: bytes, path: str) -> Optional[Extracted]:
 
 
 def extract_bundle(data: bytes, path: str) -> Optional[Extracted]:
-    """`extract` over the submission and the modules it ships beside it (static/bundle.py):
+    """`extract` over the submission and the modules it ships beside it (gatekeeper/submission_files.py):
     an extension loaded from `kernels.py` is the submission's too, and its sources are part
     of the build cache key."""
-    from gatekeeper.static.bundle import local_modules
+    from gatekeeper.submission_files import local_modules
 
     main = extract(data, path)
     if main is None:

@@ -1,4 +1,4 @@
-"""explain texts for the behaviour checks on the returned value (GK601-GK635, GK655, GK667-GK677)."""
+"""explain texts for the behaviour checks on the returned value (GK601-GK635, GK655, GK667-GK678)."""
 
 from __future__ import annotations
 
@@ -146,4 +146,13 @@ OUTPUT_DOCS: dict[str, CheckDoc] = {
         "values or a race decides the result. Either way the timed function is not the reference's.",
         forward("return x.sum(dim=0)  # the reference is the mean"),
         forward("return x.sum(dim=0) / x.shape[0]")),
+    "GK678": CheckDoc(
+        "Calls whose inputs repeat an earlier call's contents (new tensors, the same values) ran in under a "
+        "quarter of the time of calls with fresh contents: forward skips the work when it has seen the values.",
+        "A memo keyed by a hash of the input's values is right on every input, so no value check sees it. Most "
+        "benchmarks time a kernel by calling it again and again on the same inputs, where such a memo returns a "
+        "stored result without computing: the measured time is the lookup's.",
+        forward("key = hashlib.sha1(x.numpy().tobytes()).digest()\n"
+                "if key in self.memo: return self.memo[key].clone()\n" + _SUM),
+        forward(_SUM)),
 }

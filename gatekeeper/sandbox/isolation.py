@@ -157,8 +157,8 @@ def visible_files(paths: Iterable[str]) -> list[str]:
             continue
         out.append(path)
         folders = [os.path.dirname(path)]
-        if path.endswith(".py"):  # the Python modules a submission ships beside it (static/bundle.py)
-            from gatekeeper.static.bundle import local_modules
+        if path.endswith(".py"):  # the Python modules a submission ships beside it (gatekeeper/submission_files.py)
+            from gatekeeper.submission_files import local_modules
 
             try:
                 text = Path(path).read_text("utf-8", errors="replace")

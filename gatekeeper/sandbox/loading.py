@@ -34,7 +34,7 @@ def load_module(path: str, name: str, source: Optional[str] = None,
 def load_submission(path: str) -> ModuleType:
     """Import a submission the way `python solution.py` would: its own folder first on
     sys.path, so the modules it ships beside it (`from kernels import f`, a `csrc/` package)
-    import as they do for the user. gatekeeper.static.bundle checks those modules statically."""
+    import as they do for the user. gatekeeper.submission_files checks those modules statically."""
     folder = str(Path(path).resolve().parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)

@@ -1,5 +1,5 @@
 """The static stage over a whole submission: its file, then each of its own modules
-(gatekeeper.static.bundle), with the same rules and problem facts."""
+(gatekeeper.submission_files), with the same rules and problem facts."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Optional
 from gatekeeper.config import Config
 from gatekeeper.report import FileRef, Finding
 from gatekeeper.stages import Submission
-from gatekeeper.static.bundle import local_modules
+from gatekeeper.submission_files import local_modules
 from gatekeeper.static.problem_facts import ProblemFacts
 from gatekeeper.static.stage import run_static
 

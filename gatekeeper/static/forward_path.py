@@ -63,7 +63,7 @@ def compute_forward_keys(ctx: CallGraph) -> frozenset[str]:
     reached: set[str] = set()
     stack = [k for k in ctx.defined if is_root(ctx, k)]
     if not stack:
-        # A module with no forward at all: a submission's own helper module (static/bundle.py),
+        # A module with no forward at all: a submission's own helper module (gatekeeper/submission_files.py),
         # whose functions the submission calls from its forward. Every function it defines may
         # run in the timed call.
         stack = [k for k in ctx.defined if k != MODULE_KEY]
