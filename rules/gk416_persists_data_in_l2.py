@@ -56,6 +56,9 @@ class PersistsDataInL2(Rule):
     category = Category.HARNESS_TAMPERING
     severity = Severity.ERROR
     confidence = Confidence.LIKELY
+    # Data that survives the flush makes the timed call faster than its memory floor allows:
+    # the timing stage's floor check is the run-time evidence.
+    confirmed_by = "GK701"
     summary = "keeps data resident in L2 across calls (persisting access policy), defeating the L2 flush"
     message = (
         "{what} makes L2 cache lines persist: the harness's L2 flush before each timed call does not "
