@@ -353,9 +353,8 @@ def require(isolation: Optional[Isolation] = None) -> Isolation:
         # when the user says so (issue 22 item 6): contained is the default, not a hope.
         why = found.reason or found.detail
         raise IsolationRequired(
-            f"no isolation that keeps the submission off this machine's files works here ({why}); install "
-            "bubblewrap, or set GATEKEEPER_ISOLATION=none to run submissions with no OS isolation at all (only "
-            "for code you trust)")
+            f"no isolation that keeps the submission off this machine's files works here: {why}; fix that, or "
+            "set GATEKEEPER_ISOLATION=none to run submissions with no OS isolation at all (only for code you trust)")
     if isolation_required() and found.name != "bwrap":
         # The reason says what to do: install bubblewrap only where it is missing, else why it fails.
         raise IsolationRequired(
