@@ -302,3 +302,29 @@ def test_cpp_static_output_rewritten_every_call_is_likely_filled_once_is_certain
             "    k(x.data_ptr<float>(), out.data_ptr<float>());\n  }\n  return out;\n")
     found = [f for f in static_findings(CPP.replace("{body}", once)) if f.rule == "GK105"]
     assert [(f.confidence.value, f.severity.value) for f in found] == [("certain", "error")]
+
+
+@pytest.mark.parametrize("src, want", [
+    # a dict entry, an alias and a module global, each filled on the first call only: certain
+    ("class ModelNew(nn.Module):\n    def forward(self, x):\n        if 'o' not in self.c:\n"
+     "            self.c['o'] = torch.empty_like(x)\n            k[(1,)](x, self.c['o'])\n        return self.c['o']\n",
+     ("certain", "error")),
+    ("class ModelNew(nn.Module):\n    def forward(self, x):\n        out = self._out\n        if out is None:\n"
+     "            out = self._out = torch.empty_like(x)\n            k[(1,)](x, out)\n        return out\n",
+     ("certain", "error")),
+    ("_O = None\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        global _O\n        if _O is None:\n"
+     "            _O = torch.empty_like(x)\n            k[(1,)](x, _O)\n        return _O\n", ("certain", "error")),
+    # the same three rewritten on every call: reused storage, a warning under default
+    ("class ModelNew(nn.Module):\n    def forward(self, x):\n        if 'o' not in self.c:\n"
+     "            self.c['o'] = torch.empty_like(x)\n        k[(1,)](x, self.c['o'])\n        return self.c['o']\n",
+     ("likely", "warning")),
+    ("class ModelNew(nn.Module):\n    def forward(self, x):\n        out = self._out\n        if out is None:\n"
+     "            out = self._out = torch.empty_like(x)\n        k[(1,)](x, out)\n        return out\n",
+     ("likely", "warning")),
+    ("class ModelNew(nn.Module):\n    def forward(self, x):\n        if self.bufs is None:\n"
+     "            self.bufs = [torch.empty_like(x)]\n        launch([x] + self.bufs)\n        return self.bufs[0]\n",
+     ("likely", "warning")),
+])
+def test_hack_spellings_stay_certain_and_their_rewritten_twins_are_warnings(src, want):
+    assert [(f.confidence.value, f.severity.value) for f in _mine(src, "GK101")] == [want]
+
