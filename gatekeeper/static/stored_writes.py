@@ -131,7 +131,7 @@ class StoredWrites:
         if type(call.func) is cst.Attribute and call.func.attr.value in (PASS_THROUGH | READS):
             return True
         qual = self.ctx.qualname(call.func) or ""
-        return qual.startswith(_SEEN)
+        return qual.startswith(_SEEN) and not qual.startswith("torch.ops.")  # custom ops may write
 
 
 class _Scan:
