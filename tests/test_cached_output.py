@@ -221,6 +221,8 @@ def _gk101(body: str, profile: str = "default"):
     ("        self.plan[0]()\n        return self.y\n", ("likely", "maybe")),
     # a registered custom op (torch.ops.*) may write what it is handed, unlike torch's own functions
     ("        torch.ops.mylib.softmax_out(x, self.y)\n        return self.y\n", ("likely", "opaque")),
+    # torch told to write in place
+    ("        torch.nn.functional.relu(self.y, inplace=True)\n        return self.y\n", ("likely", "opaque")),
     # a helper handed the module itself
     ("        refresh(self, x)\n        return self.y\n", ("likely", "opaque")),
 ])

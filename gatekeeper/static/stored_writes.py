@@ -244,7 +244,8 @@ class _Scan:
                 return VISIBLE
             if method.endswith("_") and not method.startswith("_") and self._mentions(func.value):
                 return VISIBLE
-        seen = self.owner._seen_call(node)
+        seen = self.owner._seen_call(node) and not any(
+            a.keyword is not None and a.keyword.value == "inplace" for a in node.args)  # F.relu(y, inplace=True)
         for arg in node.args:
             value = arg.value
             if seen and not (arg.keyword is not None and arg.keyword.value == "out") and type(func) is not cst.Subscript \
