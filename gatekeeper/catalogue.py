@@ -126,7 +126,8 @@ def _run_time_docs(stage: StageName, doc, message: str) -> str:
     """What the check observes and why it matters; a code without its texts yet shows its message."""
     if doc is None:
         return f"{_HOW[stage]} It reports: \"{_template(message)}\"."
-    return f"{doc.what}\n\nWhy it matters: {doc.why}\n\n{_HOW[stage]}"
+    what = doc.what[:1].upper() + doc.what[1:]  # a sentence, even when it opens with `forward`
+    return f"{what}\n\nWhy it matters: {doc.why}\n\n{_HOW[stage]}"
 
 
 def _notices() -> list[Entry]:

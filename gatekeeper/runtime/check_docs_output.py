@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gatekeeper.runtime.check_docs import CheckDoc, forward
+from gatekeeper.runtime.doc_parts import CheckDoc, forward
 
 _SUM = "return ext.row_sum(x)  # own kernel"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gatekeeper.runtime.check_docs import CheckDoc, forward
+from gatekeeper.runtime.doc_parts import CheckDoc, forward
 
 PROCESS_DOCS: dict[str, CheckDoc] = {
     "GK640": CheckDoc(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gatekeeper.runtime.check_docs import CheckDoc, forward
+from gatekeeper.runtime.doc_parts import CheckDoc, forward
 
 _HONEST = forward("return ext.mean(x)  # all the work, on the current stream, every call")
 
@@ -33,7 +33,7 @@ TIMING_DOCS: dict[str, CheckDoc] = {
         "Events on the current stream stop the clock while the real work continues elsewhere.",
         forward("with torch.cuda.stream(self.side):\n    return ext.mean(x)"), _HONEST),
     "GK706": CheckDoc(
-        "[timing] mode = \"graph\" was asked for, but the call cannot be captured in a CUDA graph.",
+        "CUDA-graph timing was asked for ([timing] mode = \"graph\"), but the call cannot be captured in a graph.",
         "Graph timing replays a capture; a call that syncs or allocates on the host cannot be replayed.",
         forward("n = int(x.sum().item())  # a host sync inside the call\nreturn ext.mean(x, n)"), _HONEST),
     "GK707": CheckDoc(
