@@ -71,30 +71,29 @@ def _problem_for(path: Path, request: CheckRequest, config: Config) -> Optional[
 
 def _problems(request: CheckRequest, config: Config, files: list[Path], stdin_text: Optional[str]) -> list:
     """Each submission's problem (None: none given or mapped), resolved before any work so that a
-    missing one is refused at once rather than after the others were checked."""
+    mapping error stops the run before the first check."""
     if stdin_text is not None:
         name = request.stdin_filename or "-"
         return [_problem_for(Path(name), request, config) if request.stdin_filename else request.problem]
     return [_problem_for(path, request, config) for path in files]
 
 
-def _require_problems(request: CheckRequest, config: Config, files: list[Path], problems: list) -> None:
-    """Fail closed (`require_problem`, default true): without the reference problem nothing is
-    compared with it, the behaviour stage cannot run and the rules that read its sizes do not,
-    so a pass would certify what was never checked."""
-    if not config.require_problem:
-        return
-    names = [str(f) for f, p in zip(files, problems) if p is None] if files else (
-        [request.stdin_filename or "- (stdin)"] if problems[0] is None else [])
-    if not names:
-        return
-    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    where = f" ({config.source})" if config.source else ""
-    raise UsageError(
-        f"no problem for {shown}: without the reference problem gatekeeper cannot compare outputs or check "
-        f"sizes, so it will not report a pass; give --problem PATH, map submissions to problems in the "
-        f"configuration{where} with [[problem_map]], or set `require_problem = false` to check without one "
-        f"(static rules only)")
+def _fail_closed(reports, problems: list, config: Config):
+    """`require_problem` (default true): a submission checked without its problem cannot pass.
+    Without the reference nothing is compared with it and the rules that read its sizes do not
+    run, so what would be a pass becomes an error (exit 3) that says how to give the problem.
+    Findings still reject (exit 1): the pre-commit hook catches a cached output without one."""
+    from gatekeeper.report import Verdict
+
+    for report, problem in zip(reports, problems):
+        if problem is None and config.require_problem and report.verdict == Verdict.PASS:
+            where = f" ({config.source})" if config.source else ""
+            report = report.model_copy(update={"verdict": Verdict.ERROR, "error": (
+                f"no problem for {report.submission.path}, so this is not a pass: without the reference problem "
+                "nothing was compared with it and the rules that read its sizes did not run. Give --problem PATH, "
+                f"map submissions to problems with [[problem_map]] in the configuration{where}, or set "
+                "`require_problem = false` to accept a check by the rules alone")})
+        yield report
 
 
 def _reports(request: CheckRequest, config: Config, files: list[Path], stdin_text: Optional[str], problems: list):
@@ -152,11 +151,10 @@ def run_check(request: CheckRequest, out: Console, stream: TextIO, err: Console)
                           f"{' or '.join(config.submission_classes)}); nothing to check")
             return 0
     problems = _problems(request, config, files, stdin_text)
-    _require_problems(request, config, files, problems)
     _warn_if_nothing_runs(request, config, err)
     single = stdin_text is not None or (len(request.paths) == 1 and Path(request.paths[0]).is_file())
     progress.start_for_check(sys.stderr, request.fmt, request.verbosity, len(files) or 1)  # terminals only
-    reports = _reports(request, config, files, stdin_text, problems)
+    reports = _fail_closed(_reports(request, config, files, stdin_text, problems), problems, config)
     if request.stages == "static":
         return _render(request, config, reports, single, out, stream)
     from gatekeeper.sandbox.lifeline import guarded_run

@@ -128,9 +128,10 @@ class Config(_Strict):
     require_isolation: bool = Field(
         default=False, description="refuse to run code (build, behaviour, timing) unless bubblewrap isolation works")
     require_problem: bool = Field(
-        default=True, description="`gatekeeper check` refuses (exit 2) a submission it has no problem for: "
-        "without the reference nothing is compared, so a pass would say what did not happen; false checks it "
-        "anyway (static rules only, GK006 says which rules did not run)")
+        default=True, description="`gatekeeper check` never passes a submission it has no problem for: "
+        "without the reference nothing is compared, so a pass would say what did not happen; what would pass "
+        "is an error (exit 3) instead, and findings still reject. false: the rules alone may pass it (GK006 "
+        "says which rules did not run)")
     jobs: int = Field(default=1, ge=1)
     keep_going: bool = False
     rules: dict[str, RuleSettings] = Field(default_factory=dict)

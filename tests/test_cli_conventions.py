@@ -30,22 +30,30 @@ def test_version():
 
 
 def test_no_problem_fails_closed_unless_the_configuration_allows_it(tmp_path):
-    # Default (require_problem = true): a submission without a problem is refused before any
-    # work, exit 2, naming the file and the three ways out; never a pass on what was not checked.
+    # Default (require_problem = true): what would pass without a problem is an error (exit 3)
+    # naming the file and the three ways out; never a pass on what was not checked.
     (tmp_path / "k.py").write_text(HONEST.read_text())
-    refused = gk("check", "k.py", cwd=tmp_path)
-    said = " ".join(refused.stderr.split())
-    assert refused.returncode == 2 and refused.stdout == ""
+    refused = gk("check", "k.py", "--static-only", "-f", "json", cwd=tmp_path)
+    report = json.loads(refused.stdout)
+    assert refused.returncode == 3 and report["verdict"] == "error"
+    said = " ".join(report["error"].split())
     assert "no problem for k.py" in said and "--problem PATH" in said and "[[problem_map]]" in said
     assert "require_problem = false" in said
-    # require_problem = false: checked anyway, and GK006 says which rules did not run.
+    text = gk("check", "k.py", "--static-only", cwd=tmp_path)
+    assert text.returncode == 3 and "ERROR k.py" in text.stdout and "no verdict:" in text.stdout
+    # Findings still reject without a problem (the pre-commit hook relies on it).
+    (tmp_path / "bad.py").write_text("import torch\nclass ModelNew(torch.nn.Module):\n"
+                                     "    def forward(self, x):\n        torch.allclose = lambda *a, **k: True\n"
+                                     "        return x\n")
+    assert gk("check", "bad.py", "--static-only", cwd=tmp_path).returncode == 1
+    # require_problem = false: the rules alone may pass it, and GK006 says which rules did not run.
     (tmp_path / "gatekeeper.toml").write_text("require_problem = false\n")
     report = json.loads(gk("check", SEED, "--config", tmp_path / "gatekeeper.toml", "--static-only",
                            "--format", "json").stdout)
     notice = [f for f in report["findings"] if f["rule"] == "GK006"]
     assert notice and notice[0]["severity"] == "warning" and "GK203" in notice[0]["message"]
-    text = gk("check", "k.py", "--static-only", cwd=tmp_path).stdout
-    assert "NoProblemGiven" in text and "did not run" in text
+    allowed = gk("check", "k.py", "--static-only", cwd=tmp_path)
+    assert allowed.returncode == 0 and "NoProblemGiven" in allowed.stdout and "did not run" in allowed.stdout
     with_problem = json.loads(gk("check", SEED, "-p", PROBLEM, "--static-only", "--format", "json").stdout)
     assert "GK006" not in {f["rule"] for f in with_problem["findings"]}
 

@@ -93,7 +93,7 @@ def print_report(report: Report, console: Console, verbosity: int = 0) -> None:
     if verbosity < 0:
         console.print(verdict_line(report))
         if report.error:
-            _print_wrapped(console, report.error, "gatekeeper could not finish:", "magenta")
+            _print_wrapped(console, report.error, "no verdict:", "magenta")
         return
     previous: Optional[str] = None
     for f in report.findings:
@@ -111,7 +111,7 @@ def print_report(report: Report, console: Console, verbosity: int = 0) -> None:
         for line in work_lines(report.work):
             console.print(f"  {escape(line)}")
     if report.error:
-        _print_wrapped(console, report.error, "gatekeeper could not finish:", "magenta")
+        _print_wrapped(console, report.error, "no verdict:", "magenta")
     for stage in report.stages:
         text = f"{stage.name.value}: {stage.status.value}"
         if stage.status in (StageStatus.SKIPPED, StageStatus.NOT_IMPLEMENTED, StageStatus.ERROR) and stage.reason:
