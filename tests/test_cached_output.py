@@ -332,3 +332,23 @@ def test_cpp_static_output_rewritten_every_call_is_likely_filled_once_is_certain
 def test_hack_spellings_stay_certain_and_their_rewritten_twins_are_warnings(src, want):
     assert [(f.confidence.value, f.severity.value) for f in _mine(src, "GK101")] == [want]
 
+
+
+def test_scheduled_calls_split_reused_storage_from_stale_values():
+    """The previous call's output storage coming back on a scheduled call: GK612 when the
+    values were right for that call, GK610 when they were not (the judge's correctness)."""
+    from gatekeeper.behaviour.schedule_checks import judge_calls
+
+    threads = {"python_threads": 1, "os_threads": 3, "children": 0}
+    calls = [{"kind": "schedule-call", "index": i, "aliases": ["the output of the previous call"] if i else [],
+              "mutated": [], "threads_before": threads, "threads_after": threads} for i in range(6)]
+
+    def codes(correct):
+        found = {}
+        judge_calls(calls, {}, lambda code, trial, evidence, **f: found.setdefault(code, evidence), correct)
+        return found
+
+    assert set(codes({i: True for i in range(6)})) == {"GK612"}
+    stale = codes({i: i < 3 for i in range(6)})
+    assert set(stale) == {"GK610"} and stale["GK610"]["calls"] == [3, 4, 5]
+    assert set(codes(None)) == {"GK610"}  # no correctness known: not shown to be fresh

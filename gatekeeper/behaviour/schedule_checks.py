@@ -13,7 +13,7 @@ dispatch key, its overhead) and behave only there. Now:
 from __future__ import annotations
 
 import random
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from gatekeeper.problem.secret import derive
 
@@ -40,10 +40,12 @@ def _where(indices: list[int], total: int) -> str:
 
 
 def judge_calls(messages: list[dict[str, Any]], nominal: dict[str, Any],
-                add: Callable[..., None]) -> None:
-    """GK620 / GK610 (aliasing), GK625 (mutation), GK645 (threads) on every scheduled call.
-    What the reference itself does on the nominal inputs (an aliased input, an input it
-    mutates) is allowed here too."""
+                add: Callable[..., None], correct: Optional[dict[int, bool]] = None) -> None:
+    """GK620 / GK610 / GK612 (aliasing), GK625 (mutation), GK645 (threads) on every scheduled
+    call. What the reference itself does on the nominal inputs (an aliased input, an input it
+    mutates) is allowed here too. `correct`: which scheduled calls' values were right; the
+    previous call's storage coming back is stale (GK610) unless the values were right for
+    this call (GK612, reused storage)."""
     calls = [m for m in messages if m.get("kind") == "schedule-call" and isinstance(m.get("index"), int)]
     aliased, stale, mutated, threads = {}, {}, {}, {}
     allowed_inputs = set(nominal.get("aliased_inputs", []))
@@ -68,9 +70,14 @@ def judge_calls(messages: list[dict[str, Any]], nominal: dict[str, Any],
         first = min(aliased)
         add("GK620", "schedule", {"calls": {str(k): v for k, v in list(aliased.items())[:10]}},
             what=", ".join(aliased[first]) + f" ({_where(sorted(aliased), total)})")
-    if stale:
-        add("GK610", "schedule", {"calls": sorted(stale)[:10]},
-            what=f"shares storage with the output of the previous call ({_where(sorted(stale), total)})")
+    wrong = sorted(i for i in stale if not (correct or {}).get(i, False))
+    fresh = sorted(i for i in stale if i not in wrong)
+    if wrong:
+        add("GK610", "schedule", {"calls": wrong[:10]},
+            what=f"shares storage with the output of the previous call ({_where(wrong, total)})")
+    elif fresh:
+        add("GK612", "schedule", {"calls": fresh[:10]},
+            what=f"shares storage with the output of the previous call ({_where(fresh, total)})")
     if mutated:
         first = min(mutated)
         add("GK625", "schedule", {"calls": {str(k): v for k, v in list(mutated.items())[:10]}},

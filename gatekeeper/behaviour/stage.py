@@ -278,7 +278,8 @@ def _judge_run(result: JobResult, references: dict[str, dict[str, Any]], failed:
     judge.determinism()
     calls.judge(judge.add)
     repeats.judge(judge.add)
-    judge_calls(result.messages, references.get("nominal", {}), judge.add)  # every call checked alike
+    judge_calls(result.messages, references.get("nominal", {}), judge.add,  # every call checked alike
+                {i: o.ok for i, o in calls.outcomes.items()})
     LAST_SCHEDULE.clear()
     LAST_SCHEDULE.update(planned=scheduled.get("planned", 0), sent=len(scheduled.get("calls", [])),
                          observed=len(calls.outcomes), skipped=scheduled.get("skipped", []),
