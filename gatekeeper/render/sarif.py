@@ -50,7 +50,7 @@ def _invocation(reports: list[Report]) -> dict[str, Any]:
         if report.verdict == Verdict.ERROR:
             notes.append({
                 "level": "error",
-                "message": {"text": f"gatekeeper could not finish checking {report.submission.path}: "
+                "message": {"text": f"gatekeeper gave no verdict for {report.submission.path}: "
                                     f"{report.error or 'a stage failed'}"},
                 "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(report.submission.path)}}}],
                 "properties": {"stages": {s.name.value: s.status.value for s in report.stages}},
