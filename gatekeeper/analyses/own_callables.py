@@ -22,15 +22,25 @@ statements of the module, made only when a file has a call the traversal could n
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional, Protocol
 
 import libcst as cst
 
 from gatekeeper.static.names import string_value
 from gatekeeper.static.walk import walk
 
-if TYPE_CHECKING:
-    from gatekeeper.analyses.torch_usage import TorchUsage
+from gatekeeper.static.context import FileContext
+
+
+class _Usage(Protocol):
+    """What this module reads from TorchUsage (which imports it)."""
+
+    ctx: FileContext
+    holders: set[str]
+    loader_functions: set[str]
+    kernel_defs: set[str]
+
+    def _is_loader_call(self, value: cst.BaseExpression) -> bool: ...
 
 # ctypes and numpy entry points that load a native library: its functions are the
 # submission's compiled code unless the library is a vendor one (cuBLAS through ctypes is
@@ -75,7 +85,7 @@ def native_loader(ctx_qualname: Optional[str], call: cst.Call) -> bool:
 
 
 class OwnCallables:
-    def __init__(self, usage: "TorchUsage") -> None:
+    def __init__(self, usage: _Usage) -> None:
         self.usage = usage
         self.ctx = usage.ctx
         self.names: dict[Scope, dict[str, list[tuple[cst.BaseExpression, Scope]]]] = {0: {}}

@@ -11,8 +11,10 @@ other JIT) kernel, a function of an extension built with load_inline/load (held 
 `self.X`, or a class attribute; also `self.op = _ext.fn` then `self.op(x)`), a
 torch.ops.<own namespace> op, or a call of a helper / autograd Function of the file that
 launches one. Whether a use or a launch is in the forward path is decided in `resolve()`,
-when the call graph is complete; launches only on a constant sliver (`x[:1]`) are set
-apart as token launches (kernel_work.py).
+when the call graph is complete; which launches count as the own kernel doing work on the
+forward path is launch_placement.py's (token launches on a constant sliver, launches whose
+output never reaches the result), and torch whose value never reaches the result is dropped
+(torch_result_flow.py).
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ import libcst as cst
 
 from gatekeeper.analyses.cpp_torch_calls import scan_cpp
 from gatekeeper.analyses.torch_fallback_paths import find_fallbacks
-from gatekeeper.analyses.kernel_work import helper_launches, is_token_launch, torch_does_whole_op
+from gatekeeper.analyses.kernel_work import torch_does_whole_op
+from gatekeeper.analyses.launch_placement import place_kernels, pure_call
 from gatekeeper.analyses.own_callables import OwnCallables, fetched_at_run_time, native_loader
-from gatekeeper.analyses.torch_result_flow import outside_result, use_outside_result
+from gatekeeper.analyses.torch_result_flow import use_outside_result
 from gatekeeper.analyses.tensor_values import TensorValues
 from gatekeeper.analyses.torch_call_kinds import TorchCalls
 from gatekeeper.analyses.torch_op_table import TorchOps, short_op, torch_ops
@@ -68,6 +71,7 @@ class TorchUsage(TorchCalls, TensorValues):
         self.idle_kernels: list[Kernel] = []  # launches whose output never reaches the result
         self.opaque_calls: list[str] = []  # forward-path calls of callables fetched at run time
         self._whole_op: Optional[bool] = None
+        self._own: Optional[OwnCallables] = None
         self._resolved = False
 
     @classmethod
@@ -284,12 +288,11 @@ class TorchUsage(TorchCalls, TensorValues):
         if self._resolved:
             return
         self._resolved = True
-        own: Optional[OwnCallables] = None
         for attr, node, key, _ in self.self_calls:
             if attr not in self.self_ext and attr not in self.self_passed and attr not in self.class_attrs \
                     and attr not in self.self_layers:
                 # self._fast = lambda t: run(t); self._fn = _mod().f: followed through the bindings
-                own = own or OwnCallables(self)
+                own = self.own_callables()
                 if own.call_is_own(node):
                     self.kernels.append(Kernel(f"self.{attr}", key, (), node))
                 elif self.in_forward(key) and fetched_at_run_time(own, node):
@@ -331,41 +334,7 @@ class TorchUsage(TorchCalls, TensorValues):
         if any(k.needs_ext is not None and k.needs_ext[0] not in holders for k in self.kernels):
             for source in self.ctx.cpp_sources:
                 self.ext_functions.update(fn.name for fn in self._functions(source) if not fn.is_kernel)
-        ext_ok = self.has_cuda_kernel or self.has_own_loops or not self.cpp_seen
-        kept: list[Kernel] = []
-        for k in self.kernels:
-            if k.needs_def is not None:
-                if k.needs_def in self.kernel_defs:
-                    kept.append(k)
-                elif type(k.node) is cst.Call and type(k.node.func) is cst.Name:
-                    own = own or OwnCallables(self)  # run = _mod().f; _max = _ext.max; a closure over them
-                    if own.call_is_own(k.node):
-                        kept.append(k)
-                    elif self.in_forward(k.function) and fetched_at_run_time(own, k.node):
-                        self.opaque_calls.append(k.needs_def)
-            elif k.needs_ext is not None:
-                key, attr = k.needs_ext
-                if (key in holders or key.removeprefix("call:") in self.loader_functions or attr in self.ext_functions) and ext_ok:
-                    kept.append(k)
-                elif ext_ok and type(k.node) is cst.Call:
-                    own = own or OwnCallables(self)  # _lib().f(...) with _lib() returning a ctypes.CDLL
-                    if own.call_is_own(k.node):
-                        kept.append(k)
-            else:
-                kept.append(k)
-        forward = [k for k in kept if self.in_forward(k.function)]
-        forward += helper_launches(self, forward, [k for k in self.kernels if k not in kept])
-        for k in forward:  # parents are complete now; only the kept ones need a path
-            k.path = self._path(k.node)
-        # A launch inside a lambda that is stored (`self._fast = lambda t: run(t)`) runs where
-        # the lambda is called, and that call is the launch (own_callables); never called, it never runs.
-        forward = [k for k in forward if not _stored_lambda(self.ctx, k.path)]
-        # A launch only on a constant sliver (`x[:1]`) is not the kernel doing the work.
-        self.token_kernels = [k for k in forward if is_token_launch(self, k)]
-        forward = [k for k in forward if not any(k is t for t in self.token_kernels)]
-        # Nor is one whose output never reaches the result (a build-time self-test, a warm-up).
-        self.idle_kernels = [k for k in forward if outside_result(k.path, self._pure_call)]
-        self.kernels = [k for k in forward if not any(k is t for t in self.idle_kernels)]
+        place_kernels(self, holders)  # which launches are the own kernel doing work (launch_placement.py)
         # a method named like an extension function, on a receiver that is the extension
         self.uses = [u for u in self.uses if not (u.kind == "method" and u.receiver is not None
                                                    and (u.receiver in holders or u.receiver.removeprefix("call:") in self.loader_functions))]
@@ -373,22 +342,8 @@ class TorchUsage(TorchCalls, TensorValues):
                      or (u.deferred and self._deferred(u.function))]
         # torch whose value never reaches the result (a build-time self-test, a check that
         # only raises) does not do the timed work
-        self.uses = [u for u in self.uses if u.cpp is not None or not use_outside_result(u, self._pure_call)]
+        self.uses = [u for u in self.uses if u.cpp is not None or not use_outside_result(u, lambda c: pure_call(self, c))]
         find_fallbacks(self)
-
-    def _pure_call(self, call: cst.Call) -> bool:
-        """A call that writes none of its arguments: a torch op or a tensor compute method
-        (in-place `_` forms and `out=` are handled by the caller), a Python builtin."""
-        func = call.func
-        qual = self.ctx.qualname(func)
-        if qual is not None:
-            namespace = self.ops.torch_op_namespace(qual)
-            return qual.startswith(("torch.", "builtins.", "math.")) and (
-                namespace is None or namespace[0] in self.ops.op_namespaces)
-        if type(func) is not cst.Attribute or not self.ops.method_is_compute(func.attr.value):
-            return False
-        key = receiver_key(func.value)  # `_ext.add(x, y, out)` is the extension's, not Tensor.add
-        return key is None or (key not in self.holders and key.removeprefix("call:") not in self.loader_functions)
 
     def _functions(self, source: CppSource) -> list[CppFunction]:
         """C++ function definitions of a source, computed once per file."""
@@ -423,6 +378,12 @@ class TorchUsage(TorchCalls, TensorValues):
             return False
         return not self.ctx.is_init_only(key)
 
+    def own_callables(self) -> OwnCallables:
+        """The file's bindings, indexed on first need (own_callables.py)."""
+        if self._own is None:
+            self._own = OwnCallables(self)
+        return self._own
+
     @property
     def builds_own_code(self) -> bool:
         """The file compiles or defines code of its own somewhere (a kernel source, a JIT
@@ -437,15 +398,6 @@ class TorchUsage(TorchCalls, TensorValues):
         if self._whole_op is None:
             self._whole_op = torch_does_whole_op(self)
         return self._whole_op
-
-
-def _stored_lambda(ctx: FileContext, path: tuple[cst.CSTNode, ...]) -> bool:
-    """The innermost lambda around a launch is the value of an assignment."""
-    for index, node in enumerate(path):
-        if type(node) is cst.Lambda:
-            parent = path[index + 1] if index + 1 < len(path) else None
-            return type(parent) in (cst.Assign, cst.AnnAssign)
-    return False
 
 
 def _param_names(function: cst.FunctionDef) -> set[str]:
