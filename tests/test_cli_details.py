@@ -109,11 +109,11 @@ def test_no_color_drops_bold_and_dim_too():
 
 
 @pytest.mark.slow
-def test_error_text_is_one_line_in_a_pipe(tmp_path):
-    (tmp_path / "k.py").write_text(SEED.read_text())
-    proc = run("check", "k.py", cwd=tmp_path, env={"COLUMNS": "60"})
+def test_error_text_is_one_line_in_a_pipe():
+    proc = run("check", SEED, "-p", PROBLEM, "--static-only", "--select", "qqqqqqqq", env={"COLUMNS": "60"})
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == 2 and len(lines) == 1 and len(lines[0]) > 200, proc.stderr
+    assert proc.returncode == 2 and len(lines) == 1 and len(lines[0]) > 120, proc.stderr
+    assert "'qqqqqqqq' in --select matches no code" in lines[0]
 
 
 def test_torchs_numpy_warning_is_filtered_here_and_in_child_processes():
