@@ -7,7 +7,7 @@ failing to decide: the file gets an error report (exit 3), never a pass and neve
 reject, saying which rule was running and how to raise the limit (`[limits]
 static_timeout_s`). `ingest` and `mcp` keep their own per-process backstops on top.
 
-The limit works in any thread (the API is called from threads): a timer thread raises
+The limit works in any thread (the API is called from threads): one watchdog thread raises
 `StaticTimeout` in the checking thread with PyThreadState_SetAsyncExc. Like a signal, it
 lands between two Python bytecodes, so a single long call into native code (one libcst
 parse, bounded by the input limits) finishes first.
@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import re
 import threading
+import time
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,35 +41,77 @@ def _raise_in(thread_id: int, exc: Optional[type]) -> None:
                                                ctypes.py_object(exc) if exc is not None else None)
 
 
+class _Arm:
+    """One armed block: the thread to interrupt and when."""
+
+    __slots__ = ("target", "deadline", "armed", "fired")
+
+    def __init__(self, target: int, deadline: float) -> None:
+        self.target, self.deadline, self.armed, self.fired = target, deadline, True, False
+
+
+class _Watchdog:
+    """One daemon thread for every limit of the process. A thread (threading.Timer) per file
+    cost two thread switches a file, a few percent of the stage on a busy core (issue 20
+    item 8); arming here only records a deadline, and wakes the thread only when that
+    deadline comes before the one it already sleeps towards."""
+
+    IDLE_S = 1.0  # how long the thread sleeps with nothing armed
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition(threading.Lock())
+        self.arms: set[_Arm] = set()
+        self.wake = 0.0  # when the thread will next look, by time.monotonic()
+        self.thread: Optional[threading.Thread] = None
+
+    def arm(self, seconds: float) -> _Arm:
+        arm = _Arm(threading.get_ident(), time.monotonic() + seconds)
+        with self.cond:
+            self.arms.add(arm)
+            if self.thread is None or not self.thread.is_alive():  # first use, or after a fork
+                self.thread = threading.Thread(target=self._loop, name="gatekeeper-static-time-limit", daemon=True)
+                self.wake = arm.deadline
+                self.thread.start()
+            elif arm.deadline < self.wake:
+                self.wake = arm.deadline
+                self.cond.notify()
+        return arm
+
+    def disarm(self, arm: _Arm) -> None:
+        with self.cond:
+            arm.armed = False
+            self.arms.discard(arm)
+            if arm.fired:
+                _raise_in(arm.target, None)  # fired after the block's last bytecode: drop the pending one
+
+    def _loop(self) -> None:
+        with self.cond:
+            while True:
+                now = time.monotonic()
+                for arm in [a for a in self.arms if a.deadline <= now]:
+                    arm.fired = True
+                    self.arms.discard(arm)
+                    _raise_in(arm.target, StaticTimeout)
+                self.wake = min((a.deadline for a in self.arms), default=now + self.IDLE_S)
+                self.cond.wait(max(self.wake - now, 0.0))
+
+
+_WATCHDOG = _Watchdog()
+
+
 @contextmanager
 def time_limit(seconds: Optional[float]) -> Iterator[None]:
     """Raise StaticTimeout in this thread once `seconds` have passed inside the block."""
     if not seconds or seconds <= 0:
         yield
         return
-    target = threading.get_ident()
-    lock = threading.Lock()
-    state = {"armed": True, "fired": False}
-
-    def fire() -> None:
-        with lock:
-            if state["armed"]:
-                state["fired"] = True
-                _raise_in(target, StaticTimeout)
-
-    timer = threading.Timer(seconds, fire)
-    timer.daemon = True
-    timer.start()
-    # A timer that fires as the block ends may still land here, in this cleanup: the caller
+    arm = _WATCHDOG.arm(seconds)
+    # A limit that fires as the block ends may still land here, in this cleanup: the caller
     # (static_time_limit) catches it as a timeout, which it is (the block took the limit).
     try:
         yield
     finally:
-        with lock:
-            state["armed"] = False
-            if state["fired"]:
-                _raise_in(target, None)  # fired after the block's last bytecode: drop the pending one
-        timer.cancel()
+        _WATCHDOG.disarm(arm)
 
 
 def _where(tb: Optional[TracebackType]) -> str:
