@@ -17,7 +17,11 @@ the interpreter would import, and it is checked.
 from __future__ import annotations
 
 import ast
+import os
+import re
+import time
 from collections import deque
+from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
@@ -70,6 +74,41 @@ def _resolve(name: str, level: int, here: Path, root: Path) -> Optional[Path]:
     return None
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _importable_names(root: Path) -> frozenset[str]:
+    """Every name an import resolving inside `root` must spell: its entries (`k` of k.py,
+    folders) and the parts of its own path (`from .. import <root's name>`). Cached by the
+    folder's mtime, which changes when an entry is added, removed or renamed, once that
+    mtime is 2 s old (a coarse-grained file system may not tick for a fresh change)."""
+    stamp = root.stat().st_mtime_ns
+    if time.time_ns() - stamp < 2_000_000_000:
+        return _scan_names.__wrapped__(root, stamp)
+    return _scan_names(root, stamp)
+
+
+@lru_cache(maxsize=256)
+def _scan_names(root: Path, mtime_ns: int) -> frozenset[str]:
+    entries = [e.name[:-3] if e.name.endswith(".py") else e.name for e in os.scandir(root)]  # OSError: the caller walks
+    # lower case: on a case-insensitive file system `import Kernels` loads kernels.py
+    return frozenset(n.lower() for n in entries) | frozenset(p.lower() for p in root.parts)
+
+
+def _may_import_local(text: str, root: Path) -> bool:
+    """False only when no import in `text` can resolve inside `root`: a resolving dotted name
+    has a part that is an entry of `root` or a part of its path, and the text spells it as
+    an identifier. Non-ASCII text (identifiers are NFKC-normalised) and the dynamic forms
+    (a string constant may hold escapes) always take the full walk."""
+    if not text.isascii() or "import_module" in text or "__import__" in text:
+        return True
+    try:
+        names = _importable_names(root)
+    except OSError:
+        return True
+    return not names.isdisjoint(_IDENTIFIER.findall(text.lower()))
+
+
 def local_modules(text: str, path: str) -> list[Path]:
     """The submission's own Python modules beside it, in the order they are first imported;
     the submission itself is not listed. Empty for a submission checked from memory."""
@@ -77,6 +116,8 @@ def local_modules(text: str, path: str) -> list[Path]:
         return []
     main = Path(path).resolve()
     root = main.parent
+    if not _may_import_local(text, root):
+        return []  # most submissions: a screen on the text spares a second parse (issue 20 item 8)
     seen = {main}
     found: list[Path] = []
     queue: deque[tuple[Path, str]] = deque([(main, text)])
