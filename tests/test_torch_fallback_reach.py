@@ -57,6 +57,9 @@ REACHED = {
     "TileLang program compiled by a call": "    def __init__(self):\n        super().__init__()\n        import tilelang\n"
                                            "        self.k = tilelang.compile(_program(), out_idx=[1])\n"
                                            "    def forward(self, x):\n        return torch.relu(self.k(x))\n",
+    "closure defined in __init__": "    def __init__(self):\n        super().__init__()\n        ext = _mod()\n"
+                                   "        def run(t):\n            return ext.f(t.contiguous())\n        self.run = run\n"
+                                   "    def forward(self, x):\n        return torch.relu(self.run(x))\n",
     "getattr with a literal name": "    def forward(self, x):\n        fn = getattr(_mod(), 'f')\n"
                                    "        return torch.relu(fn(x))\n",
     "jiterator kernel": "    def __init__(self):\n        super().__init__()\n"

@@ -93,6 +93,7 @@ class OwnCallables:
         self.selfs: dict[str, list[tuple[cst.BaseExpression, Scope]]] = {}
         self.attrs: dict[str, list[tuple[cst.BaseExpression, Scope]]] = {}  # `Fn.kernel = ...`, by "Fn.kernel"
         self.returns: dict[str, list[tuple[cst.BaseExpression, Scope]]] = {}
+        self._bodies: dict[int, bool] = {}
         self._index()
 
     def _index(self) -> None:
@@ -109,6 +110,8 @@ class OwnCallables:
                 elif kind is cst.FunctionDef:
                     self.enclosing[id(stmt)] = scope
                     self.names[id(stmt)] = {}
+                    # a def binds its name: `def run(t): return ext.f(t)`; `self.run = run`
+                    self.names.setdefault(scope, {}).setdefault(stmt.name.value, []).append((stmt, scope))
                     work.append((stmt.body, (stmt, set())))
                 elif kind is cst.ClassDef:
                     work.append((stmt.body, frame))
@@ -169,6 +172,19 @@ class OwnCallables:
             hits = hits or test(value, scope, depth + 1)
         return hits
 
+    def _body_launches(self, fn: cst.CSTNode, scope: Scope, depth: int) -> bool:
+        """A lambda or def whose body calls an own callable (memoised: defs are asked often)."""
+        hit = self._bodies.get(id(fn))
+        if hit is None:
+            self._bodies[id(fn)] = False  # a def that calls itself
+            hit = any(type(node) is cst.Call and self.callable(node.func, scope, depth + 1)
+                      for entering, node in walk(fn.body) if entering)  # type: ignore[attr-defined]
+            if hit or depth < _DEPTH // 2:  # a miss deep in the chain may be the depth limit's
+                self._bodies[id(fn)] = hit
+            else:
+                del self._bodies[id(fn)]
+        return hit
+
     def module(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> bool:
         """`expr` evaluates to the submission's own extension module or native library."""
         if depth > _DEPTH:
@@ -211,9 +227,8 @@ class OwnCallables:
             return not expr.attr.value.startswith("__") and self.module(expr.value, scope, depth + 1)
         if kind is cst.Subscript:  # k[grid]
             return type(expr.value) is cst.Name and expr.value.value in self.usage.kernel_defs
-        if kind is cst.Lambda:
-            return any(type(node) is cst.Call and self.callable(node.func, scope, depth + 1)
-                       for entering, node in walk(expr.body) if entering)
+        if kind is cst.Lambda or kind is cst.FunctionDef:
+            return self._body_launches(expr, scope if kind is cst.Lambda else id(expr), depth)
         if kind is cst.IfExp:
             return self.callable(expr.body, scope, depth + 1) and self.callable(expr.orelse, scope, depth + 1)
         if kind is cst.Call:
