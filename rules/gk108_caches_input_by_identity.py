@@ -22,6 +22,8 @@ class _Scope:
     views: set[str]  # forward's tensor inputs and locals that are views of them
     computed: set[str] = field(default_factory=set)  # locals computed from their values
     keys: dict[str, cst.BaseExpression] = field(default_factory=dict)  # local -> value, for keys
+    assigns: list[cst.Assign] = field(default_factory=list)  # local assignments, classified lazily
+    replayed: int = 0  # how many of them are classified into views / computed / keys
 
 
 class CachesInputByIdentity(Rule):
@@ -148,7 +150,7 @@ class CachesInputByIdentity(Rule):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.scopes: list[Optional[_Scope]] = []
-        self.stores: list[tuple[str, cst.Assign, str, str, _Scope]] = []  # key, node, target, input
+        self.stores: list[tuple[str, cst.Assign, str, _Scope, int]] = []  # key, node, target, scope, locals before
         self.helpers: dict[str, tuple[set[str], cst.BaseExpression]] = {}  # one-return functions, for keys
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -172,22 +174,26 @@ class CachesInputByIdentity(Rule):
             return
         target = node.targets[0].target
         if type(target) is cst.Name:
-            scope.keys[target.value] = node.value
-            if self._guard(node.value, scope) is not None:
-                return  # a key (`key = _ident(x)`), not a value
-            if value_of_input(self.ctx, node.value, scope.views, scope.computed):
-                scope.computed.add(target.value)
-                scope.views.discard(target.value)
-            elif view_chain(node.value, scope.views):  # `xt = x.t()`: still the input's storage
-                scope.views.add(target.value)
+            scope.assigns.append(node)  # classified in finish, only for functions that store
             return
         where = self._persistent(target)
-        if where is None:
-            return
-        source = value_of_input(self.ctx, node.value, scope.views, scope.computed)
-        if source is None:
-            return
-        self.stores.append((self.ctx.function_key, node, where, source, scope))
+        if where is not None:
+            self.stores.append((self.ctx.function_key, node, where, scope, len(scope.assigns)))
+
+    def _replay(self, scope: _Scope, upto: int) -> None:
+        """Classify the locals assigned before a store: views of an input, values computed
+        from one, keys. Stores come in source order, so each function is replayed once."""
+        for node in scope.assigns[scope.replayed:upto]:
+            name = node.targets[0].target.value  # type: ignore[attr-defined]
+            scope.keys[name] = node.value
+            if self._guard(node.value, scope) is not None:
+                continue  # a key (`key = _ident(x)`), not a value
+            if value_of_input(self.ctx, node.value, scope.views, scope.computed):
+                scope.computed.add(name)
+                scope.views.discard(name)
+            elif view_chain(node.value, scope.views):  # `xt = x.t()`: still the input's storage
+                scope.views.add(name)
+        scope.replayed = max(scope.replayed, upto)
 
     def _persistent(self, target: cst.BaseExpression) -> Optional[str]:
         """`self._x` / `self._cache[k]` / `CACHE[k]` (a module global): storage kept across calls."""
@@ -262,8 +268,12 @@ class CachesInputByIdentity(Rule):
         return expr
 
     def finish(self) -> None:
-        for key, node, where, source, scope in self.stores:
-            if self.ctx.is_init_only(key) or has_graph(self.ctx, [scope.node.body]):
+        for key, node, where, scope, upto in self.stores:
+            if self.ctx.is_init_only(key):
+                continue
+            self._replay(scope, upto)
+            source = value_of_input(self.ctx, node.value, scope.views, scope.computed)
+            if source is None:
                 continue
             if self._guard(node.value, scope) is not None:
                 continue  # storing the key itself (`self._key = key`)
@@ -272,6 +282,8 @@ class CachesInputByIdentity(Rule):
                 continue
             if _returns_store(scope.node, node.targets[0].target):
                 continue  # a memo of the output itself: GK102 / GK106
+            if has_graph(self.ctx, [scope.node.body]):
+                continue  # a CUDA graph captured on the input: its replays read the live input
             self.report(node, self.message.format(target=where, input=source, key=how),
                         evidence={"store": where, "input": source, "key": how})
 

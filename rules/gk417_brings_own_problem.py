@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Optional
 
 import libcst as cst
+
+from gatekeeper.static.walk import children as node_children, subtree
 
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.cpp_source import cpp_call_strings, cpp_calls, cpp_idents, cpp_statement_strings
@@ -29,6 +32,9 @@ _OPENERS = ("builtins.open", "io.open", "codecs.open", "io.FileIO")
 _OS_WRITES = {"os.rename": -1, "os.replace": -1, "os.renames": -1, "os.symlink": -1, "os.link": -1,
               "shutil.copy": -1, "shutil.copy2": -1, "shutil.copyfile": -1, "shutil.move": -1, "os.truncate": 0}
 _PATH_WRITES = frozenset({"write_text", "write_bytes", "touch", "symlink_to", "hardlink_to"})
+# The last name of every call this rule judges: a call named otherwise is not looked at.
+_WRITE_NAMES = frozenset({"open", "FileIO", "rename", "replace", "renames", "symlink", "link", "copy", "copy2",
+                          "copyfile", "move", "truncate"}) | _PATH_WRITES
 _CPP_WRITERS = frozenset({"fopen", "freopen", "creat", "rename"})
 # Module-level names a harness reads from a problem: shapes.py's SHAPES, problem.yaml's tolerance.
 HARNESS_NAMES = frozenset({"SHAPES", "shapes", "TOLERANCE", "TOLERANCES", "tolerance", "tolerances",
@@ -128,6 +134,11 @@ class BringsOwnProblem(Rule):
     # writes -----------------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        last = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
+        if last not in _WRITE_NAMES:
+            if type(func) is cst.Name:
+                self.calls.append(node)  # a helper that writes a path it is given (see finish)
+            return  # most calls: nothing that writes a file (aliases of these are rare and GK442's)
         qual = resolve(self.ctx, func)
         target: Optional[cst.BaseExpression] = None
         name = qual or ""
@@ -209,15 +220,21 @@ class BringsOwnProblem(Rule):
             if type(target.target) is cst.Name and target.target.value in HARNESS_NAMES:
                 self.constants.append((node, target.target.value))
 
-    def visit_Name(self, node: cst.Name) -> None:
-        if node.value in HARNESS_NAMES:
-            parent = self.ctx.parent(node)
-            if not ((type(parent) is cst.Arg and parent.keyword is node)
-                    or (type(parent) is cst.Attribute and parent.attr is node)):
-                self.reads[node.value] = self.reads.get(node.value, 0) + 1
+    def _count_reads(self) -> None:
+        """How often each harness name appears as a name (not a keyword, not an attribute):
+        one walk, only in the rare file that defines one at module level."""
+        wanted = {name for _, name in self.constants}
+        for node in subtree(self.ctx.module):
+            if type(node) is cst.Name and node.value in wanted:
+                parent = self.ctx.parent(node)
+                if not ((type(parent) is cst.Arg and parent.keyword is node)
+                        or (type(parent) is cst.Attribute and parent.attr is node)):
+                    self.reads[node.value] = self.reads.get(node.value, 0) + 1
 
     def finish(self) -> None:
         self._helper_calls()
+        if self.constants:
+            self._count_reads()
         for node, name in self.constants:
             if self.reads.get(name, 0) > 1 or in_main_guard(self.ctx, node):
                 continue  # the file reads it itself (a self-test), or only a __main__ block defines it
@@ -249,11 +266,12 @@ class BringsOwnProblem(Rule):
         problem = self.ctx.problem
         if problem is None or not self.ctx.path or self.ctx.path.startswith("<"):
             return
-        here = Path(self.ctx.path).resolve().parent
-        if here == Path(problem.path).resolve().parent or not here.is_dir():
+        # abspath, not resolve: no file-system walk per path component (this runs for every file)
+        here = Path(os.path.dirname(os.path.abspath(self.ctx.path)))
+        trusted = Path(os.path.dirname(os.path.abspath(problem.path)))
+        if here == trusted:
             return
-        trusted = Path(problem.path).resolve().parent
-        shipped = sorted(n for n in _SHIPPED if (here / n).is_file() and not _same(here / n, trusted / n))
+        shipped = sorted(n for n in _SHIPPED if os.path.isfile(here / n) and not _same(here / n, trusted / n))
         if shipped:
             what = f"the submission's folder ships its own {', '.join(f'`{n}`' for n in shipped)}"
             entry = problem.entry
@@ -278,7 +296,7 @@ def _names(expr: cst.CSTNode) -> list[cst.Name]:
         node = stack.pop()
         if type(node) is cst.Name:
             out.append(node)
-        stack.extend(node.children)
+        stack.extend(node_children(node))
     return out
 
 

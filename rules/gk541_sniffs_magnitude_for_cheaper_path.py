@@ -4,6 +4,8 @@ from typing import Optional
 
 import libcst as cst
 
+from gatekeeper.static.walk import children as node_children
+
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.value_sniffing import Scope, arms, cheaper, cpp_sniffs, magnitude_tests, root, value_read
 from gatekeeper.static.cpp_sources import CppSource
@@ -119,25 +121,44 @@ class SniffsMagnitudeForCheaperPath(Rule):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.scopes: list[Scope] = []
+        # per open function: its parameters, its key, and its assignments and branches in source
+        # order; replayed in finish only for functions with a branch that run per call
+        self.open: list[tuple[set[str], list[cst.CSTNode], list[str]]] = []
+        self.functions: list[tuple[str, set[str], list[cst.CSTNode]]] = []
         self.predicates: dict[str, tuple[list[str], cst.BaseExpression]] = {}  # one-return helpers
-        self.branches: list[tuple[str, cst.CSTNode, Scope]] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         params = [p.name.value for p in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params)]
-        self.scopes.append(Scope({p for p in params if p not in ("self", "cls")}))
+        self.open.append(({p for p in params if p not in ("self", "cls")}, [], []))
         body = node.body.body if type(node.body) is cst.IndentedBlock else ()
         if len(body) == 1 and type(body[0]) is cst.SimpleStatementLine and type(body[0].body[0]) is cst.Return \
                 and body[0].body[0].value is not None:
             self.predicates[node.name.value] = ([p for p in params if p not in ("self", "cls")], body[0].body[0].value)
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.scopes.pop()
+        params, events, key = self.open.pop()
+        if key:  # it has a branch
+            self.functions.append((key[0], params, events))
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        if not self.scopes or len(node.targets) != 1 or type(node.targets[0].target) is not cst.Name:
-            return
-        scope, name = self.scopes[-1], node.targets[0].target.value
+        if self.open and len(node.targets) == 1 and type(node.targets[0].target) is cst.Name:
+            self.open[-1][1].append(node)
+
+    def visit_If(self, node: cst.If) -> None:
+        self._branch(node)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._branch(node)
+
+    def _branch(self, node: cst.CSTNode) -> None:
+        if self.open:
+            _, events, key = self.open[-1]
+            events.append(node)
+            if not key:
+                key.append(self.ctx.function_key)
+
+    def _assign(self, scope: Scope, node: cst.Assign) -> None:
+        name = node.targets[0].target.value  # type: ignore[attr-defined]
         if type(node.value) in (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation):
             test = next(magnitude_tests(scope, node.value, self.ctx), None)
             if test is not None:
@@ -155,31 +176,31 @@ class SniffsMagnitudeForCheaperPath(Rule):
             if sampled:
                 scope.sampled.add(name)
 
-    def visit_If(self, node: cst.If) -> None:
-        if self.scopes:
-            self.branches.append((self.ctx.function_key, node, _copy(self.scopes[-1])))
-
-    def visit_IfExp(self, node: cst.IfExp) -> None:
-        if self.scopes:
-            self.branches.append((self.ctx.function_key, node, _copy(self.scopes[-1])))
-
     def finish(self) -> None:
-        for key, node, scope in self.branches:
+        for key, params, events in self.functions:
             if self.ctx.is_init_only(key):
                 continue
-            found = self._sniff(node.test, scope)  # type: ignore[attr-defined]
-            if found is None:
-                continue
-            name, how = found
-            body, other = arms(node)
-            if type(node) is cst.If and not other:
-                other = self._after(node)
-            for which, arm, rest in (("first", body, other), ("other", other, body)):
-                what = cheaper(self.ctx, scope, arm, rest) if arm else None
-                if what:
-                    self.report(node.test, self.message.format(name=name, how=how, which=which, cheaper=what),  # type: ignore[attr-defined]
-                                evidence={"input": name, "read": how, "path": what})
-                    break
+            scope = Scope(params)
+            for event in events:
+                if type(event) is cst.Assign:
+                    self._assign(scope, event)
+                else:
+                    self._judge(event, scope)
+
+    def _judge(self, node: cst.CSTNode, scope: Scope) -> None:
+        found = self._sniff(node.test, scope)  # type: ignore[attr-defined]
+        if found is None:
+            return
+        name, how = found
+        body, other = arms(node)
+        if type(node) is cst.If and not other:
+            other = self._after(node)
+        for which, arm, rest in (("first", body, other), ("other", other, body)):
+            what = cheaper(self.ctx, scope, arm, rest) if arm else None
+            if what:
+                self.report(node.test, self.message.format(name=name, how=how, which=which, cheaper=what),  # type: ignore[attr-defined]
+                            evidence={"input": name, "read": how, "path": what})
+                break
 
     def _sniff(self, test: cst.BaseExpression, scope: Scope) -> Optional[tuple[str, str]]:
         for found in magnitude_tests(scope, test, self.ctx):
@@ -203,7 +224,7 @@ class SniffsMagnitudeForCheaperPath(Rule):
                             inner.sampled.add(params[index])
                         for _, how in magnitude_tests(inner, returned, self.ctx):
                             return origin, f"`{callee}()` tests {how}"
-            stack.extend(node.children)
+            stack.extend(node_children(node))
         return None
 
     def check_cpp(self, source: CppSource) -> None:
@@ -222,8 +243,3 @@ class SniffsMagnitudeForCheaperPath(Rule):
         return stmts[stmts.index(node) + 1:] if node in stmts else []
 
 
-def _copy(scope: Scope) -> Scope:
-    out = Scope(set(scope.params))
-    out.derived, out.reads, out.sampled = set(scope.derived), dict(scope.reads), set(scope.sampled)
-    out.tests = dict(scope.tests)
-    return out

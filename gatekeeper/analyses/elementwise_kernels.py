@@ -21,6 +21,8 @@ from typing import Optional
 
 import libcst as cst
 
+from gatekeeper.static.walk import children as node_children
+
 from gatekeeper.static.context import FileContext
 from gatekeeper.static.cpp_sources import CppSource
 
@@ -71,7 +73,7 @@ def triton_reduces(ctx: FileContext, kernel: cst.FunctionDef) -> Optional[str]:
         elif looped and kind is cst.Assign and _self_update(node):
             return "an accumulating loop"
         inner = looped or kind in (cst.For, cst.While)
-        stack.extend((child, inner) for child in node.children)
+        stack.extend((child, inner) for child in node_children(node))
     return None
 
 
@@ -85,7 +87,7 @@ def _self_update(node: cst.Assign) -> bool:
         current = stack.pop()
         if type(current) is cst.Name and current.value in names:
             return True
-        stack.extend(current.children)
+        stack.extend(node_children(current))
     return False
 
 
@@ -189,7 +191,7 @@ def triton_layout_only(ctx: FileContext, kernel: cst.FunctionDef) -> bool:
             if len(node.args) < 2 or not _moves_value(ctx, node.args[1].value, values):
                 return False
             stores += 1
-        stack.extend(reversed(node.children))
+        stack.extend(reversed(node_children(node)))
     return stores > 0
 
 

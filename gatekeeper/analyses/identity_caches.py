@@ -19,6 +19,8 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
+from gatekeeper.static.walk import children as node_children
+
 from gatekeeper.static.context import FileContext
 
 IDENTITY_METHODS = frozenset({"data_ptr", "untyped_storage", "storage", "_cdata"})
@@ -43,7 +45,7 @@ def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         current = stack.pop()
         yield current
         if type(current) not in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
-            stack.extend(current.children)
+            stack.extend(node_children(current))
 
 
 def identity_read(ctx: FileContext, expr: cst.CSTNode, inputs: set[str]) -> Optional[str]:
@@ -88,7 +90,7 @@ def value_of_input(ctx: FileContext, expr: cst.BaseExpression, views: set[str], 
     inputs = views | computed
     parents: dict[int, cst.CSTNode] = {}
     for node in children(expr):
-        for child in node.children:
+        for child in node_children(node):
             parents[id(child)] = node
     for node in children(expr):
         if type(node) is not cst.Name or node.value not in inputs:

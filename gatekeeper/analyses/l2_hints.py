@@ -26,6 +26,8 @@ from typing import Optional
 
 import libcst as cst
 
+from gatekeeper.static.walk import children as node_children
+
 from gatekeeper.analyses.harness_support import literal
 from gatekeeper.analyses.stream_support import asm_strings, ptx_words
 from gatekeeper.static.context import FileContext
@@ -92,7 +94,7 @@ def _analyse(ctx: FileContext, kernel: cst.FunctionDef) -> dict[int, str]:
             elif qual in _SHARING:
                 shares = True
         inner = looped or kind in _LOOPS
-        stack.extend((child, inner) for child in node.children)
+        stack.extend((child, inner) for child in node_children(node))
     if shares:
         return {}
     # pid-derived names, through locals (`offs = pid * BLOCK + tl.arange(0, BLOCK)`)
@@ -127,7 +129,7 @@ def _names(expr: cst.CSTNode) -> set[str]:
         node = stack.pop()
         if type(node) is cst.Name:
             out.add(node.value)
-        stack.extend(node.children)
+        stack.extend(node_children(node))
     return out
 
 
@@ -141,7 +143,7 @@ def _calls(ctx: FileContext, expr: cst.CSTNode, qual: str) -> bool:
         node = stack.pop()
         if type(node) is cst.Call and ctx.qualname(node.func) == qual:
             return True
-        stack.extend(node.children)
+        stack.extend(node_children(node))
     return False
 
 
@@ -153,7 +155,7 @@ def _divides_pid(expr: cst.BaseExpression, derived: set[str]) -> bool:
         if type(node) is cst.BinaryOperation and type(node.operator) in (cst.FloorDivide, cst.Modulo) \
                 and _mentions(node.left, derived):
             return True
-        stack.extend(node.children)
+        stack.extend(node_children(node))
     return False
 
 

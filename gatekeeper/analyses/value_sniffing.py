@@ -23,6 +23,8 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
+from gatekeeper.static.walk import children as node_children
+
 from gatekeeper.static.context import FileContext
 
 VALUE_METHODS = frozenset({
@@ -136,7 +138,7 @@ def magnitude_tests(scope: Scope, test: cst.BaseExpression, ctx: FileContext) ->
                     if read is not None and not read[1] and type(target.operator) in _ORDER and _nonzero_number(other):
                         found.append((read[0], f"its magnitude compared with the threshold {_text(other)}", "threshold"))
                 left = right
-        stack.extend(c for c in node.children if isinstance(c, cst.BaseExpression))
+        stack.extend(node_children(node))
     exact = {name for name, _, kind in found if kind == "exact"}
     for name, how, kind in found:
         if kind == "threshold" or (kind == "sample" and name not in exact):
@@ -179,7 +181,7 @@ def _walk(nodes: list[cst.CSTNode]) -> Iterator[cst.CSTNode]:
         node = stack.pop()
         yield node
         if type(node) not in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
-            stack.extend(reversed(node.children))
+            stack.extend(reversed(node_children(node)))
 
 
 def _shortcut_return(ctx: FileContext, scope: Scope, arm: list[cst.CSTNode]) -> Optional[str]:
