@@ -139,13 +139,23 @@ def require_names(problem: Problem) -> None:
     `get_init_inputs`: every check against it would be meaningless. Read statically (the
     CLI's --static-only runs no problem code), so a problem that raises at import is found
     by the stages that import it."""
+    missing = _missing_names(problem.facts.text)
+    if missing:
+        raise InfrastructureError(f"problem error: {problem.path} defines no {', '.join(missing)} (a "
+                                  f"{problem.format.value} problem defines {', '.join(REQUIRED)}); fix the problem "
+                                  "file (every check against it would be meaningless)")
+
+
+@lru_cache(maxsize=64)
+def _missing_names(text: str) -> tuple[str, ...]:
+    """The REQUIRED names the text never binds. Cached by text: a run checks many submissions
+    against one problem, and this parse was per submission (issue 20 item 8)."""
     import ast
 
-    text, path, fmt = problem.facts.text, problem.path, problem.format
     try:
         tree = ast.parse(text)
     except SyntaxError:
-        return  # libcst parsed it; CPython's own error surfaces in the stages that import it
+        return ()  # libcst parsed it; CPython's own error surfaces in the stages that import it
     bound: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -154,13 +164,9 @@ def require_names(problem: Problem) -> None:
             bound.add(node.id)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             if any(alias.name == "*" for alias in node.names):
-                return  # `from x import *` may bind anything
+                return ()  # `from x import *` may bind anything
             bound.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
-    missing = [name for name in REQUIRED if name not in bound]
-    if missing:
-        raise InfrastructureError(f"problem error: {path} defines no {', '.join(missing)} (a {fmt.value} problem "
-                                  f"defines {', '.join(REQUIRED)}); fix the problem file (every check against it "
-                                  "would be meaningless)")
+    return tuple(name for name in REQUIRED if name not in bound)
 
 
 def _merge_yaml(sidecar: Sidecar, path: Path) -> Sidecar:
