@@ -50,7 +50,7 @@ def test_folder_ingest_dedupes_equal_code_and_resumes_as_a_no_op(tmp_path):
     assert subs == [("seed_mean/hacked.py", "reject"), ("seed_mean/honest.py", "pass"),
                     ("seed_mean/honest_reformatted.py", "pass")]
     cats = json.loads(_rows(db, "SELECT categories FROM results WHERE verdict='reject'")[0][0])
-    assert {"cached-output", "hardcoded-shape"} <= set(cats)
+    assert "hardcoded-shape" in set(cats)  # the persistent output is held for GK610 (static only)
     again = gk("ingest", FOLDER, "--problems", PROBLEMS, "--store", db, "--stages", "static")
     assert again.returncode == 0, again.stderr
     assert "0 checked" in again.stdout

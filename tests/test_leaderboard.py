@@ -74,7 +74,7 @@ def test_leaderboard_shows_best_pass_and_rejects_by_category(store_path):
     lines = run.stdout.splitlines()
     static = next(l for l in lines if "static · default" in l)
     assert "seed_mean/honest.py" in static and "not timed" in static
-    assert "cached-output 1" in static and "hardcoded-shape 1" in static
+    assert "hardcoded-shape 1" in static  # the seed's persistent output is held, not an error
     timed = next(l for l in lines if "timing · default" in l)
     assert "faster" in timed and "5.25x" in timed and "81.0%" in timed and "dynamic-code 1" in timed
     only = gk("leaderboard", "--store", store_path, "--stages", "static")

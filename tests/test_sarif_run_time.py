@@ -74,7 +74,7 @@ def test_a_behaviour_finding_made_by_the_run_time_catalogue():
 
 @pytest.mark.slow  # runs a submission in the sandbox
 def test_cli_sarif_of_a_real_behaviour_reject():
-    submission = ROOT / "fixtures" / "submissions" / "cpu_cached_python.py"
+    submission = ROOT / "fixtures" / "submissions" / "cpu_reuse_stale_python.py"  # stale values: GK610
     problem = ROOT / "fixtures" / "problems" / "cpu_mean.py"
     proc = subprocess.run([sys.executable, "-m", "gatekeeper", "check", str(submission), "-p", str(problem),
                            "--select", "GK6", "-f", "sarif"], capture_output=True, text=True, cwd=ROOT, timeout=300)

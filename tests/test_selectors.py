@@ -39,7 +39,9 @@ def test_all_selects_and_ignores_everything():
     assert static("--ignore", "ALL") == (0, [])
     assert static("--select", "ALL", "--ignore", "ALL") == (0, [])  # ignore wins
     code, rest = static("--select", "ALL", "--ignore", "GK2")
-    assert code == 1 and rest and not [r for r in rest if r.startswith("GK2")] and "GK101" in rest
+    # Without the hardcoded-shape rules, the seed's persistent output is left: a suspicion
+    # held for its run-time check (GK610), so a static-only run passes with it as a warning.
+    assert code == 0 and rest and not [r for r in rest if r.startswith("GK2")] and "GK101" in rest
 
 
 def test_a_stage_is_selected_or_ignored_by_name_or_prefix():
