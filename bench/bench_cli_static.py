@@ -13,14 +13,15 @@ runs: every file is checked against its own reference, nothing is switched off.
 Each round times, alternately, bare parsing of all the texts in this process and the CLI
 as a subprocess (console script, wall clock from spawn to exit, process start, report
 building and JSON output included). Both are pinned to the first CPU this process may use.
-The ratio is CLI files/s over bare-parse files/s of the same round. `--other` runs a
-second checkout's CLI (via PYTHONPATH) in the same rounds, for A/B figures on a shared,
+The ratio is CLI files/s over bare-parse files/s of the same round. `--other` runs
+another checkout's CLI (via PYTHONPATH; its rules/ too) in the same rounds, for A/B figures on a shared,
 loaded machine where absolute rates swing.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -79,14 +80,20 @@ def bare_parse(texts: list[str]) -> tuple[float, float]:
     return time.perf_counter() - start, time.process_time() - cpu
 
 
-def cli(folder: Path, tree: Path | None) -> tuple[float, float]:
+def cli(folder: Path, tree: Path | None, expected: int) -> tuple[float, float]:
     """Wall and CPU (user + system) seconds of one CLI run over the folder (run from `folder`,
     so its config is found)."""
     script = Path(sys.executable).with_name("gatekeeper")
     cmd = [str(script)] if script.is_file() else [sys.executable, "-m", "gatekeeper"]
     env = dict(os.environ)
     if tree is not None:
-        env["PYTHONPATH"] = f"{tree}{os.pathsep}{env.get('PYTHONPATH', '')}".rstrip(os.pathsep)
+        # The editable install maps `gatekeeper_rules` to the main checkout's rules/; a folder
+        # on PYTHONPATH that links the other checkout's rules/ under that name comes first.
+        shim = folder / "_trees" / str(abs(hash(str(tree.resolve()))))
+        if not (shim / "gatekeeper_rules").exists():
+            shim.mkdir(parents=True, exist_ok=True)
+            (shim / "gatekeeper_rules").symlink_to(tree.resolve() / "rules")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tree), str(shim), env.get("PYTHONPATH")) if p)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd + ["check", "sub", "--static-only", "--jobs", "1", "-f", "json"], cwd=folder,
@@ -94,8 +101,13 @@ def cli(folder: Path, tree: Path | None) -> tuple[float, float]:
     took = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    if proc.returncode not in (0, 1):  # 0 pass, 1 rejects; anything else is gatekeeper failing
-        sys.exit(f"gatekeeper exited {proc.returncode}: {proc.stderr.decode()[-2000:]}")
+    try:  # 0 pass, 1 rejects, with a JSON list of reports; anything else is gatekeeper failing
+        reports = json.loads(proc.stdout) if proc.returncode in (0, 1) else None
+    except ValueError:
+        reports = None
+    if not isinstance(reports, list) or len(reports) != expected:
+        sys.exit(f"gatekeeper ({tree or 'installed'}) exited {proc.returncode} without {expected} reports: "
+                 f"{proc.stderr.decode()[-2000:]}")
     return took, cpu
 
 
@@ -111,7 +123,8 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=Path("/tmp/gk-cli-bench"))
-    parser.add_argument("--other", type=Path, help="a second checkout to time in the same rounds (A/B)")
+    parser.add_argument("--other", type=Path, action="append", default=[],
+                        help="another checkout to time in the same rounds (A/B); may be given more than once")
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):  # inherited by the CLI subprocess
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
@@ -123,11 +136,11 @@ def main() -> None:
     # a loaded machine wall time also counts the time other processes held the core.
     for i in range(args.rounds):
         parse = bare_parse(texts)
-        this = cli(args.dir, None)
+        this = cli(args.dir, None, n)
         line = f"round {i + 1}: {_rates('this', parse, this, n)}"
-        if args.other:
-            other = cli(args.dir, args.other)
-            line += f"\n         {_rates('other', bare_parse(texts), other, n)}"
+        for tree in args.other:
+            other = cli(args.dir, tree, n)
+            line += f"\n         {_rates(str(tree), bare_parse(texts), other, n)}"
         print(line, flush=True)
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
