@@ -87,9 +87,13 @@ def test_entry_with_several_files_fails_if_any_is_rejected():
     assert "PASS" in done.stdout and "REJECT" in done.stdout
 
 
-def test_entry_without_problem_still_catches_the_cached_output():
+def test_entry_without_problem_fails_closed_and_still_shows_the_cached_output():
+    """Without its problem a submission is never passed (issue 21 item 4): the hook fails
+    (exit 3, saying how to map the problem), and still shows what the rules found: the
+    persistent output, held for its run-time check GK610."""
     done = _run_entry(str(HACKED))
-    assert done.returncode == 1 and "GK101" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 3 and "GK101" in done.stdout, done.stdout + done.stderr
+    assert "problem" in done.stdout + done.stderr
 
 
 def test_entry_usage_error_is_exit_2_without_traceback():
