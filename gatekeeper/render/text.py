@@ -79,10 +79,21 @@ def _print_finding(f: Finding, report: Report, console: Console, previous_hint: 
     console.print()
 
 
+def _how_to_run(report: Report) -> str:
+    """How to run the checks that would settle the held suspicions, from why they did not run."""
+    behaviour = next((s for s in report.stages if s.name.value == "behaviour"), None)
+    why = (behaviour.reason or "") if behaviour is not None else ""
+    if "--static-only" in why:
+        return " (run without --static-only)"
+    if "--keep-going" in why:
+        return " (--keep-going runs them)"
+    return ""
+
+
 def verdict_line(report: Report) -> str:
     counts = Counter(f.severity for f in report.findings)
     held = len(report.unconfirmed())
-    pending = (f", [yellow]{held} unconfirmed suspicion(s) need a run-time check[/] (run without --static-only)"
+    pending = (f", [yellow]{held} unconfirmed suspicion(s) need a run-time check[/]{_how_to_run(report)}"
                if held else "")
     return (f"[{_VERDICT[report.verdict]}]{report.verdict.value.upper()}[/] {escape(report.submission.path)}"
             f" [dim]profile={report.profile}[/]: {counts[Severity.ERROR]} error(s), "
