@@ -9,7 +9,7 @@ and files with a kernel. Columns: files, rejected, rate, and the rules behind th
     python bench/corpus_precision.py [--corpus ../shared/corpus] [--jobs 2]
         [--profile default] [--dump rejects.jsonl] [--write]
 
-`--write` replaces the table between the corpus markers in README.md.
+`--write` replaces the table between the corpus markers in docs/figures.md.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def main() -> int:
     ap.add_argument("--profile", default="default")
     ap.add_argument("--limit", type=int, default=0, help="first N files only")
     ap.add_argument("--dump", type=Path, help="write one JSON line per file")
-    ap.add_argument("--write", action="store_true", help="update the table in README.md")
+    ap.add_argument("--write", action="store_true", help="update the table in docs/figures.md")
     args = ap.parse_args()
     items = rows(args.corpus)
     if args.limit:
@@ -117,10 +117,10 @@ def main() -> int:
             for r in results:
                 fh.write(json.dumps({**r, **meta[r["path"]]}) + "\n")
     if args.write:
-        readme = ROOT / "README.md"
+        readme = ROOT / "docs" / "figures.md"
         body = readme.read_text("utf-8")
         if MARK_START not in body:
-            print("README.md has no corpus markers", file=sys.stderr)
+            print("docs/figures.md has no corpus markers", file=sys.stderr)
             return 2
         head, rest = body.split(MARK_START, 1)
         _, tail = rest.split(MARK_END, 1)
