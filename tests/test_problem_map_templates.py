@@ -1,4 +1,4 @@
-"""`[[problem_map]]` templates (gatekeeper/problem/mapping.py, README "Problem mapping"):
+"""`[[problem_map]]` templates (gatekeeper/problem/mapping.py, docs/configuration.md "Problem mapping"):
 the `{stem}`, `{name}` and `{dir}` fields, a glob that matches several files, a field the
 pattern does not capture, the first matching entry winning, an absolute template, and a
 custom `submission_classes` for `--submissions-only`. Real files, real configuration loading;
