@@ -92,7 +92,7 @@ class TimingSettings(_Strict):
 
 class ProblemMap(_Strict):
     """`[[problem_map]]`: which problem a submission is checked against, so that no
-    `--problem` flag is needed (README "Configuration"). Paths are relative to the
+    `--problem` flag is needed (docs/configuration.md). Paths are relative to the
     configuration file's folder. `submissions` is a glob (`*`, `**`, `?`) whose `{field}`
     parts capture a piece of a path segment; `problem` is a path template filled from them
     (plus `{stem}`, `{name}` and `{dir}` of the submission) that may itself be a glob

@@ -21,7 +21,7 @@ class NoProblemGiven(Rule):
     kernel passes the static stage unnoticed without them.
 
     Give the problem with `--problem PATH`, or map submissions to problems once in the
-    configuration (`[[tool.gatekeeper.problem_map]]`, see README "Configuration")."""
+    configuration (`[[tool.gatekeeper.problem_map]]`, see docs/configuration.md)."""
 
     code = "GK006"
     name = "NoProblemGiven"
