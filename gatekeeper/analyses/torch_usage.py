@@ -344,6 +344,7 @@ class TorchUsage(TorchCalls, TensorValues):
         # only raises) does not do the timed work
         self.uses = [u for u in self.uses if u.cpp is not None or not use_outside_result(u, lambda c: pure_call(self, c))]
         find_fallbacks(self)
+        self._own = None  # it points back at this usage: kept, the pair would leave the tree to the collector
 
     def _functions(self, source: CppSource) -> list[CppFunction]:
         """C++ function definitions of a source, computed once per file."""
