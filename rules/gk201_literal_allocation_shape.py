@@ -8,7 +8,7 @@ import libcst as cst
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.shape_helpers import (
     ORDERING, in_main_guard, only_raises, py_int, py_shape, reach, shape_text, significant_match, size_read_kind,
-    sized_holder, sizes_for,
+    sized_holder, sizes_for, under_size_test,
 )
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.walk import subtree
@@ -399,7 +399,8 @@ class LiteralAllocationShape(Rule):
         if where != "forward" or not self._is_output(p):
             return Confidence.SUSPECT
         literal = [v for v in p.values if v is not None]
-        if len(literal) == len(p.values) and all(v in {m for m, _ in p.matched} or v <= 1 for v in literal):
+        if len(literal) == len(p.values) and all(v in {m for m, _ in p.matched} or v <= 1 for v in literal) \
+                and not under_size_test(self.ctx, p.node):
             return Confidence.CERTAIN
         return Confidence.LIKELY
 
@@ -407,3 +408,4 @@ class LiteralAllocationShape(Rule):
         if p.target in ("", "self"):
             return True
         return p.target is not None and p.target in self.outputs.get(p.key, set())
+

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Optional, Union
 import libcst as cst
 
 from gatekeeper.static.names import int_value
+from gatekeeper.static.walk import subtree
 from gatekeeper.static.syntax import in_main_guard  # noqa: F401 - re-exported to the GK2xx rules
 
 from gatekeeper.static.problem_facts import MIN_SIGNIFICANT, ProblemFacts, names_by_value
@@ -329,4 +330,28 @@ def is_setting(expr: cst.BaseExpression, depth: int = 0) -> bool:
                    for e in expr.elements)
     if type(expr) is cst.Call:
         return all(is_setting(a.value, depth + 1) for a in expr.args)
+    return False
+
+
+_SIZE_READS = frozenset({"shape", "size", "numel", "dim", "ndim"})
+
+
+def under_size_test(ctx: "FileContext", node: cst.CSTNode) -> bool:
+    """Inside a branch taken on a tensor's sizes (`if x.shape[1:] == (16, 48):`)? A fast path
+    for the nominal shape next to a general one is honest when the test is exact, which only
+    running other shapes tells (GK602): a literal there is never certain."""
+    child, parent = node, ctx.parent(node)
+    while parent is not None and type(parent) not in (cst.FunctionDef, cst.Module):
+        if type(parent) in (cst.If, cst.IfExp) and child is not parent.test and _reads_sizes(parent.test):
+            return True
+        child, parent = parent, ctx.parent(parent)
+    return False
+
+
+def _reads_sizes(test: cst.BaseExpression) -> bool:
+    for item in subtree(test):
+        if type(item) is cst.Attribute and item.attr.value in _SIZE_READS:
+            return True
+        if type(item) is cst.Call and type(item.func) is cst.Name and item.func.value == "len":
+            return True
     return False
