@@ -137,11 +137,10 @@ def main() -> None:
     for i in range(args.rounds):
         parse = bare_parse(texts)
         this = cli(args.dir, None, n)
-        line = f"round {i + 1}: {_rates('this', parse, this, n)}"
+        print(f"round {i + 1}: {_rates('this', parse, this, n)}", flush=True)
         for tree in args.other:
             other = cli(args.dir, tree, n)
-            line += f"\n         {_rates(str(tree), bare_parse(texts), other, n)}"
-        print(line, flush=True)
+            print(f"         {_rates(str(tree), bare_parse(texts), other, n)}", flush=True)
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
