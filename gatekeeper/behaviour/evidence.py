@@ -15,14 +15,14 @@ STAGE = StageName.BEHAVIOUR
 DEFAULT_MAX_ERROR_RATIO = 100.0
 
 
-def _options(config: Any, code: str) -> dict[str, Any]:
+def rule_options(config: Any, code: str) -> dict[str, Any]:
     try:
         return dict(config.rule(code).options)
     except Exception:
         return {}
 
 
-def _enabled(config: Any, code: str) -> bool:
+def rule_enabled(config: Any, code: str) -> bool:
     try:
         return bool(config.rule(code).enabled)
     except Exception:
@@ -37,22 +37,22 @@ def runtime_evidence(messages: list[dict[str, Any]], references: dict[str, dict[
     found: list[Finding] = []
     work: Optional[dict[str, Any]] = None
     calls = {m["trial"]: m["work"] for m in messages if m.get("kind") == "call" and isinstance(m.get("work"), dict)}
-    if calls and _enabled(config, "GK667"):
+    if calls and rule_enabled(config, "GK667"):
         reference_ops = sorted({op for r in references.values() for op in r.get("compute_ops", [])})
-        work, more = judge_work(calls, reference_ops, config.profile, _options(config, "GK667"), location,
+        work, more = judge_work(calls, reference_ops, config.profile, rule_options(config, "GK667"), location,
                                  source)
         found += more
-    if _enabled(config, "GK667"):  # the code that executed, sampled (CPU runs): behaviour.executing
+    if rule_enabled(config, "GK667"):  # the code that executed, sampled (CPU runs): behaviour.executing
         from gatekeeper.behaviour.executing import judge as judge_executing
 
-        section, more = judge_executing(messages, _options(config, "GK667"), location)
+        section, more = judge_executing(messages, rule_options(config, "GK667"), location)
         if section is not None:
             work = dict(work or {})
             work["executing"] = section
             if any(f.rule == "GK667" for f in more):
                 work["torch_did_the_work"] = True
             found += [f for f in more if not (f.rule == "GK667" and any(g.rule == "GK667" for g in found))]
-    if _enabled(config, "GK668"):
+    if rule_enabled(config, "GK668"):
         measured, more = _error_budget(references, judge, config)
         found += more
         if measured:
@@ -63,7 +63,7 @@ def runtime_evidence(messages: list[dict[str, Any]], references: dict[str, dict[
 
 def _error_budget(references: dict[str, dict[str, Any]], judge: Any,
                   config: Any) -> tuple[dict[str, dict[str, Any]], list[Finding]]:
-    limit = float(_options(config, "GK668").get("max_error_ratio", DEFAULT_MAX_ERROR_RATIO))
+    limit = float(rule_options(config, "GK668").get("max_error_ratio", DEFAULT_MAX_ERROR_RATIO))
     measured: dict[str, dict[str, Any]] = {}
     for trial, reference in references.items():
         if "output64" not in reference or not judge.correct.get(trial) or trial not in judge.outputs:

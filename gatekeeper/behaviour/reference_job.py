@@ -9,6 +9,7 @@ from typing import Any, Optional
 from gatekeeper.behaviour.observe import input_digests, overlaps, settle, storage_range, tensors_of
 from gatekeeper.problem.jitter import Jitter, JitterSpec
 from gatekeeper.problem.shims import install_shims
+from gatekeeper.behaviour.transfer_budget import DISK_RESERVE, disk_shortfall  # noqa: F401 - re-exported
 from gatekeeper.sandbox.loading import load_module
 from gatekeeper.sandbox.tensors import pack_tree
 
@@ -57,25 +58,6 @@ def _nbytes(values: list[Any]) -> int:
     return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
 
 
-# Room kept free beside a trial's transfer files: each file exists twice (the parent's copy
-# and the submission's), and other checks may share the disk.
-DISK_RESERVE = 2 << 30
-
-
-def disk_shortfall(held_bytes: int) -> Optional[str]:
-    """Why a trial's tensors cannot be sent as transfer files now (None: they fit)."""
-    from gatekeeper.runtime.disk import free_bytes, gib
-    from gatekeeper.sandbox.spill import threshold, worker_dir
-
-    folder = worker_dir()
-    if folder is None or held_bytes < threshold():
-        return None
-    free = free_bytes(folder)
-    need = 2 * held_bytes + DISK_RESERVE
-    if free is None or free >= need:
-        return None
-    return (f"not enough disk for this trial's transfer files: {gib(need)} needed (its tensors twice plus "
-            f"{gib(DISK_RESERVE)} kept free), {gib(free)} free in {folder}")
 
 
 def run_attempt(problem_path: str, attempt: dict[str, Any], trial: dict[str, Any], names: list[str],

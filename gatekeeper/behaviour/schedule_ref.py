@@ -50,7 +50,7 @@ def schedule_calls(problem_path: str, source: str, init_seed: int, names: list[s
     stops the schedule with the reason in "skipped", never silently."""
     import torch
 
-    from gatekeeper.behaviour.reference_job import disk_shortfall
+    from gatekeeper.behaviour.transfer_budget import disk_shortfall
 
     schedule = Schedule.from_json(plan)
     module = load_module(problem_path, "gk_problem_schedule", source, {n: Jitter(JitterSpec()) for n in names})

@@ -225,11 +225,11 @@ def _run_behaviour(submission: Submission, problem: Optional[Problem], config: C
 def _error_budget_limit(config: Config) -> Optional[float]:
     """GK668's ratio for the scheduled calls (None: the rule is off, or the lenient profile,
     where it only warns on the named trials)."""
-    from gatekeeper.behaviour.evidence import DEFAULT_MAX_ERROR_RATIO, _enabled, _options
+    from gatekeeper.behaviour.evidence import DEFAULT_MAX_ERROR_RATIO, rule_enabled, rule_options
 
-    if not _enabled(config, "GK668") or config.profile == "lenient":
+    if not rule_enabled(config, "GK668") or config.profile == "lenient":
         return None
-    return float(_options(config, "GK668").get("max_error_ratio", DEFAULT_MAX_ERROR_RATIO))
+    return float(rule_options(config, "GK668").get("max_error_ratio", DEFAULT_MAX_ERROR_RATIO))
 
 
 @contextlib.contextmanager
@@ -322,7 +322,7 @@ def _believable_disk_full(result: JobResult, references: dict[str, dict[str, Any
     texts = [m.get("message", "") for m in result.messages if "error" in str(m.get("kind"))] + [result.detail or ""]
     if not mentions_disk_full(texts):
         return False
-    from gatekeeper.behaviour.reference_job import DISK_RESERVE
+    from gatekeeper.behaviour.transfer_budget import DISK_RESERVE
 
     held = max((int(r.get("held_bytes") or 0) for r in references.values()), default=0)
     free = free_bytes()

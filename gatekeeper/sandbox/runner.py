@@ -24,6 +24,7 @@ from typing import Any, Optional
 
 from gatekeeper.sandbox import harness
 from gatekeeper.sandbox.drain import Drain
+from gatekeeper.sandbox.process_tree import kill_job, rss_mb  # noqa: F401 - re-exported (timing.conduct)
 from gatekeeper import progress
 from gatekeeper.sandbox.channel import ChannelError, FrameReader, pack_message
 from gatekeeper.sandbox.isolation import Isolation, detect, require
@@ -102,49 +103,6 @@ def scrubbed_env(extra: Optional[dict[str, str]], workdir: Path) -> dict[str, st
                 "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"})
     env.update(extra or {})
     return env
-
-
-def rss_mb(pid: int) -> float:
-    """Resident memory of pid and its descendants, in MiB (Linux /proc; 0 elsewhere)."""
-    total = 0.0
-    todo = [pid]
-    seen: set[int] = set()
-    while todo:
-        current = todo.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        try:
-            with open(f"/proc/{current}/status") as handle:
-                for line in handle:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) / 1024
-                        break
-            for task in os.listdir(f"/proc/{current}/task"):
-                with open(f"/proc/{current}/task/{task}/children") as handle:
-                    todo.extend(int(c) for c in handle.read().split())
-        except (OSError, ValueError):
-            continue
-    return total
-
-
-def kill_job(proc: subprocess.Popen) -> None:
-    # Under bwrap/unshare the worker's whole tree is in its own pid namespace and dies with
-    # its init (the wrapper); without them the process group goes here and the rest of the
-    # tree (setsid, double forks) by its environment tag in `Job._reap`.
-    harness.before_kill(proc)  # was it still running (our kill) or frozen (the submission's doing)?
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.kill()
-    except ProcessLookupError:
-        pass
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 def run_job(job: str, params: dict[str, Any], **kwargs: Any) -> JobResult:

@@ -1,0 +1,52 @@
+"""A worker's process tree from the parent's side: its resident memory, and killing it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+from gatekeeper.sandbox import harness
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of pid and its descendants, in MiB (Linux /proc; 0 elsewhere)."""
+    total = 0.0
+    todo = [pid]
+    seen: set[int] = set()
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        try:
+            with open(f"/proc/{current}/status") as handle:
+                for line in handle:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) / 1024
+                        break
+            for task in os.listdir(f"/proc/{current}/task"):
+                with open(f"/proc/{current}/task/{task}/children") as handle:
+                    todo.extend(int(c) for c in handle.read().split())
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def kill_job(proc: subprocess.Popen) -> None:
+    # Under bwrap/unshare the worker's whole tree is in its own pid namespace and dies with
+    # its init (the wrapper); without them the process group goes here and the rest of the
+    # tree (setsid, double forks) by its environment tag in `Job._reap`.
+    harness.before_kill(proc)  # was it still running (our kill) or frozen (the submission's doing)?
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.kill()
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
