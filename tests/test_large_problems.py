@@ -133,8 +133,11 @@ def test_an_honest_large_relu_passes(tmp_path):
                       "    def forward(self, x):\n        return x.clamp_min(0.0)\n", "utf-8")
     from gatekeeper.config import Config, RuleSettings
 
+    # torch computes this ReLU, which the torch-fallback rules (static and run-time) rightly
+    # reject: they are switched off, so that what is checked is that a correct large
+    # submission is called on every planned call and passes.
     report = gatekeeper.check(honest, problem, stages="behaviour", keep_going=True,
-                              config=Config(rules={"GK667": RuleSettings(enabled=False)}))
+                              config=Config(ignore=["torch-fallback"], rules={"GK667": RuleSettings(enabled=False)}))
     assert report.verdict.value == "pass", (report.error, _behaviour(report).reason,
                                             [(f.rule, f.message) for f in report.findings])
     assert stage.LAST_SCHEDULE["observed"] == stage.LAST_SCHEDULE["sent"] >= MIN_LARGE_CALLS
