@@ -23,7 +23,8 @@ def test_readme_table_matches_fixtures():
 def test_every_hacked_category_is_caught_and_every_honest_case_is_clean():
     for line in coverage_table.table().splitlines()[2:]:
         cells = [c.strip() for c in line.strip("|").split("|")]
-        caught, total = (int(v) for v in cells[1].split(" / "))
-        clean, honest = (int(v) for v in cells[2].split(" / "))
-        assert caught == total, line
+        rejected, total = (int(v) for v in cells[1].split(" / "))
+        held = int(cells[2])  # caught by a suspicion held for its run-time check (docs/verdicts.md)
+        clean, honest = (int(v) for v in cells[3].split(" / "))
+        assert rejected + held == total, line
         assert clean == honest, line

@@ -34,11 +34,13 @@ def test_loop_fixes_the_seed_hack_and_ends_with_a_pass(via, tmp_path):
     assert len(rounds) <= MAX_ROUNDS
     assert all(verdict == "REJECT" for _, verdict in rounds[:-1])
     # The loop read the findings: each fix names the rule category the gatekeeper reported.
-    assert "fixing cached-output (GK101)" in done.stdout and "fixing hardcoded-shape (GK203)" in done.stdout
+    # The seed's baked-in sizes are certain errors the agent must fix; its persistent output is
+    # held for the run-time check GK610, a warning the loop may fix too but need not.
+    assert "fixing hardcoded-shape (GK203)" in done.stdout
     assert re.search(r"passed after \d+ round\(s\)", done.stdout.strip().splitlines()[-2])
     fixed = gatekeeper.check_static(out, PROBLEM)
     assert fixed.verdict.value == "pass" and fixed.errors() == []
-    assert "self._y" not in out.read_text() and "768" not in out.read_text()
+    assert "768" not in out.read_text()
 
 
 def test_loop_gives_up_with_exit_1_when_out_of_rounds():

@@ -98,7 +98,7 @@ def test_check_warns_once_when_it_runs_code_without_isolation(tmp_path):
     warnings = [line for line in done.stderr.splitlines() if line.startswith("gatekeeper: warning:")]
     assert len(warnings) == 1 and "without OS isolation" in warnings[0] and "bubblewrap" in warnings[0], done.stderr
     static = subprocess.run(run + ["--static-only"], capture_output=True, text=True, timeout=WALL_S, env=env)
-    assert "warning" not in static.stderr, static.stderr  # runs no submission code
+    assert "without OS isolation" not in static.stderr, static.stderr  # runs no submission code
 
 
 def test_require_isolation_refuses_without_bubblewrap(tmp_path):
@@ -127,8 +127,11 @@ def test_row1_native_writes_do_not_leave_the_sandbox(tmp_path):
 def test_row2_the_checker_cannot_be_killed_or_frozen(tmp_path, fixture, level):
     _level(level)
     code, report = _check(_copy(tmp_path, fixture), level)
-    # It cannot reach gatekeeper or the reference worker: the honest computation passes.
-    assert code == 0 and report["verdict"] == "pass", report["findings"]
+    # It cannot reach gatekeeper or the reference worker, and the attempt itself is a finding
+    # even though it was contained (issue 22 item 6): refused by the audit guard, GK665 only.
+    rules = {f["rule"] for f in report["findings"] if f["severity"] == "error"}
+    assert code == 1 and report["verdict"] == "reject" and rules == {"GK665"}, report["findings"]
+    assert all("os.kill" in f["message"] for f in report["findings"] if f["rule"] == "GK665")
 
 
 @pytest.mark.parametrize("fixture", ["kill_parent.py", "stop_parent.py"])
@@ -142,6 +145,9 @@ def test_row2_without_isolation_signalling_the_parent_hits_the_harness_not_the_c
     code, report = _check(_copy(tmp_path, fixture), "none", env={"TMPDIR": str(scratch)})
     assert code == 1 and report["verdict"] == "reject", report["findings"]
     errors = [f for f in report["findings"] if f["severity"] == "error"]
+    if [f["rule"] for f in errors] == ["GK665"] * len(errors):  # refused through Python (issue 22 item 6)
+        assert all("os.kill" in f["message"] for f in errors), errors
+        return
     assert [f["rule"] for f in errors] == ["GK662"], errors
     what = "was killed by SIGKILL" if fixture == "kill_parent.py" else "was stopped by a signal"
     assert "its harness" in errors[0]["message"] and what in errors[0]["message"], errors[0]["message"]
