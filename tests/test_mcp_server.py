@@ -77,7 +77,10 @@ def test_static_check_rejects_seed_then_passes_honest_then_survives_garbage():
         report = _report(hacked)
         assert report["verdict"] == "reject"
         categories = {f["category"] for f in report["findings"] if f["severity"] == "error"}
-        assert {"cached-output", "hardcoded-shape"} <= categories
+        assert "hardcoded-shape" in categories  # certain: the seed's baked-in sizes
+        held = [f for f in report["findings"] if (f.get("probe") or {}).get("outcome") == "unconfirmed"
+                and f["category"] == "cached-output"]
+        assert held and held[0]["probe"]["check"] == "GK610"  # the persistent output, held for its check
         assert report["problem"]["path"] == "<problem>"
         summary = _texts(hacked)[0]
         assert summary.startswith("Verdict: REJECT")
