@@ -216,6 +216,7 @@ def run_case(name: str, sub: Path, problem: Path, log, timeout: int) -> None:
     except (ValueError, KeyError, TypeError, IndexError) as exc:
         record.update(parse_error=str(exc), stdout_tail=stdout[-2000:])
     record["stderr_tail"] = stderr[-1500:]
+    (Path(log.name).parent / f"large_{name}_report.json").write_text(stdout)  # the whole report, for the record
     emit(log, record)
 
 

@@ -73,9 +73,10 @@ def _extensions_dir(submission: Any, fallback: Path) -> Path:
     loads what the build stage compiled instead of compiling again."""
     try:
         from gatekeeper.build.cache import extensions_dir
-        from gatekeeper.build.sources import extract
+        from gatekeeper.build.sources import extract_bundle
 
-        extracted = extract(submission.data, submission.path)
+        # the same key as the build and behaviour stages: a bundle's modules are in it too
+        extracted = extract_bundle(submission.data, submission.path)
         if extracted is not None and extracted.compiles:
             return extensions_dir(extracted.cache_key())
     except Exception:  # an installation without the build stage: a folder of our own

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Issue 23's runs on the H200, in parts (each fits one 10-minute device call):
+#   bash bench/gpu_issue23.sh fixtures-corpus   # items 2 and 1: GPU fixtures under bubblewrap, 20 corpus files
+#   bash bench/gpu_issue23.sh attribution-large # items 3 and 5: work attribution on 11 corpus files, >2 GiB output
+#   bash bench/gpu_issue23.sh phase-aa          # items 6 and 4: phase equality, A/A and role-swap timing
+# Expects .whl/ (../shared/tools/device-wheels.sh), .gpu/corpus (the corpus files the parts name)
+# and .gpu/bw/bwrap (a bubblewrap for the image, which has none) carried along. Results in $OUT.
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /opt/gksite .whl/*.whl || exit 1
+# The sandbox starts workers with `python -I`, which ignores PYTHONPATH: a .pth file instead.
+SITE=$(python3 -c 'import site; print(site.getsitepackages()[0])')
+printf '/opt/gksite\n%s\n' "$PWD" > "$SITE/gatekeeper-dev.pth"
+export PATH="$PWD/.gpu/bw:$PATH"
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv;
+  python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)';
+  bwrap --unshare-all --ro-bind / / true && echo "bwrap works" || echo "bwrap FAILS";
+  python3 -c 'from gatekeeper.sandbox.isolation import detect; i=detect(); print("isolation", i.name, i.detail, i.reason)' 2>&1 || true
+} 2>&1 | tee -a "$OUT/env.txt"
+case "${1:-}" in
+  fixtures-corpus)
+    GATEKEEPER_ISOLATION=bwrap timeout 450 python3 bench/gpu_fixtures.py --out "$OUT" --jobs 8 --budget 300 > "$OUT/fixtures.log" 2>&1 &
+    timeout 450 python3 bench/gpu_corpus_pipeline.py --corpus .gpu/corpus --out "$OUT" --count 20 --jobs 8 --budget 330 > "$OUT/corpus.log" 2>&1 &
+    wait; tail -n 3 "$OUT/fixtures.log" "$OUT/corpus.log" ;;
+  attribution-large)
+    GATEKEEPER_CORPUS=$PWD/.gpu/corpus timeout 400 python3 bench/gpu_attribution.py --out "$OUT" --only corpus: --jobs 11 > "$OUT/attribution.log" 2>&1 &
+    timeout 400 python3 bench/gpu_large_output.py --out "$OUT" --rows 36864 --cols 16384 --cases honest --timeout 380 > "$OUT/large.log" 2>&1 &
+    wait; tail -n 3 "$OUT/attribution.log" "$OUT/large.log" ;;
+  phase-aa)
+    timeout 420 python3 bench/gpu_phase_and_aa.py phase aa 2>&1 | tee "$OUT/phase_aa.log" ;;
+  *) echo "unknown part: ${1:-}"; exit 2 ;;
+esac
