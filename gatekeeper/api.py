@@ -134,10 +134,29 @@ def check(
             # Static-only needs the problem's facts, not its file: reuse them by content.
             return run(submission, None, config, options, problem=loaded)
         problem_path = _problem_path(problem, scratch)
-        return run(submission, problem_path, config, options)
+        return fail_closed(run(submission, problem_path, config, options), problem_path is None, config)
     finally:
         for folder in scratch:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def fail_closed(report: Report, no_problem: bool, config: Config) -> Report:
+    """`require_problem` (default true): a submission checked without its problem cannot pass,
+    whichever surface asked (CLI, Python API, MCP, ingest). Without the reference nothing was
+    compared with it and the rules that read its sizes did not run, so what would be a pass
+    becomes an error (exit 3) that says how to give the problem. Findings still reject: the
+    pre-commit hook catches a cached output without one."""
+    from gatekeeper.report import Verdict
+
+    if not (no_problem and config.require_problem and report.verdict == Verdict.PASS):
+        return report
+    where = f" ({config.source})" if config.source else ""
+    return report.model_copy(update={"verdict": Verdict.ERROR, "error": (
+        f"no problem for {report.submission.path}, so this is not a pass: without the reference problem "
+        "nothing was compared with it and the rules that read its sizes did not run. Give the problem "
+        "(`--problem PATH` on the command line, `problem=` in the Python API, `problem` in the agent tools), "
+        f"map submissions to problems with [[problem_map]] in the configuration{where}, or set "
+        "`require_problem = false` there to accept a check by the rules alone")})
 
 
 def _require_isolation(config: Config) -> None:

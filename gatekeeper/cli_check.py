@@ -78,24 +78,6 @@ def _problems(request: CheckRequest, config: Config, files: list[Path], stdin_te
     return [_problem_for(path, request, config) for path in files]
 
 
-def _fail_closed(reports, problems: list, config: Config):
-    """`require_problem` (default true): a submission checked without its problem cannot pass.
-    Without the reference nothing is compared with it and the rules that read its sizes do not
-    run, so what would be a pass becomes an error (exit 3) that says how to give the problem.
-    Findings still reject (exit 1): the pre-commit hook catches a cached output without one."""
-    from gatekeeper.report import Verdict
-
-    for report, problem in zip(reports, problems):
-        if problem is None and config.require_problem and report.verdict == Verdict.PASS:
-            where = f" ({config.source})" if config.source else ""
-            report = report.model_copy(update={"verdict": Verdict.ERROR, "error": (
-                f"no problem for {report.submission.path}, so this is not a pass: without the reference problem "
-                "nothing was compared with it and the rules that read its sizes did not run. Give --problem PATH, "
-                f"map submissions to problems with [[problem_map]] in the configuration{where}, or set "
-                "`require_problem = false` to accept a check by the rules alone")})
-        yield report
-
-
 def _reports(request: CheckRequest, config: Config, files: list[Path], stdin_text: Optional[str], problems: list):
     from gatekeeper.api import check, check_many
 
@@ -154,7 +136,7 @@ def run_check(request: CheckRequest, out: Console, stream: TextIO, err: Console)
     _warn_if_nothing_runs(request, config, err)
     single = stdin_text is not None or (len(request.paths) == 1 and Path(request.paths[0]).is_file())
     progress.start_for_check(sys.stderr, request.fmt, request.verbosity, len(files) or 1)  # terminals only
-    reports = _fail_closed(_reports(request, config, files, stdin_text, problems), problems, config)
+    reports = _reports(request, config, files, stdin_text, problems)  # api.check fails closed without a problem
     if request.stages == "static":
         return _render(request, config, reports, single, out, stream)
     from gatekeeper.sandbox.lifeline import guarded_run

@@ -247,3 +247,22 @@ def test_github_annotations_carry_confidence_and_the_confirming_check():
     line = to_github([report])
     assert line.startswith("::warning file=k.py,line=3")
     assert "title=GK201 LiteralAllocationShape (hardcoded-shape%2C likely%2C run-time check GK602)" in line
+
+
+def test_the_python_api_and_the_agent_tool_fail_closed_too(tmp_path):
+    # The same policy whichever surface asks: the API and the MCP tool never pass a check
+    # that had no problem; findings still reject, and the configuration may allow it.
+    import gatekeeper
+    from gatekeeper.agent.tools import static_check
+    from gatekeeper.config import Config
+
+    api = gatekeeper.check_static(HONEST.read_text())
+    assert api.verdict.value == "error" and "problem=" in " ".join(api.error.split())
+    tool = static_check(HONEST.read_text())
+    assert tool.verdict.value == "error" and "no problem for" in tool.error
+    bad = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n" \
+          "        torch.allclose = lambda *a, **k: True\n        return x\n"
+    assert gatekeeper.check_static(bad).verdict.value == "reject"
+    allowed = gatekeeper.check_static(HONEST.read_text(), config=Config(require_problem=False))
+    assert allowed.verdict.value == "pass" and "GK006" in {f.rule for f in allowed.findings}
+    assert gatekeeper.check_static(HONEST, PROBLEM).verdict.value == "pass"
