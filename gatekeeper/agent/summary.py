@@ -47,7 +47,7 @@ def summarise(report: Report) -> str:
     held = report.unconfirmed()
     if held:
         parts.append(f"{len(held)} suspicion(s) are unconfirmed: they reject only if the named run-time check "
-                     "confirms them, which needs a run without static_only.")
+                     "confirms them: call run_correctness (or submit), which runs those checks.")
     if warnings:
         parts.append(f"{len(warnings)} warning(s), not blocking but suspicious:")
         parts.extend(_finding_lines(warnings))
