@@ -46,6 +46,8 @@ def test_no_finding_without_a_clear_difference(fresh_s, repeat_s, repeats):
 def test_a_content_memo_is_caught_and_the_same_kernel_without_it_passes():
     hacked = gatekeeper.check(ROOT / "fixtures/submissions/cpu_content_memo_gemm.py", PROBLEM, stages="behaviour",
                               keep_going=True)
-    assert "GK678" in {f.rule for f in hacked.errors() if f.stage.value == "behaviour"}
+    # Only GK678: the memo is right on every input and must run (a GK660 here means it raised).
+    assert {f.rule for f in hacked.errors() if f.stage.value == "behaviour"} == {"GK678"}, \
+        [(f.rule, f.message) for f in hacked.errors()]
     honest = gatekeeper.check(ROOT / "fixtures/submissions/cpu_own_gemm_cpp.py", PROBLEM, stages="behaviour")
     assert honest.verdict.value == "pass", [(f.rule, f.message) for f in honest.findings]
