@@ -42,6 +42,26 @@ def test_no_finding_without_a_clear_difference(fresh_s, repeat_s, repeats):
     assert added == []
 
 
+def _walls(fresh: list[float], repeats: list[float]) -> list:
+    calls = [{"index": 4 + i, "kind": "fresh", "dist": "normal"} for i in range(len(fresh))]
+    calls += [{"index": 100 + i, "kind": "repeat", "dist": "normal", "base": 4} for i in range(len(repeats))]
+    probe = RepeatProbe({"calls": calls})
+    for c, wall in zip(calls, fresh + repeats):
+        probe.observe({"kind": "schedule-call", "index": c["index"], "wall_s": wall})
+    added: list = []
+    probe.judge(lambda code, trial, evidence, **fields: added.append(code))
+    return added
+
+
+def test_load_that_slows_most_fresh_calls_is_not_a_memo():
+    """Measured with two busy processes on two cores: an honest GEMM's fresh calls, spread over
+    the schedule, mostly ran descheduled (median 7 ms) while its repeats did not (1.5 ms)."""
+    fresh = [1.5e-3] * 4 + [7e-3] * 9
+    assert _walls(fresh, [1.54e-3] * 6) == []
+    # A memo stays caught when the load lands on most of its repeats instead.
+    assert _walls(fresh, [3e-4, 2e-4, 6e-3, 7e-3, 5e-3, 8e-3]) == ["GK678"]
+
+
 @pytest.mark.slow
 def test_a_content_memo_is_caught_and_the_same_kernel_without_it_passes():
     hacked = gatekeeper.check(ROOT / "fixtures/submissions/cpu_content_memo_gemm.py", PROBLEM, stages="behaviour",
