@@ -112,6 +112,8 @@ class Recorder:
         self.writers: dict[int, tuple[int, str, bool, bool]] = {}  # storage ptr -> (seq, op, inside own, glue)
         self.last_own_end = -1
         self.kernels: list[tuple[str, float]] = []
+        self.owned_kernels: list[dict[str, Any]] = []  # with their launcher's class, when CUPTI is ours
+        self._owners: Any = None
         self.tampered: list[str] = []
         self._mode: Any = None
         self._profiler: Any = None
@@ -229,7 +231,13 @@ class Recorder:
                 return recorder._dispatch(func, args, kwargs or {})
 
         if self.device.startswith("cuda"):
-            self._profiler = _start_profiler()
+            from gatekeeper.runtime import kernel_owner
+
+            self._owners = kernel_owner.active()
+            if self._owners is not None:
+                self._owners.record(True)  # kernels by their launcher (gatekeeper/runtime/kernel_owner.py)
+            else:
+                self._profiler = _start_profiler()
         self._mode = _Mode()
         self._mode.__enter__()
         self._stack_len = torch._C._len_torch_dispatch_stack()
@@ -242,6 +250,8 @@ class Recorder:
 
         hook = sys.getprofile()
         sys.setprofile(None)
+        if self._owners is not None:
+            self._owners.record(False)
         if hook is not self._hook:
             self.tampered.append("sys.setprofile was replaced during the call")
         if torch._C._len_torch_dispatch_stack() != self._stack_len:
@@ -256,6 +266,11 @@ class Recorder:
         if self._profiler is not None:
             self.kernels = _stop_profiler(self._profiler)
             self._profiler = None
+        elif self._owners is not None:
+            import torch
+
+            torch.cuda.synchronize()
+            self.owned_kernels = _owned(self._owners.collect())
 
     def summary(self, out: Any, wall_s: float) -> dict[str, Any]:
         ops = [{"name": n, "inside_own": i, "glue": g, "count": int(c), "s": s}
@@ -265,10 +280,28 @@ class Recorder:
             "own_modules": sorted(m for m in self.own if "." not in m)[:20],
             "own_calls": [{"name": n, "count": int(c), "s": w, "self_s": s} for n, (c, w, s) in self.own_calls.items()],
             "ops": ops[:200],
-            "kernels": [{"name": n[:300], "s": s} for n, s in self.kernels[:500]],
+            "kernels": self.owned_kernels[:500] or [{"name": n[:300], "s": s} for n, s in self.kernels[:500]],
+            "ownership": _ownership() if self.device.startswith("cuda") else None,
             "producer": self.producer(out),
             "tampered": self.tampered,
         }
+
+
+def _owned(kernels: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tracker's kernels with their launcher's class: own are the submission's extensions
+    and whatever else is neither torch's nor a vendor library's."""
+    from gatekeeper.runtime.kernel_owner import owner_class, own_roots
+
+    roots = own_roots()
+    return [{"name": k["name"][:300], "s": k["s"], "count": k["count"],
+             "owner": owner_class(k["launcher"], k["name"], roots), "launcher": os.path.basename(k["launcher"])}
+            for k in kernels]
+
+
+def _ownership() -> dict[str, Any]:
+    from gatekeeper.runtime.kernel_owner import status
+
+    return status()
 
 
 def _start_profiler() -> Optional[Any]:

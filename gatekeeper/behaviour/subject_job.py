@@ -85,6 +85,10 @@ class Subject:
         (warm @ warm).sum()  # start torch's own pools before counting threads
         if self.params.get("attribute", True):
             from gatekeeper.behaviour.attribution import warm_up, watch_extension_loads
+            from gatekeeper.runtime import kernel_owner
+
+            # CUDA: the one CUPTI subscription is ours before the submission is imported
+            kernel_owner.start(self.params, self.device if torch.cuda.is_available() else "cpu")
 
             watch_extension_loads()
             warm_up(self.device if self.device.startswith("cuda") and torch.cuda.is_available() else "cpu")

@@ -63,6 +63,15 @@ def kernel_class(name: str, own: frozenset[str] | set[str] = frozenset()) -> str
     return "own"  # not a library's name: an extension kernel whose source we did not parse
 
 
+def _kernel_class(kernel: dict[str, Any], own: frozenset[str] | set[str]) -> str:
+    """By the launcher when CUPTI's tracker saw the launch (gatekeeper/runtime/kernel_owner.py),
+    else by the name. A torch-launched copy or fill is glue either way."""
+    owner = kernel.get("owner")
+    if owner is None:
+        return kernel_class(kernel["name"], own)
+    return "glue" if owner == "torch" and _GLUE_KERNEL.search(kernel["name"]) else owner
+
+
 def _short(name: str) -> str:
     return name if len(name) <= 120 else name[:117] + "..."
 
@@ -83,7 +92,8 @@ def summarise(calls: list[dict[str, Any]], own_kernels: frozenset[str] | set[str
             cls = "own" if name.startswith("own-op:") else "glue" if op["glue"] else "torch"
             _add(classes, names, cls, name, op["count"], 0.0 if gpu else float(op["s"]))
         for kernel in call.get("kernels", []):
-            _add(classes, names, kernel_class(kernel["name"], own_kernels), kernel["name"], 1, float(kernel["s"]))
+            _add(classes, names, _kernel_class(kernel, own_kernels), kernel["name"], kernel.get("count", 1),
+                 float(kernel["s"]))
     compute = sum(v["time_s"] for k, v in classes.items() if k != "glue")
     total = compute + classes["glue"]["time_s"]
     own_of_compute = classes["own"]["time_s"] / compute if compute > 0 else (1.0 if classes["own"]["count"] else 0.0)
@@ -93,8 +103,10 @@ def summarise(calls: list[dict[str, Any]], own_kernels: frozenset[str] | set[str
     top = {c: [{"name": _short(n), "count": int(v[0]), "time_s": round(v[1], 6)}
                for (k, n), v in sorted(names.items(), key=lambda kv: -kv[1][1]) if k == c][:5]
            for c in classes}
+    ownership = next((c["ownership"] for c in calls if c.get("ownership")), None)
     return {"device": "cuda" if gpu else "cpu", "calls": len(calls), "wall_s": round(wall, 6),
             "time_basis": "device time of kernels (CUPTI)" if gpu else "host time of operators and own functions",
+            **({"kernel_ownership": ownership} if ownership else {}),
             "classes": classes, "own_share_of_compute": round(own_of_compute, 4), "top": top}
 
 
