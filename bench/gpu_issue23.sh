@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 23's runs on the H200, in parts (each fits one 10-minute device call):
 #   bash bench/gpu_issue23.sh fixtures-corpus   # items 2 and 1: GPU fixtures under bubblewrap, 20 corpus files
-#   bash bench/gpu_issue23.sh attribution-large # items 3 and 5: work attribution on 11 corpus files, >2 GiB output
+#   bash bench/gpu_issue23.sh attribution-large # items 3 and 5: work attribution on 11 corpus files (by name, then by
+#                                               # launcher), >2 GiB output
 #   bash bench/gpu_issue23.sh phase-aa          # items 6 and 4: phase equality, A/A and role-swap timing
 # Expects .whl/ (../shared/tools/device-wheels.sh), .gpu/corpus (the corpus files the parts name)
 # and .gpu/bw/bwrap (a bubblewrap for the image, which has none) carried along. Results in $OUT.
@@ -24,9 +25,13 @@ case "${1:-}" in
     timeout 450 python3 bench/gpu_corpus_pipeline.py --corpus .gpu/corpus --out "$OUT" --count 20 --jobs 8 --budget 330 > "$OUT/corpus.log" 2>&1 &
     wait; tail -n 3 "$OUT/fixtures.log" "$OUT/corpus.log" ;;
   attribution-large)
-    GATEKEEPER_CORPUS=$PWD/.gpu/corpus timeout 400 python3 bench/gpu_attribution.py --out "$OUT" --only corpus: --jobs 11 > "$OUT/attribution.log" 2>&1 &
-    timeout 400 python3 bench/gpu_large_output.py --out "$OUT" --rows 36864 --cols 16384 --cases honest --timeout 380 > "$OUT/large.log" 2>&1 &
-    wait; tail -n 3 "$OUT/attribution.log" "$OUT/large.log" ;;
+    GATEKEEPER_CORPUS=$PWD/.gpu/corpus timeout 330 python3 bench/gpu_attribution.py --out "$OUT" --only corpus: --jobs 11 > "$OUT/attribution.log" 2>&1 &
+    timeout 420 python3 bench/gpu_large_output.py --out "$OUT" --rows 36864 --cols 16384 --cases honest --timeout 400 > "$OUT/large.log" 2>&1 &
+    wait
+    # the same cases with kernels classed by their launcher (CUPTI; gatekeeper/runtime/kernel_owner.py)
+    GATEKEEPER_KERNEL_OWNERSHIP=launcher GATEKEEPER_CORPUS=$PWD/.gpu/corpus timeout 150 python3 bench/gpu_attribution.py \
+      --out "$OUT/launcher" --only corpus: --jobs 11 > "$OUT/attribution_launcher.log" 2>&1
+    tail -n 3 "$OUT/attribution.log" "$OUT/large.log" "$OUT/attribution_launcher.log" ;;
   phase-aa)
     timeout 420 python3 bench/gpu_phase_and_aa.py phase aa 2>&1 | tee "$OUT/phase_aa.log" ;;
   *) echo "unknown part: ${1:-}"; exit 2 ;;
