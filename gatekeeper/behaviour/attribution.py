@@ -270,7 +270,9 @@ class Recorder:
             import torch
 
             torch.cuda.synchronize()
-            self.owned_kernels = _owned(self._owners.collect())
+            from gatekeeper.runtime.kernel_owner import classed
+
+            self.owned_kernels = classed(self._owners.collect())
 
     def summary(self, out: Any, wall_s: float) -> dict[str, Any]:
         ops = [{"name": n, "inside_own": i, "glue": g, "count": int(c), "s": s}
@@ -285,17 +287,6 @@ class Recorder:
             "producer": self.producer(out),
             "tampered": self.tampered,
         }
-
-
-def _owned(kernels: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The tracker's kernels with their launcher's class: own are the submission's extensions
-    and whatever else is neither torch's nor a vendor library's."""
-    from gatekeeper.runtime.kernel_owner import owner_class, own_roots
-
-    roots = own_roots()
-    return [{"name": k["name"][:300], "s": k["s"], "count": k["count"],
-             "owner": owner_class(k["launcher"], k["name"], roots), "launcher": os.path.basename(k["launcher"])}
-            for k in kernels]
 
 
 def _ownership() -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 from gatekeeper.behaviour.executing import executing
 from gatekeeper.behaviour.attribution import Recorder
+from gatekeeper.runtime.kernel_owner import LaunchesOnly
 from gatekeeper.behaviour.observe import (
     Census, changed, identities, input_digests, overlaps, storage_range, tensors_of,
 )
@@ -127,6 +128,8 @@ class Runner:
         census = Census()
         before = input_digests(inputs)
         recorder = Recorder(self.device) if self.attribute and entry.get("record") else None
+        if recorder is None and self.attribute and LaunchesOnly.available(self.device):
+            recorder = LaunchesOnly()  # GPU: kernels by launcher on every call, invisibly
         try:
             began = time.perf_counter()
             with recorder if recorder is not None else contextlib.nullcontext(), executing():

@@ -186,6 +186,47 @@ def own_roots() -> list[str]:
     return [r for r in _roots if r]
 
 
+def classed(kernels: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tracker's kernels with their launcher's class (`owner_class`)."""
+    roots = own_roots()
+    return [{"name": k["name"][:300], "s": k["s"], "count": k["count"],
+             "owner": owner_class(k["launcher"], k["name"], roots), "launcher": os.path.basename(k["launcher"])}
+            for k in kernels]
+
+
+class LaunchesOnly:
+    """A call's kernels by launcher, with nothing a submission can see from Python (no hook,
+    no dispatch mode): the calls the recorder does not record are attributed too. Same
+    interface as gatekeeper.behaviour.attribution.Recorder."""
+
+    def __init__(self) -> None:
+        self.kernels: list[dict[str, Any]] = []
+
+    @staticmethod
+    def available(device: str) -> bool:
+        return device.startswith("cuda") and _active is not None
+
+    def __enter__(self) -> "LaunchesOnly":
+        assert _active is not None
+        _active.record(True)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert _active is not None
+        _active.record(False)
+
+    def finish_device(self) -> None:
+        import torch
+
+        torch.cuda.synchronize()
+        assert _active is not None
+        self.kernels = classed(_active.collect())
+
+    def summary(self, out: Any, wall_s: float) -> dict[str, Any]:
+        return {"wall_s": wall_s, "own_modules": [], "own_calls": [], "ops": [], "kernels": self.kernels[:500],
+                "ownership": status(), "producer": None, "tampered": []}
+
+
 def status() -> dict[str, Any]:
     """How kernels were attributed in this worker, for the report's `work` section."""
     if _active is not None:
