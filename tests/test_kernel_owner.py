@@ -108,3 +108,20 @@ def test_the_work_summary_uses_the_launcher_when_there_is_one():
     by_name = summarise([{**call, "kernels": [{k: v for k, v in kern.items() if k != "owner"}
                                                for kern in call["kernels"]]}], {"cutlass"})
     assert by_name["classes"]["own"]["time_s"] > by_name["classes"]["vendor"]["time_s"]  # what names alone say
+
+
+@needs_library
+def test_the_timing_worker_only_holds_the_subscription_and_it_is_opt_in(tmp_path, monkeypatch):
+    from gatekeeper.runtime.kernel_owner import worker_params
+
+    with pytest.raises(OSError, match="cannot open libcupti"):
+        KernelOwners(str(LIBRARY)).hold(str(tmp_path / "libcupti.so.404"))
+    monkeypatch.delenv("GATEKEEPER_KERNEL_OWNERSHIP", raising=False)
+    assert worker_params() == {} and worker_params(hold=True) == {}  # by name until run on the H200
+    monkeypatch.setenv("GATEKEEPER_KERNEL_OWNERSHIP", "launcher")
+    checking, timing = worker_params(), worker_params(hold=True)
+    if "kernel_owner_missing" in checking:
+        assert "libcupti" in checking["kernel_owner_missing"]
+    else:
+        assert checking["kernel_owner"] == timing["kernel_owner"] and timing["kernel_owner_hold"] is True
+        assert "kernel_owner_hold" not in checking

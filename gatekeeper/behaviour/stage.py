@@ -82,17 +82,10 @@ def start_subject(path: Path, device_hint: str, config: Config, ext_dir: Optiona
         sampler = build_sampler()
         if sampler is not None:
             params["pc_sampler"] = str(sampler)
-    elif device_hint.startswith("cuda") and os.environ.get("GATEKEEPER_KERNEL_OWNERSHIP", "name") == "launcher":
-        # kernels by their launcher (gatekeeper/runtime/kernel_owner.py); opt-in until it has
-        # run on the H200 (docs/gpu-validation.md, pending), the kernel name otherwise
-        from gatekeeper.runtime.kernel_owner import build_kernel_owner, find_libcupti
+    elif device_hint.startswith("cuda"):  # kernels by their launcher (gatekeeper/runtime/kernel_owner.py)
+        from gatekeeper.runtime.kernel_owner import worker_params
 
-        library, why = build_kernel_owner()
-        libcupti = find_libcupti()
-        if library is not None and libcupti is not None:
-            params.update(kernel_owner=str(library), libcupti=libcupti)
-        else:
-            params["kernel_owner_missing"] = why or "libcupti was not found (CUDA toolkit or the nvidia-cuda-cupti wheel)"
+        params.update(worker_params())
     return Job("gatekeeper.behaviour.subject_job:subject_job", params,
                timeouts={"start": max(limits.import_timeout_s, TRUSTED_START_S), "import": first, "init": first,
                          "wait-trials": wait_s, "call": limits.call_timeout_s,

@@ -277,6 +277,31 @@ int gk_start(const char *libcupti) {
     return 0;
 }
 
+static void CUPTIAPI on_nothing(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data) {
+    (void)user;
+    (void)domain;
+    (void)cbid;
+    (void)data;
+}
+
+/* The timing worker: hold the one CUPTI subscription, with no callback enabled (no cost per
+ * launch), so that a submission probing for a subscriber finds one there as in the checking
+ * worker. 0 on success, else gk_error() says why. */
+int gk_hold(const char *libcupti) {
+    void *cupti = libcupti && *libcupti ? dlopen(libcupti, RTLD_NOW | RTLD_GLOBAL) : NULL;
+    if (!cupti) {
+        snprintf(error_text, sizeof error_text, "cannot open libcupti (%s): %s", libcupti ? libcupti : "", dlerror());
+        return 1;
+    }
+    LOAD(subscribe, "cuptiSubscribe");
+    CUptiResult r = api.subscribe(&subscriber, on_nothing, NULL);
+    if (r != CUPTI_SUCCESS) {
+        snprintf(error_text, sizeof error_text, "cuptiSubscribe failed with CUPTI error %d", (int)r);
+        return 3;
+    }
+    return 0;
+}
+
 const char *gk_error(void) { return error_text; }
 void gk_record(int on) { recording = on; }
 

@@ -53,6 +53,18 @@ def _include_dirs() -> list[str]:
     return [d for d in dict.fromkeys(found) if os.path.isdir(d)]
 
 
+def worker_params(hold: bool = False) -> dict[str, Any]:
+    """What a CUDA worker needs to start (or, `hold`, only hold) the tracker; opt-in through
+    GATEKEEPER_KERNEL_OWNERSHIP=launcher until it has run on the H200."""
+    if os.environ.get("GATEKEEPER_KERNEL_OWNERSHIP", "name") != "launcher":
+        return {}
+    library, why = build_kernel_owner()
+    libcupti = find_libcupti()
+    if library is None or libcupti is None:
+        return {"kernel_owner_missing": why or "libcupti was not found (CUDA toolkit or the nvidia-cuda-cupti wheel)"}
+    return {"kernel_owner": str(library), "libcupti": libcupti, **({"kernel_owner_hold": True} if hold else {})}
+
+
 def build_kernel_owner() -> tuple[Optional[Path], str]:
     """(the compiled library, "") or (None, why not): no C compiler, or no CUPTI headers."""
     includes = _include_dirs()
@@ -128,6 +140,12 @@ class KernelOwners:
         if self.lib.gk_start(libcupti.encode()) != 0:
             raise OSError(self.lib.gk_error().decode("utf-8", "replace"))
 
+    def hold(self, libcupti: str) -> None:
+        """Only hold the subscription (the timing worker): no callback, no cost per launch."""
+        self.lib.gk_hold.argtypes = [ctypes.c_char_p]
+        if self.lib.gk_hold(libcupti.encode()) != 0:
+            raise OSError(self.lib.gk_error().decode("utf-8", "replace"))
+
     def record(self, on: bool) -> None:
         if on:
             self.lib.gk_reset()
@@ -172,6 +190,9 @@ def start(params: dict[str, Any], device: str) -> None:
         return
     try:
         owners = KernelOwners(library)
+        if params.get("kernel_owner_hold"):
+            owners.hold(libcupti)  # the timing worker: looks the same, records nothing
+            return
         owners.start(libcupti)
         _active = owners
     except OSError as error:

@@ -202,6 +202,10 @@ def measure(submission_path: str, problem_path: Path, config: Any, *, seed: int,
     # The checking worker's parameters (gatekeeper.behaviour.stage.start_subject), poison
     # included: it is on while the submission loads, as there, and off from the decoy on.
     sub_params = {"submission": submission_path, "device": device, "poison": True, "entry": entry}
+    if cuda:  # the checking worker's CUPTI subscription, held without callbacks: alike, at no cost
+        from gatekeeper.runtime.kernel_owner import worker_params
+
+        sub_params.update(worker_params(hold=True))
     phases = {"idle": idle, "block": idle, "warmup": idle, "report": limits.call_timeout_s}
 
     def start_reference() -> Job:
