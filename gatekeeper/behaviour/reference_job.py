@@ -11,7 +11,7 @@ from gatekeeper.problem.jitter import Jitter, JitterSpec
 from gatekeeper.problem.shims import install_shims
 from gatekeeper.behaviour.transfer_budget import DISK_RESERVE, disk_shortfall  # noqa: F401 - re-exported
 from gatekeeper.sandbox.loading import load_module
-from gatekeeper.sandbox.tensors import pack_tree
+from gatekeeper.sandbox.tensors import digest, pack_tree
 
 
 def _to(value: Any, device: str) -> Any:
@@ -32,7 +32,8 @@ def _describe_output(out: Any) -> dict[str, Any]:
     if isinstance(out, torch.Tensor):
         flat = out.detach().float().reshape(-1) if out.is_floating_point() else out.detach().reshape(-1)
         constant = bool(flat.numel() > 1 and (flat == flat[0]).all().item())
-        zeros = bool(flat.numel() > 0 and (flat == 0).all().item())
+        # All zeros is a constant output whose first value is zero (one pass, not two: issue 21 item 12).
+        zeros = bool(flat.numel() > 0 and (constant or flat.numel() == 1) and (flat[0] == 0).item())
         return {"kind": "tensor", "constant": constant, "zeros": zeros}
     if isinstance(out, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in out):
         return {"kind": "sequence", "length": len(out), "constant": False, "zeros": False}
@@ -78,7 +79,9 @@ def run_attempt(problem_path: str, attempt: dict[str, Any], trial: dict[str, Any
         raise ValueError(f"jittered inputs of {_nbytes(inputs)} bytes exceed the nominal {max_bytes}: a problem "
                          f"over {large_problem_bytes() >> 20} MiB is jittered down only")
     packed_inputs = pack_tree(inputs)
-    before = input_digests(inputs)
+    # A transfer file's digest is the sha256 of its tensor's bytes, just taken: not hashed twice.
+    before = [p["file"]["sha256"] if isinstance(p, dict) and isinstance(p.get("file"), dict) else d
+              for p, d in zip(packed_inputs, _digests_unless_spilled(inputs, packed_inputs))]
     with torch.no_grad():
         out = model(*inputs)
     settle(device)
@@ -109,6 +112,14 @@ def run_attempt(problem_path: str, attempt: dict[str, Any], trial: dict[str, Any
         "constants": attempt["constants"],
         "spec": attempt["spec"],
     }
+
+
+def _digests_unless_spilled(inputs: list[Any], packed: list[Any]) -> list[Optional[str]]:
+    """observe.input_digests, skipping the inputs that went out as transfer files."""
+    import torch
+
+    return [None if isinstance(p, dict) and isinstance(p.get("file"), dict) else
+            (digest(t) if isinstance(t, torch.Tensor) else None) for t, p in zip(inputs, packed)]
 
 
 # The error budget and the op list come from these trials only (a float64 forward is not free).
