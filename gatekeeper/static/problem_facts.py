@@ -161,6 +161,8 @@ def _read_constants(module: cst.Module, facts: ProblemFacts) -> None:
                 facts.constants[target.value] = number
                 if number > 1:
                     facts.dims.add(number)
+    if "float16" not in facts.text and "half" not in facts.text:
+        return  # libcst keeps identifiers as spelled: no such attribute without the text ("bfloat16" holds "float16")
     for node in _walk(module):
         if type(node) is cst.Attribute and node.attr.value in ("float16", "half", "bfloat16"):
             facts.dtype = "float16" if node.attr.value != "bfloat16" else "bfloat16"
