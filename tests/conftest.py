@@ -4,7 +4,11 @@ the rule and static tests alone. Tests marked `gpu` are skipped where no CUDA GP
 
 A session that runs the run-mode fixture cases starts tests/warm_builds.py in the background
 (lowest CPU priority) to compile their C++ extensions ahead of them; GATEKEEPER_TEST_WARM_BUILDS=0
-turns it off."""
+turns it off. Under pytest-xdist each worker starts one and all but the first exit at once
+(a lock in the build cache).
+
+Slow tests are collected first (see pytest_collection_modifyitems): README's command runs
+the suite on pytest-xdist workers, and the long tests must not be the last ones handed out."""
 
 from __future__ import annotations
 
@@ -29,6 +33,10 @@ def _has_cuda_gpu() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Slow tests first, each group in its own order: under pytest-xdist (README's command) the
+    # workers then end on the many short tests, not on a long one started last while the
+    # other worker idles. A stable sort: the order within each group is the files' order.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     # Only look for a GPU (and import torch) when a gpu test was collected.
     if gpu_items and not _has_cuda_gpu():

@@ -11,6 +11,11 @@ for each other, never build twice at once).
 
 Only cases whose manifest entry says the build succeeds are warmed: a case that expects a
 build failure or a timeout would hold the build folder's lock for its whole (long) limit.
+
+One warm-up per machine at a time: under pytest-xdist every worker process collects the
+run-mode cases and starts one; the first takes a lock in the build cache and the others
+exit at once (two would compile the same extensions in turn, each waiting on the other's
+folder lock, and take the CPU time the tests leave idle twice).
 """
 
 from __future__ import annotations
@@ -41,6 +46,20 @@ def cases() -> Iterator[tuple[Path, Path]]:
 
 
 def main() -> int:
+    import fcntl
+
+    from gatekeeper.build.cache import cache_root
+
+    cache_root().mkdir(parents=True, exist_ok=True)
+    lock = open(cache_root() / "warm_builds.lock", "w")  # held until this process ends
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return 0  # another session's or worker's warm-up is building these already
+    return _warm()
+
+
+def _warm() -> int:
     import gatekeeper
     from gatekeeper.build.cache import cuda_present, is_built
     from gatekeeper.build.sources import extract
