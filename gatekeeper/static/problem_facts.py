@@ -210,6 +210,10 @@ def derive_sizes(dims: list[int], constants: dict[str, int], derived_relations: 
             product = 1
             for d in combo:
                 product *= d
+            if not derived_relations:  # the text only for a new size (up to 1,013 combinations a problem)
+                if product not in derived:
+                    derived[product] = f"{'*'.join(label(d) for d in combo)} = {product}"
+                continue
             expr = "*".join(label(d) for d in combo)
             products.append((product, expr, [d for d in dims if d not in combo]))
             derived.setdefault(product, f"{expr} = {product}")
