@@ -38,6 +38,21 @@ def test_schedule_is_drawn_per_run_and_reproducible_from_the_seed():
     assert Schedule.from_json(a.to_json()).to_json() == a.to_json()
 
 
+def test_the_first_calls_try_every_distribution():
+    # The budgets trim most problems past a couple of MiB to MIN_CALLS calls: those still try
+    # every allowed distribution (drawn call by call, outliers was missing in a third of runs).
+    for seed in range(300):
+        plan = plan_schedule(seed, list(DISTRIBUTIONS))
+        head = plan.steps[:MIN_CALLS]
+        assert {s.dist for s in head if s.kind in ("fresh", "overwrite", "reuse")} - {"normal"} == set(DISTRIBUTIONS)
+        assert sum(s.dist != "normal" for s in head[:4]) >= 2
+        repeats = [s for s in plan.steps if s.kind == "repeat"]
+        assert all(plan.steps[s.base].kind == "fresh" and plan.steps[s.base].dist == "normal" for s in repeats)
+        assert all(s.base is not None and s.base < s.index for s in plan.steps if s.kind.startswith("near"))
+    limited = plan_schedule(3, ["positive", "outliers"])
+    assert {s.dist for s in limited.steps[:MIN_CALLS]} == {"normal", "positive", "outliers"}
+
+
 def test_sidecar_limits_the_distributions():
     plan = plan_schedule(3, Sidecar.model_validate({"values": {"distributions": ["positive"]}}).values.allowed())
     assert {s.dist for s in plan.steps} == {"normal", "positive"}
@@ -150,10 +165,13 @@ def _reference(kinds):
     return {"calls": calls, "timed_from": 10}
 
 
-def _judge(kinds, wrong, addresses=None):
+def _judge(kinds, wrong, addresses=None, cached=True):
+    """`wrong` calls return -1, except wrong near-duplicates: their base's result when `cached`
+    (what a cache keyed on sampled elements returns), else a value that is neither."""
     judge = ScheduleJudge(_reference(kinds), lambda dtype: (1e-5, 1e-5))
     for index in range(len(kinds)):
-        value = -1.0 if index in wrong else float(index)
+        kind, _, base = kinds[index]
+        value = float(index) if index not in wrong else float(base) if cached and kind.startswith("near") else -1.0
         message = {"kind": "schedule-call", "index": index, "output": pack(torch.full((2, 2), value))}
         if addresses is not None:
             message["addresses"] = [addresses[index]]
@@ -173,6 +191,9 @@ def test_judge_names_the_mechanism_of_each_wrong_call():
     kinds[7] = ("overwrite", "normal", None)
     assert _judge(kinds, set()) == []
     assert _judge(kinds, {5}) == ["GK671"]
+    # Wrong but not the base's result: the output followed the change and got the new values
+    # wrong (a clamp to the benchmark's range), which is no cache: an input-value error.
+    assert _judge(kinds, {5}, cached=False) == ["GK673"]
     assert _judge(kinds, {6}) == ["GK672"]
     assert _judge(kinds, {7}) == ["GK611"]
     alternating = [("reuse", "normal", None) if i % 2 else ("fresh", "normal", None) for i in range(20)]
@@ -181,6 +202,26 @@ def test_judge_names_the_mechanism_of_each_wrong_call():
     kinds[8] = ("fresh", "outliers", None)
     kinds[9] = ("near-sparse", "normal", 8)
     assert _judge(kinds, {8, 9}) == ["GK673"]  # the near-duplicate inherits its base's structure
+
+
+def test_a_stale_answer_is_told_from_a_wrong_one():
+    from gatekeeper.behaviour.compare import stale_where_wrong
+
+    tol = lambda dtype: (1e-5, 1e-5)  # noqa: E731
+    base = torch.zeros(4, 3)
+    now = base.clone()
+    now[1], now[2] = 5.0, 7.0  # the near-duplicate's right answer: rows 1 and 2 changed
+    assert stale_where_wrong(pack(now), pack(base), pack(base), tol)  # the base's result, whole
+    per_row = now.clone()
+    per_row[1] = 0.0  # a per-row cache: row 1 stale, row 2 recomputed
+    assert stale_where_wrong(pack(now), pack(per_row), pack(base), tol)
+    clamped = now.clone()
+    clamped[1] = 3.0  # followed the change, wrongly (a clamp): neither answer
+    assert not stale_where_wrong(pack(now), pack(clamped), pack(base), tol)
+    assert not stale_where_wrong(pack(now), pack(torch.zeros(2, 3)), pack(base), tol)
+    nan = now.clone()
+    nan[1] = float("nan")
+    assert not stale_where_wrong(pack(now), pack(nan), pack(base), tol)
 
 
 def test_fresh_calls_that_land_on_a_used_address_count_as_address_reuse():

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from gatekeeper.behaviour.compare import compare, error_ratio, fair_compare
+from gatekeeper.behaviour.compare import compare, error_ratio, fair_compare, stale_where_wrong
 
 ARMING_PREFIX = 8  # a correct run of at least this many calls before the first wrong one
 TIMED_WINDOW = 16  # a memo switched on when the process looks timed may need a few calls to fill
@@ -59,6 +59,7 @@ class ScheduleJudge:
     rescued: list[int] = field(default_factory=list)  # outside the fixed atol, fair against float64
     max_error_ratio: Optional[float] = None  # the error budget (GK668) on every call; None: off
     ratios: dict[int, dict[str, Any]] = field(default_factory=dict)  # the calls over the budget
+    outputs: dict[int, Any] = field(default_factory=dict)  # the submission's, for near-duplicates' bases
 
     def observe(self, message: dict[str, Any]) -> None:
         kind = message.get("kind")
@@ -88,6 +89,7 @@ class ScheduleJudge:
             base = self._calls().get(ref.get("base")) if ref.get("base") is not None else None
             if base is not None and dist == "normal":
                 dist = base["dist"]  # a near-duplicate keeps its base's structure
+            self.outputs[index] = message.get("output")  # held by the run's messages anyway
             raw = message.get("addresses")
             addresses = tuple(a for a in raw if isinstance(a, int) and a) if isinstance(raw, list) else ()
             self.outcomes[index] = Outcome(index, ref["kind"], dist, ref.get("base"), ok, detail, addresses)
@@ -103,6 +105,19 @@ class ScheduleJudge:
         if not hasattr(self, "_by_index"):
             self._by_index = {int(c["index"]): c for c in self.reference.get("calls", [])}
         return self._by_index
+
+    def _stale(self, outcome: Outcome) -> bool:
+        """Whether a wrong near-duplicate returned its base call's result: wherever its output is
+        wrong, it is what the submission returned for the base (compare.stale_where_wrong). That
+        is what a cache keyed on sampled elements or a fingerprint does (GK671). An output that
+        is neither (a clamp to the benchmark's range, a path chosen by sampled values) followed
+        the change and got the new values wrong: an input-value error, judged with the value
+        distributions (GK673), not a cache."""
+        ref = self._calls().get(outcome.index)
+        got, base = self.outputs.get(outcome.index), self.outputs.get(outcome.base)
+        if ref is None or got is None or base is None:
+            return True  # nothing to compare (no tensor returned): judged as before
+        return stale_where_wrong(ref["output"], got, base, self.tolerances)
 
     def _where(self, outcomes: list[Outcome]) -> str:
         shown = ", ".join(str(o.index) for o in outcomes[:6]) + (", ..." if len(outcomes) > 6 else "")
@@ -136,8 +151,11 @@ class ScheduleJudge:
             return
         previous = {o.index: p.index for p, o in zip(ordered, ordered[1:])}
         # Each wrong call in one bucket, by what was special about its input.
-        near = [o for o in wrong if o.kind.startswith("near") and o.base in ok]
-        dists = [o for o in wrong if o not in near and o.dist != "normal"]
+        changed = [o for o in wrong if o.kind.startswith("near") and o.base in ok]
+        near = [o for o in changed if self._stale(o)]  # the base's result: a cache (GK671)
+        followed = [o for o in changed if o not in near]  # wrong on the changed values themselves
+        dists = sorted([o for o in wrong if o not in changed and o.dist != "normal"] + followed,
+                       key=lambda o: o.index)
         reuse = [o for o in wrong if o.kind == "reuse" and o.dist == "normal" and previous.get(o.index) in ok]
         if not reuse and _rate(ordered, "reuse") >= 0.9 > _rate(ordered, "fresh") + 0.2:
             # The allocator reuses addresses on plain calls too, so the call before may be stale
@@ -159,7 +177,9 @@ class ScheduleJudge:
             add("GK611", "schedule", self._evidence(overwrite), detail=f"{self._where(overwrite)}: "
                 f"{overwrite[0].detail}")
         if dists and not plain:
-            names = sorted({o.dist for o in dists})
+            # A near-duplicate that followed its change wrongly is named by its kind: its values are
+            # the base's with some elements pushed out (problem.values.near_duplicate).
+            names = sorted({o.kind if o.index in {f.index for f in followed} else o.dist for o in dists})
             add("GK673", "schedule", self._evidence(dists), dists=", ".join(names), where=self._where(dists),
                 detail=dists[0].detail)
         if plain:
