@@ -62,8 +62,11 @@ def test_ctrl_c_stops_cleanly_and_keeps_finished_results(tmp_path):
     # Ctrl-C, and the test waits for the hang itself, not for some time to pass.
     env = {**os.environ, "PYTHONPATH": str(ROOT / "fixtures" / "ingest" / "hang_after"),
            "GATEKEEPER_TEST_HANG_AFTER": str(HANG_AFTER), "GATEKEEPER_TEST_HANG_MARKS": str(marks)}
+    # As from a terminal: SIGINT at its default. A pytest-xdist worker ignores SIGINT, and an
+    # ignored signal stays ignored across exec, so Python would install no Ctrl-C handler.
     process = subprocess.Popen([*_command(source, db, jobs=2), "--timeout", "3600"], cwd=ROOT, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300  # a safety net for a broken build, not part of the test's logic
     while len(list(marks.iterdir())) < 2 and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
