@@ -4,8 +4,8 @@
 #   bash bench/gpu_issue23.sh attribution-large # items 3 and 5: work attribution on 11 corpus files (by name, then by
 #                                               # launcher), >2 GiB output
 #   bash bench/gpu_issue23.sh phase-aa          # items 6 and 4: phase equality, A/A and role-swap timing
-# Expects .whl/ (../shared/tools/device-wheels.sh), .gpu/corpus (the corpus files the parts name)
-# and .gpu/bw/bwrap (a bubblewrap for the image, which has none) carried along. Results in $OUT.
+# Expects .whl/, .gpu/corpus (the corpus files the parts name) and .gpu/bw/bwrap (a bubblewrap
+# for the image, which has none) carried along: bench/gpu_prepare.sh makes them. Results in $OUT.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
