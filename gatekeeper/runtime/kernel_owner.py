@@ -94,8 +94,7 @@ def find_libcupti() -> Optional[str]:
     """libcupti as torch's own wheels or the toolkit ship it; None when there is none."""
     candidates = []
     for site in sys.path:
-        candidates += glob.glob(os.path.join(site, "nvidia", "*", "lib", "libcupti.so*"))
-        candidates += glob.glob(os.path.join(site, "nvidia", "cuda_cupti", "lib", "libcupti.so*"))
+        candidates += glob.glob(os.path.join(site, "nvidia", "*", "lib", "libcupti.so*"))  # cuda_cupti, cu13
     for root in filter(None, [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]):
         candidates += glob.glob(os.path.join(root, "extras", "CUPTI", "lib64", "libcupti.so*"))
         candidates += glob.glob(os.path.join(root, "lib64", "libcupti.so*"))
