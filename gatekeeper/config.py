@@ -57,6 +57,15 @@ class LimitSettings(_Strict):
                                     "file (milliseconds normally); past it the file's verdict is error, exit 3")
 
 
+class BuildSettings(_Strict):
+    """`[build]`: how the build stage compiles extensions (docs/configuration.md)."""
+
+    precompiled_header: bool = Field(
+        default=False, description="compile C++ extensions against a precompiled torch/extension.h (made "
+        "once per toolchain: about a minute and 1.6 GB; then ~10 s less per build). For leaderboards and CI; "
+        "GATEKEEPER_PRECOMPILED_HEADER=1/0 overrides")
+
+
 class TimingSettings(_Strict):
     """`[timing]`: how the GPU timing stage measures and what it flags (docs/timing.md)."""
 
@@ -137,6 +146,7 @@ class Config(_Strict):
     rules: dict[str, RuleSettings] = Field(default_factory=dict)
     jitter: JitterSettings = Field(default_factory=JitterSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    build: BuildSettings = Field(default_factory=BuildSettings)
     timing: TimingSettings = Field(default_factory=TimingSettings)
     # Where the config came from, for `config show`; not a user key.
     source: Optional[str] = Field(default=None, exclude=True)

@@ -10,6 +10,7 @@ from gatekeeper.runtime.checks import finding
 from gatekeeper import progress
 from gatekeeper.build.cache import cuda_present, exclusive, extensions_dir, is_built, mark_built
 from gatekeeper.build.errors import first_error
+from gatekeeper.build.pch import Headers, prepare
 from gatekeeper.build.sources import Extracted, extract_bundle
 from gatekeeper.build.toolchain import toolchain_failure
 from gatekeeper.config import Config
@@ -69,28 +70,32 @@ def build(submission: Submission, extracted: Extracted, key: str, config: Config
     text = submission.data.decode("utf-8", errors="replace")
     location = model_location(submission.path, text)
     folder = extensions_dir(key)
+    headers = prepare(config.build.precompiled_header, extracted.needs_cuda)
     with tempfile.TemporaryDirectory(prefix="gatekeeper-build-") as scratch:
         path = submission_file(submission, Path(scratch))
         with exclusive(folder):
             progress.step(f"compiling {progress.extension_names(extracted.loader_calls)}")
-            result = _build_job(path, _limits(config), config, folder)
-    return _outcome(result, submission, extracted, key, config, location)
+            result = _build_job(path, _limits(config), config, folder, headers)
+    return _outcome(result, submission, extracted, key, config, location, headers)
 
 
 def _limits(config: Config) -> dict[str, float]:
     return {"start": 120.0, "load": max(config.limits.import_timeout_s, 120.0), "build": config.limits.build_timeout_s}
 
 
-def _build_job(path: Path, limits: dict[str, float], config: Config, folder: Path):
+def _build_job(path: Path, limits: dict[str, float], config: Config, folder: Path, headers: Optional[Headers]):
+    env = {"TORCH_EXTENSIONS_DIR": str(folder), "MAX_JOBS": "2"}
+    if headers is not None:  # GCC takes torch/extension.h.gch from here when its options match (build/pch.py)
+        env["CPATH"] = str(headers.root)
     return run_job("gatekeeper.build.job:build_job", {"submission": str(path)}, timeouts=limits,
                    default_timeout_s=config.limits.build_timeout_s, memory_mb=config.limits.memory_mb,
-                   cap_address_space=not cuda_present(),
-                   env={"TORCH_EXTENSIONS_DIR": str(folder), "MAX_JOBS": "2"},
-                   write_roots=[str(folder)], verbatim_errors=True)  # compiler output maps to lines
+                   cap_address_space=not cuda_present(), env=env, write_roots=[str(folder)],
+                   read_files=list(headers.files) if headers else None,
+                   verbatim_errors=True)  # compiler output maps to lines
 
 
 def _outcome(result, submission: Submission, extracted: Extracted, key: str, config: Config,
-             location: Optional[Location]) -> StageOutcome:
+             location: Optional[Location], headers: Optional[Headers]) -> StageOutcome:
     environment = {"isolation": result.isolation}
     if result.status == "timeout":
         f = finding("GK681", STAGE, {"phase": result.phase, "stderr_tail": result.stderr_tail[-2000:]},
@@ -108,7 +113,7 @@ def _outcome(result, submission: Submission, extracted: Extracted, key: str, con
         return StageOutcome(StageStatus.ERROR, reason=cuda, environment=environment)
     if "Error building extension" in message or "error:" in message:
         broken = toolchain_failure(extracted.needs_cuda, result.isolation, lambda path, folder: _build_job(
-            path, _limits(config), config, folder))
+            path, _limits(config), config, folder, headers))
         if broken:
             return StageOutcome(StageStatus.ERROR, environment=environment, reason=(
                 f"this machine cannot build even a trivial {'CUDA' if extracted.needs_cuda else 'C++'} extension "

@@ -131,6 +131,7 @@ class Job:
         cap_address_space: bool = True,
         env: Optional[dict[str, str]] = None,
         write_roots: Optional[list[str]] = None,
+        read_files: Optional[list[str]] = None,
         isolate: bool = True,
         workdir: Optional[Path] = None,
         keep_stdin: bool = False,
@@ -178,7 +179,7 @@ class Job:
             # A plain interpreter command line, as a user's harness would run (issue 22): the
             # protections of -I are kept by the allowlisted environment and by worker.py itself.
             argv = self.isolation.wrap([sys.executable, WORKER_SCRIPT, str(write_fd)],
-                                       workdir=self.work, read_paths=_named_files(params),
+                                       workdir=self.work, read_paths=_named_files(params) + list(read_files or []),
                                        write_paths=list(write_roots or []))
             # stdout/stderr are pipes drained by threads that keep the tail: no disk, no cap to outrun.
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
