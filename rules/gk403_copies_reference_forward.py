@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+import ast
 from typing import Optional
 
 import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.own_definitions import delegates_to_own_code
-from gatekeeper.analyses.body_fingerprint import fingerprint, import_map, index_module
+from gatekeeper.analyses.body_fingerprint import fingerprint, fingerprint_ast, import_map, import_map_ast, index_module
 from gatekeeper.analyses.reference_names import model_names
 from gatekeeper.static.problem_facts import ProblemFacts
 from gatekeeper.static.rule import Rule
@@ -20,19 +21,19 @@ _UNSET: tuple[int, str] = (-1, "")
 
 
 class _ReferenceForward:
-    """A reference class's forward: its shape and node counts, taken up front, and its
-    fingerprint, taken only when a submission's function has the same shape and counts
-    (most never do, so most references are never fingerprinted)."""
+    """A reference class's forward, read from CPython's tree of the reference (its libcst
+    tree is parsed only on demand): its statement shapes and node counts, taken up front, and
+    its fingerprint, taken only when a submission's function has one of those shapes and the
+    same counts (most never do, so most references are never fingerprinted)."""
 
-    def __init__(self, name: str, node: cst.FunctionDef) -> None:
-        self.name, self.node = name, node
-        self.shape, self.counts = _shape(node), _node_counts(node)
+    def __init__(self, name: str, node: ast.AST, imports: dict[str, str]) -> None:
+        self.name, self.node, self._imports = name, node, imports
+        self.shapes, self.counts = _ast_shapes(node), _ast_node_counts(node)
         self._fingerprint: Optional[tuple[int, str]] = _UNSET
 
-    def fingerprint(self, problem: ProblemFacts) -> Optional[tuple[int, str]]:
+    def fingerprint(self) -> Optional[tuple[int, str]]:
         if self._fingerprint is _UNSET:
-            index_module(problem.module, problem.text, shared=False)
-            self._fingerprint = fingerprint(self.node, import_map(problem.module))
+            self._fingerprint = fingerprint_ast(self.node, self._imports)
         return self._fingerprint
 
 
@@ -51,13 +52,54 @@ def reference_forwards(problem: ProblemFacts) -> list[_ReferenceForward]:
     if cached is not None:
         return cached
     out: list[_ReferenceForward] = []
-    for stmt in problem.module.body:
-        if type(stmt) is cst.ClassDef and stmt.name.value != "ModelNew":
-            for item in stmt.body.body:
-                if type(item) is cst.FunctionDef and item.name.value == "forward":
-                    out.append(_ReferenceForward(f"{stmt.name.value}.forward", item))
+    imports = import_map_ast(problem.tree)
+    for stmt in problem.tree.body:
+        if type(stmt) is ast.ClassDef and stmt.name != "ModelNew":
+            for item in stmt.body:
+                if type(item) in (ast.FunctionDef, ast.AsyncFunctionDef) and item.name == "forward":
+                    out.append(_ReferenceForward(f"{stmt.name}.forward", item, imports))
     problem.__dict__[_ATTR] = out
     return out
+
+
+# CPython statement kinds by the name of the libcst kind each parses to (`_shape`'s names).
+_KIND = {ast.Delete: "Del", ast.AsyncFor: "For", ast.AsyncWith: "With", ast.AsyncFunctionDef: "FunctionDef"}
+
+
+def _ast_shapes(node: ast.AST) -> tuple[tuple[str, ...], ...]:
+    """The shapes `_shape` gives the libcst parse of the same function: one, or two where
+    the first statement is a string expression (libcst drops it as a docstring unless it
+    shares its line with another statement or the body is on the `def` line, which CPython's
+    tree does not tell; a superset never drops a match, as the fingerprint decides)."""
+    body = node.body  # type: ignore[attr-defined]
+    kinds = tuple(_KIND.get(type(s), type(s).__name__) for s in body)
+    first = body[0] if body else None
+    if type(first) is ast.Expr and (type(first.value) is ast.JoinedStr or (
+            type(first.value) is ast.Constant and type(first.value.value) in (str, bytes))):
+        return (kinds, kinds[1:])
+    return (kinds,)
+
+
+# `_COUNTED`'s libcst types by the CPython node each stands for; a number is a Constant
+# holding an int (not a bool), a float or a complex.
+_AST_COUNTED = {ast.Call: 0, ast.BinOp: 1, ast.Subscript: 2, ast.Compare: 3, ast.UnaryOp: 4, ast.List: 6,
+                ast.Dict: 7, ast.Lambda: 8, ast.IfExp: 9, ast.ListComp: 10, ast.SetComp: 11, ast.DictComp: 12,
+                ast.GeneratorExp: 13}
+_NUMBERS = (int, float, complex)
+
+
+def _ast_node_counts(node: ast.AST) -> tuple[int, ...]:
+    counts = [0] * (max(_COUNTED.values()) + 1)
+    slot = _AST_COUNTED.get
+    for stmt in node.body:  # type: ignore[attr-defined]
+        for inner in ast.walk(stmt):
+            kind = type(inner)
+            index = slot(kind)
+            if index is not None:
+                counts[index] += 1
+            elif kind is ast.Constant and type(inner.value) in _NUMBERS:
+                counts[5] += 1
+    return tuple(counts)
 
 
 def _shape(node: cst.FunctionDef) -> tuple[str, ...]:
@@ -229,12 +271,12 @@ class CopiesReferenceForward(Rule):
         if not self._reference:
             return
         shape = _shape(node)
-        if not any(shape == ref.shape for ref in self._reference):
+        if not any(shape in ref.shapes for ref in self._reference):
             return
         counts = _node_counts(node)
         # Equal fingerprints have equal shapes and counts (tests/test_gk403_count_prefilter.py),
         # so only these references can match.
-        candidates = [ref for ref in self._reference if shape == ref.shape and counts == ref.counts]
+        candidates = [ref for ref in self._reference if shape in ref.shapes and counts == ref.counts]
         if not candidates:
             return
         if self._imports is None:
@@ -244,7 +286,7 @@ class CopiesReferenceForward(Rule):
         if mine is None:
             return
         for candidate in candidates:
-            if candidate.fingerprint(self.ctx.problem) == mine:
+            if candidate.fingerprint() == mine:
                 ref = candidate.name
                 cls = self.ctx.classes[-1] if self.ctx.classes else None
                 if delegates_to_own_code(self.ctx, cls, node):

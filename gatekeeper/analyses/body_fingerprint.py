@@ -190,7 +190,29 @@ def _parsed(function: cst.FunctionDef) -> Optional[ast.AST]:
 
 
 def _fingerprint(function: cst.FunctionDef, imports: dict[str, str]) -> Optional[tuple[int, str]]:
-    fn = _parsed(function)
+    return fingerprint_ast(_parsed(function), imports)
+
+
+def import_map_ast(tree: ast.Module) -> dict[str, str]:
+    """`import_map` read from CPython's tree (a reference's, whose libcst tree is parsed only
+    on demand): the same top-level imports, and a relative `from .m import x` keeps `m.x`
+    as libcst's dotted module name does."""
+    out: dict[str, str] = {}
+    for stmt in tree.body:
+        if type(stmt) is ast.Import:
+            for alias in stmt.names:
+                if alias.asname is not None:
+                    out[alias.asname] = alias.name
+                else:
+                    out[alias.name.split(".")[0]] = alias.name.split(".")[0]
+        elif type(stmt) is ast.ImportFrom and stmt.module is not None and stmt.names[0].name != "*":
+            for alias in stmt.names:
+                out[alias.asname or alias.name] = f"{stmt.module}.{alias.name}"
+    return out
+
+
+def fingerprint_ast(fn: Optional[ast.AST], imports: dict[str, str]) -> Optional[tuple[int, str]]:
+    """The fingerprint of a CPython `FunctionDef` (what `fingerprint` takes of a libcst one)."""
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
     body = pickle.loads(pickle.dumps(fn.body))  # the renamer edits nodes; the file's tree is shared (a copy)

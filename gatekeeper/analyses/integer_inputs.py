@@ -11,6 +11,7 @@ receives it too (followed a few calls deep).
 
 from __future__ import annotations
 
+import ast
 from typing import Optional
 
 import libcst as cst
@@ -42,6 +43,52 @@ def integer_input_positions(problem_module: cst.Module) -> frozenset[int]:
                         out.add(k)
                 return frozenset(out)
     return frozenset()
+
+
+def reference_integer_positions(tree: ast.Module) -> frozenset[int]:
+    """`integer_input_positions` read from CPython's tree of the reference (its libcst tree
+    is parsed only on demand). The same choices: a local name stands for its first
+    assignment in the function (the one libcst's reversed walk meets last), and the
+    list or tuple returned last in the text (the one that walk meets first) is read."""
+    for stmt in tree.body:
+        if type(stmt) not in (ast.FunctionDef, ast.AsyncFunctionDef) or stmt.name != "get_inputs":
+            continue
+        nodes = sorted((n for n in ast.walk(stmt) if type(n) in (ast.Assign, ast.Return)),
+                       key=lambda n: (n.lineno, n.col_offset))
+        local: dict[str, ast.expr] = {}
+        for sub in nodes:
+            if type(sub) is ast.Assign and len(sub.targets) == 1 and type(sub.targets[0]) is ast.Name:
+                local.setdefault(sub.targets[0].id, sub.value)
+        returns = [sub for sub in nodes if type(sub) is ast.Return and type(sub.value) in (ast.List, ast.Tuple)]
+        if returns:
+            out = set()
+            for k, element in enumerate(returns[-1].value.elts):  # type: ignore[union-attr]
+                value = element.value if type(element) is ast.Starred else element
+                if type(value) is ast.Name and value.id in local:
+                    value = local[value.id]
+                if _is_integer_tensor_ast(value):
+                    out.add(k)
+            return frozenset(out)
+    return frozenset()
+
+
+def _is_integer_tensor_ast(expr: ast.expr) -> bool:
+    if type(expr) is ast.Call and type(expr.func) is ast.Attribute and expr.func.attr in _FLOAT_CASTS:
+        return False
+    for sub in ast.walk(expr):
+        if type(sub) is ast.Call:
+            func = sub.func
+            name = func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name else ""
+            if name in _INT_BUILDERS:
+                return True
+            for kw in sub.keywords:
+                value = kw.value
+                dtype = value.attr if type(value) is ast.Attribute else value.id if type(value) is ast.Name else None
+                if kw.arg == "dtype" and dtype in _INT_DTYPES:
+                    return True
+        elif type(sub) is ast.Attribute and sub.attr in ("long", "int", "bool", "short") and type(sub.value) is not ast.Name:
+            return True
+    return False
 
 
 _FLOAT_CASTS = frozenset({"float", "half", "double", "bfloat16"})

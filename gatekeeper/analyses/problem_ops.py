@@ -17,16 +17,15 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Optional
 
-import libcst as cst
+import ast
 
 from gatekeeper.analyses.torch_policy_table import policy
 from gatekeeper.analyses.torch_op_table import short_op, torch_ops
 from gatekeeper.static.problem_facts import ProblemFacts
-from gatekeeper.static.walk import walk
 
 _ATTR = "_gk3_problem_ops"
-_OPERATORS = {cst.MatrixMultiply: "matmul", cst.Add: "add", cst.Subtract: "sub", cst.Multiply: "mul",
-              cst.Divide: "div", cst.Power: "pow"}
+_OPERATORS = {ast.MatMult: "matmul", ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
+              ast.Pow: "pow"}
 # Calls in a reference that never compute output values.
 _NOT_OPS = frozenset({"super", "__init__", "forward", "Module", "Parameter", "register_buffer", "append"})
 _BUILTINS = frozenset(dir(__import__("builtins")))
@@ -47,41 +46,41 @@ def problem_ops(problem: Optional[ProblemFacts]) -> ProblemOps:
         return EMPTY
     cached = problem.__dict__.get(_ATTR)
     if cached is None:
-        cached = ProblemOps(_reference_families(problem.module), problem.declared_forbidden, problem.declared_allowed)
+        cached = ProblemOps(_reference_families(problem.tree), problem.declared_forbidden, problem.declared_allowed)
         problem.__dict__[_ATTR] = cached
     return cached
 
 
-def _reference_families(module: cst.Module) -> Counter[str]:
+def _reference_families(tree: ast.Module) -> Counter[str]:
+    """Read from CPython's tree of the reference (its libcst tree is parsed only on demand):
+    the same calls and binary operators as libcst's, in any order (a Counter)."""
     ops = torch_ops()
     table = policy()
     names: list[str] = []
-    for stmt in module.body:
+    for stmt in tree.body:
         # Model and the blocks it is built from (level-3 references define several classes)
-        if type(stmt) is not cst.ClassDef:
+        if type(stmt) is not ast.ClassDef:
             continue
-        for method in stmt.body.body:
-            if type(method) is cst.FunctionDef:
+        for method in stmt.body:
+            if type(method) in (ast.FunctionDef, ast.AsyncFunctionDef):
                 # __init__ builds the layers (nn.Conv2d); its other work is parameter set-up
-                names += _ops_in(method, ops, layers_only=method.name.value == "__init__")
+                names += _ops_in(method, ops, layers_only=method.name == "__init__")
     return Counter(table.family(n) for n in names)
 
 
-def _ops_in(method: cst.FunctionDef, ops, *, layers_only: bool) -> list[str]:  # type: ignore[no-untyped-def]
+def _ops_in(method: ast.AST, ops, *, layers_only: bool) -> list[str]:  # type: ignore[no-untyped-def]
     names: list[str] = []
-    for entering, node in walk(method):
-        if not entering:
-            continue
-        if type(node) is cst.BinaryOperation and type(node.operator) in _OPERATORS:
+    for node in ast.walk(method):
+        if type(node) is ast.BinOp and type(node.op) in _OPERATORS:
             if not layers_only:
-                names.append(_OPERATORS[type(node.operator)])
-        elif type(node) is cst.Call:
+                names.append(_OPERATORS[type(node.op)])
+        elif type(node) is ast.Call:
             func = node.func
-            name = func.attr.value if (type(func) is cst.Attribute) else None
-            if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
+            name = func.attr if (type(func) is ast.Attribute) else None
+            if type(func) is ast.Attribute and type(func.value) is ast.Name and func.value.id == "self":
                 continue  # self.fc(x): the layer is counted where it is built (nn.Linear)
-            if type(func) is cst.Name and func.value not in _BUILTINS:
-                name = func.value  # from torch import relu; a builtin such as len() is not an op
+            if type(func) is ast.Name and func.id not in _BUILTINS:
+                name = func.id  # from torch import relu; a builtin such as len() is not an op
             if not name or name in _NOT_OPS or (layers_only and not name[:1].isupper()):
                 continue
             if _computes(ops, name):

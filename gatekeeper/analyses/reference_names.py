@@ -9,6 +9,7 @@ submission defines (`entry_name`: `ModelNew`, or `Model` for a KernelBench-Hard 
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Optional
 
@@ -72,9 +73,9 @@ def model_names(ctx: FileContext) -> frozenset[str]:
     names = _NAMES_BY_PROBLEM.get(key)
     if names is None:
         found = {"Model"}
-        for stmt in problem.module.body:
-            if type(stmt) is cst.ClassDef:
-                found.add(stmt.name.value)
+        for stmt in problem.tree.body:  # CPython's tree: the reference's libcst one is parsed only on demand
+            if type(stmt) is ast.ClassDef:
+                found.add(stmt.name)
         names = _NAMES_BY_PROBLEM[key] = frozenset(found - {"ModelNew", problem.entry})
     return names
 

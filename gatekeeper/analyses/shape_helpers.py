@@ -29,7 +29,10 @@ if TYPE_CHECKING:
     from gatekeeper.static.context import FileContext
 
 _MAX_DEPTH = 8
-_CACHE: dict[int, "ProblemSizes"] = {}
+# Kept on the facts object itself: a cache keyed by id() answered with another problem's
+# sizes once the first facts were freed and the id reused (a batch over more problems than
+# the problem cache holds frees them), and reported a size of the wrong problem.
+_ATTR = "_gk_problem_sizes"
 
 
 @dataclass
@@ -54,7 +57,7 @@ class ProblemSizes:
 
 
 def sizes_for(problem: ProblemFacts) -> ProblemSizes:
-    cached = _CACHE.get(id(problem))
+    cached = problem.__dict__.get(_ATTR)
     if cached is not None:
         return cached
     label = {v: k for v, k in names_by_value(problem.constants).items() if v > 1}
@@ -78,9 +81,7 @@ def sizes_for(problem: ProblemFacts) -> ProblemSizes:
             expr = "*".join(out.names[d] for d in combo)
             out.exprs.setdefault(product, expr)
             out.meaning.setdefault(product, f"{expr} = {product}")
-    if len(_CACHE) > 64:
-        _CACHE.clear()
-    _CACHE[id(problem)] = out
+    problem.__dict__[_ATTR] = out
     return out
 
 

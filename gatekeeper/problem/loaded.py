@@ -11,6 +11,7 @@ a problem that does not parse or whose side files are invalid is a problem error
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
 from dataclasses import dataclass
@@ -139,7 +140,7 @@ def require_names(problem: Problem) -> None:
     `get_init_inputs`: every check against it would be meaningless. Read statically (the
     CLI's --static-only runs no problem code), so a problem that raises at import is found
     by the stages that import it."""
-    if _bound_at_top(problem.facts.module):
+    if _bound_at_top(problem.facts.tree):
         return  # every REQUIRED name has a top-level def, class or assignment: the walk below would agree
     missing = _missing_names(problem.facts.text)
     if missing:
@@ -148,20 +149,16 @@ def require_names(problem: Problem) -> None:
                                   "file (every check against it would be meaningless)")
 
 
-def _bound_at_top(module: object) -> bool:
-    """Whether the parsed reference binds every REQUIRED name with a top-level `def`, `class`
-    or `NAME = ...`: each is a binding `_missing_names` finds too, so its CPython parse (about
-    2% of a static batch, once per problem) is needed only when this says no."""
-    import libcst as cst
-
+def _bound_at_top(tree: ast.Module) -> bool:
+    """Whether the reference binds every REQUIRED name with a top-level `def`, `class` or
+    `NAME = ...`: each is a binding `_missing_names` finds too, so its walk of the whole
+    tree is needed only when this says no."""
     bound: set[str] = set()
-    for stmt in getattr(module, "body", ()):
-        if type(stmt) in (cst.FunctionDef, cst.ClassDef):
-            bound.add(stmt.name.value)
-        elif type(stmt) is cst.SimpleStatementLine:
-            for small in stmt.body:
-                if type(small) is cst.Assign:
-                    bound.update(t.target.value for t in small.targets if type(t.target) is cst.Name)
+    for stmt in tree.body:
+        if type(stmt) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            bound.add(stmt.name)
+        elif type(stmt) is ast.Assign:
+            bound.update(t.id for t in stmt.targets if type(t) is ast.Name)
     return all(name in bound for name in REQUIRED)
 
 
@@ -169,8 +166,6 @@ def _bound_at_top(module: object) -> bool:
 def _missing_names(text: str) -> tuple[str, ...]:
     """The REQUIRED names the text never binds. Cached by text: a run checks many submissions
     against one problem, and this parse was per submission (issue 20 item 8)."""
-    import ast
-
     try:
         tree = ast.parse(text)
     except SyntaxError:
