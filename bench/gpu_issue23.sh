@@ -9,10 +9,12 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /opt/gksite .whl/*.whl || exit 1
-# The sandbox starts workers with `python -I`, which ignores PYTHONPATH: a .pth file instead.
+# Into the interpreter's own site-packages: the bwrap sandbox shows workers only the toolchain and
+# the job's files, so wheels under /opt (first try, 2026-12-05) were invisible there (ModuleNotFoundError: pydantic).
 SITE=$(python3 -c 'import site; print(site.getsitepackages()[0])')
-printf '/opt/gksite\n%s\n' "$PWD" > "$SITE/gatekeeper-dev.pth"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl || exit 1
+# The sandbox starts workers with `python -I`, which ignores PYTHONPATH: a .pth file instead.
+printf '%s\n' "$PWD" > "$SITE/gatekeeper-dev.pth"
 export PATH="$PWD/.gpu/bw:$PATH"
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv;
   python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)';
