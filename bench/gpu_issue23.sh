@@ -33,6 +33,9 @@ case "${1:-}" in
     # the same cases with kernels classed by their launcher (CUPTI; gatekeeper/runtime/kernel_owner.py)
     GATEKEEPER_KERNEL_OWNERSHIP=launcher GATEKEEPER_CORPUS=$PWD/.gpu/corpus timeout 150 python3 bench/gpu_attribution.py \
       --out "$OUT/launcher" --only corpus: --jobs 11 > "$OUT/attribution_launcher.log" 2>&1
+    # At most 8 files come back from $OUT, none deeper than two folders: on 2026-12-05 the launcher
+    # run's jsonl and large_output.jsonl were left out. Keep the 8 that matter, at the top.
+    cp "$OUT/launcher/attribution.jsonl" "$OUT/attribution_launcher.jsonl" 2>/dev/null; rm -rf "$OUT/launcher"; rm -f "$OUT"/*.py
     tail -n 3 "$OUT/attribution.log" "$OUT/large.log" "$OUT/attribution_launcher.log" ;;
   phase-aa)
     timeout 420 python3 bench/gpu_phase_and_aa.py phase aa 2>&1 | tee "$OUT/phase_aa.log" ;;
