@@ -7,7 +7,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.own_definitions import delegates_to_own_code
-from gatekeeper.analyses.body_fingerprint import fingerprint, fingerprint_ast, import_map, import_map_ast, index_module
+from gatekeeper.analyses.body_fingerprint import fingerprint, import_map, import_map_ast, index_module, reference_fingerprint
 from gatekeeper.analyses.reference_names import model_names
 from gatekeeper.static.problem_facts import ProblemFacts
 from gatekeeper.static.rule import Rule
@@ -33,7 +33,7 @@ class _ReferenceForward:
 
     def fingerprint(self) -> Optional[tuple[int, str]]:
         if self._fingerprint is _UNSET:
-            self._fingerprint = fingerprint_ast(self.node, self._imports)
+            self._fingerprint = reference_fingerprint(self.node, self._imports)
         return self._fingerprint
 
 

@@ -211,6 +211,25 @@ def import_map_ast(tree: ast.Module) -> dict[str, str]:
     return out
 
 
+# Fingerprints of reference functions read from CPython's tree, by id of the node (kept in the
+# entry, so an id is never reused while stored): a reference's methods recur for every
+# submission to that problem. Bounded by clearing.
+_REFERENCE_MEMO: dict[int, tuple[ast.AST, dict[str, str], Optional[tuple[int, str]]]] = {}
+
+
+def reference_fingerprint(fn: ast.AST, imports: dict[str, str]) -> Optional[tuple[int, str]]:
+    """`fingerprint_ast` of a function of a reference's tree (which lives with its problem),
+    memoised."""
+    hit = _REFERENCE_MEMO.get(id(fn))
+    if hit is not None and hit[0] is fn and hit[1] == imports:
+        return hit[2]
+    found = fingerprint_ast(fn, imports)
+    if len(_REFERENCE_MEMO) >= _MEMO_LIMIT:
+        _REFERENCE_MEMO.clear()
+    _REFERENCE_MEMO[id(fn)] = (fn, dict(imports), found)
+    return found
+
+
 def fingerprint_ast(fn: Optional[ast.AST], imports: dict[str, str]) -> Optional[tuple[int, str]]:
     """The fingerprint of a CPython `FunctionDef` (what `fingerprint` takes of a libcst one)."""
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):

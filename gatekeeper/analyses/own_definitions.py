@@ -25,7 +25,8 @@ from typing import Callable, Optional, Sequence
 
 import libcst as cst
 
-from gatekeeper.analyses.body_fingerprint import fingerprint, import_map, index_module
+from gatekeeper.analyses.body_fingerprint import fingerprint, import_map, import_map_ast, index_module, reference_fingerprint
+from gatekeeper.analyses.reference_top_level import libcst_kind, methods, top_level
 from gatekeeper.static.context import FileContext
 from gatekeeper.static.source_order import visit
 
@@ -111,9 +112,10 @@ def _names(node: Optional[cst.CSTNode]) -> _Names:
 class _Index:
     def __init__(self, ctx: FileContext) -> None:
         self.mine = _top_level(ctx.module)
-        self.theirs = _top_level(ctx.problem.module) if ctx.problem is not None else {}
+        # The reference's side from CPython's tree: its libcst tree is parsed only on demand.
+        self.theirs = top_level(ctx.problem.tree, ctx.problem.text) if ctx.problem is not None else {}
         self._imports_mine = import_map(ctx.module)
-        self._imports_theirs = import_map(ctx.problem.module) if ctx.problem is not None else {}
+        self._imports_theirs = import_map_ast(ctx.problem.tree) if ctx.problem is not None else {}
         self._own: dict[str, bool] = {}
         self._ctx = ctx
         self._indexed = False
@@ -160,16 +162,15 @@ class _Index:
         if not self._indexed:  # fingerprints from the ast trees, not from generated code
             self._indexed = True
             index_module(self._ctx.module, self._ctx.text)
-            if self._ctx.problem is not None:
-                index_module(self._ctx.problem.module, self._ctx.problem.text, shared=False)
-        if type(mine) is cst.ClassDef and type(theirs) is cst.ClassDef:
-            a, b = _methods(mine), _methods(theirs)
+        kind = libcst_kind(theirs)
+        if type(mine) is cst.ClassDef and kind is cst.ClassDef:
+            a, b = _methods(mine), methods(theirs)  # type: ignore[arg-type]
             if a.keys() != b.keys():
                 return True
-            return any(fingerprint(a[m], self._imports_mine) != fingerprint(b[m], self._imports_theirs) for m in a)
-        if type(mine) is cst.FunctionDef and type(theirs) is cst.FunctionDef:
-            return fingerprint(mine, self._imports_mine) != fingerprint(theirs, self._imports_theirs)
-        return type(mine) is not type(theirs) or type(mine) not in (cst.Assign, cst.AnnAssign)
+            return any(fingerprint(a[m], self._imports_mine) != reference_fingerprint(b[m], self._imports_theirs) for m in a)
+        if type(mine) is cst.FunctionDef and kind is cst.FunctionDef:
+            return fingerprint(mine, self._imports_mine) != reference_fingerprint(theirs, self._imports_theirs)
+        return type(mine) is not kind or type(mine) not in (cst.Assign, cst.AnnAssign)
 
     def own_among(self, names: set[str]) -> set[str]:
         return {n for n in names if n in self.mine and self.is_own(n)}
