@@ -118,8 +118,33 @@ def _add(classes: dict, names: dict, cls: str, name: str, count: float, seconds:
     entry[1] += seconds
 
 
+def _heavy(name: str) -> bool:
+    """A contraction or reduction (matmul, conv, sum, softmax, norm...), by the op table the
+    static rules use: the work a fig-leaf hands to torch."""
+    from gatekeeper.analyses.torch_op_table import torch_ops
+
+    short = name.split("::", 1)[-1].split(".", 1)[0]
+    return op_family(name) in _FAMILIES or torch_ops().is_heavy(short)
+
+
+def _torch_epilogue(call: dict[str, Any], reference_ops: list[str], own_kernels: frozenset[str] | set[str]) -> bool:
+    """torch wrote the returned tensor, but torch and the vendor libraries did none of the
+    reference's contractions and reductions in this call: the own code did them, and torch
+    only applied an elementwise or layout step (an own GEMM, then `torch.relu`). Where the
+    reference has no such op, torch's elementwise op is the whole work, never an epilogue."""
+    wanted = {op_family(r) for r in reference_ops if _heavy(r)}
+    if not wanted:
+        return False
+    if any(_kernel_class(k, own_kernels) == "vendor" for k in call.get("kernels", [])):
+        return False  # a cuBLAS/cuDNN kernel: which of the reference's ops it ran is unknown
+    torch_heavy = {op_family(o["name"]) for o in call.get("ops", [])
+                   if not o["glue"] and not o["name"].startswith("own-op:") and _heavy(o["name"])}
+    return not torch_heavy
+
+
 def judge_call(call: dict[str, Any], settings: dict[str, Any],
-               own_kernels: frozenset[str] | set[str] = frozenset()) -> Optional[tuple[str, dict[str, Any]]]:
+               own_kernels: frozenset[str] | set[str] = frozenset(),
+               reference_ops: Optional[list[str]] = None) -> Optional[tuple[str, dict[str, Any]]]:
     """None when the submission's own code did the work; else (why, evidence)."""
     work = summarise([call], own_kernels)
     own, torch_, vendor = (work["classes"][c] for c in ("own", "torch", "vendor"))
@@ -137,8 +162,9 @@ def judge_call(call: dict[str, Any], settings: dict[str, Any],
     producer = (call.get("producer") or {}).get("by")
     min_share = float(settings.get("min_own_share", 0.005))
     output_share = float(settings.get("torch_output_max_own_share", 0.8))
-    if producer in ("torch", "torch-inside-own") and own_share < output_share:
-        where = "inside the extension (an at:: call)" if producer == "torch-inside-own" else "after the own code ran"
+    if producer in ("torch", "torch-inside-own") and own_share < output_share \
+            and not _torch_epilogue(call, reference_ops or [], own_kernels):
+        where = "inside the extension (an at:: call)" if producer == "torch-inside-own" else "outside the own code"
         return (f"torch computed the returned tensor {where} with {call['producer'].get('op')}; the submission's "
                 f"own code took {own_share:.1%} of the compute time"), evidence
     if own_share < min_share:
@@ -154,7 +180,7 @@ def judge(calls: dict[str, dict[str, Any]], reference_ops: list[str], profile: s
     found: list[Finding] = []
     failing = {}
     for trial, call in calls.items():
-        verdict = judge_call(call, settings, own_kernels)
+        verdict = judge_call(call, settings, own_kernels, reference_ops)
         if verdict is not None:
             failing[trial] = verdict
     if failing:
