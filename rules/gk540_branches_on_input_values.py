@@ -6,7 +6,7 @@ import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.cpp_postfix import chain_root
-from gatekeeper.analyses.integer_inputs import integer_parameters, reference_integer_positions
+from gatekeeper.analyses.integer_inputs import integer_parameters, problem_integer_positions
 from gatekeeper.analyses.stream_support import call_args, idents
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
@@ -221,7 +221,7 @@ class BranchesOnInputValues(Rule):
         if self.int_params is None:
             problem = self.ctx.problem
             self.int_params = integer_parameters(
-                self.ctx.module, problem.entry, reference_integer_positions(problem.tree)) if problem is not None else {}
+                self.ctx.module, problem.entry, problem_integer_positions(problem)) if problem is not None else {}
         return self.int_params
         self.scalars.pop()
 

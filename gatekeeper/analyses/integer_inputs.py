@@ -16,6 +16,7 @@ from typing import Optional
 
 import libcst as cst
 
+from gatekeeper.static.problem_facts import ProblemFacts
 from gatekeeper.static.walk import subtree
 
 _INT_BUILDERS = frozenset({"randint", "arange", "randperm", "tril_indices", "triu_indices"})
@@ -43,6 +44,18 @@ def integer_input_positions(problem_module: cst.Module) -> frozenset[int]:
                         out.add(k)
                 return frozenset(out)
     return frozenset()
+
+
+_ATTR = "_gk_integer_positions"
+
+
+def problem_integer_positions(problem: ProblemFacts) -> frozenset[int]:
+    """`reference_integer_positions` of the problem's reference, kept on its facts: the same
+    for every submission to the problem."""
+    found = problem.__dict__.get(_ATTR)
+    if found is None:
+        found = problem.__dict__[_ATTR] = reference_integer_positions(problem.tree)
+    return found
 
 
 def reference_integer_positions(tree: ast.Module) -> frozenset[int]:

@@ -25,8 +25,8 @@ from typing import Callable, Optional, Sequence
 
 import libcst as cst
 
-from gatekeeper.analyses.body_fingerprint import fingerprint, import_map, import_map_ast, index_module, reference_fingerprint
-from gatekeeper.analyses.reference_top_level import libcst_kind, methods, top_level
+from gatekeeper.analyses.body_fingerprint import fingerprint, import_map, index_module, reference_fingerprint
+from gatekeeper.analyses.reference_top_level import libcst_kind, methods, reference_definitions
 from gatekeeper.static.context import FileContext
 from gatekeeper.static.source_order import visit
 
@@ -113,9 +113,8 @@ class _Index:
     def __init__(self, ctx: FileContext) -> None:
         self.mine = _top_level(ctx.module)
         # The reference's side from CPython's tree: its libcst tree is parsed only on demand.
-        self.theirs = top_level(ctx.problem.tree, ctx.problem.text) if ctx.problem is not None else {}
+        self.theirs, self._imports_theirs = reference_definitions(ctx.problem) if ctx.problem is not None else ({}, {})
         self._imports_mine = import_map(ctx.module)
-        self._imports_theirs = import_map_ast(ctx.problem.tree) if ctx.problem is not None else {}
         self._own: dict[str, bool] = {}
         self._ctx = ctx
         self._indexed = False

@@ -57,7 +57,7 @@ def is_reference_path(ctx: FileContext, text: Optional[str]) -> bool:
 
 
 _DEFAULT_NAMES = frozenset({"Model"})
-_NAMES_BY_PROBLEM: dict[tuple[str, str], frozenset[str]] = {}
+_ATTR = "_gk_model_names"  # kept on the facts, whose entry class is fixed
 
 
 def entry_name(ctx: FileContext) -> str:
@@ -69,14 +69,13 @@ def model_names(ctx: FileContext) -> frozenset[str]:
     problem = ctx.problem
     if problem is None:
         return _DEFAULT_NAMES
-    key = (problem.sha256, problem.entry)
-    names = _NAMES_BY_PROBLEM.get(key)
+    names = problem.__dict__.get(_ATTR)
     if names is None:
         found = {"Model"}
         for stmt in problem.tree.body:  # CPython's tree: the reference's libcst one is parsed only on demand
             if type(stmt) is ast.ClassDef:
                 found.add(stmt.name)
-        names = _NAMES_BY_PROBLEM[key] = frozenset(found - {"ModelNew", problem.entry})
+        names = problem.__dict__[_ATTR] = frozenset(found - {"ModelNew", problem.entry})
     return names
 
 

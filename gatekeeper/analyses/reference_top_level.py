@@ -20,6 +20,9 @@ from typing import Optional
 
 import libcst as cst
 
+from gatekeeper.analyses.body_fingerprint import import_map_ast
+from gatekeeper.static.problem_facts import ProblemFacts
+
 # The libcst node type each CPython statement kept here is parsed to.
 _KINDS: dict[type, type] = {ast.ClassDef: cst.ClassDef, ast.FunctionDef: cst.FunctionDef,
                             ast.AsyncFunctionDef: cst.FunctionDef, ast.Assign: cst.Assign,
@@ -35,6 +38,18 @@ def top_level(tree: ast.Module, text: str) -> dict[str, ast.stmt]:
     out: dict[str, ast.stmt] = {}
     _take(tree.body, out, _Lines(text))
     return out
+
+
+_ATTR = "_gk_top_level"
+
+
+def reference_definitions(problem: ProblemFacts) -> tuple[dict[str, ast.stmt], dict[str, str]]:
+    """The reference's `top_level` and its import map, kept on its facts (the same for every
+    submission to the problem; read only)."""
+    found = problem.__dict__.get(_ATTR)
+    if found is None:
+        found = problem.__dict__[_ATTR] = (top_level(problem.tree, problem.text), import_map_ast(problem.tree))
+    return found
 
 
 def methods(cls: ast.ClassDef) -> dict[str, ast.AST]:
