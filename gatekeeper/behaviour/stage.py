@@ -88,7 +88,7 @@ def start_subject(path: Path, device_hint: str, config: Config, ext_dir: Optiona
         params.update(worker_params())
     return Job("gatekeeper.behaviour.subject_job:subject_job", params,
                timeouts={"start": max(limits.import_timeout_s, TRUSTED_START_S), "import": first, "init": first,
-                         "wait-trials": wait_s, "call": limits.call_timeout_s,
+                         "build": limits.build_timeout_s, "wait-trials": wait_s, "call": limits.call_timeout_s,
                          "schedule": max(limits.call_timeout_s, SCHEDULE_S)},
                default_timeout_s=limits.call_timeout_s, memory_mb=limits.memory_mb,
                cap_address_space=device_hint == "cpu", env=env, write_roots=roots, keep_stdin=True)

@@ -41,6 +41,7 @@ class Channel:
         self._stdin = stdin
         self._mac = mac
         self.current_phase = "start"
+        self.current_data: dict = {}  # the phase's fields (trial, call index), to announce it again
 
     def send(self, kind: str, **data) -> None:
         from gatekeeper.sandbox.channel import frame, pack_message
@@ -72,7 +73,7 @@ class Channel:
         return message
 
     def phase(self, name: str, **data) -> None:
-        self.current_phase = name
+        self.current_phase, self.current_data = name, data
         self.send("phase", phase=name, **data)
 
 

@@ -217,7 +217,8 @@ def measure(submission_path: str, problem_path: Path, config: Any, *, seed: int,
     def start_submission() -> Job:
         first = max(limits.import_timeout_s, limits.build_timeout_s)
         return Job("gatekeeper.timing.jobs:submission_job", sub_params,
-                   timeouts={"start": first, "import": first, "init": first, "wait-inputs": idle, **phases},
+                   timeouts={"start": first, "import": first, "init": first, "build": limits.build_timeout_s,
+                             "wait-inputs": idle, **phases},
                    workdir=workdirs[1] if workdirs else None, **common)
 
     plan = Plan(rule=rule_from_settings(settings), warmup_calls=settings.warmup_calls, idle_s=idle,
