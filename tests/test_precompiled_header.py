@@ -51,6 +51,11 @@ def test_gcc_uses_it_for_the_options_torch_builds_an_extension_with(tmp_path: Pa
     assert _used_header(plain, source, headers.root) == str(headers.root / "torch/extension.h.gch/plain.gch")
     # Options it was not made for (fast-math defines __FAST_MATH__): GCC reads the header itself.
     assert _used_header([*cflags, "-ffast-math"], source, headers.root) == ""
+    # The header included twice (load_inline adds one before the submission's own, as in the
+    # toolchain probe): the second include reads the header, it does not fail.
+    twice = tmp_path / "twice.cpp"
+    twice.write_text("#include <torch/extension.h>\n" + source.read_text())
+    assert _used_header(cflags, twice, headers.root) == str(headers.root / "torch/extension.h.gch/optimised.gch")
 
 
 def _wait_for_headers() -> pch.Headers:

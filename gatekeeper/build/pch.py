@@ -70,7 +70,7 @@ def _signature() -> str:
         stamp = str(os.stat(compiler).st_mtime_ns)
     except OSError:
         stamp = "?"
-    parts = [*toolchain_identity(), compiler, stamp, "v1"]
+    parts = [*toolchain_identity(), compiler, stamp, "v2"]
     return hashlib.sha256("\0".join(parts).encode("utf-8", errors="surrogatepass")).hexdigest()[:20]
 
 
@@ -129,7 +129,7 @@ def _make(root: Path) -> Optional[Headers]:
         root.mkdir(parents=True, exist_ok=True)
         (root / _FAILED).write_text(str(result.get("why", "unknown"))[-2000:] + "\n", "utf-8")
         return None
-    rels = [f"torch/extension.h.gch/{name}" for name in result["made"]]
+    rels = [f"torch/extension.h.gch/{name}" for name in result["made"]] + ["torch/extension.h"]
     os.replace(scratch, root)
     (root / _MANIFEST).write_text(json.dumps({rel: _stamp(root / rel) for rel in rels}), "utf-8")
     return _verified(root)

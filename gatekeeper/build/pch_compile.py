@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import json
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -76,6 +77,11 @@ def make(out: Path) -> dict:
             why.append(f"{name}: {err[-1500:]}")
     if why:
         return {"made": [], "why": "; ".join(why)}
+    # The header itself beside its precompiled forms: GCC, having found `extension.h.gch` in
+    # this folder, opens `extension.h` here for any include the PCH cannot serve (a second
+    # include, other options) and fails if it is missing. Its includes are all <...>, so the
+    # copy reads torch's own files.
+    shutil.copyfile(header, out / "torch" / "extension.h")
     return {"made": made, "seconds": seconds, "compiler": compiler, "flags": flags}
 
 
