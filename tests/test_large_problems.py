@@ -141,3 +141,16 @@ def test_an_honest_large_relu_passes(tmp_path):
     assert report.verdict.value == "pass", (report.error, _behaviour(report).reason,
                                             [(f.rule, f.message) for f in report.findings])
     assert stage.LAST_SCHEDULE["observed"] == stage.LAST_SCHEDULE["sent"] >= MIN_LARGE_CALLS
+
+
+def test_a_reference_that_failed_after_starting_still_names_its_device():
+    # A disk-full reference worker on an H100 (2026-12-05) was reported as "device: cpu".
+    from gatekeeper.behaviour.stage import _reference_failure
+
+    ref = _result(status="crashed", detail="No space left on device",
+                  messages=[{"kind": "env", "torch": "2.11.0", "cuda": True, "device": "cuda:0",
+                             "gpu": "NVIDIA H100 80GB HBM3"}])
+    environment: dict = {"isolation": "bwrap"}
+    outcome = _reference_failure(ref, environment)
+    assert outcome is not None and outcome.status.value == "error"
+    assert outcome.environment["device"] == "cuda:0" and outcome.environment["gpu"] == "NVIDIA H100 80GB HBM3"

@@ -120,14 +120,17 @@ _IMPORT_FRAME = re.compile(r'in load_module\n(?:.*\n)*?\s*File "([^"]+)", line (
 
 def _reference_failure(ref: JobResult, environment: dict[str, Any]) -> Optional[StageOutcome]:
     """A problem error (exit 3) when the reference worker failed or rejects nominal inputs."""
+    env_info = ref.first("env") or {}  # first: a report of a run that failed still names its device
+    if env_info:
+        environment.update({"device": env_info.get("device", "cpu"), "gpu": env_info.get("gpu")})
     if ref.status != "ok" or ref.of_kind("error"):
         detail = ref.detail or "; ".join(f"{e.get('type')}: {e.get('message')}" for e in ref.of_kind("error"))
         if mentions_disk_full([detail]):
             return _error(disk_full_reason("the reference worker wrote its tensors"), environment)
         return _error(f"problem error: the reference worker failed ({ref.status}): {detail}; "
                       f"stderr: {ref.stderr_tail[-600:]}", environment)
-    env_info = ref.first("env") or {}
-    environment.update({"device": env_info.get("device", "cpu"), "gpu": env_info.get("gpu")})
+    environment.setdefault("device", "cpu")
+    environment.setdefault("gpu", None)
     names = {m["name"] for m in ref.of_kind("trial")}
     failed = {m["name"]: m for m in ref.of_kind("trial-failed")}
     for name in ("nominal", "nominal-second", "nominal-overwrite"):
