@@ -70,9 +70,12 @@ CATALOGUE: dict[str, Check] = {c.code: c for c in [
           "input {index} changed during the call on {trial}, and the reference leaves it intact",
           "treat inputs as read-only; write results into a fresh output tensor"),
     Check("GK630", "UninitializedOutput", C.UNINITIALIZED_OUTPUT, E,
-          "on {trial}, the output holds values the submission never wrote: fresh memory was filled with NaN "
-          "before the call and NaN came back ({detail})",
-          "write every element of the output; use torch.zeros only if zeros are part of the result"),
+          "on {trial}, the output holds NaN or Inf where the reference's values are finite ({detail}): fresh memory "
+          "was filled with NaN before the call, so these elements were never written, or were computed from memory "
+          "that was never written",
+          "write every element of the output and compute it only from values the kernel wrote (a block "
+          "reduction's result must reach every thread that reads it); use torch.zeros only if zeros are part of "
+          "the result"),
     Check("GK635", "NotAPlainTensor", C.LAZY_OUTPUT, E,
           "forward returned {what} on {trial}; the reference returns {want}",
           "return a dense, materialised torch.Tensor on the input's device with the reference dtype"),
