@@ -27,13 +27,13 @@ class _ReferenceForward:
     same counts (most never do, so most references are never fingerprinted)."""
 
     def __init__(self, name: str, node: ast.AST, imports: dict[str, str]) -> None:
-        self.name, self.node, self._imports = name, node, imports
+        self.name, self.node, self.imports = name, node, imports
         self.shapes, self.counts = _ast_shapes(node), _ast_node_counts(node)
         self._fingerprint: Optional[tuple[int, str]] = _UNSET
 
     def fingerprint(self) -> Optional[tuple[int, str]]:
         if self._fingerprint is _UNSET:
-            self._fingerprint = reference_fingerprint(self.node, self._imports)
+            self._fingerprint = reference_fingerprint(self.node, self.imports)
         return self._fingerprint
 
 
@@ -89,7 +89,7 @@ _NUMBERS = (int, float, complex)
 
 
 def _ast_node_counts(node: ast.AST) -> tuple[int, ...]:
-    counts = [0] * (max(_COUNTED.values()) + 1)
+    counts = [0] * (_SELF + 1)
     slot = _AST_COUNTED.get
     for stmt in node.body:  # type: ignore[attr-defined]
         for inner in ast.walk(stmt):
@@ -99,6 +99,8 @@ def _ast_node_counts(node: ast.AST) -> tuple[int, ...]:
                 counts[index] += 1
             elif kind is ast.Constant and type(inner.value) in _NUMBERS:
                 counts[5] += 1
+            elif kind is ast.Attribute and type(inner.value) is ast.Name and inner.value.id == "self":
+                counts[_SELF] += 1
     return tuple(counts)
 
 
@@ -132,13 +134,25 @@ _COUNTED = {cst.Call: 0, cst.BinaryOperation: 1, cst.Subscript: 2, cst.Compariso
             cst.IfExp: 9, cst.ListComp: 10, cst.SetComp: 11, cst.DictComp: 12, cst.GeneratorExp: 13}
 
 
+# Also counted: attributes of `self` (`self.w`). The fingerprint renames their attribute
+# but keeps each one an attribute of `self`, and makes no new one (renamed names are `_vN`
+# or import paths), so equal fingerprints have equal numbers of them. This is what tells a
+# forward calling `self.ext.kernel(a, b)` from the reference's `torch.matmul(a, b)` (same
+# shape and counts otherwise): most candidates left by the counts above, spared a
+# fingerprint and the file's CPython parse.
+_SELF = max(_COUNTED.values()) + 1
+
+
 def _node_counts(node: cst.FunctionDef) -> tuple[int, ...]:
-    counts = [0] * (max(_COUNTED.values()) + 1)
+    counts = [0] * (_SELF + 1)
     slot = _COUNTED.get
     for inner in subtree(node.body):
-        index = slot(type(inner))
+        kind = type(inner)
+        index = slot(kind)
         if index is not None:
             counts[index] += 1
+        elif kind is cst.Attribute and type(inner.value) is cst.Name and inner.value.value == "self":
+            counts[_SELF] += 1
     return tuple(counts)
 
 
@@ -261,6 +275,7 @@ class CopiesReferenceForward(Rule):
         super().__init__(*args, **kwargs)
         self._reference: Optional[list[_ReferenceForward]] = None
         self._imports: Optional[dict[str, str]] = None
+        self._indexed = False
         self._skip = model_names(self.ctx) - {"ModelNew"}
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -276,11 +291,17 @@ class CopiesReferenceForward(Rule):
         counts = _node_counts(node)
         # Equal fingerprints have equal shapes and counts (tests/test_gk403_count_prefilter.py),
         # so only these references can match.
-        candidates = [ref for ref in self._reference if shape in ref.shapes and counts == ref.counts]
-        if not candidates:
-            return
         if self._imports is None:
             self._imports = import_map(self.ctx.module)
+        # A module that imports a name `self` has its `self.a.b` spelled out as an import path
+        # by the fingerprint: the count of `self` attributes holds only without one.
+        plain = "self" not in self._imports
+        candidates = [ref for ref in self._reference if shape in ref.shapes and (
+            counts == ref.counts if plain and "self" not in ref.imports else counts[:_SELF] == ref.counts[:_SELF])]
+        if not candidates:
+            return
+        if not self._indexed:
+            self._indexed = True
             index_module(self.ctx.module, self.ctx.text)
         mine = fingerprint(node, self._imports)
         if mine is None:
