@@ -110,7 +110,8 @@ def _behaviour(report):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mib", [32, 128, 512])
+@pytest.mark.long
+@pytest.mark.parametrize("mib", [512, 128, 32])
 def test_a_large_relu_returning_its_input_is_called_and_rejected_under_load(tmp_path, mib):
     problem = write_relu_problem(tmp_path, mib)
     with CpuBurner():
@@ -126,6 +127,7 @@ def test_a_large_relu_returning_its_input_is_called_and_rejected_under_load(tmp_
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_an_honest_large_relu_passes(tmp_path):
     problem = write_relu_problem(tmp_path, 32)
     honest = tmp_path / "honest_relu.py"

@@ -28,6 +28,18 @@ def test_not_slow_keeps_the_rule_tests_and_drops_the_sandbox_ones():
     assert everything  # the marker deselects them; it does not hide them from a full run
 
 
+def test_long_tests_are_handed_out_first_then_slow_then_the_rest():
+    order = _collect("tests/test_attribution.py", "tests/test_large_problems.py", "tests/test_rule_examples.py")
+    kinds = ["long" if "large_relu" in n else "slow" if n.startswith(("tests/test_attribution.py",
+                                                                      "tests/test_large_problems.py")) else "fast"
+             for n in order]
+    # test_large_problems.py also holds fast tests; they come after every slow one.
+    long_end = kinds.index("slow")
+    assert set(kinds[:long_end]) == {"long"} and long_end == 4, order[:6]
+    assert order[0].endswith("[512]")  # the longest of all first
+    assert "long" not in kinds[long_end:]
+
+
 def test_gpu_tests_are_skipped_without_a_gpu(tmp_path):
     (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
     (tmp_path / "test_needs_gpu.py").write_text(
