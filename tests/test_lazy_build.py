@@ -4,6 +4,8 @@ the real sandbox, with init/call limits far shorter than any cold C++ compile.""
 
 from __future__ import annotations
 
+import ast
+
 from pathlib import Path
 
 import pytest
@@ -14,21 +16,10 @@ from gatekeeper.config import Config, LimitSettings
 pytestmark = pytest.mark.slow
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-SOURCE = r'''
-torch::Tensor mean_dim0(torch::Tensor x) {
-    auto xc = x.contiguous();
-    const int64_t ranks = xc.size(0), n = xc.size(1) * xc.size(2);
-    auto y = torch::empty({xc.size(1), xc.size(2)}, xc.options());
-    const float* src = xc.data_ptr<float>();
-    float* dst = y.data_ptr<float>();
-    for (int64_t i = 0; i < n; ++i) {
-        float acc = 0.f;
-        for (int64_t r = 0; r < ranks; ++r) acc += src[r * n + i];
-        dst[i] = acc / static_cast<float>(ranks);  // WHERE
-    }
-    return y;
-}
-'''
+# The honest mean kernel of fixtures/submissions/cpu_honest_cpp.py, compiled lazily here.
+SOURCE = ast.literal_eval(next(node.value for node in ast.parse(
+    (FIXTURES / "submissions" / "cpu_honest_cpp.py").read_text()).body
+    if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "_cpp_src"))
 INIT = '''
 class ModelNew(nn.Module):
     def __init__(self):
@@ -60,7 +51,7 @@ def test_a_lazy_compile_is_limited_as_a_build_not_as_the_call(tmp_path: Path, mo
     name = f"gk_lazy_{where}_{tmp_path.name[-8:]}".replace("-", "_")
     path = tmp_path / "solution.py"
     path.write_text("import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n\n"
-                    f"SOURCE = r'''{SOURCE.replace('WHERE', name)}'''\n" + body.replace("NAME", name), "utf-8")
+                    f"SOURCE = r'''{SOURCE}'''\n" + body.replace("NAME", name), "utf-8")
     report = gatekeeper.check(path, FIXTURES / "problems" / "cpu_mean.py", stages="behaviour",
                               config=Config(limits=SHORT, ignore=["GK667"]))
     behaviour = next(s for s in report.stages if s.name.value == "behaviour")
@@ -77,7 +68,7 @@ def test_a_lazy_compile_that_never_ends_is_still_a_time_out(tmp_path: Path, monk
                     "from torch.utils.cpp_extension import load_inline\n\n"
                     "_fifo = os.path.join(tempfile.gettempdir(), 'gk_lazy_fifo')\n"
                     "if not os.path.exists(_fifo):\n    os.mkfifo(_fifo)\n"
-                    f"SOURCE = f'#include \"{{_fifo}}\"\\n' + r'''{SOURCE.replace('WHERE', 'never')}'''\n"
+                    f"SOURCE = f'#include \"{{_fifo}}\"\\n' + r'''{SOURCE}'''\n"
                     + FIRST_CALL.replace("NAME", "gk_lazy_never"), "utf-8")
     limits = LimitSettings(import_timeout_s=8.0, call_timeout_s=8.0, build_timeout_s=15.0)
     report = gatekeeper.check(path, FIXTURES / "problems" / "cpu_mean.py", stages="behaviour",

@@ -33,7 +33,6 @@ def test_long_tests_are_handed_out_first_then_slow_then_the_rest():
     kinds = ["long" if "large_relu" in n else "slow" if n.startswith(("tests/test_attribution.py",
                                                                       "tests/test_large_problems.py")) else "fast"
              for n in order]
-    # test_large_problems.py also holds fast tests; they come after every slow one.
     long_end = kinds.index("slow")
     assert set(kinds[:long_end]) == {"long"} and long_end == 4, order[:6]
     assert order[0].endswith("[512]")  # the longest of all first

@@ -64,7 +64,7 @@ def home() -> Path:
 
 
 def _signature() -> str:
-    cxx = os.environ.get("CXX", "c++").split()[0] if os.environ.get("CXX", "").strip() else "c++"
+    cxx = (os.environ.get("CXX", "").split() or ["c++"])[0]
     compiler = os.path.realpath(shutil.which(cxx) or cxx)
     try:
         stamp = str(os.stat(compiler).st_mtime_ns)
