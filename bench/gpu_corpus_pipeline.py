@@ -4,8 +4,12 @@ KernelBench harness judged correct and that build their own kernel, through the 
 Phase 1 runs static, build and behaviour for every submission, several at a time (the builds
 dominate); phase 2 times, one at a time, those that passed, while the time limit allows. One JSON
 line per submission and phase in $OUT/corpus_pipeline.jsonl, flushed as it goes, so a run cut
-off at its limit keeps what it did. Run on the H200 from the repository root:
+off at its limit keeps what it did; each timed run's whole report goes to $OUT/timing_reports/.
+Run on the GPU machine from the repository root:
     python bench/gpu_corpus_pipeline.py --corpus <corpus dir> --out "$OUT" --count 20
+    python bench/gpu_corpus_pipeline.py --corpus <dir> --only level2/36_s0,level2/67_s0 --first-stage build
+(`--first-stage build` only compiles in phase 1, several at a time, so that phase 2, one at a
+time, runs static, build from the cache, behaviour and timing once per file.)
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from pathlib import Path
 OWN_KERNEL = re.compile(r"load_inline|cpp_extension|@triton\.jit|__global__")
 
 
-def pick(corpus: Path, count: int) -> list[tuple[str, str]]:
-    """`count` submissions spread evenly over the sorted list of eligible ones."""
+def pick(corpus: Path, count: int, only: list[str] | None = None) -> list[tuple[str, str]]:
+    """`count` submissions spread evenly over the sorted list of eligible ones; with `only`,
+    the eligible ones whose path contains one of those substrings."""
     eligible = []
     with (corpus / "technoabsurdist" / "labels.csv").open() as fh:
         for rec in csv.DictReader(fh):
@@ -32,6 +37,8 @@ def pick(corpus: Path, count: int) -> list[tuple[str, str]]:
             if rec.get("correct") == "True" and path.is_file() and OWN_KERNEL.search(path.read_text("utf-8", "replace")):
                 eligible.append((rec["path"], rec["ref"]))
     eligible.sort()
+    if only:
+        return [e for e in eligible if any(o in e[0] for o in only)][:count]
     step = max(1, len(eligible) // count)
     return eligible[::step][:count]
 
@@ -45,21 +52,24 @@ def summary(name: str, phase: str, report, began: float) -> dict:
         "warnings": sorted({f.rule for f in report.findings if f.severity.value == "warning"}),
         "work": {c: v.get("share") for c, v in ((report.work or {}).get("classes") or {}).items()},
         "top": ((report.work or {}).get("top") or [])[:3],
-        "speedup": (report.score.model_dump() if report.score else None),
+        "speedup": report.score,
+        "timing": {k: v for k, v in (report.timing or {}).items() if not isinstance(v, (list, dict))} or None,
         "error": report.error,
     }
 
 
-def run(args: tuple[str, str, str, str]) -> dict:
+def run(args: tuple[str, str, str, str], reports: str = "") -> dict:
     name, sub, ref, stages = args
     import gatekeeper
 
     began = time.perf_counter()
     try:
         report = gatekeeper.check(Path(sub), Path(ref), stages=stages, keep_going=True)
+        if reports:
+            (Path(reports) / (name.replace("/", "_") + f".{stages}.json")).write_text(report.model_dump_json(indent=1))
+        return summary(name, stages, report, began)
     except Exception as exc:  # a crash of ours is recorded, not hidden
         return {"case": name, "phase": stages, "crash": f"{type(exc).__name__}: {exc}"}
-    return summary(name, stages, report, began)
 
 
 def main() -> int:
@@ -69,9 +79,12 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=20)
     parser.add_argument("--jobs", type=int, default=8)
     parser.add_argument("--budget", type=float, default=500.0, help="seconds; phase 2 stops starting new timings after it")
+    parser.add_argument("--only", default="", help="comma-separated substrings of submission paths")
+    parser.add_argument("--first-stage", default="behaviour", choices=("build", "behaviour"),
+                        help="phase 1's last stage (build: compile only, so phase 2 runs behaviour once)")
     args = parser.parse_args()
     corpus, out = Path(args.corpus), Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    (out / "timing_reports").mkdir(parents=True, exist_ok=True)
     sink = (out / "corpus_pipeline.jsonl").open("a")
     began = time.perf_counter()
 
@@ -81,8 +94,8 @@ def main() -> int:
         print(json.dumps({k: record.get(k) for k in ("case", "phase", "verdict", "errors", "speedup", "crash")},
                          default=str)[:600], flush=True)
 
-    chosen = pick(corpus, args.count)
-    work = [(sub, str(corpus / sub), str(corpus / ref), "behaviour") for sub, ref in chosen]
+    chosen = pick(corpus, args.count, [o for o in args.only.split(",") if o])
+    work = [(sub, str(corpus / sub), str(corpus / ref), args.first_stage) for sub, ref in chosen]
     passed = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         for fut in as_completed([pool.submit(run, w) for w in work]):
@@ -96,7 +109,7 @@ def main() -> int:
         if time.perf_counter() - began > args.budget:
             save({"case": sub, "phase": "timing", "skipped": "time budget spent"})
             continue
-        save(run((sub, str(corpus / sub), str(corpus / ref), "timing")))
+        save(run((sub, str(corpus / sub), str(corpus / ref), "timing"), str(out / "timing_reports")))
     return 0
 
 

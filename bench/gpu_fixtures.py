@@ -5,8 +5,13 @@ must be rejected by some stage and an honest one must pass every stage that runs
 whose static verdict is held (`held = true`) is the interesting case: only a run-time check
 can reject it under the default profile.
 
-One JSON line per fixture in $OUT/gpu_fixtures.jsonl, flushed as it goes:
+One JSON line per fixture in $OUT/gpu_fixtures.jsonl, flushed as it goes, and the whole report
+of every case that did not end as labelled in $OUT/reports/ (to read why):
     GATEKEEPER_ISOLATION=bwrap python bench/gpu_fixtures.py --jobs 12 --budget 420
+A later run can go on where one was cut off, and re-run chosen cases (substrings of the
+submission path, comma-separated):
+    python bench/gpu_fixtures.py --skip-done old/gpu_fixtures.jsonl --rerun own_gemm,lazy_closure
+    python bench/gpu_fixtures.py --only shape_honest_checks
 """
 
 from __future__ import annotations
@@ -43,7 +48,35 @@ def gpu_cases() -> list[dict]:
     return cases
 
 
-def run(case: dict) -> dict:
+def done_keys(paths: list[str]) -> set[tuple[str, str]]:
+    """(submission, problem) of every case a previous run recorded; a line cut off when that
+    run was killed is not a finished case."""
+    keys = set()
+    for path in paths:
+        for line in Path(path).read_text("utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if record.get("problem"):
+                keys.add((record["case"], record["problem"]))
+    return keys
+
+
+def select(cases: list[dict], only: list[str], skip: set[tuple[str, str]], rerun: list[str]) -> list[dict]:
+    """`only` narrows to the named cases; a case a previous run finished is skipped unless `rerun` names it."""
+    chosen = []
+    for case in cases:
+        name = case["submission"]
+        if only and not any(o in name for o in only):
+            continue
+        if (name, case["problem"]) in skip and not any(r in name for r in rerun):
+            continue
+        chosen.append(case)
+    return chosen
+
+
+def run(case: dict, reports: str = "") -> dict:
     import gatekeeper
 
     began = time.perf_counter()
@@ -52,11 +85,14 @@ def run(case: dict) -> dict:
     except Exception as exc:  # a crash of ours is recorded, not hidden
         return {"case": case["submission"], "crash": f"{type(exc).__name__}: {exc}"[:600]}
     verdict = report.verdict.value
+    if reports and verdict != case["verdict"]:  # the whole report, to read why it did not end as labelled
+        stem = Path(case["submission"]).stem + "__" + Path(case["problem"]).stem
+        (Path(reports) / f"{stem}.json").write_text(report.model_dump_json(indent=1))
     return {"case": case["submission"], "problem": case["problem"], "label": case["verdict"], "held": bool(case.get("held")),
             "verdict": verdict, "as_labelled": verdict == case["verdict"], "seconds": round(time.perf_counter() - began, 1),
             "isolation": (report.environment.isolation if report.environment else None),
             "stages": {s.name.value: s.status.value for s in report.stages},
-            "errors": [f"{f.rule} {f.stage.value} {f.category.value}: {f.message[:200]}" for f in report.errors()],
+            "errors": [f"{f.rule} {f.stage.value} {f.category.value}: {f.message[:600]}" for f in report.errors()],
             "unconfirmed": [f.rule for f in report.unconfirmed()], "error": (report.error or "")[:400]}
 
 
@@ -65,21 +101,24 @@ def main() -> int:
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     parser.add_argument("--jobs", type=int, default=12)
     parser.add_argument("--budget", type=float, default=420.0, help="seconds; no new fixture starts after it")
+    parser.add_argument("--skip-done", nargs="*", default=[], metavar="JSONL", help="skip cases these earlier runs finished")
+    parser.add_argument("--rerun", default="", help="comma-separated substrings: run these even if done")
+    parser.add_argument("--only", default="", help="comma-separated substrings of submission paths: run only these")
     args = parser.parse_args()
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    sink = (out / "gpu_fixtures.jsonl").open("a")
+    (out / "reports").mkdir(parents=True, exist_ok=True)
+    sink = os.open(out / "gpu_fixtures.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     began = time.perf_counter()
-    cases = gpu_cases()
+    split = lambda text: [t for t in text.split(",") if t]  # noqa: E731
+    cases = select(gpu_cases(), split(args.only), done_keys(args.skip_done), split(args.rerun))
     print(f"{len(cases)} GPU fixtures", flush=True)
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        pending = {pool.submit(run, c) for c in cases}
+        pending = {pool.submit(run, c, str(out / "reports")) for c in cases}
         for fut in as_completed(pending):
             if fut.cancelled():
                 continue
             record = fut.result()
-            sink.write(json.dumps(record, default=str) + "\n")
-            sink.flush()
+            os.write(sink, (json.dumps(record, default=str) + "\n").encode())  # one write: a kill leaves no half line
             print(json.dumps({k: record.get(k) for k in ("case", "label", "held", "verdict", "errors", "crash")},
                              default=str)[:400], flush=True)
             if time.perf_counter() - began > args.budget:

@@ -4,6 +4,12 @@
 #   bash bench/gpu_issue23.sh attribution-large # items 3 and 5: work attribution on 11 corpus files (by name, then by
 #                                               # launcher), >2 GiB output
 #   bash bench/gpu_issue23.sh phase-aa          # items 6 and 4: phase equality, A/A and role-swap timing
+# Third round (docs/gpu-validation.md, 2026-12-05 afternoon), each part alone on the machine:
+#   bash bench/gpu_issue23.sh fixtures-rest      # the launcher tracker probed directly, then the fixtures the first
+#                                                # H100 round did not reach, and the ones fixed since, beside the
+#                                                # probe's whole-pipeline checks by name and by launcher
+#   bash bench/gpu_issue23.sh corpus-time        # six KernelBench-correct corpus files through --time, one at a time
+#   bash bench/gpu_issue23.sh large-alone        # the 2.25 GiB-in/out ReLU with nothing beside it
 # Expects .whl/, .gpu/corpus (the corpus files the parts name) and .gpu/bw/bwrap (a bubblewrap
 # for the image, which has none) carried along: bench/gpu_prepare.sh makes them. Results in $OUT.
 set -uo pipefail
@@ -39,5 +45,32 @@ case "${1:-}" in
     tail -n 3 "$OUT/attribution.log" "$OUT/large.log" "$OUT/attribution_launcher.log" ;;
   phase-aa)
     timeout 420 python3 bench/gpu_phase_and_aa.py phase aa 2>&1 | tee "$OUT/phase_aa.log" ;;
+  fixtures-rest)
+    # alone first: its cost per launch is measured on a quiet machine
+    timeout 150 python3 bench/gpu_launcher_probe.py --out "$OUT" --part direct > "$OUT/probe.log" 2>&1
+    GATEKEEPER_ISOLATION=bwrap timeout -k 5 330 python3 bench/gpu_fixtures.py --out "$OUT" --jobs 8 --budget 240 \
+      --skip-done .gpu/done_fixtures_h100_1205.jsonl \
+      --rerun mech_fig_leaf_honest_own_gemm,fallback_build_selftest_honest,fallback_lazy_closure_honest,reuse_own_sidecar_honest,fallback_honest_inplace_epilogue,shape_honest_checks \
+      > "$OUT/fixtures.log" 2>&1 &
+    C=.gpu/corpus
+    timeout -k 5 330 python3 bench/gpu_launcher_probe.py --out "$OUT" --part checks --checks \
+      "fixtures/submissions/fallback_nn_linear.py:fixtures/problems/fallback_linear_relu.py,$C/technoabsurdist/gemini_level2_run/level2/33_s0.py:$C/refs/kb_v0.1/level2/33_Gemm_Scale_BatchNorm.py" \
+      >> "$OUT/probe.log" 2>&1 &
+    wait
+    # at most 8 files come back: the per-case reports travel as one archive
+    tar czf "$OUT/reports.tar.gz" -C "$OUT" reports launcher_reports && rm -rf "$OUT/reports" "$OUT/launcher_reports"
+    tail -n 2 "$OUT/fixtures.log" "$OUT/probe.log" ;;
+  corpus-time)
+    timeout -k 5 530 python3 bench/gpu_corpus_pipeline.py --corpus .gpu/corpus --out "$OUT" --count 6 --jobs 6 \
+      --first-stage build --budget 380 \
+      --only gemini_level2_run/level2/36_s0,gemini_level2_run/level2/67_s0,gemini_level2_run/level2/79_s0,gemini_level2_run/level2/15_s0,opus4_level2_20250903_065424/level2/1_s0,opus4_level2_20250903_065424/level2/44_s0 \
+      > "$OUT/corpus.log" 2>&1
+    tar czf "$OUT/timing_reports.tar.gz" -C "$OUT" timing_reports && rm -rf "$OUT/timing_reports"
+    tail -n 8 "$OUT/corpus.log" ;;
+  large-alone)
+    df -h / /tmp /dev/shm 2>&1 | tee -a "$OUT/env.txt"
+    timeout -k 5 400 python3 bench/gpu_large_output.py --out "$OUT" --rows 36864 --cols 16384 --cases honest --timeout 380 \
+      > "$OUT/large.log" 2>&1
+    rm -f "$OUT"/*.py; tail -n 3 "$OUT/large.log" ;;
   *) echo "unknown part: ${1:-}"; exit 2 ;;
 esac

@@ -1,0 +1,213 @@
+"""Does the CUPTI launcher tracker (gatekeeper/runtime/kernel_owner.py) see every launch, and
+does it name the right launcher? A direct probe for a GPU machine (issue 22 item 3, issue 23).
+
+In this process, with the tracker started before CUDA is first used (as the worker does), it
+launches kernels whose launcher is known and compares the tracker's class with that truth:
+  own_cuda     a load_inline kernel launched with <<<...>>>       -> own (the extension's .so)
+  torch_relu   torch.relu                                         -> torch (libtorch_cuda)
+  cublas_mm    a float32 2048^3 torch.mm                          -> vendor (libcublas/libcublasLt)
+  own_triton   a @triton.jit kernel                               -> own (Triton's launcher)
+  graph        own kernel + torch.relu captured in a CUDA graph, replayed 3 times
+               -> each keeps the launcher of its capture
+Kernels that ran while recording but got no launcher (their callback did not fire) are counted
+as `unowned`. The cost per launch: a 1-element add_ 20,000 times in a process without the
+tracker (a child) and here with it, recording off and on.
+
+Then the same question through the whole pipeline: `gatekeeper check` on a few submissions,
+once by kernel name and once with GATEKEEPER_KERNEL_OWNERSHIP=launcher, keeping each report's
+`work` section (kernel_ownership says whether the tracker ran in the worker).
+
+    python bench/gpu_launcher_probe.py --out "$OUT" [--checks SUB:PROBLEM,...]
+One JSON line per item in $OUT/launcher_probe.jsonl, flushed as it goes; reports in $OUT/launcher_reports/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+LAUNCHES = 20_000
+
+CUDA_SRC = r"""
+#include <torch/extension.h>
+__global__ void probe_scale(const float* x, float* y, long n) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 2.0f * x[i];
+}
+torch::Tensor scale(torch::Tensor x) {
+  auto y = torch::empty_like(x);
+  long n = x.numel();
+  probe_scale<<<(n + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+  return y;
+}
+"""
+CPP_SRC = "#include <ATen/cuda/CUDAContext.h>\ntorch::Tensor scale(torch::Tensor x);"
+
+
+def per_launch_us() -> float:
+    import torch
+
+    x = torch.zeros(1, device="cuda")
+    for _ in range(200):
+        x.add_(1)
+    torch.cuda.synchronize()
+    began = time.perf_counter()
+    for _ in range(LAUNCHES):
+        x.add_(1)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - began) / LAUNCHES * 1e6
+
+
+def direct(save: Callable[[dict], None]) -> None:
+    os.environ["GATEKEEPER_KERNEL_OWNERSHIP"] = "launcher"
+    os.environ["TORCH_EXTENSIONS_DIR"] = tempfile.mkdtemp(prefix="gk-probe-ext-")
+    import torch
+
+    from gatekeeper.runtime import kernel_owner
+
+    params = kernel_owner.worker_params()
+    save({"item": "params", **params})
+    if "kernel_owner" not in params:
+        return
+    kernel_owner.start({**params, "submission": __file__}, "cuda")  # before CUDA is first used, as the worker does
+    owners = kernel_owner.active()
+    save({"item": "start", "status": kernel_owner.status(), "own_roots": kernel_owner.own_roots()})
+    if owners is None:
+        return
+    from torch.utils.cpp_extension import load_inline
+
+    began = time.perf_counter()
+    ext = load_inline("gk_probe_ext", CPP_SRC, cuda_sources=CUDA_SRC, functions=["scale"], verbose=False)
+    save({"item": "build", "seconds": round(time.perf_counter() - began, 1)})
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def probe_triton_add(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1.0, mask=mask)
+
+    def triton_add(x: torch.Tensor) -> torch.Tensor:
+        y = torch.empty_like(x)
+        probe_triton_add[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+        return y
+
+    x = torch.randn(1 << 20, device="cuda")
+    a = torch.randn(2048, 2048, device="cuda")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    static_in = torch.randn(1 << 20, device="cuda")
+    for _ in range(2):  # warm: lazy module loads and Triton's compile happen outside the sections
+        ext.scale(x), torch.relu(x), torch.mm(a, a), triton_add(x)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.relu(ext.scale(static_in))
+    torch.cuda.current_stream().wait_stream(side)
+    owners.record(True)  # the capture is inside a recorded span, as a submission's capture in its first call is
+    with torch.cuda.graph(graph):
+        torch.relu(ext.scale(static_in))
+    owners.record(False)
+    torch.cuda.synchronize()
+
+    sections: dict[str, tuple[Callable[[], Any], str]] = {
+        "own_cuda": (lambda: ext.scale(x), "own"),
+        "torch_relu": (lambda: torch.relu(x), "torch"),
+        "cublas_mm": (lambda: torch.mm(a, a), "vendor"),
+        "own_triton": (lambda: triton_add(x), "own"),
+        "graph": (lambda: [graph.replay() for _ in range(3)], "own+torch"),
+    }
+    for name, (fn, expected) in sections.items():
+        torch.cuda.synchronize()
+        owners.collect()  # deliver what earlier launches left in CUPTI's buffers
+        owners.record(True)  # resets the tables
+        fn()
+        owners.record(False)
+        torch.cuda.synchronize()
+        kernels = kernel_owner.classed(owners.collect())
+        got = sorted({k["owner"] for k in kernels})
+        save({"item": "section", "section": name, "expected": expected, "classes": got,
+              "as_expected": "+".join(got) == expected if "+" in expected else got == [expected],
+              "unowned_ns": owners.lib.gk_unowned_ns(), "dropped": owners.lib.gk_dropped(),
+              "kernels": [{**k, "name": k["name"][:90]} for k in kernels]})
+    off = per_launch_us()
+    owners.record(True)
+    on = per_launch_us()
+    owners.record(False)
+    save({"item": "cost", "launches": LAUNCHES, "us_per_launch_tracker_recording_off": round(off, 3),
+          "us_per_launch_tracker_recording_on": round(on, 3)})
+
+
+def check(sub: str, problem: str, mode: str, reports: Path) -> dict:
+    env = {**os.environ, "GATEKEEPER_KERNEL_OWNERSHIP": mode}
+    began = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "gatekeeper", "check", sub, "--problem", problem, "--keep-going",
+                           "--format", "json"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=400)
+    stem = f"{Path(sub).parent.name}_{Path(sub).stem}__{mode}"
+    (reports / f"{stem}.json").write_text(done.stdout or done.stderr)
+    try:
+        report = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        return {"item": "check", "submission": sub, "mode": mode, "exit": done.returncode, "stderr": done.stderr[-800:]}
+    work = report.get("work") or {}
+    return {"item": "check", "submission": sub, "mode": mode, "exit": done.returncode, "verdict": report.get("verdict"),
+            "seconds": round(time.perf_counter() - began, 1), "kernel_ownership": work.get("kernel_ownership"),
+            "shares": {c: v.get("share") for c, v in (work.get("classes") or {}).items()},
+            "own_share_of_compute": work.get("own_share_of_compute"), "top": work.get("top"),
+            "errors": [f"{f['rule']}: {f['message'][:400]}" for f in report.get("findings", []) if f.get("severity") == "error"]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=os.environ.get("OUT", "."))
+    parser.add_argument("--checks", default="fixtures/submissions/fallback_nn_linear.py:fixtures/problems/fallback_linear_relu.py,"
+                        "fixtures/submissions/fallback_honest_triton.py:fixtures/problems/seed_mean.py")
+    parser.add_argument("--baseline", action="store_true", help="(child) the cost per launch without the tracker")
+    parser.add_argument("--part", choices=("direct", "checks", "both"), default="both")
+    args = parser.parse_args()
+    if args.baseline:
+        print(json.dumps({"us_per_launch_no_tracker": round(per_launch_us(), 3)}))
+        return 0
+    out = Path(args.out)
+    reports = out / "launcher_reports"
+    reports.mkdir(parents=True, exist_ok=True)
+    sink = os.open(out / "launcher_probe.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def save(record: dict) -> None:
+        line = json.dumps(record, default=str)
+        os.write(sink, (line + "\n").encode())
+        print(line[:1500], flush=True)
+
+    if args.part in ("direct", "both"):
+        base = subprocess.run([sys.executable, __file__, "--baseline"], capture_output=True, text=True, timeout=120)
+        save({"item": "cost_baseline", "stdout": base.stdout.strip(), "stderr": base.stderr[-400:]})
+        try:
+            direct(save)
+        except Exception as exc:  # the checks below still tell something
+            save({"item": "direct", "crash": f"{type(exc).__name__}: {exc}"[:1000]})
+    if args.part == "direct":
+        return 0
+    pairs = [tuple(p.split(":", 1)) for p in args.checks.split(",") if p]
+    with ThreadPoolExecutor(max_workers=2 * len(pairs)) as pool:
+        futures = [pool.submit(check, s, p, m, reports) for s, p in pairs for m in ("name", "launcher")]
+        for fut in futures:
+            try:
+                save(fut.result())
+            except Exception as exc:
+                save({"item": "check", "crash": f"{type(exc).__name__}: {exc}"[:600]})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
