@@ -152,23 +152,29 @@ def visible_files(paths: Iterable[str]) -> list[str]:
     files a submission compiles), never the folder itself."""
     out: list[str] = []
     for raw in paths:
-        path = os.path.realpath(raw)
-        if not os.path.isfile(path):
-            continue
-        out.append(path)
-        folders = [os.path.dirname(path)]
-        if path.endswith(".py"):  # the Python modules a submission ships beside it (gatekeeper/submission_files.py)
-            from gatekeeper.submission_files import local_modules
+        if os.path.isfile(raw):
+            out += bundle_sources(raw)
+    return list(dict.fromkeys(out))
 
-            try:
-                text = Path(path).read_text("utf-8", errors="replace")
-            except OSError:
-                text = ""
-            modules = [str(m) for m in local_modules(text, path)]
-            out += modules
-            folders += [os.path.dirname(m) for m in modules]
-        for folder in dict.fromkeys(folders):
-            out += _side_sources(folder)
+
+def bundle_sources(path: str) -> list[str]:
+    """`path` (real) first, then the Python modules a submission ships beside it
+    (gatekeeper/submission_files.py) and the C++/CUDA sources in its folder and theirs."""
+    path = os.path.realpath(path)
+    out = [path]
+    folders = [os.path.dirname(path)]
+    if path.endswith(".py"):
+        from gatekeeper.submission_files import local_modules
+
+        try:
+            text = Path(path).read_text("utf-8", errors="replace")
+        except OSError:
+            text = ""
+        modules = [str(m) for m in local_modules(text, path)]
+        out += modules
+        folders += [os.path.dirname(m) for m in modules]
+    for folder in dict.fromkeys(folders):
+        out += _side_sources(folder)
     return list(dict.fromkeys(out))
 
 

@@ -9,25 +9,24 @@ from __future__ import annotations
 
 import os
 import queue
-import select
 import shutil
-import signal
 import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from gatekeeper.sandbox import harness
 from gatekeeper.sandbox.drain import Drain
 from gatekeeper.sandbox.process_tree import kill_job, rss_mb  # noqa: F401 - re-exported (timing.conduct)
-from gatekeeper import progress
-from gatekeeper.sandbox.channel import ChannelError, FrameReader, pack_message
+from gatekeeper.sandbox.channel import FrameReader, pack_message
+from gatekeeper.sandbox.collect import collect
 from gatekeeper.sandbox.isolation import Isolation, detect, require
+from gatekeeper.sandbox.job_result import JobResult  # noqa: F401 - re-exported
+from gatekeeper.sandbox.private_copy import PrivateCopy, make_copy
 from gatekeeper.sandbox.reaper import reap_tagged, tag
 from gatekeeper.sandbox.scrub import scrub_message, scrub_text
 from gatekeeper.sandbox.spill import BYTES_ENV, DIR_ENV, adopt_tree, export_tree, threshold
@@ -38,59 +37,6 @@ _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUD
              "TORCH_CUDA_ARCH_LIST", "TERM")
 _TAIL = 4000
 WORKER_SCRIPT = str(Path(__file__).resolve().with_name("worker.py"))
-
-
-@dataclass
-class JobResult:
-    """What came back from one worker.
-
-    status: "ok" (the done frame arrived), "timeout" (a phase ran past its limit), "memory"
-    (resident memory over the cap), "crashed" (the process ended without a done frame),
-    "forged" (a frame failed authentication).
-    """
-
-    status: str
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    phase: str = "start"
-    returncode: Optional[int] = None
-    stderr_tail: str = ""
-    stdout_tail: str = ""
-    isolation: str = "none"
-    elapsed_s: float = 0.0
-    detail: str = ""
-    output_dropped_bytes: int = 0
-    # What the parent fed (Job.feed): the byte size of each message in order, how many were
-    # fully written, and why a write failed (None: every write went through).
-    fed_bytes: list[int] = field(default_factory=list)
-    fed_written: int = 0
-    feed_error: Optional[str] = None
-
-    def feed_problem(self) -> Optional[str]:
-        """Why the messages fed to this worker did not all arrive intact (None: they did).
-        Each fed message is acknowledged by a signed 'fed-ack' frame carrying its sequence
-        number and byte size (sandbox.worker.Channel.receive); a missing or mismatched one, a
-        failed write or a short read means the worker ran on something other than was sent."""
-        if self.feed_error:
-            return self.feed_error
-        if self.fed_written < len(self.fed_bytes):
-            return (f"only {self.fed_written} of the {len(self.fed_bytes)} messages fed to the worker were "
-                    f"written before it ended")
-        for failed in self.of_kind("receive-failed"):
-            return f"the worker read a short message from the parent: {failed.get('detail')}"
-        acks = {m.get("seq"): m.get("bytes") for m in self.of_kind("fed-ack")}
-        for seq, size in enumerate(self.fed_bytes):
-            if seq not in acks:
-                return f"message {seq} ({size} bytes) fed to the worker was never acknowledged as received"
-            if acks[seq] != size:
-                return f"message {seq} fed to the worker was {size} bytes, the worker received {acks[seq]}"
-        return None
-
-    def of_kind(self, kind: str) -> list[dict[str, Any]]:
-        return [m for m in self.messages if m.get("kind") == kind]
-
-    def first(self, kind: str) -> Optional[dict[str, Any]]:
-        found = self.of_kind(kind)
-        return found[0] if found else None
 
 
 def scrubbed_env(extra: Optional[dict[str, str]], workdir: Path) -> dict[str, str]:
@@ -144,6 +90,14 @@ class Job:
         self.shim = not self.isolation.own_pid_namespace
         self.own_dir = workdir is None
         self.work = Path(tempfile.mkdtemp(prefix="tmp")) if self.own_dir else Path(workdir)
+        # The submission runs from a private, writable copy of its own files, never from the
+        # user's folder (sandbox/private_copy.py); results name the user's paths again.
+        self.copy: Optional[PrivateCopy] = _private_copy(params)
+        named = _named_files(params)
+        if self.copy is not None:  # the copy is its writable folder; the original is not shown
+            named = _named_files({k: v for k, v in params.items() if k != "submission"})
+            params = dict(params, submission=self.copy.submission)
+            write_roots = list(write_roots or []) + [self.copy.folder]
         self.timeouts, self.default_timeout_s = timeouts, default_timeout_s
         # What a submission says goes into reports only scrubbed (docs/threat-model.md):
         # the build's compiler output is the exception, and even there the view is bwrap's.
@@ -179,11 +133,15 @@ class Job:
             # A plain interpreter command line, as a user's harness would run (issue 22): the
             # protections of -I are kept by the allowlisted environment and by worker.py itself.
             argv = self.isolation.wrap([sys.executable, WORKER_SCRIPT, str(write_fd)],
-                                       workdir=self.work, read_paths=_named_files(params) + list(read_files or []),
+                                       workdir=self.work, read_paths=named + list(read_files or []),
                                        write_paths=list(write_roots or []))
             # stdout/stderr are pipes drained by threads that keep the tail: no disk, no cap to outrun.
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                          cwd=self.work, env=worker_env, pass_fds=(write_fd,), start_new_session=True)
+        except BaseException:
+            if self.copy is not None:
+                self.copy.release()
+            raise
         finally:
             os.close(write_fd)
         assert self.proc.stdout is not None and self.proc.stderr is not None
@@ -258,6 +216,8 @@ class Job:
             drain.close()
         os.close(self.read_fd)
         self._close_spill()
+        if self.copy is not None:
+            self.copy.release()
         if self.own_dir:
             shutil.rmtree(self.work, ignore_errors=True)
         return self.result
@@ -305,13 +265,18 @@ class Job:
     def wait(self) -> JobResult:
         result = self.result
         try:
-            _collect(self.proc, self.read_fd, self.reader, result, self.timeouts, self.default_timeout_s,
+            collect(self.proc, self.read_fd, self.reader, result, self.timeouts, self.default_timeout_s,
                      self.rss_cap_mb)
             self.close_stdin()
             result.returncode = self.proc.returncode
             self._record_feed(result)
+            copy = self.copy
+            if copy is not None:  # before the scrub, which cuts long lines
+                result.messages = copy.to_original(result.messages)
             if not self.verbatim_errors:
                 result.messages = [scrub_message(m) for m in result.messages]
+            if copy is not None:  # our own words, after the scrub
+                result.messages = [copy.note_left_out(m) for m in result.messages]
         finally:
             kill_job(self.proc)  # the wrapper (bwrap's init) and with it everything the job started
             if self.shim:
@@ -320,91 +285,32 @@ class Job:
             for drain in (self.out, self.err):
                 drain.finish()
                 drain.close()
-            result.stdout_tail = scrub_text(self.out.tail(_TAIL), 1000)
-            err_tail = self.err.tail(_TAIL)
+            out_tail, err_tail = self.out.tail(_TAIL), self.err.tail(_TAIL)
+            if self.copy is not None:
+                out_tail, err_tail = self.copy.to_original(out_tail), self.copy.to_original(err_tail)
+            result.stdout_tail = scrub_text(out_tail, 1000)
             result.stderr_tail = err_tail if self.verbatim_errors else scrub_text(err_tail, 2000)
             result.output_dropped_bytes = self.out.dropped() + self.err.dropped()
             self._adopt(result)  # after the kill: no worker can change a file any more
             os.close(self.read_fd)
+            if self.copy is not None:
+                self.copy.release()
             if self.own_dir:
                 shutil.rmtree(self.work, ignore_errors=True)
         result.elapsed_s = time.monotonic() - self.started
         return result
 
 
-def _collect(proc: subprocess.Popen, fd: int, reader: FrameReader, result: JobResult,
-             timeouts: dict[str, float], default_timeout_s: float, rss_cap_mb: Optional[int]) -> None:
-    deadline = time.monotonic() + timeouts.get("start", default_timeout_s)
-    next_poll = 0.0
-    exited: Optional[float] = None
-    while True:
-        now = time.monotonic()
-        if now > deadline:
-            result.status = "timeout"
-            result.detail = f"phase '{result.phase}' ran past its {timeouts.get(result.phase, default_timeout_s):g} s limit"
-            kill_job(proc)
-            return
-        if rss_cap_mb and now >= next_poll:
-            next_poll = now + 0.25
-            rss = rss_mb(proc.pid)
-            if rss > rss_cap_mb:
-                result.status = "memory"
-                result.detail = f"resident memory {rss:.0f} MiB over the {rss_cap_mb} MiB cap in phase '{result.phase}'"
-                kill_job(proc)
-                return
-        ready, _, _ = select.select([fd], [], [], min(0.25, max(0.0, deadline - now)))
-        if not ready:
-            if proc.poll() is not None:
-                # The worker is gone but something it started still holds the pipe open.
-                exited = exited or time.monotonic()
-                if time.monotonic() - exited > 1.0:
-                    kill_job(proc)
-                    result.status = "crashed"
-                    result.detail = (f"the worker ended in phase '{result.phase}' without its signed 'done' "
-                                     f"message (exit code {proc.returncode})")
-                    return
-            continue
-        data = os.read(fd, 1 << 20)
-        if not data:  # EOF: every copy of the write end is closed
-            if not harness.wait(proc, 5):  # still running, or stopped: never waited on forever
-                kill_job(proc)
-            if result.status != "ok":
-                result.status = "crashed"
-                result.detail = (f"the worker ended in phase '{result.phase}' without its signed 'done' message "
-                                 f"(exit code {proc.returncode})")
-            return
-        try:
-            messages = reader.feed(data)
-        except ChannelError as exc:
-            result.status = "forged"
-            result.detail = str(exc)
-            kill_job(proc)
-            return
-        for message in messages:
-            kind = message.get("kind")
-            if kind == "phase":
-                result.phase = str(message.get("phase", "?"))
-                progress.phase(message)  # the terminal's status line, when `check` shows one
-                deadline = time.monotonic() + timeouts.get(result.phase, default_timeout_s)
-            elif kind == "done":
-                result.status = "ok"
-                if not harness.wait(proc, 10):
-                    kill_job(proc)
-                _reap_group(proc)
-                return
-            else:
-                result.messages.append(message)
-
-
-def _reap_group(proc: subprocess.Popen) -> None:
-    # Anything the submission left behind in the worker's process group goes too.
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _named_files(params: dict[str, Any]) -> list[str]:
     """Files a job's parameters name (the submission, the problem): the only user files a
     bubblewrap worker sees, read-only, at the same path."""
     return [v for v in params.values() if isinstance(v, str) and os.path.isabs(v) and os.path.isfile(v)]
+
+
+def _private_copy(params: dict[str, Any]) -> Optional[PrivateCopy]:
+    """The private copy for a job whose `submission` parameter names a file (the build,
+    behaviour and timing jobs), else None."""
+    path = params.get("submission")
+    if isinstance(path, str) and os.path.isabs(path) and os.path.isfile(path):
+        return make_copy(path)
+    return None
