@@ -26,7 +26,7 @@ def test_every_attempt_is_a_finding_though_contained():
     assert "os.kill" in found and "signal 19" in found
     assert "ctypes.dlsym open" in found
     assert "gk_escape_probe.bin (torch from_file, shared)" in found
-    assert not (ROOT / "fixtures/submissions/gk_escape_probe.bin").exists()
+    assert not (ROOT / "fixtures/gk_escape_probe.bin").exists() and not (ROOT / "fixtures/submissions/gk_escape_probe.bin").exists()
 
 
 def test_the_same_calls_aimed_at_itself_are_not():
