@@ -15,13 +15,15 @@ files in `corpus/` gets its own few files), no link that leads out of the folder
 FILE_BYTES per file and TOTAL_BYTES in all. A file left out is said in the error the job
 then raises (`note_left_out`), never a traceback of ours.
 
-The copy's path is stable: `<cache>/bundles/<hash of the original folder>-<slot>/<folder
-name>/`. torch writes the source paths into its ninja file, and ninja rebuilds when a
-command changes, so a path that changed per job would recompile in every job and never share
-a build between checks. Slot 0 is taken whenever it is free (jobs of one check run one after
-another); a job running at the same time as another of the same folder takes the next free
-slot, so each copy stays private. A slot is held by an flock for the job's life and emptied
-before and after it. Copies keep the originals' modification times (ninja compares them).
+The copy's path is stable: `<cache>/bundles/<hash of the submission's real path>-<slot>/
+<folder name>/`. torch writes the source paths into its ninja file, and ninja rebuilds when
+a command changes, so a path that changed per job would recompile in every job and never
+share a build between checks. Slot 0 is taken whenever it is free (the jobs of one check run
+one after another, and checks of other files of the same folder, as in a corpus, have slots
+of their own); only a job running while another job of the same submission holds slot 0
+takes the next free one, so each copy stays private. A slot is held by an flock for the
+job's life and emptied before and after it: nothing one job writes reaches the next.
+Copies keep the originals' modification times (ninja compares them).
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ def make_copy(submission: str) -> PrivateCopy:
     main = os.path.realpath(submission)
     original = os.path.dirname(main)
     base = bundles_root()
-    stem = hashlib.sha256(original.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    stem = hashlib.sha256(main.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     try:
         base.mkdir(parents=True, exist_ok=True)
         slot, lock = _take_slot(base, stem)
