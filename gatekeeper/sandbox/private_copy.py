@@ -162,12 +162,16 @@ def _refusal(path: str, original: str, total: int, required: bool) -> tuple[Opti
     if required:
         return None, size
     if size > FILE_BYTES:
-        return (f"it is {size / 1024 ** 2:.0f} MiB, over the {FILE_BYTES // 1024 ** 2} MiB limit for one file "
-                "beside the submission; keep large files out of the submission's folder"), size
+        return (f"it is {_amount(size)}, over the {_amount(FILE_BYTES)} limit for one file beside the submission; "
+                "keep large files out of the submission's folder"), size
     if total + size > TOTAL_BYTES:
-        return (f"the submission's files beside it exceed {TOTAL_BYTES // 1024 ** 2} MiB in all; keep large files "
-                "out of the submission's folder"), size
+        return (f"the submission's files beside it exceed {_amount(TOTAL_BYTES)} in all; keep large files out of "
+                "the submission's folder"), size
     return None, size
+
+
+def _amount(size: int) -> str:
+    return f"{size / 1024 ** 2:.1f} MiB" if size >= 1024 ** 2 else f"{size} bytes"
 
 
 def _copy_file(source: str, target: str) -> None:
