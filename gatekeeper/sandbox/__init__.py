@@ -42,7 +42,9 @@ Guarantees: the worker is spawned (never forked) as a plain `python .../sandbox/
 (a bare `gatekeeper` package: jobs import submodules, not `gatekeeper.check`), a scrubbed
 environment, a private temporary working directory (HOME and TMPDIR point into it), core
 dumps off, an address-space or resident-memory cap, an audit guard that refuses Python-level
-writes outside `write_roots` and network connections, and OS isolation when available
+writes outside `write_roots` and network connections, a job whose `submission` parameter
+names a file run from a private writable copy of the submission's own files (results map its
+paths back: sandbox/private_copy.py), and OS isolation when available
 (`isolation.detect()`; bubblewrap: a read-only view of only what the job needs, own pid and
 network namespaces, docs/threat-model.md; without a pid namespace, through a harness
 process, sandbox/shim.py, so that the worker's parent is not gatekeeper). Messages travel over a pipe kept on a private non-inheritable fd,
