@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PROBLEM = ROOT / "fixtures/problems/cpu_mean.py"
 
 
-@pytest.fixture(autouse=True)
-def _own_cache(tmp_path, monkeypatch):
+@pytest.fixture
+def own_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("GATEKEEPER_CACHE_DIR", str(tmp_path / "cache"))
 
 
@@ -53,7 +53,7 @@ def _bundle(tmp_path: Path) -> Path:
     return folder / "solution.py"
 
 
-def test_the_copy_holds_the_bundle_only_with_the_original_times(tmp_path):
+def test_the_copy_holds_the_bundle_only_with_the_original_times(own_cache, tmp_path):
     submission = _bundle(tmp_path)
     copy = make_copy(str(submission))
     try:
@@ -68,7 +68,7 @@ def test_the_copy_holds_the_bundle_only_with_the_original_times(tmp_path):
     assert not Path(copy.slot).exists()
 
 
-def test_links_out_of_the_folder_are_not_followed(tmp_path):
+def test_links_out_of_the_folder_are_not_followed(own_cache, tmp_path):
     submission = _bundle(tmp_path)
     secret = tmp_path / "secret.cu"
     secret.write_text("int secret_value = 42;\n")
@@ -85,7 +85,7 @@ def test_links_out_of_the_folder_are_not_followed(tmp_path):
         copy.release()
 
 
-def test_large_files_beside_it_are_left_out_and_said(tmp_path, monkeypatch):
+def test_large_files_beside_it_are_left_out_and_said(own_cache, tmp_path, monkeypatch):
     submission = _bundle(tmp_path)
     monkeypatch.setattr(private_copy, "FILE_BYTES", 1000)
     monkeypatch.setattr(private_copy, "TOTAL_BYTES", 2500)
@@ -108,7 +108,7 @@ def test_large_files_beside_it_are_left_out_and_said(tmp_path, monkeypatch):
         copy.release()
 
 
-def test_the_path_is_stable_and_each_job_gets_a_fresh_private_copy(tmp_path):
+def test_the_path_is_stable_and_each_job_gets_a_fresh_private_copy(own_cache, tmp_path):
     submission = _bundle(tmp_path)
     first = make_copy(str(submission))
     (Path(first.folder) / "generated.cu").write_text("written by the first job\n")
@@ -127,7 +127,7 @@ def test_the_path_is_stable_and_each_job_gets_a_fresh_private_copy(tmp_path):
         second.release()
 
 
-def test_paths_in_results_name_the_users_files(tmp_path):
+def test_paths_in_results_name_the_users_files(own_cache, tmp_path):
     submission = _bundle(tmp_path)
     copy = make_copy(str(submission))
     copy.release()
@@ -195,7 +195,7 @@ def _runtime(report, rule: str) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("level", ["bwrap", "unshare", "none"])
-def test_writes_beside_itself_are_no_escape_and_leave_the_users_folder_unchanged(tmp_path, level, monkeypatch):
+def test_writes_beside_itself_are_no_escape_and_leave_the_users_folder_unchanged(own_cache, tmp_path, level, monkeypatch):
     monkeypatch.setenv("GATEKEEPER_ISOLATION", _level(level))
     folder = tmp_path / "user"
     folder.mkdir()
@@ -213,7 +213,7 @@ def test_writes_beside_itself_are_no_escape_and_leave_the_users_folder_unchanged
 
 @pytest.mark.slow
 @pytest.mark.parametrize("level", ["bwrap", "unshare", "none"])
-def test_writes_outside_its_own_files_stay_escapes_under_the_users_paths(tmp_path, level, monkeypatch):
+def test_writes_outside_its_own_files_stay_escapes_under_the_users_paths(own_cache, tmp_path, level, monkeypatch):
     monkeypatch.setenv("GATEKEEPER_ISOLATION", _level(level))
     folder = tmp_path / "user"
     (folder / "submissions").mkdir(parents=True)
@@ -228,3 +228,21 @@ def test_writes_outside_its_own_files_stay_escapes_under_the_users_paths(tmp_pat
     assert f"write {folder}/submissions/../outside.txt" in escapes  # the copy's path mapped back
     assert "bundles" not in escapes
     assert _snapshot(folder) == before
+
+
+@pytest.mark.slow
+def test_a_second_check_compiles_nothing_though_each_job_has_its_own_copy():
+    """torch's ninja file names the copy's sources: the same path in every job and every check
+    (with the originals' times) keeps the build shared; a new path would rebuild in each job."""
+    from gatekeeper.build.cache import extensions_dir
+    from gatekeeper.build.sources import extract_bundle
+
+    submission = ROOT / "fixtures/submissions/bundle_honest/solution.py"
+    gatekeeper.check(submission, PROBLEM, stages="behaviour", keep_going=True)  # builds it when cold
+    extracted = extract_bundle(submission.read_bytes(), str(submission))
+    assert extracted is not None
+    log = extensions_dir(extracted.cache_key()) / "gk_bundle_honest_mean" / ".ninja_log"
+    before = log.read_text()
+    report = gatekeeper.check(submission, PROBLEM, stages="behaviour", keep_going=True)
+    assert report.verdict.value == "pass", [f.message for f in report.findings]
+    assert log.read_text() == before  # ninja ran in the behaviour worker and compiled nothing
