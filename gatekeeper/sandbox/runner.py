@@ -92,7 +92,12 @@ class Job:
         self.work = Path(tempfile.mkdtemp(prefix="tmp")) if self.own_dir else Path(workdir)
         # The submission runs from a private, writable copy of its own files, never from the
         # user's folder (sandbox/private_copy.py); results name the user's paths again.
-        self.copy: Optional[PrivateCopy] = _private_copy(params)
+        try:
+            self.copy: Optional[PrivateCopy] = _private_copy(params)
+        except BaseException:
+            if self.own_dir:
+                shutil.rmtree(self.work, ignore_errors=True)
+            raise
         named = _named_files(params)
         if self.copy is not None:  # the copy is its writable folder; the original is not shown
             named = _named_files({k: v for k, v in params.items() if k != "submission"})
