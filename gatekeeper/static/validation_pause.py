@@ -21,6 +21,7 @@ from typing import Callable, ContextManager, Optional
 from libcst import CSTNode
 
 from gatekeeper.static.nested_pause import NestedPause
+from gatekeeper.static.node_init import install_fast_node_inits
 
 _paused = False
 _validate: Optional[Callable[[CSTNode], None]] = None  # what `__post_init__` was before the hook
@@ -39,6 +40,7 @@ def _pause() -> None:
     if current is not _hook:  # first pause, or someone replaced the hook since: wrap what is there
         _validate = current
         CSTNode.__post_init__ = _hook  # type: ignore[method-assign]
+        install_fast_node_inits()  # once per process, like the hook (node_init.py)
     _paused = True
 
 
