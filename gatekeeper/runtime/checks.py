@@ -110,7 +110,8 @@ CATALOGUE: dict[str, Check] = {c.code: c for c in [
     Check("GK665", "EscapesSandbox", C.SANDBOX_ESCAPE, E,
           "the sandbox refused {event} {target} during {phase}: an attempt to reach outside the call is a "
           "finding even where the sandbox contained it",
-          "touch nothing outside the call: write only inside the working directory, signal no other process, "
+          "touch nothing outside the call: write only inside the working directory or beside the submission (each "
+          "job runs a private copy of its own files), signal no other process, "
           "call no libc file, process or memory-protection function through ctypes, open no network connection"),
     Check("GK666", "ModelNewMissingAtRunTime", C.RUNTIME_FAILURE, E,
           "the submission defines no callable ModelNew class",
