@@ -7,8 +7,9 @@ names a file) gets a copy of the submission's bundle, the files the sandbox show
 (the submission, the local modules it imports, the C++/CUDA sources beside it:
 isolation.bundle_sources), and `__file__` points into the copy. The copy is the job's
 writable folder under every isolation level alike (a bubblewrap bind, a writable mount under
-`unshare`, an audit-hook write root under `none`); the original folder is not shown to the
-job at all, and a write anywhere else is refused and reported as before (GK665).
+`unshare`, an audit-hook write root under `none`); the job is never pointed at the original
+folder (bubblewrap does not show it), and a write anywhere else is refused and reported as
+before (GK665).
 
 What is copied is bounded: only the bundle (never the whole folder: a submission among 1,000
 files in `corpus/` gets its own few files), no link that leads out of the folder, at most
