@@ -46,6 +46,33 @@ def _has_cuda_gpu() -> bool:
     return torch.cuda.is_available()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # README's command (`-n 2`) hands tests out in batches fixed early (xdist's "load"): a
+    # worker that drew the longer batch ran on alone while the other idled. Work stealing
+    # lets an idle worker take half of the other's queue. An explicit --dist is kept.
+    if getattr(config.option, "dist", "no") == "load" and "--dist" not in " ".join(config.invocation_params.args):
+        config.option.dist = "worksteal"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: Optional[pytest.Item]):
+    """`GATEKEEPER_TEST_TIMELINE=FILE` appends one line per test (worker, start, end, id), for
+    measuring where a run's wall time goes (docs/figures.md, The test suite)."""
+    path = os.environ.get("GATEKEEPER_TEST_TIMELINE")
+    if not path:
+        yield
+        return
+    import json
+    import time
+
+    start = time.time()
+    yield
+    line = json.dumps({"worker": os.environ.get("PYTEST_XDIST_WORKER", "main"), "start": round(start, 2),
+                       "end": round(time.time(), 2), "test": item.nodeid})
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(line + "\n")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Slow tests first, each group in its own order: under pytest-xdist (README's command) the
     # workers then end on the many short tests, not on a long one started last while the

@@ -114,7 +114,10 @@ def _behaviour(report):
 @pytest.mark.parametrize("mib", [512, 128, 32])
 def test_a_large_relu_returning_its_input_is_called_and_rejected_under_load(tmp_path, mib):
     problem = write_relu_problem(tmp_path, mib)
-    with CpuBurner():
+    # 32 MiB is where the dropped trials message showed (7 of 9 runs): a burner at full
+    # priority competes with the workers there. At 128 and 512 MiB (minutes each) it runs at
+    # nice 19: no core is idle, but it does not take half a core from the rest of the suite.
+    with CpuBurner(nice=0 if mib <= 32 else 19):
         report = gatekeeper.check(CLONE, problem, stages="behaviour", keep_going=True)
     codes = {f.rule for f in report.findings if f.severity.value == "error"}
     assert report.verdict.value == "reject", (report.error, _behaviour(report).reason, codes)
