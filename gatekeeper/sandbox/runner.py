@@ -98,9 +98,9 @@ class Job:
             if self.own_dir:
                 shutil.rmtree(self.work, ignore_errors=True)
             raise
-        named = _named_files(params)
-        if self.copy is not None:  # the copy is its writable folder; the original is not shown
-            named = _named_files({k: v for k, v in params.items() if k != "submission"})
+        # The copy is the job's writable folder; the original is not among the files it is shown.
+        named = _named_files({k: v for k, v in params.items() if self.copy is None or k != "submission"})
+        if self.copy is not None:
             params = dict(params, submission=self.copy.submission)
             write_roots = list(write_roots or []) + [self.copy.folder]
         self.timeouts, self.default_timeout_s = timeouts, default_timeout_s
@@ -271,7 +271,7 @@ class Job:
         result = self.result
         try:
             collect(self.proc, self.read_fd, self.reader, result, self.timeouts, self.default_timeout_s,
-                     self.rss_cap_mb)
+                    self.rss_cap_mb)
             self.close_stdin()
             result.returncode = self.proc.returncode
             self._record_feed(result)
