@@ -71,24 +71,28 @@ case "${1:-}" in
     tar czf "$OUT/timing_reports.tar.gz" -C "$OUT" timing_reports && rm -rf "$OUT/timing_reports"
     tail -n 8 "$OUT/corpus.log" ;;
   one-call)
-    timeout 120 python3 bench/gpu_launcher_probe.py --out "$OUT" --part direct > "$OUT/probe.log" 2>&1
-    GATEKEEPER_ISOLATION=bwrap timeout -k 5 230 python3 bench/gpu_fixtures.py --out "$OUT" --jobs 7 --budget 170 \
+    # The scripts write under $W; what comes back is copied to $OUT every 15 s, so a call cut short
+    # by the device time left still returns its JSON lines, and never more than 8 files.
+    W=/tmp/gk-one-call; mkdir -p "$W"
+    ( while sleep 15; do cp "$W"/*.jsonl "$OUT"/ 2>/dev/null; done ) & SYNC=$!
+    timeout 120 python3 bench/gpu_launcher_probe.py --out "$W" --part direct > "$OUT/probe.log" 2>&1
+    GATEKEEPER_ISOLATION=bwrap timeout -k 5 230 python3 bench/gpu_fixtures.py --out "$W" --jobs 7 --budget 170 \
       --skip-done .gpu/done_fixtures_h100_1205.jsonl \
       --rerun mech_fig_leaf_honest_own_gemm,fallback_build_selftest_honest,fallback_lazy_closure_honest,reuse_own_sidecar_honest,fallback_honest_inplace_epilogue,shape_honest_checks \
-      > "$OUT/fixtures.log" 2>&1 &
+      > "$OUT/fixtures.log" 2>&1 & P1=$!
     C=.gpu/corpus
-    timeout -k 5 230 python3 bench/gpu_launcher_probe.py --out "$OUT" --part checks --checks \
+    timeout -k 5 230 python3 bench/gpu_launcher_probe.py --out "$W" --part checks --checks \
       "fixtures/submissions/fallback_nn_linear.py:fixtures/problems/fallback_linear_relu.py,$C/technoabsurdist/gemini_level2_run/level2/33_s0.py:$C/refs/kb_v0.1/level2/33_Gemm_Scale_BatchNorm.py" \
-      >> "$OUT/probe.log" 2>&1 &
+      >> "$OUT/probe.log" 2>&1 & P2=$!
     PICK=gemini_level2_run/level2/36_s0,gemini_level2_run/level2/67_s0,opus4_level2_20250903_065424/level2/1_s0,opus4_level2_20250903_065424/level2/44_s0
     # builds only (into the cache), beside the rest; the timings come after, alone
-    timeout -k 5 230 python3 bench/gpu_corpus_pipeline.py --corpus $C --out "$OUT/build" --count 4 --jobs 4 \
-      --first-stage build --budget 0 --only $PICK > "$OUT/corpus.log" 2>&1 &
-    wait
-    timeout -k 5 200 python3 bench/gpu_corpus_pipeline.py --corpus $C --out "$OUT" --count 4 --jobs 4 \
+    timeout -k 5 230 python3 bench/gpu_corpus_pipeline.py --corpus $C --out "$W/build" --count 4 --jobs 4 \
+      --first-stage build --budget 0 --only $PICK > "$OUT/corpus.log" 2>&1 & P3=$!
+    wait $P1 $P2 $P3
+    timeout -k 5 200 python3 bench/gpu_corpus_pipeline.py --corpus $C --out "$W" --count 4 --jobs 4 \
       --first-stage build --budget 110 --only $PICK >> "$OUT/corpus.log" 2>&1
-    rm -rf "$OUT/build"
-    tar czf "$OUT/reports.tar.gz" -C "$OUT" reports launcher_reports timing_reports && rm -rf "$OUT/reports" "$OUT/launcher_reports" "$OUT/timing_reports"
+    kill $SYNC; cp "$W"/*.jsonl "$OUT"/
+    tar czf "$OUT/reports.tar.gz" -C "$W" reports launcher_reports timing_reports
     tail -n 2 "$OUT/fixtures.log" "$OUT/probe.log" "$OUT/corpus.log" ;;
   large-alone)
     df -h / /tmp /dev/shm 2>&1 | tee -a "$OUT/env.txt"
