@@ -125,6 +125,7 @@ def test_the_path_is_stable_and_each_job_gets_a_fresh_private_copy(own_cache, tm
             concurrent.release()
     finally:
         second.release()
+    assert not list(Path(second.slot).parent.iterdir())  # no slot and no lock file left behind
 
 
 def test_paths_in_results_name_the_users_files(own_cache, tmp_path):

@@ -29,9 +29,9 @@ Copies keep the originals' modification times (ninja compares them).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
-import itertools
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -90,6 +90,10 @@ class PrivateCopy:
     def release(self) -> None:
         shutil.rmtree(self.slot, ignore_errors=True)
         if self._lock is not None:
+            # Unlinked while still held, so a corpus leaves no lock file per submission behind;
+            # _take_slot checks that the file it locked is still the one at that path.
+            with contextlib.suppress(OSError):
+                os.unlink(self.slot + ".lock")
             self._lock.close()  # drops the flock
             self._lock = None
 
@@ -134,15 +138,24 @@ def make_copy(submission: str) -> PrivateCopy:
 
 
 def _take_slot(base: Path, stem: str) -> tuple[str, IO[str]]:
-    for number in itertools.count():
-        handle = open(base / f"{stem}-{number}.lock", "a+")
+    number = 0
+    while True:
+        path = base / f"{stem}-{number}.lock"
+        handle = open(path, "a+")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.close()
+            number += 1
+            continue
+        try:
+            current = os.stat(path).st_ino
+        except FileNotFoundError:
+            current = None
+        if current != os.fstat(handle.fileno()).st_ino:  # released and unlinked meanwhile: again
+            handle.close()
             continue
         return str(base / f"{stem}-{number}"), handle
-    raise AssertionError("unreachable")
 
 
 def _inside(path: str, folder: str) -> bool:
