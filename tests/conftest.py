@@ -50,8 +50,23 @@ def pytest_configure(config: pytest.Config) -> None:
     # README's command (`-n 2`) hands tests out in batches fixed early (xdist's "load"): a
     # worker that drew the longer batch ran on alone while the other idled. Work stealing
     # lets an idle worker take half of the other's queue. An explicit --dist is kept.
-    if getattr(config.option, "dist", "no") == "load" and "--dist" not in " ".join(config.invocation_params.args):
+    if getattr(config.option, "dist", "no") == "load" and not _explicit_dist(config.invocation_params.args):
         config.option.dist = "worksteal"
+
+
+def _explicit_dist(args) -> bool:
+    return any(str(a) == "--dist" or str(a).startswith(("--dist=", "-d")) for a in args)
+
+
+def _work_stealing_workers(config: pytest.Config) -> int:
+    """In a pytest-xdist worker under work stealing (README's `-n 2`): the number of workers.
+    A worker's own options say `dist = "no"`; the controller's command line tells the mode."""
+    workerinput = getattr(config, "workerinput", None)
+    if not workerinput:
+        return 0
+    argv = [str(a) for a in workerinput.get("mainargv", [])]
+    stealing = not _explicit_dist(argv) or "worksteal" in argv or "--dist=worksteal" in argv
+    return int(workerinput.get("workercount", 0)) if stealing else 0
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -80,12 +95,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # The few `long` ones (minutes each) go before all others: longest first is what keeps two
     # workers from finishing minutes apart.
     items.sort(key=lambda item: 0 if item.get_closest_marker("long") else 1 if item.get_closest_marker("slow") else 2)
+    workers = _work_stealing_workers(config)
+    if workers > 1:
+        items[:] = interleaved_for_work_stealing(items, workers)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     # Only look for a GPU (and import torch) when a gpu test was collected.
     if gpu_items and not _has_cuda_gpu():
         skip = pytest.mark.skip(reason="needs a CUDA GPU; none is visible on this machine")
         for item in gpu_items:
             item.add_marker(skip)
+
+
+def interleaved_for_work_stealing(items: list, workers: int) -> list:
+    """xdist's work stealing gives each worker one contiguous block of the list at the start
+    (the first len // workers to one, and so on), and steals from the ends of the blocks. Dealt
+    out like cards instead, block k is items[k::workers]: the long tests at the head of the
+    list start on different workers at once, each block holds a fair share of the slow ones,
+    and what is stolen is short. (On 2026-12-05 the plain order put all four long tests in
+    the first block: one worker ran them back to back for 15 minutes.)"""
+    return [item for k in range(workers) for item in items[k::workers]]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

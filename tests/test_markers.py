@@ -1,6 +1,7 @@
 """The test markers do what pyproject.toml and README say: `-m "not slow"` keeps the rule and
 static tests and leaves out the sandbox/subprocess ones; `gpu` tests skip without a GPU."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -51,3 +52,23 @@ def test_gpu_tests_are_skipped_without_a_gpu(tmp_path):
 
     expected = "1 passed" if torch.cuda.is_available() else "1 skipped"
     assert expected in run.stdout, run.stdout + run.stderr
+
+
+def test_under_two_workers_the_long_tests_start_on_different_workers(tmp_path):
+    # README's command (-n 2, work stealing): each worker starts on a block of the list; the
+    # long tests must not all sit in the first block, one after another on one worker.
+    (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    long: minutes\n    slow: seconds\n")
+    longs = "".join(f"@pytest.mark.slow\n@pytest.mark.long\ndef test_long_{i}():\n    _record('long_{i}')\n\n\n"
+                    for i in range(4))
+    (tmp_path / "test_mixed.py").write_text(
+        "import os\nimport time\nfrom pathlib import Path\n\nimport pytest\n\n\n"
+        "def _record(name):\n    Path(__file__).with_name(name + '.worker').write_text(os.environ['PYTEST_XDIST_WORKER'])\n"
+        "    time.sleep(0.5)\n\n\n"
+        "@pytest.mark.parametrize('i', range(40))\ndef test_fast(i):\n    pass\n\n\n" + longs)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", str(tmp_path)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "GATEKEEPER_TEST_WARM_BUILDS": "0"})
+    assert "44 passed" in run.stdout, run.stdout + run.stderr
+    workers = [(tmp_path / f"long_{i}.worker").read_text() for i in range(4)]
+    assert workers[0] != workers[1] and workers[2] != workers[3], workers
