@@ -54,11 +54,31 @@ def _pairs() -> dict[str, list[str]]:
     return by_problem
 
 
+def _arguments(problem: str, files: list[str]) -> list[str]:
+    return ["check", *files, "--problem", problem, "--static-only", "-f", "json"]
+
+
 def _findings(python: str, problem: str, files: list[str], cwd: Path) -> list[tuple]:
-    proc = subprocess.run([python, "-m", "gatekeeper", "check", *files, "--problem", problem, "--static-only",
-                           "-f", "json"], capture_output=True, text=True, cwd=cwd, timeout=600)
+    proc = subprocess.run([python, "-m", "gatekeeper", *_arguments(problem, files)], capture_output=True, text=True,
+                          cwd=cwd, timeout=600)
     assert proc.returncode in (0, 1), (python, problem, proc.stdout[-2000:], proc.stderr[-2000:])
-    reports = json.loads(proc.stdout)
+    return _rows(proc.stdout)
+
+
+def _findings_here(problem: str, files: list[str]) -> list[tuple]:
+    """The same command in this process, where torch is installed (and imported): the CLI's own
+    code path without a process start per problem."""
+    from typer.testing import CliRunner
+
+    from gatekeeper.cli import app
+
+    result = CliRunner().invoke(app, _arguments(problem, files))
+    assert result.exit_code in (0, 1), (problem, result.output[-2000:], result.exception)
+    return _rows(result.stdout)
+
+
+def _rows(stdout: str) -> list[tuple]:
+    reports = json.loads(stdout)
     reports = reports if isinstance(reports, list) else [reports]
     return [(r["submission"]["path"], r["verdict"],
              sorted((f["rule"], f["severity"], (f.get("location") or {}).get("line"), f["message"])
@@ -66,7 +86,7 @@ def _findings(python: str, problem: str, files: list[str], cwd: Path) -> list[tu
 
 
 @pytest.mark.slow
-def test_static_only_without_torch_gives_the_same_findings(tmp_path):
+def test_static_only_without_torch_gives_the_same_findings(tmp_path, monkeypatch):
     venv, why = torchless_venv()
     if venv is None:
         pytest.skip(f"no torch-less virtual environment on this machine: {why}")
@@ -74,10 +94,14 @@ def test_static_only_without_torch_gives_the_same_findings(tmp_path):
     no_torch = subprocess.run([python, "-c", "import torch"], capture_output=True, text=True)
     assert no_torch.returncode != 0 and "No module named 'torch'" in no_torch.stderr
     pairs = sorted(_pairs().items())
-    # Mostly process start-up and waiting: a few at once.
+    # Mostly process start-up and waiting: a few at once. The side with torch runs in this
+    # process (torch is imported here already), one problem after another.
     with ThreadPoolExecutor(4) as pool:
         without = list(pool.map(lambda item: _findings(python, item[0], item[1], tmp_path), pairs))
-        with_torch = list(pool.map(lambda item: _findings(sys.executable, item[0], item[1], tmp_path), pairs))
+    monkeypatch.chdir(tmp_path)
+    import torch  # noqa: F401 - present and loaded while the same command runs
+
+    with_torch = [_findings_here(problem, files) for problem, files in pairs]
     for (problem, _), a, b in zip(pairs, without, with_torch):
         assert a == b, problem
     assert sum(len(files) for _, files in pairs) >= 100  # the fixture set, not a sample of it
