@@ -51,7 +51,7 @@ def summary(name: str, phase: str, report, began: float) -> dict:
                     "message": f.message[:300]} for f in report.findings if f.severity.value == "error"],
         "warnings": sorted({f.rule for f in report.findings if f.severity.value == "warning"}),
         "work": {c: v.get("share") for c, v in ((report.work or {}).get("classes") or {}).items()},
-        "top": ((report.work or {}).get("top") or [])[:3],
+        "top": {c: names[:2] for c, names in ((report.work or {}).get("top") or {}).items()},  # per class, a dict
         "speedup": report.score,
         "timing": {k: v for k, v in (report.timing or {}).items() if not isinstance(v, (list, dict))} or None,
         "error": report.error,

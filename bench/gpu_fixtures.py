@@ -31,6 +31,14 @@ FIXTURES = ROOT / "fixtures"
 GPU_CODE = re.compile(r"__global__|@triton\.jit")
 
 
+def pinned_to_cpu(problem: Path) -> bool:
+    """A problem whose sidecar (reference.toml beside reference.py, or <name>.toml) says
+    device = "cpu": its workers run on the CPU, so a GPU kernel checked against it says nothing
+    about the GPU (2026-12-05: two Triton fixtures of kbhard_head_rmsnorm got GK663 that way)."""
+    sidecar = problem / "reference.toml" if problem.is_dir() else problem.with_suffix(".toml")
+    return sidecar.is_file() and tomllib.loads(sidecar.read_text("utf-8")).get("device") == "cpu"
+
+
 def gpu_cases() -> list[dict]:
     cases, seen = [], set()
     for manifest in sorted((FIXTURES / "manifest").glob("*.toml")):
@@ -40,6 +48,8 @@ def gpu_cases() -> list[dict]:
                 continue
             key = (case["submission"], case["problem"])
             if key in seen or not GPU_CODE.search(path.read_text("utf-8", "replace")):
+                continue
+            if pinned_to_cpu(FIXTURES / case["problem"]):
                 continue
             seen.add(key)
             cases.append({**case, "manifest": manifest.stem})

@@ -39,6 +39,7 @@ LAUNCHES = 20_000
 
 CUDA_SRC = r"""
 #include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
 __global__ void probe_scale(const float* x, float* y, long n) {
   long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
   if (i < n) y[i] = 2.0f * x[i];
@@ -50,7 +51,7 @@ torch::Tensor scale(torch::Tensor x) {
   return y;
 }
 """
-CPP_SRC = "#include <ATen/cuda/CUDAContext.h>\ntorch::Tensor scale(torch::Tensor x);"
+CPP_SRC = "torch::Tensor scale(torch::Tensor x);"  # the stream header belongs in the .cu (2026-12-05: nvcc failed without it)
 
 
 def per_launch_us() -> float:
@@ -195,7 +196,7 @@ def main() -> int:
         try:
             direct(save)
         except Exception as exc:  # the checks below still tell something
-            save({"item": "direct", "crash": f"{type(exc).__name__}: {exc}"[:1000]})
+            save({"item": "direct", "crash": f"{type(exc).__name__}: {exc}"[-2000:]})  # a compiler's complaint is at the end
     if args.part == "direct":
         return 0
     pairs = [tuple(p.split(":", 1)) for p in args.checks.split(",") if p]
