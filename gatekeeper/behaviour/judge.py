@@ -15,8 +15,9 @@ REFERENCE_OF = {"repeat": "nominal"}
 
 class Judge:
     def __init__(self, references: dict[str, dict[str, Any]], tolerances: Callable[[str], tuple[float, float]],
-                 location: Optional[Location]) -> None:
+                 location: Optional[Location], device: str = "") -> None:
         self.references = references
+        self.device = device  # where the run's tensors live ("cpu", "cuda:0")
         self.tolerances = tolerances
         self.location = location
         self.grouped: dict[str, tuple[dict[str, Any], dict[str, Any], list[str]]] = {}
@@ -136,7 +137,15 @@ class Judge:
         trial = message["trial"]
         evidence = {"traceback": str(message.get("traceback", ""))[-3000:], "shapes": self._shapes(trial)}
         text = str(message.get("message"))
-        if message.get("type") == "MemoryError" or "can't allocate memory" in text or "out of memory" in text:
+        if self.device == "cpu" and "CUDA error" in text:
+            # A problem run on the CPU (a sidecar's device = "cpu"): CUDA cannot start in its
+            # worker, whose memory cap is set for the CPU, and torch words that "out of memory".
+            # Still the submission's failure, but not over the memory limit.
+            self.add("GK660", trial, evidence, type=message.get("type"), phase=f"forward on {trial}",
+                     message=f"{text[:300]} (this problem runs on the CPU: the submission started CUDA work, "
+                             "which cannot run in the CPU worker; write a CPU kernel for a CPU problem, or check "
+                             "the GPU kernel against the problem's GPU version)")
+        elif message.get("type") == "MemoryError" or "can't allocate memory" in text or "out of memory" in text:
             self.add("GK663", trial, evidence, detail=f"{message.get('type')} in forward on {trial}: {text[:300]}")
         elif trial.startswith("jitter") and self.correct.get("nominal"):
             self.add("GK602", trial, evidence, shapes=self._shapes(trial),

@@ -258,7 +258,7 @@ def _judge_run(result: JobResult, references: dict[str, dict[str, Any]], failed:
                config: Config, location: Any, submission: Submission, seed: int, environment: dict[str, Any],
                timings: dict[str, float], ref: JobResult, findings_so_far: Optional[list[Finding]],
                mark: float) -> StageOutcome:
-    judge = Judge(references, problem.tolerance, location)
+    judge = Judge(references, problem.tolerance, location, device=str(environment.get("device", "")))
     calls = ScheduleJudge(scheduled, problem.tolerance, max_error_ratio=_error_budget_limit(config))
     repeats = RepeatProbe(scheduled)
     for message in result.messages:
