@@ -56,6 +56,8 @@ def test_inputs_mutated_by_the_reference_are_reported(tmp_path, monkeypatch, spi
 @pytest.mark.parametrize("values,constant,zeros", [
     ([0.0, 0.0, -0.0], True, True), ([2.0, 2.0, 2.0], True, False), ([0.0, 1.0, 0.0], False, False),
     ([0.0], False, True), ([3.0], False, False), ([float("nan"), float("nan")], False, False), ([], False, False),
+    # longer than the head that is looked at first: the value that differs comes after it
+    ([1.0] * 5000 + [2.0], False, False), ([0.0] * 9000, True, True), ([5.0] * 9000, True, False),
 ])
 def test_constant_and_all_zero_outputs_are_told_apart(values, constant, zeros):
     import torch
