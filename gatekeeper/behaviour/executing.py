@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
-from gatekeeper.report import Finding, Location, StageName
+if TYPE_CHECKING:  # parent side only: the worker must not import the report schema (pydantic)
+    from gatekeeper.report import Finding, Location
 
-STAGE = StageName.BEHAVIOUR
 MIN_SAMPLES = 12  # fewer: the forward calls were too short to judge from samples (said, not judged)
 COMPUTE = ("own", "torch", "vendor", "numpy")
 DEFAULT_MIN_OWN_SHARE = 0.05
@@ -105,7 +105,10 @@ def report(channel: Any, params: dict[str, Any]) -> None:
 def judge(messages: list[dict[str, Any]], settings: dict[str, Any],
           location: Optional[Location]) -> tuple[Optional[dict[str, Any]], list[Finding]]:
     """(the `work.executing` section or None, findings)."""
+    from gatekeeper.report import StageName
     from gatekeeper.runtime.checks import finding
+
+    stage = StageName.BEHAVIOUR
 
     seen = next((m for m in messages if m.get("kind") == "executing"), None)
     if seen is None:
@@ -121,7 +124,7 @@ def judge(messages: list[dict[str, Any]], settings: dict[str, Any],
         what = ("the SIGPROF handler was replaced or the profiling timer disarmed during a call"
                 if not seen.get("intact", True) else
                 f"the profiling signal was blocked: {seen.get('signals', 0)} signals in {seen.get('cpu_s')} s of CPU")
-        found.append(finding("GK650", STAGE, {"sampler": section}, location,
+        found.append(finding("GK650", stage, {"sampler": section}, location,
                              when="while forward ran", names=f"the work-attribution sampler ({what})"))
         return section, found
     if compute < MIN_SAMPLES:
@@ -137,6 +140,6 @@ def judge(messages: list[dict[str, Any]], settings: dict[str, Any],
         top = ", ".join(f"{name} {n}" for name, n in seen.get("symbols", [])[:3])
         detail = (f"sampled while forward ran, the submission's own code executed {own} of {compute} compute "
                   f"samples ({own / compute:.1%}); the rest ran in {others}" + (f" (top symbols: {top})" if top else ""))
-        found.append(finding("GK667", STAGE, {"executing": section}, location, detail=detail,
+        found.append(finding("GK667", stage, {"executing": section}, location, detail=detail,
                              trial="the sampled forward calls"))
     return section, found

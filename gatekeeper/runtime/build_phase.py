@@ -19,16 +19,62 @@ same to a submission).
 from __future__ import annotations
 
 import functools
-from typing import Any
+import importlib.abc
+import sys
+from typing import Any, Optional
 
 PHASE = "build"
+MODULE = "torch.utils.cpp_extension"
 
 
 def announce_builds(channel: Any) -> None:
-    try:
-        import torch.utils.cpp_extension as ext
-    except ImportError:
+    """Wrap torch's JIT-compile entry now if it is loaded, else as soon as it is imported.
+    Importing it here unasked would cost every worker ~0.2 s (it pulls in setuptools), and
+    most submissions never compile at run time."""
+    module = sys.modules.get(MODULE)
+    if module is not None:
+        _wrap(module, channel)
         return
+    if not any(isinstance(finder, _WrapOnImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _WrapOnImport(channel))
+
+
+class _WrapOnImport(importlib.abc.MetaPathFinder):
+    """A finder that answers for torch.utils.cpp_extension only: it finds the real module
+    through the other finders and wraps its loader, so the module is patched right after it
+    runs, before any importer gets it."""
+
+    def __init__(self, channel: Any) -> None:
+        self.channel, self.busy = channel, False
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Optional[Any]:
+        if fullname != MODULE or self.busy:
+            return None
+        self.busy = True
+        try:
+            spec = next((found for finder in sys.meta_path if finder is not self
+                         for found in [_find(finder, fullname, path, target)] if found is not None), None)
+        finally:
+            self.busy = False
+        loader = getattr(spec, "loader", None)
+        if spec is None or loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        channel, run = self.channel, loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            run(module)
+            _wrap(module, channel)
+
+        loader.exec_module = exec_module  # this spec's loader instance only
+        return spec
+
+
+def _find(finder: Any, fullname: str, path: Any, target: Any) -> Optional[Any]:
+    find = getattr(finder, "find_spec", None)
+    return find(fullname, path, target) if find is not None else None
+
+
+def _wrap(ext: Any, channel: Any) -> None:
     original = getattr(ext, "_jit_compile", None)
     if original is None or getattr(original, "_gk_build_phase", False):
         return
