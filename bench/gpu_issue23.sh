@@ -13,6 +13,11 @@
 #   bash bench/gpu_issue23.sh one-call           # the first two in one call (machines were scarce): probe, then
 #                                                # fixtures + probe checks + corpus builds side by side, then the
 #                                                # corpus timings alone
+# Fourth round (docs/gpu-validation.md, 2026-12-05 evening):
+#   bash bench/gpu_issue23.sh round4             # the launcher tracker probed directly, alone; then the fixtures
+#                                                # corrected on the CPU since the third round and every one no
+#                                                # H100 round reached (2 honest, 50 static rejects)
+#   bash bench/gpu_issue23.sh large-alone        # (as above) its own call, right after
 # Expects .whl/, .gpu/corpus (the corpus files the parts name) and .gpu/bw/bwrap (a bubblewrap
 # for the image, which has none) carried along: bench/gpu_prepare.sh makes them. Results in $OUT.
 set -uo pipefail
@@ -94,6 +99,22 @@ case "${1:-}" in
     kill $SYNC; cp "$W"/*.jsonl "$OUT"/
     tar czf "$OUT/reports.tar.gz" -C "$W" reports launcher_reports timing_reports
     tail -n 2 "$OUT/fixtures.log" "$OUT/probe.log" "$OUT/corpus.log" ;;
+  round4)
+    # Writes under $W; the JSON lines are copied to $OUT every 10 s (a call cut off still returns
+    # them), the per-case reports travel as one archive: never more than 8 files in $OUT.
+    W=/tmp/gk-round4; mkdir -p "$W"
+    ( while sleep 10; do cp "$W"/*.jsonl "$OUT"/ 2>/dev/null; done ) & SYNC=$!
+    # alone: its cost per launch is measured on a quiet machine
+    timeout -k 5 200 python3 bench/gpu_launcher_probe.py --out "$W" --part direct 2>&1 | tee "$OUT/probe.log"
+    cp "$W"/*.jsonl "$OUT"/ 2>/dev/null
+    # .gpu/done_fixtures_h100_1205_r3.jsonl is the third round's gpu_fixtures.jsonl (/work/gpu-results/one-call-3/)
+    GATEKEEPER_ISOLATION=bwrap timeout -k 5 330 python3 bench/gpu_fixtures.py --out "$W" --jobs 8 --budget 270 \
+      --skip-done .gpu/done_fixtures_h100_1205.jsonl .gpu/done_fixtures_h100_1205_r3.jsonl \
+      --rerun reuse_own_sidecar_honest,value_honest_split_from_lengths,shape_honest_triton_matmul,honest_a_env_build \
+      2>&1 | tee "$OUT/fixtures.log"
+    kill $SYNC; cp "$W"/*.jsonl "$OUT"/
+    tar czf "$OUT/reports.tar.gz" -C "$W" reports launcher_reports
+    grep -h '"item": "\(section\|cost\|build\|direct\)' "$OUT/probe.log" | cut -c1-300 ;;
   large-alone)
     df -h / /tmp /dev/shm 2>&1 | tee -a "$OUT/env.txt"
     timeout -k 5 400 python3 bench/gpu_large_output.py --out "$OUT" --rows 36864 --cols 16384 --cases honest --timeout 380 \
