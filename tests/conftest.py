@@ -38,6 +38,23 @@ def _use_precompiled_header() -> None:
 _use_precompiled_header()
 
 
+def _compile_bytecode() -> None:
+    """Write gatekeeper's and the rule pack's bytecode once per session. With
+    PYTHONDONTWRITEBYTECODE set (as on the development machine) a fresh clone has none, and
+    every sandboxed worker (`python -I -B`, about 670 a run) and every CLI subprocess compiled
+    the modules it imports from source again: 0.05 s of CPU a worker for the harness alone,
+    0.02 s with bytecode. compileall writes regardless of that setting, skips what is up to
+    date, and replaces files atomically, so xdist workers doing the same at once is harmless."""
+    import compileall
+
+    root = Path(__file__).resolve().parent.parent
+    for folder in ("gatekeeper", "rules"):
+        compileall.compile_dir(str(root / folder), quiet=2, workers=1)
+
+
+_compile_bytecode()
+
+
 def _has_cuda_gpu() -> bool:
     try:
         import torch

@@ -72,3 +72,20 @@ def test_under_two_workers_the_long_tests_start_on_different_workers(tmp_path):
     assert "44 passed" in run.stdout, run.stdout + run.stderr
     workers = [(tmp_path / f"long_{i}.worker").read_text() for i in range(4)]
     assert workers[0] != workers[1] and workers[2] != workers[3], workers
+
+
+def test_the_session_leaves_bytecode_for_the_workers_it_starts():
+    # conftest._compile_bytecode: sandboxed workers run with -B and cannot write their own,
+    # and PYTHONDONTWRITEBYTECODE keeps this process from writing it on import.
+    import importlib.util
+
+    root = Path(__file__).resolve().parent.parent
+    for source in (root / "gatekeeper" / "sandbox" / "worker.py", root / "gatekeeper" / "behaviour" / "subject_job.py",
+                   root / "rules" / "gk101_returns_persistent_tensor.py"):
+        cached = Path(importlib.util.cache_from_source(str(source)))
+        assert cached.is_file(), cached
+        # the bytecode records the source's mtime and size: what import checks before using it
+        header = cached.read_bytes()[8:16]
+        stat = source.stat()
+        assert int.from_bytes(header[:4], "little") == int(stat.st_mtime) & 0xFFFFFFFF
+        assert int.from_bytes(header[4:], "little") == stat.st_size & 0xFFFFFFFF

@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # interpreters that import torch
+
 ROOT = Path(__file__).resolve().parent.parent
 
 PRELUDE = f"""
