@@ -5,29 +5,18 @@ from typing import Optional, Sequence
 
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.cpp_branches import Region, covers, regions
+from gatekeeper.analyses.cpp_stream_calls import (
+    ACQUIRE, CREATE, CURRENT, DEFAULT_STREAMS, NOT_USES, SWITCH, SYNC, called, is_join, is_use, returns_any,
+    statement_has,
+)
 from gatekeeper.analyses.stream_support import (
-    assigned_name, call_args, capture_spans, derived_from, enclosing_call, function_at, idents, match_close,
-    split_args, statement_start,
+    assigned_name, call_args, capture_spans, derived_from, function_at, idents, match_close, split_args,
 )
 from gatekeeper.static.cpp_functions import CppFunction
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.cpp_tokens import Token
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
-
-_CREATE = frozenset({"cudaStreamCreate", "cudaStreamCreateWithFlags", "cudaStreamCreateWithPriority"})
-# Expressions that hand out a stream other than the current one.
-_ACQUIRE = frozenset({"getStreamFromPool", "getStreamFromExternal", "cudaStreamPerThread"})
-# Calls that make a stream current for what follows.
-_SWITCH = frozenset({"setCurrentCUDAStream", "CUDAStreamGuard", "OptionalCUDAStreamGuard", "CUDAMultiStreamGuard"})
-_CURRENT = frozenset({"getCurrentCUDAStream", "getDefaultCUDAStream"})
-_SYNC = frozenset({"cudaDeviceSynchronize", "device_synchronize", "cudaStreamSynchronize", "stream_synchronize",
-                   "cudaStreamWaitEvent", "cudaEventSynchronize", "synchronize", "block"})
-# The legacy default stream and the casts that spell it.
-_DEFAULT_STREAMS = frozenset({"0", "nullptr", "NULL", "cudaStreamLegacy", "cudaStream_t", "static_cast",
-                              "reinterpret_cast"})
-_NOT_USES = frozenset({"cudaStreamDestroy", "cudaStreamQuery", "cudaStreamGetPriority", "cudaStreamGetFlags"})
-_TESTS = frozenset({"if", "while", "for", "switch", "sizeof", "assert", "TORCH_CHECK"})
 
 
 @dataclass
@@ -226,16 +215,16 @@ class SideStreamInCpp(Rule):
     def check_cpp(self, source: CppSource) -> None:
         self._regions: dict[int, list[Region]] = {}  # conditional regions by host function, per source
         tokens = source.tokens
-        if not idents(source) & (_CREATE | _ACQUIRE | _SWITCH | {"cudaStreamNonBlocking"}):
+        if not idents(source) & (CREATE | ACQUIRE | SWITCH | {"cudaStreamNonBlocking"}):
             # nothing here can name a side stream; only launches on streams of unknown origin remain
             if "<<<" in source.text:
                 self._unknown_launch_streams(source, None, set())
             return
         funcs = source.functions
-        sites = self._acquisitions(tokens, _ACQUIRE)
+        sites = self._acquisitions(tokens, ACQUIRE)
         identities = {s.identity for s in sites if s.identity}
         # `static cudaStream_t fast() { ...create...; return g; }`: calling the helper hands out g
-        helpers = frozenset(fn.name for fn in funcs if _returns_any(tokens, fn, identities))
+        helpers = frozenset(fn.name for fn in funcs if returns_any(tokens, fn, identities))
         if helpers:
             more = [site for site in self._acquisitions(tokens, helpers) if site.identity]
             sites += more
@@ -249,10 +238,10 @@ class SideStreamInCpp(Rule):
         for i, tok in enumerate(tokens):
             if i <= skip_until or tok.kind != "ident":
                 continue
-            if tok.text in _CREATE or tok.text in _NOT_USES or tok.text in _SYNC:
+            if tok.text in CREATE or tok.text in NOT_USES or tok.text in SYNC:
                 _, skip_until = call_args(tokens, i)  # its arguments are not uses
                 continue
-            if tok.text in identities and function_at(funcs, i) is not None and _is_use(tokens, i):
+            if tok.text in identities and function_at(funcs, i) is not None and is_use(tokens, i):
                 uses.append((i, tok.text, f"Using the stream `{tok.text}`"))
         # A stream used only between cudaStreamBeginCapture(s) and cudaStreamEndCapture(s) runs
         # nothing: capture records a graph, and where the graph is launched is what counts.
@@ -299,14 +288,14 @@ class SideStreamInCpp(Rule):
             if len(args) < 4:
                 continue
             texts = {t.text for t in args[3] if t.kind in ("ident", "number")}
-            if not texts or texts <= _DEFAULT_STREAMS or texts & (_CURRENT | _ACQUIRE | identities):
+            if not texts or texts <= DEFAULT_STREAMS or texts & (CURRENT | ACQUIRE | identities):
                 continue
             if funcs is None:
                 funcs = source.functions  # only for the rare launch on some other stream
             fn = function_at(funcs, i)
             if fn is None:
                 continue
-            if texts & set(fn.params) or derived_from(tokens, fn, texts, set(fn.params) | _CURRENT):
+            if texts & set(fn.params) or derived_from(tokens, fn, texts, set(fn.params) | CURRENT):
                 continue
             self.report_cpp(source, tok.offset, self.unknown_message, severity=Severity.WARNING,
                             evidence={"stream": " ".join(t.text for t in args[3]), "host_function": fn.name})
@@ -318,33 +307,33 @@ class SideStreamInCpp(Rule):
         for i, tok in enumerate(tokens):
             if tok.kind != "ident":
                 continue
-            if acquire is not _ACQUIRE:
-                if tok.text in acquire and i > 0 and tokens[i - 1].text != "cudaStream_t" and _called(tokens, i):
+            if acquire is not ACQUIRE:
+                if tok.text in acquire and i > 0 and tokens[i - 1].text != "cudaStream_t" and called(tokens, i):
                     sites.append(_Site(i, assigned_name(tokens, i), f"`{tok.text}()`"))
-            elif tok.text in _CREATE:
+            elif tok.text in CREATE:
                 args, close = call_args(tokens, i)
                 create_spans.append((i, close))
                 target = args[0] if args else []
                 ident = next((t.text for t in target if t.kind == "ident"), None)
                 sites.append(_Site(i, ident, f"`{tok.text}`"))
-            elif tok.text in _ACQUIRE:
+            elif tok.text in ACQUIRE:
                 ident = assigned_name(tokens, i)
-                if ident is not None and _statement_has(tokens, i, _SWITCH):
+                if ident is not None and statement_has(tokens, i, SWITCH):
                     ident = None  # `CUDAStreamGuard g(getStreamFromPool())`: a switch, not a variable
                 sites.append(_Site(i, ident, f"`{tok.text}`"))
-            elif tok.text in _SWITCH:
+            elif tok.text in SWITCH:
                 args, _ = call_args(tokens, i)
                 if not args and i + 2 < len(tokens) and tokens[i + 2].text == "(":
                     args, _ = call_args(tokens, i + 1)  # `CUDAStreamGuard guard(stream)`
-                if args and not any(t.text in _CURRENT for t in args[0]) and not any(
-                        t.text in _ACQUIRE for t in args[0]):
+                if args and not any(t.text in CURRENT for t in args[0]) and not any(
+                        t.text in ACQUIRE for t in args[0]):
                     sites.append(_Site(i, None, f"`{tok.text}`"))
             elif tok.text == "cudaStreamNonBlocking" and not any(a <= i <= b for a, b in create_spans):
                 sites.append(_Site(i, None, "`cudaStreamNonBlocking`"))
         return sites
 
     def _joined_after(self, tokens: Sequence[Token], index: int, fn: CppFunction, identities: set[str]) -> bool:
-        joins = [j for j in range(index + 1, fn.body_end) if _is_join(tokens, j, identities)]
+        joins = [j for j in range(index + 1, fn.body_end) if is_join(tokens, j, identities)]
         if not joins:
             return False
         found = self._regions.get(fn.body_start)
@@ -362,54 +351,3 @@ class SideStreamInCpp(Rule):
                             evidence={"stream": site.identity, "joined": True},
                             severity=Severity.WARNING if self.active_severity == Severity.ERROR else self.active_severity)
 
-
-def _is_join(tokens: Sequence[Token], j: int, identities: set[str]) -> bool:
-    text = tokens[j].text
-    if tokens[j].kind != "ident" or text not in _SYNC:
-        return False
-    args, _ = call_args(tokens, j)
-    first = {t.text for t in args[0]} if args else set()
-    if text in ("cudaDeviceSynchronize", "device_synchronize", "cudaEventSynchronize"):
-        return True
-    if text in ("cudaStreamSynchronize", "stream_synchronize") and first & identities:
-        return True
-    if text == "cudaStreamWaitEvent" and args and not first & identities:
-        return True  # the current stream waits for an event
-    if text in ("synchronize", "block") and j > 0 and tokens[j - 1].text in (".", "->"):
-        receiver = tokens[j - 2].text if j >= 2 else ""
-        if text == "synchronize" and receiver in identities:
-            return True
-        if text == "block" and not first & identities:
-            return True
-    return False
-
-
-def _called(tokens: Sequence[Token], i: int) -> bool:
-    return i + 1 < len(tokens) and tokens[i + 1].text == "("
-
-
-def _returns_any(tokens: Sequence[Token], fn: CppFunction, names: set[str]) -> bool:
-    return any(tokens[k].text == "return" and tokens[k + 1].text in names and tokens[k + 2].text == ";"
-               for k in range(fn.body_start, fn.body_end - 2))
-
-
-def _is_use(tokens: Sequence[Token], i: int) -> bool:
-    """A stream variable handed to a launch or a call, or used as a receiver; not its
-    declaration (`cudaStream_t s;`) nor a test (`if (!s)`, `s == nullptr`)."""
-    prev = tokens[i - 1] if i > 0 else None
-    nxt = tokens[i + 1] if i + 1 < len(tokens) else None
-    if prev is not None and prev.text == "return":
-        return False  # handing the stream to a caller; the caller's use is what counts
-    if prev is not None and prev.kind == "ident" and (
-            nxt is None or nxt.text in (";", "=", ",", "[", "{")):
-        return False
-    if (prev is not None and prev.text == "!") or (nxt is not None and nxt.text in ("==", "!=", "=")):
-        return False
-    return enclosing_call(tokens, i) not in _TESTS
-
-
-def _statement_has(tokens: Sequence[Token], index: int, words: frozenset[str]) -> bool:
-    for j in range(statement_start(tokens, index), index):
-        if tokens[j].text in words:
-            return True
-    return False
