@@ -5,11 +5,13 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
-from gatekeeper.analyses.stream_joins import (
-    CURRENT_STREAM, DEVICE_SYNC, JOIN_METHODS, STREAM_CTORS, STREAM_SWITCHES, StreamFrame, StreamUse, branch_path,
-    kept_or_returned,
+from gatekeeper.analyses.python_stream_exprs import (
+    creation_target, has_switch, is_current_stream, is_stream_parameter, is_stream_reference, module_streams,
 )
-from gatekeeper.static.syntax import argument, is_self_attr, self_attr, store_key
+from gatekeeper.analyses.stream_joins import (
+    DEVICE_SYNC, JOIN_METHODS, STREAM_CTORS, STREAM_SWITCHES, StreamFrame, StreamUse, branch_path, kept_or_returned,
+)
+from gatekeeper.static.syntax import argument, is_self_attr, self_attr
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
@@ -206,10 +208,7 @@ class SideStreamInPython(Rule):
         self.frames: list[StreamFrame] = [StreamFrame("<module>")]
         self.done: list[StreamFrame] = []
         self.stream_attrs: set[str] = set()
-        self.module_streams: set[str] = {
-            name for name, values in self.ctx.constants.items()
-            for v in values if type(v) is cst.Call and self.ctx.qualname(v.func) in STREAM_CTORS
-        }
+        self.module_streams: set[str] = module_streams(self.ctx)
         # every name that may hold a stream somewhere: visit_Name leaves at once for the rest
         self.watch: set[str] = set(self.module_streams)
         self.with_uses: dict[int, list[StreamUse]] = {}
@@ -233,24 +232,6 @@ class SideStreamInPython(Rule):
         elif is_self_attr(expr) and expr.attr.value in self.stream_attrs:
             return self_attr(expr)
         return None
-
-    def _is_current(self, expr: Optional[cst.BaseExpression]) -> bool:
-        if expr is None or (type(expr) is cst.Name and expr.value == "None"):
-            return True
-        if type(expr) is cst.Call:
-            return self.ctx.qualname(expr.func) in CURRENT_STREAM
-        if type(expr) is cst.Name:
-            binding = self.ctx.resolver.lookup(expr.value)
-            value = binding.value if binding is not None else None
-            return type(value) is cst.Call and self.ctx.qualname(value.func) in CURRENT_STREAM
-        return False
-
-    def _is_parameter(self, expr: Optional[cst.BaseExpression]) -> bool:
-        """A stream that arrives as a parameter is the caller's: judged where it is created."""
-        if type(expr) is not cst.Name:
-            return False
-        binding = self.ctx.resolver.lookup(expr.value)
-        return binding is not None and binding.kind == "param"
 
     def _add_use(self, node: cst.CSTNode, kind: str, identity: Optional[str] = None) -> StreamUse:
         use = StreamUse(node, self._tick(), kind, identity, branch_path(self.ctx, node))
@@ -279,7 +260,7 @@ class SideStreamInPython(Rule):
         if qual in DEVICE_SYNC:
             self.frames[-1].joins.append((self._tick(), branch_path(self.ctx, node)))
         elif qual in STREAM_CTORS:
-            identity = self._creation_target(node)
+            identity = creation_target(self.ctx, node)
             self._add_use(node, "create", identity)
             if identity is not None:
                 if identity.startswith("self."):
@@ -289,7 +270,7 @@ class SideStreamInPython(Rule):
                     self.watch.add(identity)
         elif qual in STREAM_SWITCHES:
             target = argument(node, 0, "stream")
-            if not self._is_current(target) and not self._is_parameter(target):
+            if not is_current_stream(self.ctx, target) and not is_stream_parameter(self.ctx, target):
                 use = StreamUse(node, 0, "switch", self._stream_identity(target) if target is not None else None)
                 parent = self.ctx.parent(node)
                 with_node = self.ctx.parent(parent) if (type(parent) is cst.WithItem) else None
@@ -327,41 +308,24 @@ class SideStreamInPython(Rule):
         if node.value not in self.watch:
             return
         if self.join_depth == 0 and (node.value in self.frames[-1].local_streams or node.value in self.module_streams):
-            if self._is_reference(node):
+            if is_stream_reference(self.ctx, node):
                 identity = self._stream_identity(node)
                 if identity is not None:
                     self._add_use(node, "ref", identity)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         key = self_attr(node)
-        if self.join_depth == 0 and node.attr.value in self.stream_attrs and key is not None and self._is_reference(node):
+        if self.join_depth == 0 and node.attr.value in self.stream_attrs and key is not None \
+                and is_stream_reference(self.ctx, node):
             self._add_use(node, "ref", key)
-
-    def _is_reference(self, node: cst.CSTNode) -> bool:
-        parent = self.ctx.parent(node)
-        if type(parent) is cst.AssignTarget or type(parent) is cst.Annotation:
-            return False
-        if type(parent) is cst.Attribute and parent.attr is node:
-            return False
-        if type(parent) in (cst.Comparison, cst.ComparisonTarget, cst.If, cst.UnaryOperation):
-            return False  # `if self.stream is None:`: a test of the handle launches nothing on it
-        return type(parent) not in (cst.Param, cst.ImportAlias, cst.Global, cst.Nonlocal)
 
     def _is_join(self, node: cst.Call, func: cst.Attribute) -> bool:
         receiver = func.value
         if func.attr.value == "synchronize":
             # the current stream synchronising itself does not wait for a side stream
-            return not self._is_current(receiver) or self.ctx.qualname(receiver) == "torch.cuda"
+            return not is_current_stream(self.ctx, receiver) or self.ctx.qualname(receiver) == "torch.cuda"
         # `side.wait_stream(current)` makes the side stream wait: the opposite of a join
         return self._stream_identity(receiver) is None
-
-    def _creation_target(self, node: cst.Call) -> Optional[str]:
-        parent = self.ctx.parent(node)
-        if type(parent) is cst.Assign and len(parent.targets) == 1:
-            return store_key(parent.targets[0].target)
-        if type(parent) is cst.AnnAssign and type(parent.target) is cst.Name:
-            return parent.target.value
-        return None
 
     # verdicts -------------------------------------------------------------------------
     def finish(self) -> None:
@@ -397,13 +361,9 @@ class SideStreamInPython(Rule):
                 elif use.kind == "switch":
                     what = f"`with`/`set_stream` on `{use.identity}`" if use.identity else "switching the current stream"
                     self._emit(use, f"`{frame.key}`", not joined, what)
-                elif not joined and use.identity not in reported_ref and not self._has_switch(frame, use.identity):
+                elif not joined and use.identity not in reported_ref and not has_switch(frame, use.identity):
                     reported_ref.add(use.identity or "")
                     self._emit(use, f"`{frame.key}`", True, f"Using the side stream `{use.identity}`")
-
-    @staticmethod
-    def _has_switch(frame: StreamFrame, identity: Optional[str]) -> bool:
-        return any(u.kind == "switch" and u.identity == identity for u in frame.uses)
 
     def _emit(self, use: StreamUse, function: str, bad: bool, what: str) -> None:
         if bad:
