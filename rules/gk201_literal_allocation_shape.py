@@ -6,19 +6,16 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
+from gatekeeper.analyses.allocation_shapes import METHOD_ALLOC, TORCH_ALLOC, allocation_shape
 from gatekeeper.analyses.shape_helpers import (
-    ORDERING, in_main_guard, only_raises, py_int, py_shape, reach, shape_text, significant_match, size_read_kind,
-    sized_holder, sizes_for, under_size_test,
+    ORDERING, in_main_guard, only_raises, py_int, reach, shape_text, significant_match, sized_holder, sizes_for,
+    under_size_test,
 )
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.walk import subtree
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
 _P = "R = 4\nB = 16\nD = 48\ndef get_inputs():\n    return [torch.randn(R, B, D)]\n"
-_TORCH_ALLOC = frozenset({"empty", "zeros", "ones", "full", "rand", "randn", "empty_strided"})
-_METHOD_ALLOC = frozenset({"new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided"})
-# These take the shape as one argument; the others also accept it spread out.
-_SHAPE_FIRST_ONLY = frozenset({"full", "empty_strided", "new_full", "new_empty_strided"})
 _HEADER = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
 
 
@@ -285,12 +282,12 @@ class LiteralAllocationShape(Rule):
             last = func.value
         else:
             return
-        if last in _METHOD_ALLOC:
+        if last in METHOD_ALLOC:
             if type(func) is not cst.Attribute:
                 return
-        elif last not in _TORCH_ALLOC or self.ctx.qualname(func) != f"torch.{last}":
+        elif last not in TORCH_ALLOC or self.ctx.qualname(func) != f"torch.{last}":
             return
-        values = self._shape(node, last)
+        values = allocation_shape(self.ctx, node, last)
         if not values:
             return
         literals = [v for v in values if v is not None and v > 1]
@@ -330,50 +327,6 @@ class LiteralAllocationShape(Rule):
                             evidence=evidence, severity=Severity.WARNING)
 
     # helpers ---------------------------------------------------------------------------
-    def _shape(self, node: cst.Call, last: str) -> Optional[list[Optional[int]]]:
-        for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value == "size":
-                return self._shape_of(arg.value)
-        args = [a for a in node.args if a.keyword is None and a.star != "**"]
-        if not args:
-            return None
-        if not args[0].star:
-            first = self._shape_of(args[0].value)
-            if first is not None:
-                return first
-            if last in _SHAPE_FIRST_ONLY:
-                return None
-        values: list[Optional[int]] = []
-        for arg in args:  # torch.empty(16, 48) or torch.empty(*SHAPE)
-            if arg.star == "*":
-                spread = self._shape_of(arg.value)
-                values.extend(spread if spread is not None else [None])
-            else:
-                values.append(py_int(self.ctx, arg.value))
-        return values
-
-    def _shape_of(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[list[Optional[int]]]:
-        """A shape expression's entries, through module constants, a local assigned a tuple,
-        and `x.shape[:-1] + (48,)`; None when it is not a shape."""
-        if depth > 4:
-            return None
-        shape = py_shape(self.ctx, expr)
-        if shape is not None:
-            return shape
-        if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Add:
-            left = self._shape_of(expr.left, depth + 1)
-            right = self._shape_of(expr.right, depth + 1)
-            if left is not None and right is not None:
-                return left + right
-            return None
-        if size_read_kind(self.ctx, expr) == "shape":
-            return [None]
-        if type(expr) is cst.Name:
-            binding = self.ctx.resolver.lookup(expr.value)
-            if binding is not None and binding.kind == "local" and type(binding.value) in (cst.Tuple, cst.List, cst.BinaryOperation):
-                return self._shape_of(binding.value, depth + 1)
-        return None
-
     def _target(self, node: cst.Call) -> Optional[str]:
         parent = self.ctx.parent(node)
         if type(parent) in (cst.Return, cst.Arg):
