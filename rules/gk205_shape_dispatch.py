@@ -6,8 +6,9 @@ import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.cpp_shape_tests import shape_tests
+from gatekeeper.analyses.dispatch_literals import all_fixed, dispatch_literal, dispatch_members, nominal_meaning
 from gatekeeper.analyses.shape_helpers import (
-    Literal, fixed_values, in_main_guard, is_setting, module_constant, pattern_literals, py_int, py_shape, shape_text, size_read_kind, sizes_for,
+    Literal, in_main_guard, is_setting, module_constant, pattern_literals, shape_text, size_read_kind,
 )
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
@@ -253,14 +254,14 @@ class ShapeDispatch(Rule):
                 for a, b in ((left, right), (right, left)):
                     kind = self._kind(a)
                     if kind is not None:
-                        literal = self._literal(b, kind)
+                        literal = dispatch_literal(self.ctx, b, kind)
                         if literal is not None:
                             self._judge(node, [literal])
                         break
             elif isinstance(op, _MEMBERSHIP):
                 kind = self._kind(left)
                 if kind is not None:
-                    literals = self._members(right, kind)
+                    literals = dispatch_members(self.ctx, right, kind)
                     if literals:
                         self._judge(node, literals)
             left = right
@@ -306,7 +307,7 @@ class ShapeDispatch(Rule):
         if type(container) is cst.Name:
             value = module_constant(self.ctx, container.value)
             if type(value) is cst.Dict:
-                literals = self._members(value, kind)
+                literals = dispatch_members(self.ctx, value, kind)
                 if literals:
                     self._judge(node, literals)
         elif type(container) is cst.Attribute and type(container.value) is cst.Name and container.value.value == "self":
@@ -316,40 +317,14 @@ class ShapeDispatch(Rule):
         for node, attr in self.self_lookups:
             table = self.self_dicts.get(attr)
             if table is not None:
-                literals = self._members(table, "shape") + self._members(table, "size")
+                literals = dispatch_members(self.ctx, table, "shape") + dispatch_members(self.ctx, table, "size")
                 if literals:
                     self._judge(node, literals)
-
-    # literals --------------------------------------------------------------------------
-    def _literal(self, expr: cst.BaseExpression, kind: str) -> Optional[Literal]:
-        if kind == "size":
-            value = py_int(self.ctx, expr)
-            return value if value is not None and value > 1 else None
-        shape = py_shape(self.ctx, expr)
-        # `(x.size(0), 48)`: entries that are not constants match anything
-        if shape is None or not any(v is not None and v > 1 for v in shape):
-            return None
-        return tuple(shape)
-
-    def _members(self, expr: cst.BaseExpression, kind: str) -> list[Literal]:
-        if type(expr) is cst.Name:
-            value = module_constant(self.ctx, expr.value)
-            if value is None or type(value) not in (cst.Tuple, cst.List, cst.Set, cst.Dict):
-                return []
-            expr = value
-        if type(expr) is cst.Dict:
-            items = [e.key for e in expr.elements if type(e) is cst.DictElement]
-        elif type(expr) in (cst.Tuple, cst.List, cst.Set):
-            items = [e.value for e in expr.elements]
-        else:
-            return []
-        out = [lit for item in items if (lit := self._literal(item, kind)) is not None]
-        return out
 
     def _judge(self, node: cst.CSTNode, literals: list[Literal], test: Optional[str] = None) -> None:
         if in_main_guard(self.ctx, node):
             return  # a self-test under __main__ never runs in the benchmark
-        if self.ctx.problem is not None and self._all_fixed(literals):
+        if self.ctx.problem is not None and all_fixed(self.ctx.problem, literals):
             return  # `d == 128` for a head width every declared shape fixes: part of the problem
         if test is None:
             test = self.ctx.module.code_for_node(node)
@@ -357,7 +332,7 @@ class ShapeDispatch(Rule):
         problem = self.ctx.problem
         shown = ", ".join(shape_text(list(v)) if isinstance(v, tuple) else str(v) for v in literals[:4])
         evidence = {"literals": [list(v) if isinstance(v, tuple) else v for v in literals]}
-        why = self._meaning(literals) if problem is not None else None
+        why = nominal_meaning(self.ctx.problem, literals) if problem is not None else None
         if why is None:
             context = ("It is not one of the problem's sizes, but the sizes should still come from the inputs."
                        if problem is not None else
@@ -370,32 +345,15 @@ class ShapeDispatch(Rule):
         template = self.message_assert if self.asserts else self.message
         self.report(node, template.format(test=test, literal=shown, why=why), evidence=evidence)
 
-    def _all_fixed(self, literals: list[Literal]) -> bool:
-        fixed = fixed_values(self.ctx.problem)
-        values = [v for lit in literals for v in (lit if isinstance(lit, tuple) else (lit,)) if v is not None and v > 1]
-        return bool(fixed) and bool(values) and all(v in fixed for v in values)
-
-    def _meaning(self, literals: list[Literal]) -> Optional[str]:
-        if self.ctx.problem is None:
-            return None
-        sizes = sizes_for(self.ctx.problem)
-        for lit in literals:
-            values = list(lit) if isinstance(lit, tuple) else [lit]
-            meanings = [sizes.shape_size(v) for v in values if v is not None and v > 1]
-            if meanings and all(meanings):
-                return "is the problem's nominal size (" + ", ".join(
-                    m.replace("the problem dimension ", "") for m in meanings if m) + ")"
-        return None
-
     # C++: x.size(1) == 4096, TORCH_CHECK(x.sizes()[0] == 16), switch (x.size(1)) ------------
     def check_cpp(self, source: CppSource) -> None:
         for offset, value, test in shape_tests(source):
             self._report_cpp_literal(source, offset, value, test)
 
     def _report_cpp_literal(self, source: CppSource, offset: int, value: int, test: str) -> None:
-        if self.ctx.problem is not None and self._all_fixed([value]):
+        if self.ctx.problem is not None and all_fixed(self.ctx.problem, [value]):
             return
-        why = self._meaning([value]) if self.ctx.problem is not None else None
+        why = nominal_meaning(self.ctx.problem, [value]) if self.ctx.problem is not None else None
         test = test if len(test) <= 80 else test[:77] + "..."
         if why is None:
             context = ("Without the problem file the gatekeeper cannot tell whether it is the nominal "
