@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from itertools import chain
-
 import libcst as cst
 
 from gatekeeper.static.names import int_value
@@ -9,11 +7,11 @@ from gatekeeper.static.names import int_value
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.cpp_constants import CppConstant, CppFacts
 from gatekeeper.analyses.cpp_literal_shapes import judged_shapes
-from gatekeeper.analyses.cpp_number_roles import CppRoles, tile_bound
-from gatekeeper.analyses.size_literals import (
-    ROLES, address_names, certain_cpp, certain_triton, is_tile_like, judge_cpp, local_size_arguments, meaning,
-    steps_tiles, triton_reads_sizes, triton_role,
+from gatekeeper.analyses.cpp_number_roles import CppRoles
+from gatekeeper.analyses.kernel_size_uses import (
+    definition_text, is_triton_kernel, size_constants, size_numbers, triton_size_use,
 )
+from gatekeeper.analyses.size_literals import ROLES, address_names, local_size_arguments, triton_reads_sizes
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
@@ -318,13 +316,8 @@ class ProblemSizeInKernelSource(Rule):
 
     # Triton kernels: the Python functions decorated with triton.jit / autotune / heuristics
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        if self.ctx.problem is None or not node.decorators:
-            return
-        for deco in node.decorators:
-            expr = deco.decorator.func if (type(deco.decorator) is cst.Call) else deco.decorator
-            if (self.ctx.qualname(expr) or "").startswith("triton."):
-                self.kernels.append((node, triton_reads_sizes(node), address_names(node)))
-                return
+        if self.ctx.problem is not None and is_triton_kernel(self.ctx, node):
+            self.kernels.append((node, triton_reads_sizes(node), address_names(node)))
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         if self.kernels and self.kernels[-1][0] is node:
@@ -337,17 +330,14 @@ class ProblemSizeInKernelSource(Rule):
         kernel, reads = self.kernels[-1][0].name.value, self.kernels[-1][1]
         if value is None or value < 17 or (kernel, value) in self.triton_reported:
             return
-        if reads and is_tile_like(value):
-            return  # a power-of-two width next to sizes the kernel is given: a tile
-        role = triton_role(self.ctx, node, self.kernels[-1][2])
-        why = meaning(self.ctx.problem, value, role, vector=False) if role else None
-        if why is None:
+        hit = triton_size_use(self.ctx, node, value, reads, self.kernels[-1][2])
+        if hit is None:
             return
+        why, role, confidence = hit
         self.triton_reported.add((kernel, value))
         self.report(node, self.triton_message.format(kernel=kernel, value=value, why=why, role=ROLES[role]),
                     evidence={"value": value, "meaning": why, "kernel": kernel, "role": role},
-                    confidence=Confidence.CERTAIN if certain_triton(reads, value, role, why) else
-                    Confidence.SUSPECT if reads else Confidence.LIKELY)
+                    confidence=confidence)
 
     # C++ / CUDA -------------------------------------------------------------------------
     def check_cpp(self, source: CppSource) -> None:
@@ -356,43 +346,16 @@ class ProblemSizeInKernelSource(Rule):
             return
         facts = CppFacts.of(source)
         roles = CppRoles.of(source)
-        tokens = facts.tokens
         reported: set[int] = set()
-        in_bodies: set[int] = set()
-        for const in facts.constants.values():
-            in_bodies.update(const.body)
-        for const in facts.constants.values():
-            if const.kind not in ("macro", "const") or const.value is None or const.value in reported:
-                continue
-            uses = facts.uses.get(const.name, [])
-            # a constant that is a tile width somewhere (`k0 += BK`) bounds loops over its tile
-            tile = any(facts.tile_use(i) for i in uses)
-            hits = [(i, h) for i in uses if (h := judge_cpp(problem, facts, roles, i, const.value, exact_only=tile))
-                    and not (tile and h[1] == "bound" and tile_bound(facts.tokens, i))
-                    and not (tile and steps_tiles(facts.tokens, i))]
-            if not hits:
-                continue
-            reported.add(const.value)
-            why, role, _ = hits[0][1]
-            certain = not tile and any(certain_cpp(roles, i, const.value, h[1], h[0]) for i, h in hits)
-            self._report_named(source, facts, const, why, ROLES[role], all(h[2] for _, h in hits), certain)
+        for const, why, role, confidence in size_constants(problem, facts, roles, reported):
+            self._report_named(source, facts, const, why, role, confidence)
         for const, why in local_size_arguments(facts, problem, reported):  # `int n = 768;` to a launch
-            self._report_named(source, facts, const, why, "a size argument of a kernel launch", False)
-        in_bodies.update(self._literal_allocations(source))
-        for index in sorted(chain.from_iterable(source.by_text["number"].values())):  # the numbers, in order
-            value = tokens[index].int_value
-            if value is None or value in reported or index in in_bodies:
-                continue  # a literal inside a constant's definition is judged by the constant's uses
-            hit = judge_cpp(problem, facts, roles, index, value)
-            if hit is None:
-                continue
-            why, role, reads = hit
-            reported.add(value)
-            certain = certain_cpp(roles, index, value, role, why)
-            self.report_cpp(source, tokens[index].offset, self.message.format(value=value, why=why, role=ROLES[role]),
-                            evidence={"value": value, "meaning": why, "role": role},
-                            confidence=Confidence.CERTAIN if certain else
-                            Confidence.SUSPECT if reads else Confidence.LIKELY)
+            self._report_named(source, facts, const, why, "a size argument of a kernel launch", Confidence.LIKELY)
+        handled = self._literal_allocations(source)
+        for index, value, why, role, confidence in size_numbers(source, problem, facts, roles, reported, handled):
+            self.report_cpp(source, facts.tokens[index].offset,
+                            self.message.format(value=value, why=why, role=ROLES[role]),
+                            evidence={"value": value, "meaning": why, "role": role}, confidence=confidence)
 
     def _literal_allocations(self, source: CppSource) -> set[int]:
         """`torch::empty({2, 64, 4, 128}, ...)`: judged whole (cpp_literal_shapes); returns the
@@ -407,14 +370,11 @@ class ProblemSizeInKernelSource(Rule):
         return handled
 
     def _report_named(self, source: CppSource, facts: CppFacts, const: CppConstant, why: str, role: str,
-                      reads: bool, certain: bool = False) -> None:
-        first, last = facts.tokens[const.body[0]], facts.tokens[const.body[-1]]
-        body = source.text[first.offset : last.offset + len(last.text)]
-        what = f"`#define {const.name} {body}`" if const.kind == "macro" else f"`{const.name} = {body}`"
-        offset = first.offset
+                      confidence: Confidence) -> None:
+        what = definition_text(source, facts, const)
+        offset = facts.tokens[const.body[0]].offset
         message = self.named_message.format(what=what, value=const.value, why=why, name=const.name, role=role)
         hint = self.named_hint.format(name=const.name, name_or_tile="BLOCK")
         self.report_cpp(source, offset, message, hint,
                         evidence={"value": const.value, "meaning": why, "constant": const.name},
-                        confidence=Confidence.CERTAIN if certain else
-                        Confidence.SUSPECT if reads else Confidence.LIKELY)
+                        confidence=confidence)
