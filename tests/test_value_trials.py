@@ -58,3 +58,44 @@ def test_nan_where_float64_is_finite_is_still_nan_and_honest_overflow_is_matched
     wrong[2] = float("nan")
     result = fair_compare(pack(ref), pack(ref64), pack(wrong), _tol)
     assert not result.ok and result.reason == "nan"
+
+
+def _masked_oracle(ref, ref64, got, atol, rtol):
+    """The judgment's sums in float64, always through the mask of finite reference values
+    (what fair_compare computed before its all-finite shortcut)."""
+    r, e, o = ref.double().reshape(-1), ref64.double().reshape(-1), got.double().reshape(-1)
+    finite = torch.isfinite(e) & torch.isfinite(r)
+    nonfinite = int((~torch.isfinite(o) & finite).sum())
+    inf_mismatch = int((~torch.isfinite(r) & ~((o == r) | (o.isnan() & r.isnan()))).sum())
+    honest = excess = worst = 0.0
+    if bool(finite.any()):
+        e, r, o = e[finite], r[finite], o[finite]
+        honest = float((r - e).abs().max())
+        diff = (o - e).abs()
+        worst = max(0.0, float(diff.max()))
+        excess = max(0.0, float((diff - e.abs() * rtol).max()) - atol)
+    return nonfinite, inf_mismatch, honest, worst, excess
+
+
+def test_the_all_finite_shortcut_sums_what_the_masked_judgment_sums():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(4096, generator=g) * 1e3
+    ref64 = x.double() * 3.0
+    ref = (x * 3.0)
+    cases = {
+        "honest": ref.clone(),
+        "off": ref + 0.5,
+        "nan and inf in the output": ref.clone().index_put_((torch.tensor([7, 99]),), torch.tensor([float("nan"), float("inf")])),
+    }
+    overflow = ref.clone()
+    overflow[5] = float("inf")  # the reference in its own dtype overflowed here: the masked path
+    for name, got in cases.items():
+        for reference in (ref, overflow):
+            result = fair_compare(pack(reference), pack(ref64), pack(got), _tol)
+            nonfinite, inf_mismatch, honest, worst, excess = _masked_oracle(reference, ref64, got, *_tol(None))
+            ev = result.evidence
+            assert ev.get("nonfinite", 0) == nonfinite, (name, ev)
+            assert ev["honest_max_abs_error"] == honest and ev["max_abs_error_vs_float64"] == worst, (name, ev)
+            if result.reason == "values":
+                assert ev["excess"] == excess and ev["inf_mismatch"] == inf_mismatch, (name, ev)
+            assert result.ok == (not nonfinite and not inf_mismatch and excess <= FAIR_SLACK * honest), (name, ev)

@@ -218,11 +218,18 @@ def fair_compare(reference: Any, reference64: Any, got: Any, tolerances: Any) ->
         r, e, o = r.double(), e.double(), o.double()
         # Where the honest computation overflowed (or float64 itself is not finite), the
         # submission is held to the honest value: the same Inf, or a NaN where it has one.
-        finite = torch.isfinite(e) & torch.isfinite(r)
-        nonfinite += int((~torch.isfinite(o) & finite).sum())
-        inf_mismatch += int((~torch.isfinite(r) & ~((o == r) | (o.isnan() & r.isnan()))).sum())
-        if bool(finite.any()):
-            e, r, o = e[finite], r[finite], o[finite]
+        if bool(torch.isfinite(e).all()) and bool(torch.isfinite(r).all()):
+            # The usual piece: every reference value finite, so nothing is masked out. The
+            # same sums as below without the three masked copies (a third of the time).
+            nonfinite += o.numel() - int(torch.isfinite(o).sum())
+            finite = None
+        else:
+            finite = torch.isfinite(e) & torch.isfinite(r)
+            nonfinite += int((~torch.isfinite(o) & finite).sum())
+            inf_mismatch += int((~torch.isfinite(r) & ~((o == r) | (o.isnan() & r.isnan()))).sum())
+        if finite is None or bool(finite.any()):
+            if finite is not None:
+                e, r, o = e[finite], r[finite], o[finite]
             honest = max(honest, float((r - e).abs_().max()))
             diff = (o - e).abs_()
             worst = max(worst, float(diff.max()))
