@@ -27,7 +27,8 @@ from gatekeeper.analyses.cpp_torch_calls import scan_cpp
 from gatekeeper.analyses.torch_fallback_paths import find_fallbacks
 from gatekeeper.analyses.kernel_work import torch_does_whole_op
 from gatekeeper.analyses.launch_placement import place_kernels, pure_call
-from gatekeeper.analyses.own_callables import OwnCallables, fetched_at_run_time, native_loader
+from gatekeeper.analyses.own_callables import OwnCallables, native_loader
+from gatekeeper.analyses.self_attr_calls import resolve_self_calls
 from gatekeeper.analyses.torch_result_flow import use_outside_result
 from gatekeeper.analyses.tensor_values import TensorValues
 from gatekeeper.analyses.torch_call_kinds import TorchCalls
@@ -288,46 +289,7 @@ class TorchUsage(TorchCalls, TensorValues):
         if self._resolved:
             return
         self._resolved = True
-        for attr, node, key, _ in self.self_calls:
-            if attr not in self.self_ext and attr not in self.self_passed and attr not in self.class_attrs \
-                    and attr not in self.self_layers:
-                # self._fast = lambda t: run(t); self._fn = _mod().f: followed through the bindings
-                own = self.own_callables()
-                if own.call_is_own(node):
-                    self.kernels.append(Kernel(f"self.{attr}", key, (), node))
-                elif self.in_forward(key) and fetched_at_run_time(own, node):
-                    self.opaque_calls.append(f"self.{attr}")
-                continue
-            if attr in self.self_ext and attr not in self.self_layers and attr not in self.class_attrs:
-                receiver, name, qual = self.self_ext[attr]
-                if qual is not None and extension_module(qual):
-                    self.kernels.append(Kernel(f"self.{attr}", key, (), node))
-                elif qual is None or not qual.startswith("torch."):
-                    self.kernels.append(Kernel(f"self.{attr}", key, (), node, needs_ext=(receiver, name)))
-                continue
-            if attr in self.self_passed and attr not in self.self_layers and attr not in self.class_attrs \
-                    and self.has_cuda_kernel and (self.holders or self.loader_functions):
-                # `Block(fused_op=self.ext.fused_cuda)` then `self.fused_op(out, ...)`: in a file
-                # that builds its own kernels, a callable passed in may be one of them
-                self.kernels.append(Kernel(f"self.{attr}", key, (), node))
-                continue
-            if attr not in self.class_attrs and attr not in self.self_layers:
-                continue
-            path = self._path(node)
-            alias = self.class_attrs.get(attr, "")
-            plain = not any(part[:1].isupper() for part in alias.split("."))
-            if alias.startswith("torch.") and plain and self.ops.function_is_compute(alias):
-                self.uses.append(Use("function", short_op(alias.rsplit(".", 1)[-1]), alias,
-                                     self.ops.is_heavy(alias.rsplit(".", 1)[-1], alias), key, node, path))
-                continue
-            classes = self.self_layers.get(attr)
-            if classes:
-                compute = [c for c in classes if self._nn_compute_class(c)]
-                if compute:
-                    heavy = [c for c in compute if self.ops.is_heavy(c.rsplit(".", 1)[-1])]
-                    main = (heavy or compute)[0]
-                    self.uses.append(Use("layer", short_op(main.rsplit(".", 1)[-1]), main, bool(heavy), key, node, path,
-                                         more_layers=len(compute) - 1))
+        resolve_self_calls(self)  # what each `self.X(...)` call is (self_attr_calls.py)
         if any(u.node is not None and u.kind == "layer" for u in self.uses):
             self._dedupe_layers()
         holders = set(self.holders) | {n for n, f in self.holder_calls.items() if f in self.loader_functions}
