@@ -18,6 +18,9 @@
 #                                                # corrected on the CPU since the third round and every one no
 #                                                # H100 round reached (2 honest, 50 static rejects)
 #   bash bench/gpu_issue23.sh large-alone        # (as above) its own call, right after
+#   bash bench/gpu_issue23.sh tracker-cost       # where the tracker's cost per launch goes (variants of its stack
+#                                                # walk, each in its own process), alone; then a Triton fixture
+#                                                # through the whole pipeline by name and by launcher
 # Expects .whl/, .gpu/corpus (the corpus files the parts name) and .gpu/bw/bwrap (a bubblewrap
 # for the image, which has none) carried along: bench/gpu_prepare.sh makes them. Results in $OUT.
 set -uo pipefail
@@ -115,6 +118,13 @@ case "${1:-}" in
     kill $SYNC; cp "$W"/*.jsonl "$OUT"/
     tar czf "$OUT/reports.tar.gz" -C "$W" reports launcher_reports
     grep -h '"item": "\(section\|cost\|build\|direct\)' "$OUT/probe.log" | cut -c1-300 ;;
+  tracker-cost)
+    GK_PROBE_LAUNCHES=5000 GK_PROBE_REPEATS=3 timeout -k 5 240 python3 bench/gpu_launcher_probe.py --out "$OUT" --part cost \
+      2>&1 | tee "$OUT/cost.log"
+    timeout -k 5 300 python3 bench/gpu_launcher_probe.py --out "$OUT" --part checks \
+      --checks fixtures/submissions/fallback_honest_triton.py:fixtures/problems/seed_mean.py 2>&1 | tee "$OUT/checks.log"
+    tar czf "$OUT/launcher_reports.tar.gz" -C "$OUT" launcher_reports && rm -rf "$OUT/launcher_reports"
+    grep -h '"item": "cost_variant' "$OUT/cost.log" | cut -c1-400 ;;
   large-alone)
     df -h / /tmp /dev/shm 2>&1 | tee -a "$OUT/env.txt"
     timeout -k 5 400 python3 bench/gpu_large_output.py --out "$OUT" --rows 36864 --cols 16384 --cases honest --timeout 380 \

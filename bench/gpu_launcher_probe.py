@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
-LAUNCHES = 20_000
-REPEATS = 5
+LAUNCHES = int(os.environ.get("GK_PROBE_LAUNCHES", "20000"))
+REPEATS = int(os.environ.get("GK_PROBE_REPEATS", "5"))
 
 CUDA_SRC = r"""
 #include <torch/extension.h>
@@ -170,6 +170,86 @@ def direct(save: Callable[[dict], None]) -> None:
           "runs_recording_off": off, "runs_recording_on": on})
 
 
+# --part cost: where the tracker's cost per launch goes. Each variant in a child of its own (CUPTI
+# takes one subscriber a process), started before CUDA is first used. The walk variants are copies
+# of gatekeeper/runtime/kernel_owner.c with the stack walk changed by text substitution, built
+# here; the product's library is not changed.
+WALK = "int n = backtrace(frames, 64);"
+COST_VARIANTS = {
+    "none": None,             # no tracker: the baseline
+    "hold": "hold",           # the timing worker's setup: subscribed, no callback enabled
+    "full": "",               # the product's tracker as the checking worker starts it
+    "nowalk": "int n = 0;",   # callbacks and kernel records, no stack walk
+    "walk16": "int n = backtrace(frames, 16);",
+    "walk8": "int n = backtrace(frames, 8);",
+}
+
+
+def variant_library(name: str, scratch: Path) -> str:
+    from gatekeeper.runtime import kernel_owner
+
+    if COST_VARIANTS[name] == "" or COST_VARIANTS[name] == "hold":
+        library, why = kernel_owner.build_kernel_owner()
+        if library is None:
+            raise RuntimeError(why)
+        return str(library)
+    source = kernel_owner.SOURCE.read_text()
+    assert WALK in source, "the stack walk line changed; update bench/gpu_launcher_probe.py"
+    path = scratch / f"kernel_owner_{name}.c"
+    path.write_text(source.replace(WALK, COST_VARIANTS[name]))
+    target = scratch / f"kernel_owner_{name}.so"
+    flags = [f"-I{d}" for d in kernel_owner._include_dirs()]
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", *flags, "-o", str(target), str(path), "-ldl", "-lpthread"],
+                   check=True, capture_output=True, text=True, timeout=120)
+    return str(target)
+
+
+def cost_child(name: str, library: str) -> dict:
+    """In a fresh process: start the variant, then the cost per launch (recording off)."""
+    from gatekeeper.runtime import kernel_owner
+
+    out: dict[str, Any] = {"variant": name}
+    owners = None
+    if COST_VARIANTS[name] is not None:
+        libcupti = kernel_owner.find_libcupti()
+        owners = kernel_owner.KernelOwners(library)
+        if COST_VARIANTS[name] == "hold":
+            owners.hold(libcupti)
+        else:
+            owners.start(libcupti)
+    runs = per_launch_runs()
+    out.update({"us_per_launch": median(runs), "runs": runs})
+    if owners is not None and COST_VARIANTS[name] != "hold":
+        for _ in range(100):
+            owners.launcher_here()
+        began = time.perf_counter()
+        for _ in range(2000):
+            where = owners.launcher_here()
+        out["us_per_stack_walk_from_python"] = round((time.perf_counter() - began) / 2000 * 1e6, 3)
+        out["launcher_here"] = where
+        if COST_VARIANTS[name] == "":
+            owners.record(True)
+            out["us_per_launch_recording_on"] = median(per_launch_runs())
+            owners.record(False)
+    return out
+
+
+def cost_parts(save: Callable[[dict], None]) -> None:
+    scratch = Path(tempfile.mkdtemp(prefix="gk-probe-cost-"))
+    for name in list(COST_VARIANTS) + ["none"]:  # the baseline again at the end: drift
+        try:
+            library = variant_library(name, scratch) if COST_VARIANTS[name] is not None else ""
+        except Exception as exc:
+            save({"item": "cost_variant", "variant": name, "build_crash": f"{type(exc).__name__}: {exc}"[-800:]})
+            continue
+        done = subprocess.run([sys.executable, __file__, "--cost-child", name, "--library", library],
+                              capture_output=True, text=True, timeout=150)
+        try:
+            save({"item": "cost_variant", "launches": LAUNCHES, "repeats": REPEATS, **json.loads(done.stdout)})
+        except json.JSONDecodeError:
+            save({"item": "cost_variant", "variant": name, "exit": done.returncode, "stderr": done.stderr[-800:]})
+
+
 def check(sub: str, problem: str, mode: str, reports: Path) -> dict:
     env = {**os.environ, "GATEKEEPER_KERNEL_OWNERSHIP": mode}
     began = time.perf_counter()
@@ -195,8 +275,13 @@ def main() -> int:
     parser.add_argument("--checks", default="fixtures/submissions/fallback_nn_linear.py:fixtures/problems/fallback_linear_relu.py,"
                         "fixtures/submissions/fallback_honest_triton.py:fixtures/problems/seed_mean.py")
     parser.add_argument("--baseline", action="store_true", help="(child) the cost per launch without the tracker")
-    parser.add_argument("--part", choices=("direct", "checks", "both"), default="both")
+    parser.add_argument("--part", choices=("direct", "checks", "both", "cost"), default="both")
+    parser.add_argument("--cost-child", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--library", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.cost_child:
+        print(json.dumps(cost_child(args.cost_child, args.library)))
+        return 0
     if args.baseline:
         runs = per_launch_runs()
         print(json.dumps({"us_per_launch_no_tracker": median(runs), "runs": runs}))
@@ -220,7 +305,9 @@ def main() -> int:
             save({"item": "direct", "crash": f"{type(exc).__name__}: {exc}"[-2000:]})  # a compiler's complaint is at the end
         base = subprocess.run([sys.executable, __file__, "--baseline"], capture_output=True, text=True, timeout=120)
         save({"item": "cost_baseline_after", "stdout": base.stdout.strip(), "stderr": base.stderr[-400:]})
-    if args.part == "direct":
+    if args.part == "cost":
+        cost_parts(save)
+    if args.part in ("direct", "cost"):
         return 0
     pairs = [tuple(p.split(":", 1)) for p in args.checks.split(",") if p]
     with ThreadPoolExecutor(max_workers=2 * len(pairs)) as pool:
