@@ -99,3 +99,22 @@ def test_the_all_finite_shortcut_sums_what_the_masked_judgment_sums():
             if result.reason == "values":
                 assert ev["excess"] == excess and ev["inf_mismatch"] == inf_mismatch, (name, ev)
             assert result.ok == (not nonfinite and not inf_mismatch and excess <= FAIR_SLACK * honest), (name, ev)
+
+
+def test_judging_leaves_the_float64_reference_as_it_was(tmp_path, monkeypatch):
+    # A large reference arrives as a mapped transfer file, and its pieces are views of that
+    # mapping: a judgment that changed one in place would change what the next one reads.
+    from gatekeeper.sandbox import spill
+
+    monkeypatch.setenv(spill.DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(spill.BYTES_ENV, "1024")
+    x = torch.linspace(-50.0, 50.0, 4096)
+    packed64 = spill.adopt_tree(pack(x.double() * 3.0), str(tmp_path))
+    monkeypatch.delenv(spill.DIR_ENV)  # the other tensors travel inline
+    assert isinstance(packed64["data"], spill.FileData)  # the mapped path, not inline bytes
+    wrong = x * 3.0 + 1.0
+    result = fair_compare(pack(x * 3.0), packed64, pack(wrong), _tol)
+    assert not result.ok
+    again = fair_compare(pack(x * 3.0), packed64, pack(wrong), _tol)
+    assert again.evidence == result.evidence  # the second judgment read the same reference
+    assert torch.equal(packed64["data"].tensor(torch.float64), x.double() * 3.0)
