@@ -21,6 +21,7 @@
 #   bash bench/gpu_issue23.sh tracker-cost       # where the tracker's cost per launch goes (variants of its stack
 #                                                # walk, each in its own process), alone; then a Triton fixture
 #                                                # through the whole pipeline by name and by launcher
+#   bash bench/gpu_issue23.sh tracker-walk       # the direct probe with the walk cut to 8, then 12 frames
 # Expects .whl/, .gpu/corpus (the corpus files the parts name) and .gpu/bw/bwrap (a bubblewrap
 # for the image, which has none) carried along: bench/gpu_prepare.sh makes them. Results in $OUT.
 set -uo pipefail
@@ -125,6 +126,15 @@ case "${1:-}" in
       --checks fixtures/submissions/fallback_honest_triton.py:fixtures/problems/seed_mean.py 2>&1 | tee "$OUT/checks.log"
     tar czf "$OUT/launcher_reports.tar.gz" -C "$OUT" launcher_reports && rm -rf "$OUT/launcher_reports"
     grep -h '"item": "cost_variant' "$OUT/cost.log" | cut -c1-400 ;;
+  tracker-walk)
+    # the direct probe (classes of own CUDA, torch, cuBLAS, Triton, graph replays, and the cost) with
+    # the stack walk cut to 8, then 12 frames: does a shorter walk still name each launcher?
+    for v in walk8 walk12; do
+      GK_PROBE_WALK=$v GK_PROBE_EXT_DIR=/tmp/gk-probe-ext GK_PROBE_LAUNCHES=5000 GK_PROBE_REPEATS=3 \
+        timeout -k 5 200 python3 bench/gpu_launcher_probe.py --out "$OUT" --part direct 2>&1 | tee -a "$OUT/walk.log"
+    done
+    rm -rf "$OUT/launcher_reports"
+    grep -h '"item": "\(params\|section\|cost\)' "$OUT/walk.log" | cut -c1-260 ;;
   large-alone)
     df -h / /tmp /dev/shm 2>&1 | tee -a "$OUT/env.txt"
     timeout -k 5 400 python3 bench/gpu_large_output.py --out "$OUT" --rows 36864 --cols 16384 --cases honest --timeout 380 \

@@ -82,12 +82,16 @@ def median(values: list[float]) -> float:
 
 def direct(save: Callable[[dict], None]) -> None:
     os.environ["GATEKEEPER_KERNEL_OWNERSHIP"] = "launcher"
-    os.environ["TORCH_EXTENSIONS_DIR"] = tempfile.mkdtemp(prefix="gk-probe-ext-")
+    os.environ["TORCH_EXTENSIONS_DIR"] = os.environ.get("GK_PROBE_EXT_DIR") or tempfile.mkdtemp(prefix="gk-probe-ext-")
     import torch
 
     from gatekeeper.runtime import kernel_owner
 
     params = kernel_owner.worker_params()
+    walk = os.environ.get("GK_PROBE_WALK", "")  # a variant of COST_VARIANTS instead of the product's library
+    if walk and "kernel_owner" in params:
+        params = {**params, "kernel_owner": variant_library(walk, Path(tempfile.mkdtemp(prefix="gk-probe-walk-"))),
+                  "variant": walk}
     save({"item": "params", **params})
     if "kernel_owner" not in params:
         return
@@ -181,6 +185,7 @@ COST_VARIANTS = {
     "full": "",               # the product's tracker as the checking worker starts it
     "nowalk": "int n = 0;",   # callbacks and kernel records, no stack walk
     "walk16": "int n = backtrace(frames, 16);",
+    "walk12": "int n = backtrace(frames, 12);",
     "walk8": "int n = backtrace(frames, 8);",
 }
 
