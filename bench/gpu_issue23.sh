@@ -13,7 +13,7 @@
 #   bash bench/gpu_issue23.sh one-call           # the first two in one call (machines were scarce): probe, then
 #                                                # fixtures + probe checks + corpus builds side by side, then the
 #                                                # corpus timings alone
-# Fourth round (docs/gpu-validation.md, 2026-12-05 evening):
+# Fourth round (docs/gpu-validation.md, 2026-12-05 15:28-15:47 UTC), each part its own call:
 #   bash bench/gpu_issue23.sh round4             # the launcher tracker probed directly, alone; then the fixtures
 #                                                # corrected on the CPU since the third round and every one no
 #                                                # H100 round reached (2 honest, 50 static rejects)
