@@ -22,6 +22,9 @@
 #                                                # walk, each in its own process), alone; then a Triton fixture
 #                                                # through the whole pipeline by name and by launcher
 #   bash bench/gpu_issue23.sh tracker-walk       # the direct probe with the walk cut to 8, then 12 frames
+# Fifth round (docs/gpu-validation.md, 2026-12-05 evening), one call:
+#   bash bench/gpu_issue23.sh round5             # the 8 honest-labelled (submission, problem) pairs that were not
+#                                                # correct GPU kernels, after their fixes on the CPU machine
 # Expects .whl/, .gpu/corpus (the corpus files the parts name) and .gpu/bw/bwrap (a bubblewrap
 # for the image, which has none) carried along: bench/gpu_prepare.sh makes them. Results in $OUT.
 set -uo pipefail
@@ -140,5 +143,17 @@ case "${1:-}" in
     timeout -k 5 400 python3 bench/gpu_large_output.py --out "$OUT" --rows 36864 --cols 16384 --cases honest --timeout 380 \
       > "$OUT/large.log" 2>&1
     rm -f "$OUT"/*.py; tail -n 3 "$OUT/large.log" ;;
+  round5)
+    # The 7 fixture files (8 pairs: fallback_honest_linear has two problems) mended on the CPU machine
+    # after the first and fourth rounds found them not correct on a GPU. JSON lines copied to $OUT every
+    # 10 s (a call cut off still returns them); the reports of any case not ending as labelled, as one archive.
+    W=/tmp/gk-round5; mkdir -p "$W"
+    ( while sleep 10; do cp "$W"/*.jsonl "$OUT"/ 2>/dev/null; done ) & SYNC=$!
+    GATEKEEPER_ISOLATION=bwrap timeout -k 5 330 python3 bench/gpu_fixtures.py --out "$W" --jobs 8 --budget 300 \
+      --only stream_honest_capture_only,timing_env_in_lazy_build_honest,shape_honest_checks,shape_honest_pool_capacity,fallback_honest_linear,honest_a_own_layers_reference_forward,fallback_honest_init_and_forward_kernel \
+      2>&1 | tee "$OUT/fixtures.log"
+    kill $SYNC; cp "$W"/*.jsonl "$OUT"/
+    tar czf "$OUT/reports.tar.gz" -C "$W" reports
+    cut -c1-700 "$OUT/gpu_fixtures.jsonl" ;;
   *) echo "unknown part: ${1:-}"; exit 2 ;;
 esac
