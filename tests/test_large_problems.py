@@ -123,6 +123,12 @@ def test_a_large_relu_returning_its_input_is_called_and_rejected_under_load(tmp_
     assert report.verdict.value == "reject", (report.error, _behaviour(report).reason, codes)
     assert "GK601" in codes  # the named trials ran: wrong on nominal
     info = stage.LAST_SCHEDULE
+    short = [s for s in info.get("skipped", []) if "not enough disk" in s]
+    if short and info["sent"] < MIN_LARGE_CALLS:
+        # The disk guard stopped the schedule, as it must on a disk that cannot hold the
+        # transfer files (the 512 MiB case needs about 20 GiB free in TMPDIR): this machine
+        # cannot run the case, which says nothing about the schedule.
+        pytest.skip(f"this machine's disk cannot hold the {mib} MiB case's transfer files: {short[0]}")
     # The call schedule ran at this size too, value trials included (issue 22: no skip above 24 MiB).
     assert info["sent"] >= MIN_LARGE_CALLS and info["observed"] == info["sent"], info
     assert set(info["dists"]) - {"normal"}, info
