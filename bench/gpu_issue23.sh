@@ -25,6 +25,13 @@
 # Fifth round (docs/gpu-validation.md, 2026-12-05 evening), one call:
 #   bash bench/gpu_issue23.sh round5             # the 8 honest-labelled (submission, problem) pairs that were not
 #                                                # correct GPU kernels, after their fixes on the CPU machine
+# Sixth round (docs/gpu-validation.md, 2026-12-05 evening), two calls:
+#   bash bench/gpu_issue23.sh round6             # the large output's wrong case (2.25 GiB in/out, ReLU x 1.01), beside:
+#                                                # the CUDA bundle pair (solution.py + mean.cu) through `gatekeeper
+#                                                # check --require-isolation` under bwrap, then the Triton GEMM pair
+#                                                # for GK678 (honest, then the content memo), one at a time
+#   bash bench/gpu_issue23.sh round6-time        # the four corpus-time files no round timed (79_s0, 15_s0,
+#                                                # opus4 1_s0, 44_s0) through --time, builds side by side, timings alone
 # Expects .whl/, .gpu/corpus (the corpus files the parts name) and .gpu/bw/bwrap (a bubblewrap
 # for the image, which has none) carried along: bench/gpu_prepare.sh makes them. Results in $OUT.
 set -uo pipefail
@@ -155,5 +162,41 @@ case "${1:-}" in
     kill $SYNC; cp "$W"/*.jsonl "$OUT"/
     tar czf "$OUT/reports.tar.gz" -C "$W" reports
     cut -c1-700 "$OUT/gpu_fixtures.jsonl" ;;
+  round6)
+    # Writes under $W; JSON lines copied to $OUT every 10 s (a call cut off still returns them); the
+    # whole reports travel as one archive: never more than 8 files in $OUT.
+    W=/tmp/gk-round6; mkdir -p "$W/large"
+    ( while sleep 10; do cp "$W"/*.jsonl "$W"/large/*.jsonl "$OUT"/ 2>/dev/null; done ) & SYNC=$!
+    df -h / /tmp /dev/shm 2>&1 | tee -a "$OUT/env.txt"
+    # 1. the large output's wrong case (as large-alone ran the honest one), --keep-going
+    timeout -k 5 510 python3 bench/gpu_large_output.py --out "$W/large" --rows 36864 --cols 16384 --cases wrong \
+      --timeout 490 > "$OUT/large.log" 2>&1 & LARGE=$!
+    {
+      # 2. the CUDA bundles, side by side, as a user runs them; the hacked one with --keep-going, so that
+      #    the run-time stages speak too
+      for d in honest hacked; do
+        k=; [ $d = hacked ] && k=--keep-going
+        ( GATEKEEPER_ISOLATION=bwrap timeout -k 5 300 python3 -m gatekeeper check fixtures/submissions/bundle_cuda_$d/solution.py \
+            --problem fixtures/problems/seed_mean.py --require-isolation $k -f json -o "$W/bundle_cuda_$d.json" 2> "$W/bundle_cuda_$d.err"
+          echo "bundle_cuda_$d: exit $?" ) &
+      done
+      wait
+      # 3. GK678 on Triton: the honest GEMM, then the same GEMM behind a content memo (--keep-going: the
+      #    static stage already rejects it, GK107), one at a time on the GPU
+      GATEKEEPER_ISOLATION=bwrap timeout -k 5 330 python3 bench/gpu_round6.py --out "$W" \
+        --case fixtures/submissions/shape_honest_triton_matmul.py:fixtures/problems/shape_matmul.py \
+        --case fixtures/submissions/content_memo_triton_gemm.py:fixtures/problems/shape_matmul.py:keep-going
+    } 2>&1 | tee "$OUT/round6.log"
+    wait $LARGE
+    kill $SYNC; cp "$W"/*.jsonl "$W"/large/*.jsonl "$W"/large/large_wrong_report.json "$OUT"/ 2>/dev/null
+    tar czf "$OUT/reports.tar.gz" -C "$W" reports bundle_cuda_honest.json bundle_cuda_hacked.json bundle_cuda_honest.err bundle_cuda_hacked.err
+    tail -n 2 "$OUT/large.log" | cut -c1-1500 ;;
+  round6-time)
+    # corpus-time's four files not yet timed: builds side by side, then each timing alone
+    timeout -k 5 560 python3 bench/gpu_corpus_pipeline.py --corpus .gpu/corpus --out "$OUT" --count 4 --jobs 4 \
+      --first-stage build --budget 420 \
+      --only gemini_level2_run/level2/79_s0,gemini_level2_run/level2/15_s0,opus4_level2_20250903_065424/level2/1_s0,opus4_level2_20250903_065424/level2/44_s0 \
+      2>&1 | tee "$OUT/corpus.log"
+    tar czf "$OUT/timing_reports.tar.gz" -C "$OUT" timing_reports && rm -rf "$OUT/timing_reports" ;;
   *) echo "unknown part: ${1:-}"; exit 2 ;;
 esac
