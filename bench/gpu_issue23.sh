@@ -30,6 +30,10 @@
 #                                                # the CUDA bundle pair (solution.py + mean.cu) through `gatekeeper
 #                                                # check --require-isolation` under bwrap, then the Triton GEMM pair
 #                                                # for GK678 (honest, then the content memo), one at a time
+#   bash bench/gpu_issue23.sh round6b            # after round6: the large output's wrong case at x1.1 (x1.01 is within
+#                                                # the tolerance), beside the GK678 pair on the tanh chain (a problem
+#                                                # small enough for the schedule to keep its repeats), one at a time,
+#                                                # and the builds of round6-time's four corpus files (into the cache)
 #   bash bench/gpu_issue23.sh round6-time        # the four corpus-time files no round timed (79_s0, 15_s0,
 #                                                # opus4 1_s0, 44_s0) through --time, builds side by side, timings alone
 # Expects .whl/, .gpu/corpus (the corpus files the parts name) and .gpu/bw/bwrap (a bubblewrap
@@ -191,6 +195,24 @@ case "${1:-}" in
     kill $SYNC; cp "$W"/*.jsonl "$W"/large/*.jsonl "$W"/large/large_wrong_report.json "$OUT"/ 2>/dev/null
     tar czf "$OUT/reports.tar.gz" -C "$W" reports bundle_cuda_honest.json bundle_cuda_hacked.json bundle_cuda_honest.err bundle_cuda_hacked.err
     tail -n 2 "$OUT/large.log" | cut -c1-1500 ;;
+  round6b)
+    W=/tmp/gk-round6b; mkdir -p "$W/large"
+    ( while sleep 10; do cp "$W"/*.jsonl "$W"/large/*.jsonl "$OUT"/ 2>/dev/null; done ) & SYNC=$!
+    df -h / /tmp /dev/shm 2>&1 | tee -a "$OUT/env.txt"
+    timeout -k 5 420 python3 bench/gpu_large_output.py --out "$W/large" --rows 36864 --cols 16384 --cases wrong \
+      --wrong-scale 1.1 --timeout 400 > "$OUT/large.log" 2>&1 & LARGE=$!
+    timeout -k 5 400 python3 bench/gpu_corpus_pipeline.py --corpus .gpu/corpus --out "$W/build" --count 4 --jobs 4 \
+      --first-stage build --budget 0 \
+      --only gemini_level2_run/level2/79_s0,gemini_level2_run/level2/15_s0,opus4_level2_20250903_065424/level2/1_s0,opus4_level2_20250903_065424/level2/44_s0 \
+      > "$W/corpus_build.log" 2>&1 & BUILD=$!
+    GATEKEEPER_ISOLATION=bwrap timeout -k 5 330 python3 bench/gpu_round6.py --out "$W" \
+      --case fixtures/submissions/tanh_chain_honest_triton.py:fixtures/problems/tanh_chain.py \
+      --case fixtures/submissions/content_memo_triton_chain.py:fixtures/problems/tanh_chain.py:keep-going \
+      2>&1 | tee "$OUT/round6.log"
+    wait $LARGE $BUILD
+    kill $SYNC; cp "$W"/*.jsonl "$W"/large/*.jsonl "$W"/large/large_wrong_report.json "$OUT"/ 2>/dev/null
+    tar czf "$OUT/reports.tar.gz" -C "$W" reports corpus_build.log build/corpus_pipeline.jsonl
+    tail -n 4 "$W/corpus_build.log" | cut -c1-400; tail -n 1 "$OUT/large.log" | cut -c1-1500 ;;
   round6-time)
     # corpus-time's four files not yet timed: builds side by side, then each timing alone
     timeout -k 5 560 python3 bench/gpu_corpus_pipeline.py --corpus .gpu/corpus --out "$OUT" --count 4 --jobs 4 \

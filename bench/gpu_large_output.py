@@ -8,7 +8,11 @@ Run on the H200 from the repository root (the lead; not run by the engineer who 
 
 Cases (each one `gatekeeper check` subprocess, in this order; `--cases` picks):
   honest  a Triton ReLU kernel (a CUDA load_inline one with --impl cuda): must pass
-  wrong   the same kernel scaling by 1.01: must be rejected (GK601), not error
+  wrong   the same kernel scaling by --wrong-scale (1.01 by default): must be rejected, not error.
+          1.01 is within atol = rtol = 1e-2 everywhere (|0.01 r| <= 0.01 + 0.01 |r|), so only
+          the error budget (GK668) could reject it, and that has no float64 reference past 2^26
+          output elements: on the H100 (docs/gpu-validation.md, sixth round) it passed. 1.1 is
+          off the tolerance wherever r > 0.111 (GK601).
 One JSON line per case in $OUT/large_output.jsonl, flushed when the case ends, plus a line
 per 10 s while it runs (free disk under the temp dir, resident memory of gatekeeper and its
 workers, GPU memory used), so a run cut off at its time limit keeps what it did.
@@ -121,10 +125,10 @@ class ModelNew(nn.Module):
 '''
 
 
-def submission(impl: str, wrong: bool) -> str:
+def submission(impl: str, wrong: bool, scale: str = "1.01") -> str:
     if impl == "triton":
-        return TRITON.replace("SCALE", "1.01" if wrong else "1.0")
-    return CUDA.replace("SCALE", "1.01f" if wrong else "1.0f").replace("SUFFIX", "wrong" if wrong else "honest")
+        return TRITON.replace("SCALE", scale if wrong else "1.0")
+    return CUDA.replace("SCALE", f"{scale}f" if wrong else "1.0f").replace("SUFFIX", "wrong" if wrong else "honest")
 
 
 class Monitor:
@@ -228,6 +232,7 @@ def main() -> None:
     parser.add_argument("--impl", choices=("triton", "cuda"), default="triton")
     parser.add_argument("--cases", default="honest,wrong")
     parser.add_argument("--timeout", type=int, default=540, help="seconds per case")
+    parser.add_argument("--wrong-scale", default="1.01", help="the wrong case's factor on the ReLU")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -246,7 +251,7 @@ def main() -> None:
             (out / problem.name).write_text(problem.read_text())
             for case in [c.strip() for c in args.cases.split(",") if c.strip()]:
                 sub = Path(scratch) / f"{case}_{args.impl}.py"
-                sub.write_text(submission(args.impl, wrong=case == "wrong"))
+                sub.write_text(submission(args.impl, wrong=case == "wrong", scale=args.wrong_scale))
                 (out / sub.name).write_text(sub.read_text())
                 run_case(case, sub, problem, log, args.timeout)
 
