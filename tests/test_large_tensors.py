@@ -47,7 +47,9 @@ def test_a_large_tensor_crosses_as_a_verified_file(low_threshold):
     assert result.status == "ok", result
     value = result.first("result")["value"]
     assert isinstance(value["big"]["data"], FileData) and "file" not in value["big"]
-    assert isinstance(value["small"]["data"], bytes)  # under the threshold: inline, as before
+    # Under the threshold: inline, as before, as a read-only view of the received frame (no copy).
+    small = value["small"]["data"]
+    assert isinstance(small, memoryview) and small.readonly and small.nbytes == 5 * 8
     torch.manual_seed(0)
     assert torch.equal(unpack(value["big"]), torch.randn(2048, 1024))
     assert torch.equal(unpack(value["small"]), torch.arange(5))

@@ -226,7 +226,7 @@ def digest_tree(value: Any) -> str:
 
     def strip(v: Any) -> Any:
         if isinstance(v, dict):
-            return {k: (hashlib.sha256(x).hexdigest() if isinstance(x, bytes) else strip(x)) for k, x in v.items()}
+            return {k: (hashlib.sha256(x).hexdigest() if isinstance(x, (bytes, memoryview)) else strip(x)) for k, x in v.items()}
         if isinstance(v, list):
             return [strip(x) for x in v]
         return v

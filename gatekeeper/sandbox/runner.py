@@ -22,7 +22,7 @@ from typing import Any, Optional
 from gatekeeper.sandbox import harness
 from gatekeeper.sandbox.drain import Drain
 from gatekeeper.sandbox.process_tree import kill_job, rss_mb  # noqa: F401 - re-exported (timing.conduct)
-from gatekeeper.sandbox.channel import FrameReader, pack_message
+from gatekeeper.sandbox.channel import FrameReader, pack_message, pack_parts, parts_size
 from gatekeeper.sandbox.collect import collect
 from gatekeeper.sandbox.isolation import Isolation, detect, require
 from gatekeeper.sandbox.job_result import JobResult  # noqa: F401 - re-exported
@@ -157,17 +157,18 @@ class Job:
         if not keep_stdin:
             self.close_stdin()
 
-    def _write(self, data: bytes) -> bool:
+    def _write(self, *parts: Any) -> bool:
         """Write to the worker's stdin; a failure is recorded (never swallowed): the stage
         turns it into an infrastructure error unless the worker's own failure explains it."""
         try:
             assert self.proc.stdin is not None
-            self.proc.stdin.write(data)
+            for part in parts:
+                self.proc.stdin.write(part)
             self.proc.stdin.flush()
             return True
         except (BrokenPipeError, OSError, ValueError) as exc:
             if self.feed_error is None:
-                self.feed_error = (f"writing {len(data)} bytes to the worker's stdin failed "
+                self.feed_error = (f"writing {parts_size(list(parts))} bytes to the worker's stdin failed "
                                    f"({type(exc).__name__}: {exc})")
             return False
 
@@ -179,17 +180,18 @@ class Job:
         seq = len(self.fed_bytes)
         if self.spill_dir is not None:  # adopted large tensors become files in this worker's folder
             message = export_tree(message, str(self.spill_dir), dir_fd=self.spill_fd)
-        payload = pack_message(dict(message, __seq__=seq))
-        self.fed_bytes.append(len(payload))
-        self._outbox.put((struct.pack(">Q", len(payload)) + payload, close))
+        parts = pack_parts(dict(message, __seq__=seq))  # a large tensor is sent as it is, not joined
+        size = parts_size(parts)
+        self.fed_bytes.append(size)
+        self._outbox.put(([struct.pack(">Q", size), *parts], close))
         if self._feeder is None:
             self._feeder = threading.Thread(target=self._write_all, daemon=True)
             self._feeder.start()
 
     def _write_all(self) -> None:
         while True:
-            data, close = self._outbox.get()
-            if self.feed_error is None and self._write(data):
+            parts, close = self._outbox.get()
+            if self.feed_error is None and self._write(*parts):
                 self.fed_written += 1
             with self._handled:
                 self._handled_count += 1

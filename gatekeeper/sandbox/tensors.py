@@ -83,10 +83,15 @@ def unpack(packed: dict[str, Any], device: str = "cpu") -> Any:
 
     if isinstance(data, FileData):  # the parent: a private copy (compare.py reads it in chunks instead)
         return data.tensor(dtype).clone().reshape(shape).to(device)
-    if not data:
-        return torch.empty(shape, dtype=dtype, device=device)
-    flat = torch.frombuffer(bytearray(data), dtype=dtype)
-    tensor = flat.reshape(shape).clone()
+    tensor = torch.empty(shape, dtype=dtype)
+    raw = memoryview(data).cast("B")  # bytes or a read-only view of a received frame
+    size = tensor.numel() * tensor.element_size()
+    if raw.nbytes != size:
+        raise ValueError(f"{raw.nbytes} bytes of data for a {name} tensor of shape {shape} ({size} bytes)")
+    if size:  # one copy, straight into the new tensor's storage
+        from gatekeeper.sandbox.spill import _host_view
+
+        _host_view(tensor.view(-1).view(torch.uint8))[:] = raw
     return tensor.to(device) if device != "cpu" else tensor
 
 

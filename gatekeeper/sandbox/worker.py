@@ -44,13 +44,14 @@ class Channel:
         self.current_data: dict = {}  # the phase's fields (trial, call index), to announce it again
 
     def send(self, kind: str, **data) -> None:
-        from gatekeeper.sandbox.channel import frame, pack_message
+        from gatekeeper.sandbox.channel import frame_parts, pack_parts
 
         data["kind"] = kind
-        buf = memoryview(frame(self._mac, pack_message(data)))
-        while buf:
-            written = os.write(self._fd, buf)
-            buf = buf[written:]
+        for part in frame_parts(self._mac, pack_parts(data)):  # written as they are: no joined copy
+            buf = memoryview(part)
+            while buf:
+                written = os.write(self._fd, buf)
+                buf = buf[written:]
 
     def receive(self) -> dict:
         """The next message the parent feeds (`Job.feed`), acknowledged with a signed
@@ -77,15 +78,19 @@ class Channel:
         self.send("phase", phase=name, **data)
 
 
-def _read_exact(fd: int, size: int) -> bytes:
-    chunks, got = [], 0
+def _read_exact(fd: int, size: int) -> bytearray:
+    """Up to `size` bytes (fewer only at end of input), read straight into one buffer."""
+    buffer = bytearray(size)
+    view, got = memoryview(buffer), 0
     while got < size:
-        chunk = os.read(fd, min(1 << 20, size - got))
-        if not chunk:
+        count = os.readv(fd, [view[got:]])
+        if count <= 0:
             break
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
+        got += count
+    del view
+    if got < size:
+        del buffer[got:]
+    return buffer
 
 
 def _private_fd(fd: int) -> int:
