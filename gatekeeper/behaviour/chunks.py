@@ -13,8 +13,12 @@ from typing import Any, Iterator
 from gatekeeper.sandbox.spill import FileData
 from gatekeeper.sandbox.tensors import DTYPES
 
-# 4 Mi values: the float64 temporaries of one piece stay around 100 MiB.
-CHUNK_ELEMENTS = 1 << 22
+# 256 Ki values: each float64 temporary of a piece is 2 MiB, far under glibc's largest mmap
+# threshold (32 MiB), so freed temporaries are reused from the heap (and stay in cache). At 4 Mi
+# values every operation mapped a fresh 32 MiB block, faulted it in page by page and unmapped
+# it: bench/bench_judge_pieces.py, 8 Mi values judged 3 times, 1.27 s and 575k page faults
+# against 0.26 s and none.
+CHUNK_ELEMENTS = 1 << 18
 
 
 class Flat:
