@@ -6,7 +6,8 @@ Runs the behaviour stage N times on a ReLU problem of MIB MiB against a submissi
 returns x.clone() (fixtures/submissions/large_relu_clone.py), with a background process
 keeping one core busy (unless --no-load). Before issue 22 it passed 7 of 9 runs with 0 calls
 (the trials message was lost). Prints one line per run (verdict, findings, calls planned and
-observed) and the count rejected; docs/behaviour.md records the figure.
+observed, wall time, and the parent process's CPU and minor page faults) and the count
+rejected; docs/behaviour.md records the figure, docs/large-tensors.md the costs.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def main() -> None:
     parser.add_argument("--no-load", action="store_true")
     args = parser.parse_args()
     import contextlib
+    import resource
 
     import gatekeeper
     from gatekeeper.behaviour import stage
@@ -39,13 +41,17 @@ def main() -> None:
             (contextlib.nullcontext() if args.no_load else CpuBurner()):
         problem = write_relu_problem(Path(folder), args.mib)
         for run in range(args.n):
-            began = time.perf_counter()
+            began, usage = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
             report = gatekeeper.check(SUB, problem, stages="behaviour", keep_going=True)
             codes = sorted({f.rule for f in report.findings if f.severity.value == "error"})
             rejected += report.verdict.value == "reject"
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            parent = (f"parent: user {after.ru_utime - usage.ru_utime:.1f} s, system {after.ru_stime - usage.ru_stime:.1f} s, "
+                      f"{after.ru_minflt - usage.ru_minflt} minor page faults")
             print(f"run {run + 1:2d}: {report.verdict.value:6s} {','.join(codes) or '-':20s} schedule "
                   f"{stage.LAST_SCHEDULE.get('observed')}/{stage.LAST_SCHEDULE.get('sent')} calls "
-                  f"({time.perf_counter() - began:.0f} s){'  ' + (report.error or '') if report.error else ''}",
+                  f"({time.perf_counter() - began:.1f} s; {parent})"
+                  f"{'  ' + (report.error or '') if report.error else ''}",
                   flush=True)
     print(f"rejected {rejected} of {args.n} runs ({args.mib} MiB, {'no load' if args.no_load else 'one core busy'})")
 
