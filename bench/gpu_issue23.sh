@@ -34,6 +34,8 @@
 #                                                # the tolerance), beside the GK678 pair on the tanh chain (a problem
 #                                                # small enough for the schedule to keep its repeats), one at a time,
 #                                                # and the builds of round6-time's four corpus files (into the cache)
+#   bash bench/gpu_issue23.sh round6c            # the tanh-chain GK678 pair again after its fixes (tanh series, w fixed by
+#                                                # a sidecar): honest, content memo, honest once more (another seed)
 #   bash bench/gpu_issue23.sh round6-time        # the four corpus-time files no round timed (79_s0, 15_s0,
 #                                                # opus4 1_s0, 44_s0) through --time, builds side by side, timings alone
 # Expects .whl/, .gpu/corpus (the corpus files the parts name) and .gpu/bw/bwrap (a bubblewrap
@@ -213,6 +215,13 @@ case "${1:-}" in
     kill $SYNC; cp "$W"/*.jsonl "$W"/large/*.jsonl "$W"/large/large_wrong_report.json "$OUT"/ 2>/dev/null
     tar czf "$OUT/reports.tar.gz" -C "$W" reports corpus_build.log build/corpus_pipeline.jsonl
     tail -n 4 "$W/corpus_build.log" | cut -c1-400; tail -n 1 "$OUT/large.log" | cut -c1-1500 ;;
+  round6c)
+    GATEKEEPER_ISOLATION=bwrap timeout -k 5 200 python3 bench/gpu_round6.py --out "$OUT" \
+      --case fixtures/submissions/tanh_chain_honest_triton.py:fixtures/problems/tanh_chain.py \
+      --case fixtures/submissions/content_memo_triton_chain.py:fixtures/problems/tanh_chain.py:keep-going \
+      --case fixtures/submissions/tanh_chain_honest_triton.py:fixtures/problems/tanh_chain.py \
+      2>&1 | tee "$OUT/round6.log"
+    tar czf "$OUT/reports.tar.gz" -C "$OUT" reports && rm -rf "$OUT/reports" ;;
   round6-time)
     # corpus-time's four files not yet timed: builds side by side, then each timing alone
     timeout -k 5 560 python3 bench/gpu_corpus_pipeline.py --corpus .gpu/corpus --out "$OUT" --count 4 --jobs 4 \
