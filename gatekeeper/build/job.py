@@ -16,5 +16,8 @@ def build_job(params: dict[str, Any], channel: Any) -> None:
 
     channel.send("env", torch=torch.__version__, cuda=torch.cuda.is_available())
     channel.phase("build")
+    from gatekeeper.runtime.build_phase import announce_builds
+
+    announce_builds(channel)  # records the sources' stamps (runtime/source_stamps.py) for later jobs
     load_submission(params["submission"])
     channel.send("built")

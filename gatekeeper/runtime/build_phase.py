@@ -10,10 +10,12 @@ nothing about it (seen on an H100 host running 16 checks, 2026-12-05).
 So the worker wraps torch's one JIT-compile entry (`torch.utils.cpp_extension._jit_compile`,
 behind both `load` and `load_inline`): while it runs, the phase is `build`, limited by
 `limits.build_timeout_s`; then the phase it interrupted is announced again, with a fresh
-limit. A compile that never ends is still a time-out (GK661, phase 'build'). Nothing else
-changes: the compile and its result are torch's own. Installed by the trusted worker before
-the submission is imported, in the checking and the timing worker alike (they must look the
-same to a submission).
+limit. A compile that never ends is still a time-out (GK661, phase 'build'). The compile and
+its result are torch's own; the one addition is that a source rewritten with the same bytes
+keeps the modification time of the last build (runtime/source_stamps.py), so ninja does not
+compile it again in every job. Installed by the trusted worker before the submission is
+imported, in the build, checking and timing workers alike (they must look the same to a
+submission).
 """
 
 from __future__ import annotations
@@ -82,13 +84,27 @@ def _wrap(ext: Any, channel: Any) -> None:
     @functools.wraps(original)
     def _jit_compile(*args: Any, **kwargs: Any) -> Any:
         interrupted = (channel.current_phase, dict(getattr(channel, "current_data", {}) or {}))
-        if interrupted[0] == PHASE:  # a compile inside a compile: one phase
-            return original(*args, **kwargs)
+        if interrupted[0] == PHASE:  # a compile inside a compile, or the build job: one phase
+            return _compile(original, args, kwargs)
         channel.phase(PHASE)
         try:
-            return original(*args, **kwargs)
+            return _compile(original, args, kwargs)
         finally:
             channel.phase(interrupted[0], **interrupted[1])
 
     _jit_compile._gk_build_phase = True  # type: ignore[attr-defined]
     ext._jit_compile = _jit_compile  # type: ignore[attr-defined]
+
+
+def _compile(original: Any, args: tuple, kwargs: dict) -> Any:
+    """torch's compile, with sources rewritten byte for byte keeping the time of the last
+    build (runtime/source_stamps.py): the same extension is not compiled again per job."""
+    from gatekeeper.runtime import source_stamps
+
+    found = source_stamps.sources_and_folder(original, args, kwargs)
+    if found is not None:
+        source_stamps.restore(*found)
+    result = original(*args, **kwargs)
+    if found is not None:
+        source_stamps.record(*found)
+    return result
