@@ -14,15 +14,17 @@ ROOT = Path(__file__).resolve().parent.parent
 PROBLEM = ROOT / "fixtures/problems/cpu_matmul_small.py"
 
 
-def _probe(fresh_s: float, repeat_s: float, repeats: int = 5, fresh: int = 12) -> tuple[dict, list]:
+def _probe(fresh_s: float, repeat_s: float, repeats: int = 5, fresh: int = 12,
+           planned: int = 0) -> tuple[dict, list]:
     calls = [{"index": i, "kind": "fresh", "dist": "normal"} for i in range(4, 4 + fresh)]
     calls += [{"index": 100 + i, "kind": "repeat", "dist": "normal", "base": 4} for i in range(repeats)]
-    probe = RepeatProbe({"calls": calls})
+    probe = RepeatProbe({"calls": calls, "planned": planned or len(calls)})
     for c in calls:
         probe.observe({"kind": "schedule-call", "index": c["index"],
                        "wall_s": repeat_s if c["kind"] == "repeat" else fresh_s})
     added: list = []
-    measured = probe.judge(lambda code, trial, evidence, **fields: added.append((code, fields["detail"])))
+    measured = probe.judge(lambda code, trial, evidence, **fields: added.append(
+        (code, fields.get("detail") or fields)))
     return measured, added
 
 
@@ -34,11 +36,67 @@ def test_repeats_much_faster_than_fresh_calls_are_a_content_memo():
 
 @pytest.mark.parametrize("fresh_s, repeat_s, repeats", [
     (5e-3, 4.5e-3, 5),  # the same work: honest
-    (5e-5, 1e-6, 5),  # calls too short to tell from timer noise: not judged
-    (5e-3, 3e-4, 2),  # too few repeats survived the budget: not judged
+    (5e-5, 1e-6, 5),  # calls too short to tell from timer noise
 ])
 def test_no_finding_without_a_clear_difference(fresh_s, repeat_s, repeats):
     _, added = _probe(fresh_s, repeat_s, repeats)
+    assert added == []
+
+
+@pytest.mark.parametrize("repeats, fresh, planned, needs, cut", [
+    (2, 12, 0, (3, 6), False),  # too few repeats survived the budget
+    (0, 2, 300, (2, 3), True),  # a short schedule (a large problem's) without its repeats, cut by the budgets
+])
+def test_a_run_the_probe_could_not_judge_says_so_and_is_not_a_silent_pass(repeats, fresh, planned, needs, cut):
+    # Even a memo's timings (repeats 17x faster) are not judged from too few calls: GK679, a note.
+    measured, added = _probe(5e-3, 3e-4, repeats, fresh, planned)
+    assert measured["judged"] is False and [code for code, _ in added] == ["GK679"]
+    fields = added[0][1]
+    assert (fields["repeats"], fields["fresh"]) == (repeats, fresh)
+    assert (fields["need_repeats"], fields["need_fresh"]) == needs
+    assert ("kept 2 of 300 planned calls" in fields["why"]) is cut
+
+
+def test_a_schedule_the_disk_guard_stopped_names_the_reason():
+    calls = [{"index": i, "kind": "fresh", "dist": "normal"} for i in range(5)]
+    probe = RepeatProbe({"calls": calls, "planned": 240,
+                         "skipped": ["stopped before call 5 of 8: 14.0 GiB needed, 11.1 GiB free in /tmp"]})
+    for c in calls:
+        probe.observe({"kind": "schedule-call", "index": c["index"], "wall_s": 5e-3})
+    added: list = []
+    probe.judge(lambda code, trial, evidence, **fields: added.append((code, fields)))
+    assert [code for code, _ in added] == ["GK679"]
+    assert "stopped early (stopped before call 5 of 8: 14.0 GiB needed" in added[0][1]["why"]
+
+
+def _short(walls: dict[int, float]) -> list:
+    """The shortest schedule (a large problem's): calls 0-2 warm-up (1 and 2 under value
+    distributions), 3-5 plain fresh, 6 and 7 repeating 3 and 4."""
+    calls = [{"index": 0, "kind": "fresh", "dist": "normal"}, {"index": 1, "kind": "fresh", "dist": "outliers"},
+             {"index": 2, "kind": "fresh", "dist": "positive"}]
+    calls += [{"index": i, "kind": "fresh", "dist": "normal"} for i in (3, 4, 5)]
+    calls += [{"index": 6, "kind": "repeat", "dist": "normal", "base": 3},
+              {"index": 7, "kind": "repeat", "dist": "normal", "base": 4}]
+    probe = RepeatProbe({"calls": calls, "planned": 240})
+    for index, wall in walls.items():
+        probe.observe({"kind": "schedule-call", "index": index, "wall_s": wall})
+    added: list = []
+    probe.judge(lambda code, trial, evidence, **fields: added.append(code))
+    return added
+
+
+def test_the_shortest_schedule_is_judged_from_its_two_repeats():
+    warm = {0: 9e-3, 1: 5e-3, 2: 5e-3}
+    assert _short({**warm, 3: 5e-3, 4: 5.2e-3, 5: 4.9e-3, 6: 2e-4, 7: 1e-4}) == ["GK678"]  # a memo
+    assert _short({**warm, 3: 5e-3, 4: 5.2e-3, 5: 4.9e-3, 6: 5.1e-3, 7: 4.8e-3}) == []  # the same work
+    # Load that slows two of the three fresh calls 6x is not a memo: the fastest fresh call decides.
+    assert _short({**warm, 3: 3e-2, 4: 3e-2, 5: 4.9e-3, 6: 4.8e-3, 7: 5e-3}) == []
+
+
+def test_a_schedule_that_never_ran_adds_no_note():
+    probe = RepeatProbe({"calls": [{"index": 0, "kind": "fresh", "dist": "normal"}], "planned": 1})
+    added: list = []
+    assert probe.judge(lambda *a, **k: added.append(a)) == {"repeat_calls": 0, "fresh_calls": 0, "judged": False}
     assert added == []
 
 
@@ -71,3 +129,4 @@ def test_a_content_memo_is_caught_and_the_same_kernel_without_it_passes():
         [(f.rule, f.message) for f in hacked.errors()]
     honest = gatekeeper.check(ROOT / "fixtures/submissions/cpu_own_gemm_cpp.py", PROBLEM, stages="behaviour")
     assert honest.verdict.value == "pass", [(f.rule, f.message) for f in honest.findings]
+    assert "GK679" not in {f.rule for f in hacked.findings + honest.findings}  # judged, both

@@ -1,4 +1,4 @@
-"""explain texts for the behaviour checks on the returned value (GK601-GK635, GK655, GK667-GK678)."""
+"""explain texts for the behaviour checks on the returned value (GK601-GK635, GK655, GK667-GK679)."""
 
 from __future__ import annotations
 
@@ -155,4 +155,17 @@ OUTPUT_DOCS: dict[str, CheckDoc] = {
         forward("key = hashlib.sha1(x.numpy().tobytes()).digest()\n"
                 "if key in self.memo: return self.memo[key].clone()\n" + _SUM),
         forward(_SUM)),
+    "GK679": CheckDoc(
+        "A note: the repeated-contents check (GK678) could not judge this run, because the call schedule held "
+        "too few calls that repeat an earlier call's contents, or too few fresh calls to time them against: "
+        "the disk guard stopped it early, or the problem's domain refused some of its inputs. Every schedule "
+        "is laid out so that even the shortest (8 calls, for a problem over 8 MiB a call) has 2 repeats and 3 "
+        "fresh calls.",
+        "A content memo is right on every input, so only timing can show it. Where the probe could not run, "
+        "such a memo is caught only if its code matches a static rule (GK107): the report says so rather than "
+        "leave a pass that looks as if it was checked.",
+        "def get_inputs():  # 3 GiB a call: the disk guard stops the schedule after a few calls\n"
+        "    return [torch.randn(16384, 16384), torch.randn(16384, 16384)]",
+        "def get_inputs():  # 192 MiB a call: the 8-call schedule holds the probe's calls\n"
+        "    return [torch.randn(4096, 4096), torch.randn(4096, 4096)]"),
 }

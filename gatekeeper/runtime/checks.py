@@ -166,6 +166,14 @@ CATALOGUE: dict[str, Check] = {c.code: c for c in [
           "stored results whenever a harness reuses its inputs, which is how most benchmarks time",
           "compute the output from the inputs on every call; do not keep results keyed by a hash or checksum of "
           "the input's values"),
+    Check("GK679", "RepeatedContentsNotProbed", C.CACHED_OUTPUT, I,
+          "the repeated-contents check (GK678) could not judge this run: the call schedule held {repeats} calls "
+          "repeating an earlier call's contents and {fresh} plain fresh calls to time them against (it needs "
+          "{need_repeats} and {need_fresh}){why}; a memo keyed by the inputs' contents was looked for statically "
+          "only (GK107)",
+          "nothing to change in the submission. To have it judged at run time as well, free disk space for the "
+          "transfer files (the reason is in the behaviour stage's skipped calls) or check it on a smaller size "
+          "of the problem"),
     Check("GK680", "BuildFails", C.BUILD_FAILURE, E,
           "the extension does not compile: {detail}",
           "fix the compiler error shown; build it locally with torch.utils.cpp_extension.load_inline(verbose=True)"),
