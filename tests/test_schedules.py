@@ -53,6 +53,33 @@ def test_the_first_calls_try_every_distribution():
     assert {s.dist for s in limited.steps[:MIN_CALLS]} == {"normal", "positive", "outliers"}
 
 
+def test_the_shortest_schedule_holds_what_the_repeat_probe_needs():
+    # A problem over 8 MiB a call is trimmed to MIN_LARGE_CALLS calls: 3 plain fresh calls to
+    # time against and 2 repeats of two of them, in every plan (docs/threat-model.md).
+    for seed in range(300):
+        head = plan_schedule(seed, list(DISTRIBUTIONS)).trimmed(MIN_LARGE_CALLS).steps
+        assert len(head) == MIN_LARGE_CALLS
+        assert [(s.kind, s.dist) for s in head[3:6]] == [("fresh", "normal")] * 3
+        assert [(s.kind, s.base, s.dist) for s in head[6:8]] == [("repeat", 3, "normal"), ("repeat", 4, "normal")]
+        assert sum(s.dist != "normal" for s in head[:3]) >= 2  # the value trials stay in the first calls
+
+
+def test_a_repeat_whose_base_is_no_longer_kept_draws_the_same_contents_again():
+    # A large problem keeps only its last calls' inputs in the reference worker: a repeat of an
+    # evicted fresh call must still hold exactly its contents (before, it drew new values).
+    from types import SimpleNamespace
+
+    from gatekeeper.behaviour.schedule_ref import _one
+    from gatekeeper.problem.schedule import Step
+
+    module = SimpleNamespace(get_inputs=lambda: [torch.randn(64, 32), 3])
+    base, repeat = Step(3, "fresh", seed=1234), Step(9, "repeat", seed=99, base=3)
+    steps = {3: base, 9: repeat}
+    first, _ = _one(module, lambda x, k: x * k, base, {}, "cpu", [], steps)
+    again, out = _one(module, lambda x, k: x * k, repeat, {}, "cpu", [], steps)
+    assert torch.equal(first[0], again[0]) and again[0] is not first[0] and torch.equal(out, first[0] * 3)
+
+
 def test_sidecar_limits_the_distributions():
     plan = plan_schedule(3, Sidecar.model_validate({"values": {"distributions": ["positive"]}}).values.allowed())
     assert {s.dist for s in plan.steps} == {"normal", "positive"}

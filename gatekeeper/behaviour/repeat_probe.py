@@ -27,6 +27,11 @@ from typing import Any, Callable
 MIN_REPEATS = 3
 MIN_FRESH = 6
 RATIO = 0.25  # the fastest repeat call under a quarter of the fastest fresh call's time
+# The shortest schedule (problem.schedule.MIN_LARGE_CALLS, a problem over 8 MiB a call) holds
+# 2 repeats and 3 plain fresh calls after the first three: judged from those, with a stricter
+# ratio for the fewer samples. A memo's repeat is a lookup, far under either ratio.
+SHORT_MIN_REPEATS, SHORT_MIN_FRESH, SHORT_FIRST_FRESH = 2, 3, 3
+SHORT_RATIO = 0.15
 MIN_FRESH_S = 200e-6  # a fastest fresh call below this: timer noise and call overhead decide, not judged
 
 
@@ -44,19 +49,32 @@ class RepeatProbe:
 
     def judge(self, add: Callable[..., None]) -> dict[str, Any]:
         """Adds GK678 when repeats are much faster; returns what was measured (for the report)."""
+        from gatekeeper.problem.schedule import MIN_LARGE_CALLS
+
         calls = {int(c["index"]): c for c in self.reference.get("calls", [])}
+        short = len(calls) <= MIN_LARGE_CALLS
+        need_repeats, need_fresh, first, ratio = (SHORT_MIN_REPEATS, SHORT_MIN_FRESH, SHORT_FIRST_FRESH, SHORT_RATIO) \
+            if short else (MIN_REPEATS, MIN_FRESH, 4, RATIO)
         fresh = [w for i, w in self.walls.items() if calls.get(i, {}).get("kind") == "fresh"
-                 and calls[i].get("dist") == "normal" and i >= 4]  # past the warm-up calls
+                 and calls[i].get("dist") == "normal" and i >= first]  # past the warm-up calls
         repeats = [w for i, w in self.walls.items() if calls.get(i, {}).get("kind") == "repeat"]
         measured = {"repeat_calls": len(repeats), "fresh_calls": len(fresh)}
-        if len(repeats) < MIN_REPEATS or len(fresh) < MIN_FRESH:
+        if len(repeats) < need_repeats or len(fresh) < need_fresh:
             measured["judged"] = False
+            if self.walls:  # the schedule ran, too short for the probe: said, never a silent pass
+                sent, planned = len(calls), int(self.reference.get("planned", 0) or 0)
+                skipped = [str(s) for s in self.reference.get("skipped", []) or []]
+                why = (f"; the schedule stopped early ({skipped[-1][:200]})" if skipped else
+                       f"; the schedule's budgets kept {sent} of {planned} planned calls" if 0 < sent < planned
+                       else "")
+                add("GK679", "scheduled calls", dict(measured, sent=sent, planned=planned),
+                    repeats=len(repeats), fresh=len(fresh), need_repeats=need_repeats, need_fresh=need_fresh, why=why)
             return measured
         fresh_s, repeat_s = min(fresh), min(repeats)  # load only adds time: see the module's docstring
         measured.update(fresh_fastest_s=round(fresh_s, 7), repeat_fastest_s=round(repeat_s, 7),
                         fresh_median_s=round(median(fresh), 7), repeat_median_s=round(median(repeats), 7),
                         judged=True)
-        if fresh_s >= MIN_FRESH_S and repeat_s < RATIO * fresh_s:
+        if fresh_s >= MIN_FRESH_S and repeat_s < ratio * fresh_s:
             add("GK678", "scheduled calls", dict(measured),
                 detail=(f"calls whose inputs repeat an earlier call's contents (new tensors, same values) took "
                         f"{repeat_s * 1e6:.0f} us (fastest of {len(repeats)}) against {fresh_s * 1e6:.0f} us for "

@@ -63,12 +63,13 @@ def schedule_calls(problem_path: str, source: str, init_seed: int, names: list[s
     calls: list[dict[str, Any]] = []
     skipped: list[str] = []
     count, began, held = len(schedule.steps), time.perf_counter(), 0
+    steps = {s.index: s for s in schedule.steps}
     for step in schedule.steps:
         if step.index >= count:
             break
         tick(step.index)
         try:
-            inputs, out = _one(module, model, step, kept, device, fixed)
+            inputs, out = _one(module, model, step, kept, device, fixed, steps)
         except Exception as exc:  # the problem rejects these values (a domain): skip the call
             skipped.append(f"call {step.index} ({step.kind}, {step.dist}): {type(exc).__name__}: {exc}"[:300])
             continue
@@ -125,20 +126,31 @@ class _Wide:
 
 
 def _one(module: Any, model: Any, step: Any, kept: dict[int, list[Any]], device: str,
-         fixed: list[int]) -> tuple[Any, Any]:
+         fixed: list[int], steps: dict[int, Any]) -> tuple[Any, Any]:
     """One call's inputs and reference output."""
     import torch
 
+    base = steps.get(step.base) if step.base is not None else None
     if step.kind == "repeat" and step.base in kept:
         inputs = [i.clone() if isinstance(i, torch.Tensor) else i for i in kept[step.base]]
+    elif step.kind == "repeat" and base is not None and base.kind == "fresh":
+        # A large problem keeps only the last calls' inputs: the fresh base's contents are drawn
+        # again from its own seed, exactly (the same generator state, the same distribution).
+        inputs = _fresh(module, base, fixed)
     elif step.base is not None and step.base in kept:
         inputs = near_duplicate(kept[step.base], step.kind == "near-sparse", step.seed, fixed)
     else:
-        torch.manual_seed(step.seed)
-        inputs = apply_distribution(list(module.get_inputs()), step.dist, step.seed ^ 0x7A1, fixed)
+        inputs = _fresh(module, step, fixed)
     inputs = _to(inputs, device)
     kept[step.index] = inputs
     kept.pop(step.index - 17, None)
     with torch.no_grad():
         out = model(*[i.clone() if isinstance(i, torch.Tensor) else i for i in inputs])
     return inputs, out
+
+
+def _fresh(module: Any, step: Any, fixed: list[int]) -> list[Any]:
+    import torch
+
+    torch.manual_seed(step.seed)
+    return apply_distribution(list(module.get_inputs()), step.dist, step.seed ^ 0x7A1, fixed)
