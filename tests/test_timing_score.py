@@ -178,3 +178,31 @@ def test_timed_outputs_are_compared_with_the_reference():
     config = Config()
     _, _, found = judge(measured(4.5, 3.6), SEED, floors(SEED, H200, 2.8), config.timing, config, output_check=bad)
     assert [f.rule for f in found] == ["GK703"] and found[0].category == Category.INCORRECT
+
+
+def test_float32_work_is_bounded_by_the_faster_measured_float32_rate():
+    # An H100 (sixth GPU round): cuDNN ran a float32 convolution on TF32 tensor cores at ~79
+    # TFLOP/s against a plain-float32 "ceiling" of 49.6, and the score said 159% of the ceilings.
+    from gatekeeper.timing.floors import measured_matmul_rate
+
+    assert measured_matmul_rate("float32", {"float32": 49.6, "tf32": 310.0}) == 310.0
+    assert measured_matmul_rate("float32", {"float32": 49.6}) == 49.6  # a calibration from before
+    assert measured_matmul_rate("bfloat16", {"float32": 49.6, "tf32": 310.0}) is None
+    conv = Counts(bytes_moved=64 << 20, flops=int(3e11), flops_source="conv", dtype="float32")
+    ceilings = {**CEILINGS, "matmul_tflops": {"float32": 49.6, "tf32": 310.0}}
+    m = measured(6000.0, 3797.0)
+    config = Config.model_validate({"timing": {}})
+    _, score, _ = judge(m, conv, floors(conv, H200, 2.8), config.timing, config, ceilings=ceilings)
+    assert 0 < score["sol_fraction_measured_ceilings"] <= 1.0
+    _, old, _ = judge(m, conv, floors(conv, H200, 2.8), config.timing, config,
+                      ceilings={**CEILINGS, "matmul_tflops": {"float32": 49.6}})
+    assert old["sol_fraction_measured_ceilings"] > 1.0  # what the plain float32 rate said
+
+
+def test_a_calibration_of_an_older_kind_is_not_read_again(tmp_path):
+    from gatekeeper.timing import cache
+
+    now = cache.key("NVIDIA H100 80GB HBM3", "580.159.04", "2.11.0+cu130")
+    assert now == cache.key("NVIDIA H100 80GB HBM3", "580.159.04", "2.11.0+cu130")
+    old_digest = __import__("hashlib").sha256("NVIDIA H100 80GB HBM3\0580.159.04\02.11.0+cu130".encode()).hexdigest()[:12]
+    assert not now.endswith(old_digest)

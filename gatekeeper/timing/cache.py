@@ -16,9 +16,14 @@ def default_dir() -> Path:
     return Path(base) / "gatekeeper" / "timing"
 
 
+# What a calibration measures; a new version is measured again rather than read from an old
+# file. 2: the float32 matrix rate on TF32 tensor cores as well (timing/calibrate.py).
+MEASURES = 2
+
+
 def key(device_name: str, driver: str, torch_version: str) -> str:
     readable = re.sub(r"[^A-Za-z0-9.]+", "-", f"{device_name}-{driver}-{torch_version}").strip("-")[:80]
-    digest = hashlib.sha256(f"{device_name}\0{driver}\0{torch_version}".encode()).hexdigest()[:12]
+    digest = hashlib.sha256(f"{device_name}\0{driver}\0{torch_version}\0{MEASURES}".encode()).hexdigest()[:12]
     return f"{readable}-{digest}"
 
 

@@ -94,6 +94,10 @@ def measure(l2_bytes: int) -> dict[str, Any]:
             "float16": matmul_tflops(torch.float16),
             "float32": matmul_tflops(torch.float32, n=4096),
         }
+        # float32 inputs on TF32 tensor cores, as cuDNN runs convolutions by default: the faster
+        # of the two float32 rates bounds float32 work (floors.measured_matmul_rate).
+        torch.backends.cuda.matmul.allow_tf32 = True
+        out["matmul_tflops"]["tf32"] = matmul_tflops(torch.float32, n=4096)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
     out["calibration_s"] = time.monotonic() - started

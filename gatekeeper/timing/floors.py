@@ -166,3 +166,15 @@ def measured_roofline_us(counts: Counts, copy_gbps: Optional[float], matmul_tflo
     if matmul_tflops and counts.flops:
         parts.append(compute_time_us(counts.flops, matmul_tflops))
     return max(parts)
+
+
+def measured_matmul_rate(dtype: str, rates: dict[str, Any]) -> Optional[float]:
+    """The measured matrix rate that bounds work in `dtype`. float32 inputs reach the TF32
+    tensor-core rate wherever torch allows it (cuDNN convolutions by default), so their
+    ceiling is the faster of the two measured rates, as the datasheet floor assumes TF32
+    (`floors(..., fp32_matmul_rate="tf32")`). With the plain float32 rate alone, a cuDNN
+    convolution on an H100 ran at 159% of its "ceiling" (docs/gpu-validation.md, sixth round)."""
+    rate = rates.get(dtype)
+    if dtype == "float32" and isinstance(rates.get("tf32"), (int, float)):
+        rate = max(rate or 0.0, rates["tf32"])
+    return rate if isinstance(rate, (int, float)) and rate > 0 else None

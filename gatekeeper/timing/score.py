@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 from gatekeeper.report import Finding
 from gatekeeper.timing import findings as rules
-from gatekeeper.timing.floors import Counts, Floors, measured_roofline_us
+from gatekeeper.timing.floors import Counts, Floors, measured_matmul_rate, measured_roofline_us
 from gatekeeper.timing.stats import Speedup, Summary, median, speedup, summarize
 
 
@@ -125,7 +125,8 @@ def judge(m: Measured, counts: Counts, floors: Floors, settings: Any, config: An
     measured_roofline = None
     if ceilings:
         rates = ceilings.get("matmul_tflops") or {}
-        measured_roofline = measured_roofline_us(counts, ceilings.get("copy_gbps"), rates.get(counts.dtype))
+        measured_roofline = measured_roofline_us(counts, ceilings.get("copy_gbps"),
+                                                 measured_matmul_rate(counts.dtype, rates))
     timing = {
         "mode": m.mode,
         "mode_label": "CUDA-graph replay per call" if m.mode == "graph" else "one launch per call, CUDA events",
