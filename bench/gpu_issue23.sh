@@ -36,6 +36,9 @@
 #                                                # and the builds of round6-time's four corpus files (into the cache)
 #   bash bench/gpu_issue23.sh round6c            # the tanh-chain GK678 pair again after its fixes (tanh series, w fixed by
 #                                                # a sidecar): honest, content memo, honest once more (another seed)
+# Seventh round (docs/gpu-validation.md, 2026-12-05 evening), one call:
+#   bash bench/gpu_issue23.sh round7             # the Triton GEMM pair for GK678 on shape_matmul after the shortest
+#                                                # schedule got its repeats, then opus4 1_s0 --time after the TF32 ceiling
 #   bash bench/gpu_issue23.sh round6-time        # the four corpus-time files no round timed (79_s0, 15_s0,
 #                                                # opus4 1_s0, 44_s0) through --time, builds side by side, timings alone
 # Expects .whl/, .gpu/corpus (the corpus files the parts name) and .gpu/bw/bwrap (a bubblewrap
@@ -222,6 +225,19 @@ case "${1:-}" in
       --case fixtures/submissions/tanh_chain_honest_triton.py:fixtures/problems/tanh_chain.py \
       2>&1 | tee "$OUT/round6.log"
     tar czf "$OUT/reports.tar.gz" -C "$OUT" reports && rm -rf "$OUT/reports" ;;
+  round7)
+    # After the sixth round's fixes (2026-12-05 18:00 UTC): the Triton GEMM pair on shape_matmul (56 MiB a
+    # call: the shortest schedule, where GK678 never judged) now with its 2 repeats and 3 fresh calls,
+    # honest then memo; then opus4 1_s0 through --time (its measured-ceilings fraction was 1.59)
+    W=/tmp/gk-round7; mkdir -p "$W"
+    { GATEKEEPER_ISOLATION=bwrap timeout -k 5 200 python3 bench/gpu_round6.py --out "$W" \
+        --case fixtures/submissions/shape_honest_triton_matmul.py:fixtures/problems/shape_matmul.py \
+        --case fixtures/submissions/content_memo_triton_gemm.py:fixtures/problems/shape_matmul.py:keep-going
+      cp "$W"/*.jsonl "$OUT"/ 2>/dev/null
+      timeout -k 5 230 python3 bench/gpu_corpus_pipeline.py --corpus .gpu/corpus --out "$OUT" --count 1 --jobs 1 \
+        --first-stage build --budget 200 --only opus4_level2_20250903_065424/level2/1_s0
+    } 2>&1 | tee "$OUT/round7.log"
+    tar czf "$OUT/round7_reports.tar.gz" -C "$OUT" timing_reports 2>/dev/null && rm -rf "$OUT/timing_reports" ;;
   round6-time)
     # corpus-time's four files not yet timed: builds side by side, then each timing alone
     timeout -k 5 560 python3 bench/gpu_corpus_pipeline.py --corpus .gpu/corpus --out "$OUT" --count 4 --jobs 4 \
