@@ -38,9 +38,9 @@ class MemoisesBySampledValues(MemoRule):
     severity = Severity.ERROR
     confirmed_by = "GK611"
     summary = "returns results cached under a fingerprint of sampled input values"
-    message = ("A persistent cache ({container}) is keyed by `{key}`, a fingerprint of a few of the input's values, "
-               "and the model returns what it holds: inputs with the same fingerprint get a stored result without "
-               "any computation.")
+    message = ("A persistent cache ({container}) is keyed by `{key}`, a fingerprint of the input's values "
+               "(sampled elements, a sum or a hash of them), and the model returns what it holds: inputs with the "
+               "same fingerprint get a stored result without any computation.")
     hint = ("Compute the output from all of the input's values on every call; never return results cached "
             "under sampled elements, sums or hashes of the input.")
 
