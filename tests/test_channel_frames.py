@@ -114,3 +114,17 @@ def test_malformed_payloads_are_channel_errors():
     head = b'{"x":{"__blob__":3},"blobs":[1]}'
     with pytest.raises(ChannelError, match="out of range"):
         decode(struct.pack(">I", len(head)) + head + b"z")
+
+
+def test_frames_sent_from_several_threads_at_once_arrive_whole():
+    # The audit guard reports from whichever thread tripped it: frames, small ones joined and
+    # large ones written in parts, must never interleave (a broken frame would be "forged").
+    from gatekeeper.sandbox import run_job
+
+    sizes = [10, 70_000, 300_000, 3]
+    result = run_job("gatekeeper.sandbox.selftest:send_from_threads",
+                     {"threads": 4, "each": 40, "sizes": sizes}, timeouts={"work": 60}, default_timeout_s=60)
+    assert result.status == "ok", (result.status, result.detail)
+    got = result.of_kind("from-thread")
+    assert sorted((m["thread"], m["i"]) for m in got) == [(t, i) for t in range(4) for i in range(40)]
+    assert all(m["data"] == b"\x5a" * sizes[m["i"] % len(sizes)] for m in got)

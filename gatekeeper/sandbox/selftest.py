@@ -40,3 +40,22 @@ def receive_all(params: dict[str, Any], channel: Any) -> None:
         if not message:
             break
         channel.send("got", order=message.get("order"), size=len(message.get("data", b"")))
+
+
+def send_from_threads(params: dict[str, Any], channel: Any) -> None:
+    """Several threads send at once, small frames and large ones (the channel keeps each whole)."""
+    import threading
+
+    channel.phase("work")
+    sizes = params.get("sizes", [8])
+
+    def run(thread: int) -> None:
+        for i in range(int(params.get("each", 1))):
+            channel.send("from-thread", thread=thread, i=i, data=b"\x5a" * sizes[i % len(sizes)])
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(int(params.get("threads", 2)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    channel.send("sent")

@@ -33,25 +33,38 @@ import struct
 import traceback
 
 
+SMALL_FRAME = 1 << 16  # frames up to this size are joined and written in one call
+
+
 class Channel:
     """What a job gets: `send(kind, **data)` and `phase(name)` (starts that phase's timeout)."""
 
     def __init__(self, fd: int, mac: "hmac.HMAC", stdin: int) -> None:
+        import threading
+
         self._fd = fd
         self._stdin = stdin
         self._mac = mac
+        # One frame at a time: the audit guard reports from whichever thread tripped it, and a
+        # frame written in parts must not interleave with another thread's (a broken frame is
+        # "forged"). Re-entrant, so a report raised inside a send cannot deadlock it.
+        self._sending = threading.RLock()
         self.current_phase = "start"
         self.current_data: dict = {}  # the phase's fields (trial, call index), to announce it again
 
     def send(self, kind: str, **data) -> None:
-        from gatekeeper.sandbox.channel import frame_parts, pack_parts
+        from gatekeeper.sandbox.channel import frame_parts, pack_parts, parts_size
 
         data["kind"] = kind
-        for part in frame_parts(self._mac, pack_parts(data)):  # written as they are: no joined copy
-            buf = memoryview(part)
-            while buf:
-                written = os.write(self._fd, buf)
-                buf = buf[written:]
+        parts = frame_parts(self._mac, pack_parts(data))
+        if parts_size(parts) <= SMALL_FRAME:  # one write, as small frames always were
+            parts = [b"".join(parts)]
+        with self._sending:
+            for part in parts:  # a large tensor is written as it is: no joined copy
+                buf = memoryview(part)
+                while buf:
+                    written = os.write(self._fd, buf)
+                    buf = buf[written:]
 
     def receive(self) -> dict:
         """The next message the parent feeds (`Job.feed`), acknowledged with a signed
