@@ -72,6 +72,8 @@ def _error_budget(references: dict[str, dict[str, Any]], judge: Any,
         if result is not None:
             measured[trial] = result
     over = {t: r for t, r in measured.items() if r["ratio"] > limit}
+    if not measured:
+        return measured, _not_judged(references, judge)
     if not over:
         return measured, []
     trial, worst = max(over.items(), key=lambda kv: kv[1]["ratio"])
@@ -81,3 +83,13 @@ def _error_budget(references: dict[str, dict[str, Any]], judge: Any,
     if config.profile == "lenient":
         f.severity = Severity.WARNING
     return measured, [f]
+
+
+def _not_judged(references: dict[str, dict[str, Any]], judge: Any) -> list[Finding]:
+    """GK669, a note, when no named trial had a float64 reference for a reason the reference
+    worker gave (too large, no float64 path): never a silent pass on precision. Nothing when the
+    output is not floating (no budget applies) or the submission was wrong anyway."""
+    skipped = [r["wide_skipped"] for r in references.values() if isinstance(r.get("wide_skipped"), str)]
+    if not skipped or not any(judge.correct.get(t) for t in references):
+        return []
+    return [finding("GK669", STAGE, {"reason": skipped[0]}, judge.location, why=skipped[0])]

@@ -98,6 +98,17 @@ OUTPUT_DOCS: dict[str, CheckDoc] = {
         "Truncating to bf16/fp16 or dropping terms buys speed with accuracy the tolerance happens to allow.",
         forward("return ext.matmul_bf16(x.bfloat16()).float()  # the reference is float32"),
         forward("return ext.matmul_fp32(x)")),
+    "GK669": CheckDoc(
+        "A note: the error budget (GK668) could not be judged on this run, because no float64 reference of the "
+        "output was computed: the output has more than 2^26 values (a float64 copy of each would take its "
+        "transfer files past the disk they are bounded by), or the reference does not run in float64.",
+        "Without the float64 reference, a kernel whose output stays within the tolerance while it computes in "
+        "a lower precision is not caught at run time; the report says so rather than leave a pass that looks "
+        "as if it was checked.",
+        "def get_inputs():  # 2^27 output values: no float64 reference\n"
+        "    return [torch.randn(8192, 16384)]",
+        "def get_inputs():  # 2^24 output values: judged\n"
+        "    return [torch.randn(4096, 4096)]"),
     "GK671": CheckDoc(
         "After a call, a few elements of the input were changed (same shape, same address); the output did not "
         "follow them.",

@@ -125,6 +125,11 @@ CATALOGUE: dict[str, Check] = {c.code: c for c in [
           "computation of the reference (error against a float64 reference: {error:.3g}, honest: {honest:.3g})",
           "compute in the reference's dtype (no bf16/fp16 truncation, no dropped terms or low-rank shortcuts); "
           "the allowed ratio is the setting rules.GK668.options.max_error_ratio", lenient_severity=W),
+    Check("GK669", "PrecisionNotJudged", C.PRECISION_DOWNGRADE, I,
+          "the error budget (GK668) could not be judged: {why}; a kernel that trades accuracy within the "
+          "tolerance for speed (bf16/fp16 truncation, dropped terms) is looked for statically only",
+          "nothing to change in the submission. To have it judged at run time as well, check it on a smaller "
+          "size of the problem (a float64 reference is computed for outputs of up to 2^26 values)"),
     Check("GK670", "NotJitterable", C.HARDCODED_SHAPE, W,
           "the problem could not be jittered ({detail}): shapes baked into the submission cannot be detected",
           "problem authors: size get_inputs from module constants or popcorn_pri.jitter_int, or give "
