@@ -39,6 +39,17 @@ def pinned_to_cpu(problem: Path) -> bool:
     return sidecar.is_file() and tomllib.loads(sidecar.read_text("utf-8")).get("device") == "cpu"
 
 
+def _has_gpu_code(path: Path) -> bool:
+    """A GPU kernel in the submission file, or in a CUDA source of its bundle beside it (a
+    `solution.py` that loads `mean.cu`: the sixth round's bundles were missed)."""
+    if GPU_CODE.search(path.read_text("utf-8", "replace")):
+        return True
+    if path.name != "solution.py":  # a lone file among many fixtures: its folder is not its bundle
+        return False
+    return any(GPU_CODE.search(cu.read_text("utf-8", "replace"))
+               for cu in sorted(path.parent.glob("*.cu")) + sorted(path.parent.glob("*.cuh")))
+
+
 def gpu_cases() -> list[dict]:
     cases, seen = [], set()
     for manifest in sorted((FIXTURES / "manifest").glob("*.toml")):
@@ -47,7 +58,7 @@ def gpu_cases() -> list[dict]:
             if not case.get("problem") or not path.is_file() or case.get("profile", "default") != "default":
                 continue
             key = (case["submission"], case["problem"])
-            if key in seen or not GPU_CODE.search(path.read_text("utf-8", "replace")):
+            if key in seen or not _has_gpu_code(path):
                 continue
             if pinned_to_cpu(FIXTURES / case["problem"]):
                 continue
