@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any, Callable
 
+from gatekeeper.problem.schedule import MIN_LARGE_CALLS
+
 MIN_REPEATS = 3
 MIN_FRESH = 6
 RATIO = 0.25  # the fastest repeat call under a quarter of the fastest fresh call's time
@@ -49,8 +51,6 @@ class RepeatProbe:
 
     def judge(self, add: Callable[..., None]) -> dict[str, Any]:
         """Adds GK678 when repeats are much faster; returns what was measured (for the report)."""
-        from gatekeeper.problem.schedule import MIN_LARGE_CALLS
-
         calls = {int(c["index"]): c for c in self.reference.get("calls", [])}
         short = len(calls) <= MIN_LARGE_CALLS
         need_repeats, need_fresh, first, ratio = (SHORT_MIN_REPEATS, SHORT_MIN_FRESH, SHORT_FIRST_FRESH, SHORT_RATIO) \

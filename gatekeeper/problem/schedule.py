@@ -178,8 +178,9 @@ def _value_calls(steps: list[Step], dists: list[str], seed: int) -> None:
     if not values:
         return
     rng = random.Random(derive(seed, "schedule-values"))
-    for step in steps[1:PROBE_FRESH[0]]:
-        if step.dist == "normal" and sum(s.dist != "normal" for s in steps[:4]) < 2:
+    head = steps[:PROBE_FRESH[0]]  # the calls before the probe's plain fresh ones
+    for step in head[1:]:
+        if step.dist == "normal" and sum(s.dist != "normal" for s in head) < 2:
             step.dist = rng.choice(values)
 
 

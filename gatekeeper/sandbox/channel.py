@@ -36,10 +36,6 @@ def encode_parts(header: dict[str, Any], blobs: list[Any]) -> list[Any]:
     return [struct.pack(">I", len(head)) + head, *blobs]
 
 
-def encode(header: dict[str, Any], blobs: list[Any]) -> bytes:
-    return b"".join(encode_parts(header, blobs))
-
-
 def decode(payload: Any) -> dict[str, Any]:
     """A payload (bytes or a memoryview) back to its message. A packed tensor's values are a
     read-only view of the payload, not a copy: a 32 MiB output is not duplicated to be read once."""
@@ -125,10 +121,6 @@ def frame_parts(mac: "hmac.HMAC", parts: list[Any]) -> list[Any]:
     return [struct.pack(">Q", parts_size(parts)) + signer.digest(), *parts]
 
 
-def frame(mac: "hmac.HMAC", payload: bytes) -> bytes:
-    return b"".join(frame_parts(mac, [payload]))
-
-
 class FrameReader:
     """Parent side: accumulates bytes, yields verified messages. A frame's payload is read
     into one buffer of its announced size (no regrowing, no slicing copies), and its blobs
@@ -148,7 +140,7 @@ class FrameReader:
         return secret
 
     def feed(self, data: Any) -> list[dict[str, Any]]:
-        view = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else memoryview(data)
+        view = memoryview(data).cast("B")
         out: list[dict[str, Any]] = []
         pos, end = 0, view.nbytes
         while True:
