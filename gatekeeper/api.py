@@ -7,7 +7,6 @@ import os
 import shutil
 import threading
 from collections import OrderedDict
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Iterable, Optional, Union
 
@@ -211,7 +210,8 @@ def _pooled(work: list[tuple], jobs: int) -> Iterable[Report]:
     breaks the pool for every file in flight: those are re-run one at a time in a fresh
     single-process pool, so the file that crashes it gets an error report of its own and
     the others get theirs."""
-    from concurrent.futures.process import BrokenProcessPool
+    # imported here: a run with --jobs 1 (and every in-process check) never needs multiprocessing
+    from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
 
     from gatekeeper.sandbox.lifeline import die_with_parent
 
@@ -228,7 +228,7 @@ def _pooled(work: list[tuple], jobs: int) -> Iterable[Report]:
 
 
 def _alone(item: tuple) -> Report:
-    from concurrent.futures.process import BrokenProcessPool
+    from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
 
     from gatekeeper.sandbox.lifeline import die_with_parent
 

@@ -121,6 +121,7 @@ def check(
     if time:
         _refuse_time_without_gpu()
     from gatekeeper.cli_check import CheckRequest, run_check
+    from gatekeeper.cli_gc import check_finished, collector_off_until_frozen
     from gatekeeper.errors import GatekeeperError, UsageError
     from gatekeeper.term import make_console
 
@@ -142,8 +143,12 @@ def check(
                 stream = output_file.open("w", encoding="utf-8")
             except OSError as exc:
                 raise UsageError(f"cannot write --output-file {output_file}: {exc.strerror}") from None
-        console = make_console(stream, color="never" if output_file else color.value)
-        code = run_check(request, console, stream, err)
+        shade = "never" if output_file else color.value
+        # only text output prints through rich: the other formats make the console on first use, if ever
+        console = make_console(stream, color=shade) if fmt.value == "text" else LazyConsole(file=stream, color=shade)
+        with collector_off_until_frozen():
+            code = run_check(request, console, stream, err)
+        check_finished()
     except GatekeeperError as exc:
         fail(exc)
     finally:
@@ -196,12 +201,19 @@ def main() -> None:
     from gatekeeper.term import quiet_known_warnings
 
     quiet_known_warnings()
+    from gatekeeper.cli_gc import exit_now, own_process
+
+    own_process()  # the collector policy of a check run (cli_gc.py) applies to this process only
     sys.stdout = GuardedStdout(sys.stdout)  # type: ignore[assignment]
     try:
         try:
             app()
         finally:
             sys.stdout.flush()  # a closed pipe shows here at the latest, not at interpreter exit
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            exit_now(exc.code or 0)  # after a check: no interpreter teardown (cli_gc.py); else returns
+        raise
     except PipeClosed:
         silence_stdout()  # the reader stopped reading: exit 0, as ruff does (gatekeeper.term)
         sys.exit(0)

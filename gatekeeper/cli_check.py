@@ -9,14 +9,15 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, TextIO
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Optional, TextIO
 
 from gatekeeper import progress
 from gatekeeper.config import Config, load_config
 from gatekeeper.errors import UsageError
 from gatekeeper.report import Location, Report
+
+if TYPE_CHECKING:  # rich is imported only where text is printed (json, sarif, github runs never need it)
+    from rich.console import Console
 
 
 @dataclass
@@ -161,11 +162,13 @@ def _warn_without_isolation(request: CheckRequest, err: Console) -> None:
 
 
 def _render(request: CheckRequest, config: Config, reports, single: bool, out: Console, stream: TextIO) -> int:
-    from gatekeeper.render.text import print_report, print_totals, totals
+    from gatekeeper.cli_gc import frozen_after_first
 
+    if request.fmt == "text":
+        from gatekeeper.render.text import print_report, print_totals, totals
     worst = 0
     collected: list[Report] = []
-    for report in reports:
+    for report in frozen_after_first(reports):  # the collector's policy in a check run: cli_gc.py
         progress.clear()  # the status line goes before the report is printed
         worst = max(worst, report.exit_code)
         collected.append(report)
