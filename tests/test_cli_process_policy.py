@@ -31,6 +31,7 @@ def test_in_process_callers_keep_their_collector():
         assert list(cli_gc.frozen_after_first([1, 2, 3])) == [1, 2, 3]
     assert gc.get_freeze_count() == frozen
     assert gc.isenabled() == was_on
+    assert gc.get_threshold()[0] != cli_gc.YOUNG_THRESHOLD
     cli_gc.exit_now(0)  # returns: this process is not gatekeeper's own
 
 
@@ -46,7 +47,7 @@ def test_own_process_freezes_after_the_first_item(tmp_path):
             for item in cli_gc.frozen_after_first(["a", "b"]):
                 seen.append((item, gc.isenabled(), gc.get_freeze_count() > 0))
         assert seen == [("a", False, False), ("b", True, True)], seen
-        assert gc.isenabled()
+        assert gc.isenabled() and gc.get_threshold()[0] == cli_gc.YOUNG_THRESHOLD
         print("ok")
     """, tmp_path)
     assert result.returncode == 0, result.stderr
