@@ -147,6 +147,14 @@ def local_modules(text: str, path: str) -> list[Path]:
     the submission itself is not listed. Empty for a submission checked from memory."""
     if not path or path == "<submission>" or not Path(path).is_file():
         return []
+    # The screen reads the folder's entries, and its path parts only for a relative import. A
+    # file that is not a link sits in the very folder its resolved path names, so without a
+    # relative import the unresolved folder screens the same, and resolving (a system call per
+    # path part) is left to the few files that pass (issue 20 item 8).
+    # (Absolute, so that the folder's cached entries never answer for another working folder.)
+    if not _RELATIVE.search(text) and not Path(path).is_symlink() \
+            and not _may_import_local(text, Path(os.path.abspath(path)).parent):
+        return []
     main = Path(path).resolve()
     root = main.parent
     if not _may_import_local(text, root):

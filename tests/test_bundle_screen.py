@@ -46,3 +46,37 @@ def test_a_module_added_after_a_first_check_is_seen(tmp_path):
     assert local_modules(main.read_text(), str(main)) == []
     (tmp_path / "helper.py").write_text("")  # the folder's mtime changes: the cached names are stale
     assert [p.name for p in local_modules(main.read_text(), str(main))] == ["helper.py"]
+
+
+@pytest.mark.parametrize("text", ["import kernels\n", "from . import kernels\n", "x = 1\n"])
+def test_a_linked_submission_is_screened_where_its_target_lies(tmp_path, text, monkeypatch):
+    """The screen may read the unresolved folder only for a file that is not a link: a link's
+    modules are the ones beside its target (issue 20 item 8, fifth pass)."""
+    target_dir, link_dir = tmp_path / "real", tmp_path / "links"
+    target_dir.mkdir()
+    link_dir.mkdir()
+    (target_dir / "kernels.py").write_text("")
+    (target_dir / "solution.py").write_text(text)
+    link = link_dir / "solution.py"
+    link.symlink_to(target_dir / "solution.py")
+    screened = local_modules(text, str(link))
+    monkeypatch.setattr(submission_files, "_may_import_local", lambda text, root: True)
+    walked = local_modules(text, str(link))
+    assert screened == walked
+    assert [p.name for p in walked] == ([] if text == "x = 1\n" else ["kernels.py"])
+
+
+def test_a_relative_path_is_screened_from_its_own_folder(tmp_path, monkeypatch):
+    """A relative path names a folder under the working folder; the screen's cache must not
+    answer for another working folder with the same relative path."""
+    for name, helper in (("one", True), ("two", False)):
+        folder = tmp_path / name / "sub"
+        folder.mkdir(parents=True)
+        (folder / "solution.py").write_text("import helper\n")
+        if helper:
+            (folder / "helper.py").write_text("")
+    found = []
+    for name in ("one", "two"):
+        monkeypatch.chdir(tmp_path / name)
+        found.append([p.name for p in local_modules("import helper\n", "sub/solution.py")])
+    assert found == [["helper.py"], []]
