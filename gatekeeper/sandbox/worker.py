@@ -148,6 +148,21 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
+def _keep_freed_memory() -> None:
+    """glibc maps every block of 32 MiB or more afresh and unmaps it on free, so a large
+    problem's inputs, outputs and temporaries arrive as fresh pages on every call: a page
+    fault each, and on a VM with a memory balloon far more (docs/large-tensors.md). The worker
+    keeps what it frees and hands it out again; it is short-lived, and its memory goes with it."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-4, 0)  # M_MMAP_MAX: no block is mapped on its own
+        libc.mallopt(-1, ctypes.c_int(2**31 - 1))  # M_TRIM_THRESHOLD: the heap's top is not given back
+    except (OSError, AttributeError):  # not glibc: its allocator's own policy stays
+        return
+
+
 # The only PYTHON* variables a worker may see (runner.scrubbed_env sets them).
 _PYTHON_ENV = ("PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED")
 
@@ -161,6 +176,7 @@ def _check_environment() -> None:
 def main() -> None:
     _check_environment()
     _die_with_parent()
+    _keep_freed_memory()
     _light_package()
     fd = int(sys.argv[1])
     secret = _read_exact(0, 32)
