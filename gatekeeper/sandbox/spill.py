@@ -36,10 +36,6 @@ CHUNK = 64 << 20  # bytes per streamed piece (host buffer of a GPU tensor, hash 
 # same heap block back on the next adoption (a 64 MiB one was mapped and faulted in afresh
 # for every file).
 READ_CHUNK = 4 << 20
-# The unit of each write() into a transfer file. On a VM with a memory balloon (measured on the
-# 2-core development VM, 2026-12-05) a 64 MiB or 8 MiB write() into a new file ran at 120-300
-# MB/s in most runs, the same bytes in 1 MiB writes at 4.5 GB/s in every run.
-WRITE_PIECE = 1 << 20
 _NAME = re.compile(r"^[0-9a-f]{32}\.bin$")
 
 
@@ -114,10 +110,8 @@ def write(tensor: Any, folder: Optional[str] = None) -> dict[str, Any]:
         for piece in _byte_chunks(tensor):
             h.update(piece)
             size += len(piece)
-            for start in range(0, len(piece), WRITE_PIECE):
-                part = piece[start:start + WRITE_PIECE]
-                while part:
-                    part = part[os.write(fd, part):]
+            while piece:
+                piece = piece[os.write(fd, piece):]
     finally:
         os.close(fd)
     return {"name": name, "bytes": size, "sha256": h.hexdigest()}
