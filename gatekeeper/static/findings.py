@@ -153,5 +153,8 @@ class FindingStore:
         return Location(path=self.path, line=line, column=max(column, 1))
 
     def line_text(self, line: int) -> str:
-        lines = self.text.splitlines()
+        # split once per file, not once per finding (a file may have dozens); text never changes
+        lines = self.__dict__.get("_lines")
+        if lines is None:
+            lines = self.__dict__["_lines"] = self.text.splitlines()
         return lines[line - 1].rstrip() if 0 < line <= len(lines) else ""
