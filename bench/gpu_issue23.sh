@@ -39,6 +39,10 @@
 # Seventh round (docs/gpu-validation.md, 2026-12-05 evening), one call:
 #   bash bench/gpu_issue23.sh round7             # the Triton GEMM pair for GK678 on shape_matmul after the shortest
 #                                                # schedule got its repeats, then opus4 1_s0 --time after the TF32 ceiling
+# Eighth round (docs/gpu-validation.md, 2026-12-05 night), two calls:
+#   bash bench/gpu_issue23.sh round8             # after the worker heap change: gpu_e2e.py (seed pair, side stream, --time)
+#                                                # and the shape_matmul GK678 pair, under bwrap
+#   bash bench/gpu_issue23.sh round8-large       # the 2.25 GiB-in/out honest ReLU alone
 #   bash bench/gpu_issue23.sh round6-time        # the four corpus-time files no round timed (79_s0, 15_s0,
 #                                                # opus4 1_s0, 44_s0) through --time, builds side by side, timings alone
 # Expects .whl/, .gpu/corpus (the corpus files the parts name) and .gpu/bw/bwrap (a bubblewrap
@@ -238,6 +242,22 @@ case "${1:-}" in
         --first-stage build --budget 200 --only opus4_level2_20250903_065424/level2/1_s0
     } 2>&1 | tee "$OUT/round7.log"
     tar czf "$OUT/round7_reports.tar.gz" -C "$OUT" timing_reports 2>/dev/null && rm -rf "$OUT/timing_reports" ;;
+  round8)
+    # After the worker keeps the memory it frees (glibc: no block mapped on its own, 2026-12-05 20:30 UTC): the
+    # whole pipeline under bubblewrap once more: the seed pair and the 1 GiB side-stream case with --time
+    # (gpu_e2e.py), then the Triton GEMM pair on shape_matmul (GK678: honest, then the content memo)
+    W=/tmp/gk-round8; mkdir -p "$W"
+    { GATEKEEPER_ISOLATION=bwrap OUT="$W" timeout -k 5 330 python3 bench/gpu_e2e.py
+      GATEKEEPER_ISOLATION=bwrap timeout -k 5 200 python3 bench/gpu_round6.py --out "$W" \
+        --case fixtures/submissions/shape_honest_triton_matmul.py:fixtures/problems/shape_matmul.py \
+        --case fixtures/submissions/content_memo_triton_gemm.py:fixtures/problems/shape_matmul.py:keep-going
+      cp "$W"/*.jsonl "$OUT"/ 2>/dev/null
+    } 2>&1 | tee "$OUT/round8.log"
+    tar czf "$OUT/round8_reports.tar.gz" -C "$W" . 2>/dev/null ;;
+  round8-large)
+    # the 2.25 GiB-in/out honest ReLU alone, after the same change (its workers' host memory is the largest)
+    timeout 420 python3 bench/gpu_large_output.py --out "$OUT" --rows 36864 --cols 16384 --cases honest --timeout 400 \
+      2>&1 | tee "$OUT/large.log" ;;
   round6-time)
     # corpus-time's four files not yet timed: builds side by side, then each timing alone
     timeout -k 5 560 python3 bench/gpu_corpus_pipeline.py --corpus .gpu/corpus --out "$OUT" --count 4 --jobs 4 \
