@@ -7,7 +7,9 @@ returns x.clone() (fixtures/submissions/large_relu_clone.py), with a background 
 keeping one core busy (unless --no-load). Before issue 22 it passed 7 of 9 runs with 0 calls
 (the trials message was lost). Prints one line per run (verdict, findings, calls planned and
 observed, wall time, and the parent process's CPU and minor page faults) and the count
-rejected; docs/behaviour.md records the figure, docs/large-tensors.md the costs.
+rejected; docs/behaviour.md records the figure, docs/large-tensors.md the costs. With
+GATEKEEPER_ISOLATION=none the parent reaps the workers itself, and their CPU time and page
+faults are printed too (bubblewrap's own processes reap them otherwise).
 """
 
 from __future__ import annotations
@@ -42,12 +44,18 @@ def main() -> None:
         problem = write_relu_problem(Path(folder), args.mib)
         for run in range(args.n):
             began, usage = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+            workers = resource.getrusage(resource.RUSAGE_CHILDREN)
             report = gatekeeper.check(SUB, problem, stages="behaviour", keep_going=True)
             codes = sorted({f.rule for f in report.findings if f.severity.value == "error"})
             rejected += report.verdict.value == "reject"
             after = resource.getrusage(resource.RUSAGE_SELF)
             parent = (f"parent: user {after.ru_utime - usage.ru_utime:.1f} s, system {after.ru_stime - usage.ru_stime:.1f} s, "
                       f"{after.ru_minflt - usage.ru_minflt} minor page faults")
+            done = resource.getrusage(resource.RUSAGE_CHILDREN)
+            if done.ru_minflt > workers.ru_minflt:  # workers the parent reaped itself (GATEKEEPER_ISOLATION=none)
+                parent += (f"; workers: user {done.ru_utime - workers.ru_utime:.1f} s, system "
+                           f"{done.ru_stime - workers.ru_stime:.1f} s, "
+                           f"{(done.ru_minflt - workers.ru_minflt) * 4096 / 2**30:.1f} GiB of minor page faults")
             print(f"run {run + 1:2d}: {report.verdict.value:6s} {','.join(codes) or '-':20s} schedule "
                   f"{stage.LAST_SCHEDULE.get('observed')}/{stage.LAST_SCHEDULE.get('sent')} calls "
                   f"({time.perf_counter() - began:.1f} s; {parent})"
