@@ -60,6 +60,17 @@ def collector_off_until_frozen() -> Iterator[None]:
             gc.enable()
 
 
+def _resume_in_child() -> None:
+    """A process forked while the collector is paused (the `--jobs` pool starts before the
+    first report) gets it back on: its checks must not run without one for good."""
+    if _state["paused"]:
+        _state["paused"] = False
+        gc.enable()
+
+
+os.register_at_fork(after_in_child=_resume_in_child)
+
+
 def frozen_after_first(items: Iterable[T]) -> Iterator[T]:
     """`items`; once the first has been produced, and only where `collector_off_until_frozen`
     turned the collector off, freeze what is alive and turn the collector back on."""

@@ -129,3 +129,21 @@ def test_cli_check_reports_and_exit_codes(tmp_path):
         assert proc.returncode == expected.exit_code, proc.stderr
         assert json.loads(out.read_text())["verdict"] == expected.verdict.value
     assert gatekeeper.check_static(hacked, None).exit_code == 1  # the pair covers both statuses
+
+
+def test_a_child_forked_while_paused_gets_the_collector_back(tmp_path):
+    """The --jobs pool forks before the first report: its workers must collect."""
+    result = _python("""
+        import gc, os
+        from gatekeeper import cli_gc
+        cli_gc.own_process()
+        with cli_gc.collector_off_until_frozen():
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0 if gc.isenabled() else 7)
+            _, status = os.waitpid(pid, 0)
+            assert not gc.isenabled()
+        print(os.waitstatus_to_exitcode(status))
+    """, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "0"
