@@ -105,6 +105,6 @@ def exit_now(code: int) -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):
+        except Exception:  # OSError, ValueError, term.PipeClosed (not an OSError)
             return  # a closed or broken stream: the normal exit path reports it as before
     os._exit(code)
