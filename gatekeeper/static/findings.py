@@ -9,6 +9,7 @@ needs what `RuleFacts` names of a rule.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Optional, Protocol
 
@@ -152,9 +153,11 @@ class FindingStore:
             column = rng.start.column + 1
         return Location(path=self.path, line=line, column=max(column, 1))
 
+    @cached_property
+    def _lines(self) -> list[str]:
+        """Split once per file, not once per finding (a file may have dozens); text never changes."""
+        return self.text.splitlines()
+
     def line_text(self, line: int) -> str:
-        # split once per file, not once per finding (a file may have dozens); text never changes
-        lines = self.__dict__.get("_lines")
-        if lines is None:
-            lines = self.__dict__["_lines"] = self.text.splitlines()
+        lines = self._lines
         return lines[line - 1].rstrip() if 0 < line <= len(lines) else ""
