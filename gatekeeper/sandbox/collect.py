@@ -13,12 +13,15 @@ from typing import Optional
 from gatekeeper import progress
 from gatekeeper.sandbox import harness
 from gatekeeper.sandbox.channel import ChannelError, FrameReader
-from gatekeeper.sandbox.process_tree import kill_job, rss_mb
+from gatekeeper.sandbox.process_tree import job_rss_mb, kill_job
 from gatekeeper.sandbox.job_result import JobResult
 
 
 def collect(proc: subprocess.Popen, fd: int, reader: FrameReader, result: JobResult,
-             timeouts: dict[str, float], default_timeout_s: float, rss_cap_mb: Optional[int]) -> None:
+             timeouts: dict[str, float], default_timeout_s: float, rss_cap_mb: Optional[int],
+             warm_child: Optional[int] = None) -> None:
+    """`warm_child`: the zygote's child whose tree holds a warm job (sandbox/warm.py); its
+    memory counts with bubblewrap's."""
     deadline = time.monotonic() + timeouts.get("start", default_timeout_s)
     next_poll = 0.0
     exited: Optional[float] = None
@@ -31,7 +34,7 @@ def collect(proc: subprocess.Popen, fd: int, reader: FrameReader, result: JobRes
             return
         if rss_cap_mb and now >= next_poll:
             next_poll = now + 0.25
-            rss = rss_mb(proc.pid)
+            rss = job_rss_mb(proc.pid, warm_child)
             if rss > rss_cap_mb:
                 result.status = "memory"
                 result.detail = f"resident memory {rss:.0f} MiB over the {rss_cap_mb} MiB cap in phase '{result.phase}'"

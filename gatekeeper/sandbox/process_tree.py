@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from typing import Optional
 
 from gatekeeper.sandbox import harness
 
@@ -31,6 +32,28 @@ def rss_mb(pid: int) -> float:
         except (OSError, ValueError):
             continue
     return total
+
+
+def job_rss_mb(pid: int, warm_child: Optional[int] = None) -> float:
+    """A job's resident memory: its wrapper's tree and, for a warm job (sandbox/warm.py), the
+    tree below the zygote's child (not the child itself, which holds only the shared copy of
+    the zygote's pages)."""
+    total = rss_mb(pid)
+    if warm_child:
+        for child in _children(warm_child):
+            total += rss_mb(child)
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as handle:
+                found.extend(int(c) for c in handle.read().split())
+    except (OSError, ValueError):
+        pass
+    return found
 
 
 def kill_job(proc: subprocess.Popen) -> None:

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from gatekeeper.sandbox import harness
+from gatekeeper.sandbox import harness, warm
 from gatekeeper.sandbox.drain import Drain
-from gatekeeper.sandbox.process_tree import kill_job, rss_mb  # noqa: F401 - re-exported (timing.conduct)
+from gatekeeper.sandbox.process_tree import job_rss_mb, kill_job, rss_mb  # noqa: F401 - re-exported (timing.conduct)
 from gatekeeper.sandbox.channel import FrameReader, pack_message, pack_parts, parts_size
 from gatekeeper.sandbox.collect import collect
 from gatekeeper.sandbox.isolation import Isolation, detect, require
@@ -134,23 +134,34 @@ class Job:
             worker_env.update({DIR_ENV: str(self.spill_dir), BYTES_ENV: str(threshold())})
             write_roots = list(write_roots or []) + [str(self.spill_dir)]  # the guard allows it (inside work)
         self.tag = tag(worker_env)
+        self.warm_child: Optional[int] = None
         try:
-            # A plain interpreter command line, as a user's harness would run (issue 22): the
-            # protections of -I are kept by the allowlisted environment and by worker.py itself.
-            argv = self.isolation.wrap([sys.executable, WORKER_SCRIPT, str(write_fd)],
-                                       workdir=self.work, read_paths=named + list(read_files or []),
-                                       write_paths=list(write_roots or []))
-            # stdout/stderr are pipes drained by threads that keep the tail: no disk, no cap to outrun.
-            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                         cwd=self.work, env=worker_env, pass_fds=(write_fd,), start_new_session=True)
+            read_paths, writes = named + list(read_files or []), list(write_roots or [])
+            # Under bubblewrap the job is forked into its sandbox by a process that has already
+            # imported torch (sandbox/warm.py); anything off on the way runs it classically.
+            launched = warm.launch(self.isolation, workdir=self.work, read_paths=read_paths, write_paths=writes,
+                                   env=worker_env, result_fd=write_fd)
+            if launched is not None:
+                self.proc, self.warm_child = launched.proc, launched.child_pid
+                self.stdin, stdout, stderr = launched.stdin, launched.stdout, launched.stderr
+            else:
+                # A plain interpreter command line, as a user's harness would run (issue 22): the
+                # protections of -I are kept by the allowlisted environment and by worker.py itself.
+                argv = self.isolation.wrap([sys.executable, WORKER_SCRIPT, str(write_fd)], workdir=self.work,
+                                           read_paths=read_paths, write_paths=writes)
+                # stdout/stderr are pipes drained by threads that keep the tail: no disk, no cap to outrun.
+                self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE, cwd=self.work, env=worker_env,
+                                             pass_fds=(write_fd,), start_new_session=True)
+                assert self.proc.stdin is not None and self.proc.stdout is not None and self.proc.stderr is not None
+                self.stdin, stdout, stderr = self.proc.stdin, self.proc.stdout, self.proc.stderr
         except BaseException:
             if self.copy is not None:
                 self.copy.release()
             raise
         finally:
             os.close(write_fd)
-        assert self.proc.stdout is not None and self.proc.stderr is not None
-        self.out, self.err = Drain(self.proc.stdout), Drain(self.proc.stderr)
+        self.out, self.err = Drain(stdout), Drain(stderr)
         del secret  # the FrameReader keeps only its HMAC state
         if not self._write(self.reader.secret_prefix() + struct.pack(">Q", len(payload)) + payload):
             self.feed_error = f"the job could not be sent to the worker: {self.feed_error}"
@@ -161,10 +172,9 @@ class Job:
         """Write to the worker's stdin; a failure is recorded (never swallowed): the stage
         turns it into an infrastructure error unless the worker's own failure explains it."""
         try:
-            assert self.proc.stdin is not None
             for part in parts:
-                self.proc.stdin.write(part)
-            self.proc.stdin.flush()
+                self.stdin.write(part)
+            self.stdin.flush()
             return True
         except (BrokenPipeError, OSError, ValueError) as exc:
             if self.feed_error is None:
@@ -207,8 +217,7 @@ class Job:
 
     def close_stdin(self) -> None:
         try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
+            self.stdin.close()
         except (BrokenPipeError, OSError):
             pass
 
@@ -273,7 +282,7 @@ class Job:
         result = self.result
         try:
             collect(self.proc, self.read_fd, self.reader, result, self.timeouts, self.default_timeout_s,
-                    self.rss_cap_mb)
+                    self.rss_cap_mb, self.warm_child)
             self.close_stdin()
             result.returncode = self.proc.returncode
             self._record_feed(result)

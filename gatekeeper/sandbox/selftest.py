@@ -59,3 +59,36 @@ def send_from_threads(params: dict[str, Any], channel: Any) -> None:
     for t in threads:
         t.join()
     channel.send("sent")
+
+
+def describe_sandbox(params: dict[str, Any], channel: Any) -> None:
+    """What a job sees of its sandbox (tests/test_warm_worker.py compares a warm job's view
+    with a freshly started worker's)."""
+    import socket
+    import sys
+
+    channel.phase("work")
+    with open("/proc/self/mountinfo") as handle:
+        # mount point and its read-only flag; the ids and sources differ between sandboxes
+        mounts = sorted((f.split()[4], "ro" in f.split()[5].split(",")) for f in handle)
+    with open("/proc/self/status") as handle:
+        status = {k: v.strip() for k, v in (line.split(":", 1) for line in handle if ":" in line)}
+    try:
+        socket.create_connection(("192.0.2.1", 80), timeout=2).close()
+        network = "reached"
+    except OSError as exc:
+        network = type(exc).__name__
+    try:
+        with open(os.path.join(params["outside"], "written-from-the-job"), "w") as handle:
+            handle.write("x")
+        outside = "written"
+    except OSError as exc:
+        outside = type(exc).__name__
+    channel.send("view", mounts=mounts, caps={k: v for k, v in status.items() if k.startswith("Cap")},
+                 no_new_privs=status.get("NoNewPrivs"), uid=os.getuid(), gid=os.getgid(), euid=os.geteuid(),
+                 hostname=socket.gethostname(), cwd=os.getcwd(), env=dict(os.environ), argv0=sys.argv[0],
+                 main=getattr(sys.modules.get("__main__"), "__file__", None), sys_path=list(sys.path),
+                 session_leader=os.getsid(0) == os.getpid(), fds=sorted(int(f) for f in os.listdir("/proc/self/fd")),
+                 processes=sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), network=network,
+                 outside=outside, torch_loaded="torch" in sys.modules, namespaces={
+                     name: os.readlink(f"/proc/self/ns/{name}") for name in ("user", "mnt", "pid", "net", "ipc", "uts")})

@@ -221,5 +221,22 @@ def main() -> None:
         os._exit(0)
 
 
+def zygote(sock_fd: int) -> None:
+    """`worker.py --zygote FD`: import torch once and fork jobs into their sandboxes
+    (sandbox/warm_fork.py). Its children continue as `main()`, with this module as
+    `__main__`, as a fresh worker has."""
+    _check_environment()
+    _keep_freed_memory()
+    _light_package()
+    import torch  # noqa: F401 - the import every job paid for
+
+    from gatekeeper.sandbox import channel, guard, warm_fork  # noqa: F401 - what main() imports
+
+    warm_fork.serve(sock_fd, main)
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--zygote"]:
+        zygote(int(sys.argv[2]))
+    else:
+        main()

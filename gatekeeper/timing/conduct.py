@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from gatekeeper.sandbox.channel import ChannelError
-from gatekeeper.sandbox.runner import Job, JobResult, kill_job, rss_mb
+from gatekeeper.sandbox.runner import Job, JobResult, job_rss_mb, kill_job
 from gatekeeper.timing.adaptive import Sampled, StopRule, sample_until_stable
 
 ALONE_BASE = 1 << 40  # call indices of the reference's private calls: never the paired ones
@@ -73,7 +73,7 @@ class Worker:
             cap = self.job.rss_cap_mb
             if cap and now >= next_poll:
                 next_poll = now + 0.25
-                rss = rss_mb(self.job.proc.pid)
+                rss = job_rss_mb(self.job.proc.pid, self.job.warm_child)
                 if rss > cap:
                     result.status = "memory"
                     result.detail = f"resident memory {rss:.0f} MiB over the {cap} MiB cap in phase '{result.phase}'"
