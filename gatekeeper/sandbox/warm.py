@@ -10,7 +10,9 @@ sandbox's pid namespace and with it the job.
 
 Anything unexpected on the way (no zygote, a holder that does not start, a child that cannot
 join or acknowledge) ends this path before the job is sent, and the job runs classically; the
-reason is kept (`disabled_reason`). `GATEKEEPER_WARM_WORKER=0` turns the path off.
+reason is kept (`last_failure`; three failures in a row, or a zygote that does not start,
+switch the path off for the process: `disabled_reason`). `GATEKEEPER_WARM_WORKER=0` turns
+the path off.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ _START_S = 30.0  # a holder or a fork that takes longer is not waited for
 _lock = threading.Lock()
 _zygote: Optional["_Zygote"] = None
 disabled_reason: Optional[str] = None
+last_failure: list[Optional[str]] = [None]  # why the last warm start failed, for diagnosis
 
 
 @dataclass
@@ -56,9 +59,28 @@ def enabled() -> bool:
             and hasattr(os, "pidfd_open") and hasattr(socket, "send_fds") and disabled_reason is None)
 
 
+_failures = 0  # in a row; a success resets it
+_MAX_FAILURES = 3
+
+
+def _succeeded() -> None:
+    global _failures
+    _failures = 0
+
+
 def _disable(why: str) -> None:
     global disabled_reason
     disabled_reason = why
+
+
+def _failed(why: str) -> None:
+    """One job could not start warm (it runs fresh). A machine under load can miss a start-up
+    deadline once; three in a row switch the path off for this process."""
+    global _failures
+    _failures += 1
+    last_failure[0] = why
+    if _failures >= _MAX_FAILURES:
+        _disable(f"{_failures} warm starts in a row failed, the last: {why}")
 
 
 class _Zygote:
@@ -167,7 +189,7 @@ def launch(isolation: Isolation, *, workdir: Path, read_paths: Iterable[str], wr
                                 env=env, pass_fds=(info_w,), start_new_session=True)
     except OSError as exc:
         _close(mine + theirs)
-        _disable(f"the sandbox holder could not be started: {exc}")
+        _failed(f"the sandbox holder could not be started: {exc}")
         return None
     try:
         for fd in (status_r, ready_w, info_w):
@@ -187,8 +209,9 @@ def launch(isolation: Isolation, *, workdir: Path, read_paths: Iterable[str], wr
         _close(theirs)
         _stop_holder(proc)
         _close(mine)
-        _disable(f"the warm worker failed: {exc}")
+        _failed(f"the warm worker failed: {exc}")
         return None
+    _succeeded()
     _close([ready_r, info_r, ack_r])
     return Launched(proc, os.fdopen(stdin_w, "wb"), os.fdopen(stdout_r, "rb"), os.fdopen(stderr_r, "rb"), child)
 

@@ -138,6 +138,8 @@ def _job(libc: ctypes.CDLL, request: dict, fds: list[int], main: Callable[[], No
     job code runs (no acknowledgement: the parent starts the job classically instead)."""
     try:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != 0:  # the parent (outside this pid namespace, so 0) died before the call
+            os._exit(1)
         ack = _take_fds(fds)
         os.chdir(request["workdir"])
         os.environ.clear()
