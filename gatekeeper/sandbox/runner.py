@@ -218,7 +218,7 @@ class Job:
     def close_stdin(self) -> None:
         try:
             self.stdin.close()
-        except (BrokenPipeError, OSError):
+        except (BrokenPipeError, OSError, ValueError):  # ValueError: closed by the writer thread at once
             pass
 
     def kill(self) -> JobResult:

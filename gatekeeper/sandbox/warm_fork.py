@@ -149,10 +149,34 @@ def _job(libc: ctypes.CDLL, request: dict, fds: list[int], main: Callable[[], No
         os.write(ack, b"joined")
         os.close(ack)
         sys.argv = [sys.argv[0], "3"]
-        main()
     except BaseException:
-        pass
-    os._exit(1)
+        os._exit(1)
+    os._exit(_as_interpreter(main))
+
+
+def _as_interpreter(main: Callable[[], None]) -> int:
+    """Run `main` and end as the interpreter would have: a SystemExit's message or an
+    exception's traceback on stderr, and its exit status."""
+    import traceback
+
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        if isinstance(exc.code, int) or exc.code is None:
+            code = exc.code or 0
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    return code
 
 
 def _take_fds(fds: list[int]) -> int:
