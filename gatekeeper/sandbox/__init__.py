@@ -37,8 +37,10 @@ start it and feed it later; the job reads the message with `channel.receive()`::
     job.feed({"trials": [...]})                # written from a thread; closes stdin after
     result = job.wait()                        # or job.kill()
 
-Guarantees: the worker is spawned (never forked) as a plain `python .../sandbox/worker.py`
-(no -I: the worker has no interpreter-flag fingerprint; environment and sys.path are checked)
+Guarantees: the worker is a plain `python .../sandbox/worker.py` (spawned; under bubblewrap,
+forked from a zygote of that script that has imported torch and nothing of a job, into the
+job's own bubblewrap sandbox: sandbox/warm.py) (no -I: the worker has no interpreter-flag
+fingerprint; environment and sys.path are checked)
 (a bare `gatekeeper` package: jobs import submodules, not `gatekeeper.check`), a scrubbed
 environment, a private temporary working directory (HOME and TMPDIR point into it), core
 dumps off, an address-space or resident-memory cap, an audit guard that refuses Python-level

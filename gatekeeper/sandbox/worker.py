@@ -1,7 +1,8 @@
 """Entry point of a sandboxed worker: a plain `python .../gatekeeper/sandbox/worker.py <fd>`.
 
-Started fresh by `gatekeeper.sandbox.runner.run_job`, never forked. Before any untrusted
-code runs it:
+Started by `gatekeeper.sandbox.runner.run_job`: fresh, or under bubblewrap forked from
+`worker.py --zygote` (an interpreter that has imported torch and never runs job code) into
+the job's own sandbox (sandbox/warm_fork.py), then `main()`. Before any untrusted code runs it:
 1. reads the per-run secret and the job from stdin (then fd 0 is /dev/null; the rest of
    stdin stays on a private fd for `Channel.receive`);
 2. moves the result pipe to a private, non-inheritable fd and keeps only an HMAC object
