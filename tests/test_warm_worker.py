@@ -68,6 +68,19 @@ def test_a_warm_job_sees_what_a_fresh_bubblewrap_worker_sees(tmp_path, monkeypat
     assert all(spaces[name] != own[name] for name in own), spaces
 
 
+@pytest.mark.parametrize("env", [{"OMP_NUM_THREADS": "1"}, None])
+def test_a_warm_job_gets_the_thread_count_its_environment_asks_for(env, monkeypatch):
+    # The OpenMP runtime reads OMP_NUM_THREADS when torch loads it, in the zygote: a job that
+    # sets it (the reference and timing jobs do) must still run on that many threads.
+    params = {"outside": "/nonexistent"}
+    job, hot = _run("gatekeeper.sandbox.selftest:describe_sandbox", params, True, monkeypatch, env=env)
+    _, cold = _run("gatekeeper.sandbox.selftest:describe_sandbox", params, False, monkeypatch, env=env)
+    assert job.warm_child is not None
+    assert _view(hot)["threads"] == _view(cold)["threads"]
+    if env:
+        assert _view(hot)["threads"] == 1
+
+
 def test_two_warm_jobs_share_nothing(monkeypatch):
     leave = textwrap.dedent("""
         import os, subprocess

@@ -84,11 +84,14 @@ def describe_sandbox(params: dict[str, Any], channel: Any) -> None:
         outside = "written"
     except OSError as exc:
         outside = type(exc).__name__
-    channel.send("view", mounts=mounts, caps={k: v for k, v in status.items() if k.startswith("Cap")},
+    torch_loaded = "torch" in sys.modules
+    import torch
+
+    channel.send("view", threads=torch.get_num_threads(), mounts=mounts, caps={k: v for k, v in status.items() if k.startswith("Cap")},
                  no_new_privs=status.get("NoNewPrivs"), uid=os.getuid(), gid=os.getgid(), euid=os.geteuid(),
                  hostname=socket.gethostname(), cwd=os.getcwd(), env=dict(os.environ), argv0=sys.argv[0],
                  main=getattr(sys.modules.get("__main__"), "__file__", None), sys_path=list(sys.path),
                  session_leader=os.getsid(0) == os.getpid(), fds=sorted(int(f) for f in os.listdir("/proc/self/fd")),
                  processes=sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), network=network,
-                 outside=outside, torch_loaded="torch" in sys.modules, namespaces={
+                 outside=outside, torch_loaded=torch_loaded, namespaces={
                      name: os.readlink(f"/proc/self/ns/{name}") for name in ("user", "mnt", "pid", "net", "ipc", "uts")})

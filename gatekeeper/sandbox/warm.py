@@ -86,6 +86,7 @@ def _failed(why: str) -> None:
 class _Zygote:
     def __init__(self, env: dict[str, str]) -> None:
         self.owner = os.getpid()
+        self.env = env
         self.lock = threading.Lock()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.log = tempfile.TemporaryFile()
@@ -133,13 +134,26 @@ class _Zygote:
         self.log.close()
 
 
+# Variables a job may set differently from the zygote: each is read after the fork (paths,
+# tags) or applied again in the job (the thread counts: the OpenMP runtime reads its variables
+# when torch loads it, in the zygote, so the job calls torch.set_num_threads itself).
+_PER_JOB = ("HOME", "TMPDIR", "PWD", "GATEKEEPER_JOB", "GATEKEEPER_SPILL_DIR", "GATEKEEPER_SPILL_BYTES",
+            "TORCH_EXTENSIONS_DIR", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 def _zygote_env(worker_env: dict[str, str]) -> dict[str, str]:
     """The job environment less what is the job's own: HOME points nowhere (no user site,
-    as a worker whose HOME is its empty folder), the job tag is left out."""
-    env = {k: v for k, v in worker_env.items() if k not in ("HOME", "TMPDIR", "GATEKEEPER_JOB")
-           and not k.startswith("GATEKEEPER_SPILL")}
+    as a worker whose HOME is its empty folder)."""
+    env = {k: v for k, v in worker_env.items() if k not in _PER_JOB}
     env["HOME"] = "/nonexistent"
     return env
+
+
+def _same_base(zygote_env: dict[str, str], worker_env: dict[str, str]) -> bool:
+    """A job whose environment differs from the zygote's in anything but the per-job
+    variables (a variable a library reads when torch is imported) runs fresh."""
+    return {k: v for k, v in worker_env.items() if k not in _PER_JOB} == \
+        {k: v for k, v in zygote_env.items() if k != "HOME"}
 
 
 def _get_zygote(worker_env: dict[str, str]) -> Optional[_Zygote]:
@@ -169,7 +183,7 @@ def launch(isolation: Isolation, *, workdir: Path, read_paths: Iterable[str], wr
     if isolation.name != "bwrap" or not enabled():
         return None
     zygote = _get_zygote(env)
-    if zygote is None:
+    if zygote is None or not _same_base(zygote.env, env):
         return None
     mine: list[int] = []  # our ends, closed on failure
     theirs: list[int] = []  # the job's ends, closed here once handed over

@@ -145,6 +145,11 @@ def _job(libc: ctypes.CDLL, request: dict, fds: list[int], main: Callable[[], No
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in request["env"].items()})
         os.environ["PWD"] = request["workdir"]  # as bubblewrap's --chdir sets it
+        threads = os.environ.get("OMP_NUM_THREADS", "")
+        if threads.isdigit() and int(threads) > 0:  # OpenMP read its variables in the zygote
+            import torch
+
+            torch.set_num_threads(int(threads))
         _drop_capabilities(libc)
         os.write(ack, b"joined")
         os.close(ack)
