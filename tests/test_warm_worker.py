@@ -169,3 +169,13 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+@pytest.mark.gpu
+def test_a_warm_job_initialises_cuda_after_the_fork(monkeypatch):
+    job, result = _run("gatekeeper.sandbox.selftest:cuda_after_fork", {}, True, monkeypatch, cap_address_space=False)
+    assert job.warm_child is not None, warm.disabled_reason
+    assert result.status == "ok", (result.detail, result.stderr_tail)
+    found = next(m for m in result.messages if m.get("kind") == "cuda")
+    assert found["initialized_before"] is False  # the zygote never initialised CUDA
+    assert found["total"] == float(sum(range(1 << 10)) * 2)

@@ -95,3 +95,15 @@ def describe_sandbox(params: dict[str, Any], channel: Any) -> None:
                  processes=sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), network=network,
                  outside=outside, torch_loaded=torch_loaded, namespaces={
                      name: os.readlink(f"/proc/self/ns/{name}") for name in ("user", "mnt", "pid", "net", "ipc", "uts")})
+
+
+def cuda_after_fork(params: dict[str, Any], channel: Any) -> None:
+    """Initialises CUDA and runs a kernel (a warm job does it after the zygote's fork; the
+    zygote itself must never have touched CUDA)."""
+    import torch
+
+    channel.phase("work")
+    before = torch.cuda.is_initialized()
+    x = torch.arange(1 << 10, device="cuda", dtype=torch.float32)
+    channel.send("cuda", initialized_before=before, total=float((x * 2).sum().item()),
+                 device=torch.cuda.get_device_name(0))
