@@ -101,6 +101,19 @@ def test_two_warm_jobs_share_nothing(monkeypatch):
     assert next(m["value"] for m in second.messages if m.get("kind") == "result") == [False, [1, 2, 3]]
 
 
+def test_a_job_that_signals_every_process_it_can_reaches_neither_the_zygote_nor_the_next_job(monkeypatch):
+    # kill(-1, SIGKILL) from native code, as root in its user namespace: under bubblewrap it
+    # reaches only its own pid namespace (the zygote and its children are outside it).
+    code = "import subprocess\nsubprocess.run(['/bin/sh', '-c', 'kill -9 -1'])\nresult = 1\n"
+    job, killed = _run("gatekeeper.sandbox.selftest:run_code", {"code": code}, True, monkeypatch)
+    assert job.warm_child is not None and killed.status != "ok"
+    zygote = warm._zygote
+    assert zygote is not None and zygote.proc.poll() is None
+    after, result = _run("gatekeeper.sandbox.selftest:echo", {"value": 7}, True, monkeypatch)
+    assert after.warm_child is not None and warm._zygote is zygote
+    assert result.status == "ok" and next(m for m in result.messages if m.get("kind") == "echo")["value"] == 7
+
+
 def test_a_sandbox_that_cannot_be_joined_runs_no_job():
     # The zygote is asked to join "the sandbox" of a process that is not a child of the named
     # bubblewrap (this test's own pid): the child refuses before any job code, so no
