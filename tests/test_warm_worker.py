@@ -31,7 +31,13 @@ ROOT = Path(__file__).resolve().parents[1]
 def _run(job: str, params: dict, warm_on: bool, monkeypatch, **kwargs) -> tuple[Job, object]:
     monkeypatch.setenv("GATEKEEPER_WARM_WORKER", "1" if warm_on else "0")
     started = Job(job, params, timeouts={}, default_timeout_s=60, **kwargs)
-    return started, started.wait()
+    result = started.wait()
+    why = warm.last_failure[0] or ""
+    if warm_on and started.warm_child is None and "refused:" in why and "is not the sandbox" not in why:
+        # The kernel refused the join itself (setns or pidfd_open: an old kernel, a seccomp
+        # filter): the job ran fresh, as it must, and there is no warm worker here to test.
+        pytest.skip(f"this machine does not let a process join a bubblewrap sandbox: {why}")
+    return started, result
 
 
 def _view(result) -> dict:
@@ -126,7 +132,8 @@ def test_a_sandbox_that_cannot_be_joined_runs_no_job():
         zygote.fork(request, [stdin[0], stdout[1], stderr[1], result[1], status[1], ack[1]])
         for _, write_end in pipes:
             os.close(write_end)
-        assert os.read(ack[0], 16) == b""  # EOF: the child is gone, nothing joined
+        said = os.read(ack[0], 300)  # the child says why, and nothing joined
+        assert said.startswith(b"refused: ") and b"is not the sandbox of bubblewrap" in said, said
         assert os.read(status[0], 16) == b"1\n"
         assert os.read(result[0], 16) == b""  # no frame of a job
     finally:
@@ -153,7 +160,8 @@ def test_killing_the_parent_leaves_no_zygote_and_no_job(tmp_path):
         job = Job("gatekeeper.sandbox.selftest:run_code", {{"code": "import time\\ntime.sleep(600)"}},
                   timeouts={{}}, default_timeout_s=900)
         time.sleep(2)
-        print(json.dumps({{"zygote": warm._zygote.proc.pid, "child": job.warm_child, "holder": job.proc.pid}}), flush=True)
+        print(json.dumps({{"zygote": warm._zygote.proc.pid if warm._zygote else None, "child": job.warm_child,
+                          "holder": job.proc.pid, "why": warm.last_failure[0]}}), flush=True)
         time.sleep(600)
     """), "utf-8")
     env = dict(os.environ, GATEKEEPER_WARM_WORKER="1")
@@ -161,6 +169,9 @@ def test_killing_the_parent_leaves_no_zygote_and_no_job(tmp_path):
     try:
         line = parent.stdout.readline()
         pids = json.loads(line)
+        why = pids["why"] or ""
+        if not pids["child"] and "refused:" in why and "is not the sandbox" not in why:
+            pytest.skip(f"this machine does not let a process join a bubblewrap sandbox: {why}")
         assert pids["child"], line
         job_pids = Path(f"/proc/{pids['child']}/task/{pids['child']}/children").read_text().split()
         assert job_pids, "the job is not running"

@@ -209,7 +209,7 @@ def launch(isolation: Isolation, *, workdir: Path, read_paths: Iterable[str], wr
         for fd in (status_r, ready_w, info_w):
             os.close(fd)
             theirs.remove(fd)
-        if _read_within(ready_r, 6) != b"ready\n":
+        if _read_within(ready_r, 6) != b"ready\n":  # the holder's stdout stays open: read 6
             raise OSError("the sandbox holder did not start")
         sandbox_pid = int(json.loads(_read_json(info_r))["child-pid"])
         request = {"sandbox_pid": sandbox_pid, "holder_pid": proc.pid, "workdir": os.path.realpath(workdir),
@@ -217,8 +217,9 @@ def launch(isolation: Isolation, *, workdir: Path, read_paths: Iterable[str], wr
         child = zygote.fork(request, [stdin_r, stdout_w, stderr_w, result_fd, status_w, ack_w])
         _close(theirs)
         theirs = []
-        if _read_within(ack_r, 6) != b"joined":
-            raise OSError("the forked job did not join its sandbox")
+        said = _read_within(ack_r, 300)
+        if said != b"joined":
+            raise OSError(f"the forked job did not join its sandbox ({said.decode('utf-8', 'replace') or 'no word'})")
     except (OSError, ValueError, KeyError) as exc:
         _close(theirs)
         _stop_holder(proc)
@@ -231,7 +232,7 @@ def launch(isolation: Isolation, *, workdir: Path, read_paths: Iterable[str], wr
 
 
 def _read_within(fd: int, size: int) -> bytes:
-    """Up to `size` bytes from `fd`, waiting at most _START_S in all."""
+    """Up to `size` bytes from `fd`, until its end, waiting at most _START_S in all."""
     deadline, got = time.monotonic() + _START_S, b""
     while len(got) < size:
         ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))

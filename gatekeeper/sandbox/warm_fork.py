@@ -95,7 +95,11 @@ def _child(request: dict, fds: list[int], main: Callable[[], None]) -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != zygote:
             os._exit(1)
-        _join(libc, int(request["sandbox_pid"]), int(request["holder_pid"]))
+        try:
+            _join(libc, int(request["sandbox_pid"]), int(request["holder_pid"]))
+        except OSError as exc:  # the kernel's word goes to the parent, which runs the job fresh
+            os.write(fds[5], f"refused: {exc}"[:300].encode())
+            raise
         # A session of its own, as bubblewrap's --new-session gives; the job is a member, not
         # its leader, as a worker under bubblewrap's init is.
         os.setsid()
