@@ -26,11 +26,9 @@ def rss_mb(pid: int) -> float:
                     if line.startswith("VmRSS:"):
                         total += int(line.split()[1]) / 1024
                         break
-            for task in os.listdir(f"/proc/{current}/task"):
-                with open(f"/proc/{current}/task/{task}/children") as handle:
-                    todo.extend(int(c) for c in handle.read().split())
         except (OSError, ValueError):
             continue
+        todo.extend(_children(current))
     return total
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, Iterable, Optional
 
 from gatekeeper.sandbox.isolation import Isolation, bwrap_args
+from gatekeeper.sandbox.process_tree import kill_job
 
 WORKER_SCRIPT = str(Path(__file__).resolve().with_name("worker.py"))
 # The holder: says it started, then exits with the status the zygote's child writes (1 when
@@ -149,13 +150,6 @@ def _zygote_env(worker_env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def _same_base(zygote_env: dict[str, str], worker_env: dict[str, str]) -> bool:
-    """A job whose environment differs from the zygote's in anything but the per-job
-    variables (a variable a library reads when torch is imported) runs fresh."""
-    return {k: v for k, v in worker_env.items() if k not in _PER_JOB} == \
-        {k: v for k, v in zygote_env.items() if k != "HOME"}
-
-
 def _get_zygote(worker_env: dict[str, str]) -> Optional[_Zygote]:
     global _zygote
     with _lock:
@@ -183,7 +177,9 @@ def launch(isolation: Isolation, *, workdir: Path, read_paths: Iterable[str], wr
     if isolation.name != "bwrap" or not enabled():
         return None
     zygote = _get_zygote(env)
-    if zygote is None or not _same_base(zygote.env, env):
+    if zygote is None or _zygote_env(env) != zygote.env:
+        # it differs in more than the per-job variables (one a library reads when torch is
+        # imported, say): a fresh worker reads it as the job asks
         return None
     mine: list[int] = []  # our ends, closed on failure
     theirs: list[int] = []  # the job's ends, closed here once handed over
@@ -222,7 +218,7 @@ def launch(isolation: Isolation, *, workdir: Path, read_paths: Iterable[str], wr
             raise OSError(f"the forked job did not join its sandbox ({said.decode('utf-8', 'replace') or 'no word'})")
     except (OSError, ValueError, KeyError) as exc:
         _close(theirs)
-        _stop_holder(proc)
+        kill_job(proc)  # bubblewrap and, with its pid namespace, anything forked into it
         _close(mine)
         _failed(f"the warm worker failed: {exc}")
         return None
@@ -255,18 +251,6 @@ def _read_json(fd: int) -> bytes:
             raise OSError("bubblewrap reported no sandbox pid")
         got += chunk
     return got
-
-
-def _stop_holder(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, 9)
-    except OSError:
-        pass
-    proc.kill()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 def _close(fds: list[int]) -> None:
