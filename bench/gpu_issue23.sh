@@ -43,6 +43,12 @@
 #   bash bench/gpu_issue23.sh round8             # after the worker heap change: gpu_e2e.py (seed pair, side stream, --time)
 #                                                # and the shape_matmul GK678 pair, under bwrap
 #   bash bench/gpu_issue23.sh round8-large       # the 2.25 GiB-in/out honest ReLU alone
+# Ninth round (docs/gpu-validation.md, 2026-12-06), one call:
+#   bash bench/gpu_issue23.sh round9             # the warm worker on the GPU: tests/test_warm_worker.py (CUDA after
+#                                                # the fork included), then round8's runs with warm workers, then
+#                                                # gpu_e2e.py again with fresh workers (GATEKEEPER_WARM_WORKER=0)
+#   bash bench/gpu_issue23.sh round9b            # gpu_e2e.py once to fill the build cache, then twice with fresh
+#                                                # workers and twice with warm ones, alternating (wall time of each)
 #   bash bench/gpu_issue23.sh round6-time        # the four corpus-time files no round timed (79_s0, 15_s0,
 #                                                # opus4 1_s0, 44_s0) through --time, builds side by side, timings alone
 # Expects .whl/, .gpu/corpus (the corpus files the parts name) and .gpu/bw/bwrap (a bubblewrap
@@ -254,6 +260,31 @@ case "${1:-}" in
       cp "$W"/*.jsonl "$OUT"/ 2>/dev/null
     } 2>&1 | tee "$OUT/round8.log"
     tar czf "$OUT/round8_reports.tar.gz" -C "$W" . 2>/dev/null ;;
+  round9)
+    # .whl holds pytest for this part (the image has none): the warm worker's own tests first, CUDA included
+    timeout -k 5 150 python3 -m pytest -q -p no:cacheprovider -rs tests/test_warm_worker.py 2>&1 | tee "$OUT/warm_tests.log"
+    W=/tmp/gk-round9; mkdir -p "$W/warm" "$W/fresh"
+    { echo "== warm workers"; date -u +%T
+      GATEKEEPER_ISOLATION=bwrap OUT="$W/warm" timeout -k 5 220 python3 bench/gpu_e2e.py
+      date -u +%T
+      GATEKEEPER_ISOLATION=bwrap timeout -k 5 150 python3 bench/gpu_round6.py --out "$W/warm" \
+        --case fixtures/submissions/shape_honest_triton_matmul.py:fixtures/problems/shape_matmul.py \
+        --case fixtures/submissions/content_memo_triton_gemm.py:fixtures/problems/shape_matmul.py:keep-going
+      echo "== fresh workers"; date -u +%T
+      GATEKEEPER_WARM_WORKER=0 GATEKEEPER_ISOLATION=bwrap OUT="$W/fresh" timeout -k 5 150 python3 bench/gpu_e2e.py
+      date -u +%T
+    } 2>&1 | tee "$OUT/round9.log"
+    tar czf "$OUT/round9_reports.tar.gz" -C "$W" . 2>/dev/null ;;
+  round9b)
+    W=/tmp/gk-round9b; mkdir -p "$W"
+    { GATEKEEPER_ISOLATION=bwrap OUT="$W" timeout -k 5 200 python3 bench/gpu_e2e.py > "$W/prime.log" 2>&1
+      for mode in 0 1 0 1; do
+        start=$(date +%s%N)
+        GATEKEEPER_WARM_WORKER=$mode GATEKEEPER_ISOLATION=bwrap OUT="$W" timeout -k 5 150 python3 bench/gpu_e2e.py \
+          > "$W/e2e_$mode.log" 2>&1
+        echo "warm=$mode rc=$? wall_ms=$(( ($(date +%s%N) - start) / 1000000 ))"; grep -c "verdict" "$W/e2e_$mode.log"
+      done
+    } 2>&1 | tee "$OUT/round9b.log" ;;
   round8-large)
     # the 2.25 GiB-in/out honest ReLU alone, after the same change (its workers' host memory is the largest)
     timeout 420 python3 bench/gpu_large_output.py --out "$OUT" --rows 36864 --cols 16384 --cases honest --timeout 400 \

@@ -31,6 +31,26 @@ def run_code_then_receive(params: dict[str, Any], channel: Any) -> None:
     channel.send("received", size=len(message.get("data", b"")))
 
 
+def receive_tensor(params: dict[str, Any], channel: Any) -> None:
+    """Receives one fed tensor (`t`) and reports the inode of its transfer file, then its sum;
+    with `overwrite`, writes zeros over that file afterwards (the hand-on tests: a file the
+    worker holds is its own, and nothing the parent still reads may change with it)."""
+    import os
+
+    from gatekeeper.sandbox.spill import worker_dir
+    from gatekeeper.sandbox.tensors import unpack
+
+    channel.phase("wait")
+    packed = channel.receive()["t"]
+    path = os.path.join(worker_dir() or "", packed["file"]["name"]) if "file" in packed else None
+    inode = os.stat(path).st_ino if path else None
+    total = float(unpack(packed).double().sum())
+    if path and params.get("overwrite"):
+        with open(path, "r+b") as handle:
+            handle.write(bytes(os.path.getsize(path)))
+    channel.send("got", inode=inode, total=total)
+
+
 def receive_all(params: dict[str, Any], channel: Any) -> None:
     """Receives fed messages until the parent closes stdin and reports each one's `order`
     and size, in the order received (the ordering test of issue 22 item 1)."""

@@ -11,7 +11,13 @@ Where the files live: `<the job's private working dir>/xfer` (runner.Job), bound
 into the worker under bubblewrap and visible to nobody else there. Under `unshare` and `none`
 the file system is shared (docs/threat-model.md): a concurrently running submission could
 read the reference's files while they exist. The parent adopts every file as soon as the
-worker is gone: it opens it, unlinks it, checks it and keeps only the descriptor.
+worker is gone: it moves it out of the worker's folder into a folder of its own (`held`,
+0700, in the run's temp root), checks that no other link to it is left, checks it and keeps
+its descriptor. A file fed on to the next worker (an input the reference worker made) is
+moved again, into that worker's folder, instead of being copied: one file less written per
+large input, which on a disk behind a slow writeback is most of a large call's time. A file
+the parent has mapped (and so could still read) is copied, never moved; a move that the file
+system refuses (another mount) falls back to the copy.
 
 Memory: the sender writes in chunks (a GPU tensor goes through a bounded host buffer), the
 worker-side receiver reads straight into the destination tensor, and the parent maps the
@@ -27,6 +33,8 @@ import os
 import re
 import uuid
 from typing import Any, Optional
+
+from gatekeeper.sandbox.held_files import take_name
 
 DIR_ENV = "GATEKEEPER_SPILL_DIR"
 BYTES_ENV = "GATEKEEPER_SPILL_BYTES"
@@ -190,8 +198,9 @@ def discard(descriptor: dict[str, Any]) -> None:
 class FileData:
     """Parent side: an adopted transfer file (unlinked, verified), mapped on demand."""
 
-    def __init__(self, fd: int, nbytes: int, sha256: str) -> None:
+    def __init__(self, fd: int, nbytes: int, sha256: str, held: Optional[str] = None) -> None:
         self.fd, self.nbytes, self.sha256 = fd, nbytes, sha256
+        self.held = held  # its only name, in the parent's own folder (None: unlinked)
         self._map: Optional[mmap.mmap] = None
 
     def buffer(self) -> mmap.mmap:
@@ -233,7 +242,38 @@ class FileData:
             os.close(out)
         return {"name": name, "bytes": self.nbytes, "sha256": self.sha256}
 
+    def move_to(self, folder: str, dir_fd: Optional[int] = None) -> dict[str, Any]:
+        """Hand this file itself to another worker's transfer folder (a rename, no bytes
+        written) and release it; a copy (copy_to) where it cannot be moved: the parent mapped
+        it, it has no name left, or the rename fails (another file system)."""
+        if self.fd < 0:
+            raise SpillError("this transfer file was already handed to a worker and released")
+        if self.held is None or self._map is not None:
+            return self.copy_to(folder, dir_fd)
+        name = uuid.uuid4().hex + ".bin"
+        try:
+            if dir_fd is not None:
+                os.rename(self.held, name, dst_dir_fd=dir_fd)
+                moved = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            else:
+                os.rename(self.held, os.path.join(folder, name))
+                moved = os.stat(os.path.join(folder, name), follow_symlinks=False)
+        except OSError:
+            return self.copy_to(folder, dir_fd)
+        mine = os.fstat(self.fd)
+        self.held = None
+        if (moved.st_dev, moved.st_ino) != (mine.st_dev, mine.st_ino) or moved.st_nlink != 1:
+            raise SpillError(f"transfer file {name} was replaced while it was handed on")
+        self.close()
+        return {"name": name, "bytes": self.nbytes, "sha256": self.sha256}
+
     def close(self) -> None:
+        if self.held is not None:
+            try:
+                os.unlink(self.held)
+            except OSError:
+                pass
+            self.held = None
         if self._map is not None:
             try:
                 self._map.close()
@@ -255,19 +295,18 @@ class FileData:
 
 
 def adopt(descriptor: Any, folder: str, dir_fd: Optional[int] = None) -> FileData:
-    """Parent side, after the worker is gone: open the file, unlink it (nobody else can find
-    it any more), refuse one with other links, and check size and digest."""
+    """Parent side, after the worker is gone: open the file, take it out of the worker's
+    folder (nobody else can find it any more), refuse one with other links, and check size
+    and digest."""
     if not isinstance(descriptor, dict):
         raise SpillError("a transfer descriptor is not an object")
     name = descriptor.get("name")
     fd = _open_checked(name, folder, dir_fd)
+    held: Optional[str] = None
     try:
         size = _check_size(fd, str(name), descriptor.get("bytes"))
-        if dir_fd is not None:
-            os.unlink(str(name), dir_fd=dir_fd)
-        else:
-            os.unlink(os.path.join(folder, str(name)))
-        if os.fstat(fd).st_nlink != 0:
+        held = take_name(fd, str(name), folder, dir_fd)
+        if os.fstat(fd).st_nlink != (0 if held is None else 1):
             raise SpillError(f"transfer file {name} has another link: it may be another file's data")
         h = hashlib.sha256()
         buffer = bytearray(min(READ_CHUNK, max(size, 1)))
@@ -283,8 +322,10 @@ def adopt(descriptor: Any, folder: str, dir_fd: Optional[int] = None) -> FileDat
             raise SpillError(f"transfer file {name} does not match the digest in its signed descriptor")
     except BaseException:
         os.close(fd)
+        if held is not None:
+            os.unlink(held)
         raise
-    return FileData(fd, size, h.hexdigest())
+    return FileData(fd, size, h.hexdigest(), held)
 
 
 def adopt_tree(value: Any, folder: str, dir_fd: Optional[int] = None) -> Any:
@@ -305,25 +346,26 @@ def export_tree(value: Any, folder: str, release: bool = True, dir_fd: Optional[
     With `release` (the default) the parent's own copy is closed once copied, so a fed input
     occupies the disk once, not twice (the parent never reads inputs after feeding them)."""
     copied: dict[int, dict[str, Any]] = {}
-    out = _export(value, folder, copied, dir_fd)
+    out = _export(value, folder, copied, dir_fd, release)
     if release:
         for data in list(_file_data(value)):
             data.close()
     return out
 
 
-def _export(value: Any, folder: str, copied: dict[int, dict[str, Any]], dir_fd: Optional[int] = None) -> Any:
+def _export(value: Any, folder: str, copied: dict[int, dict[str, Any]], dir_fd: Optional[int],
+            release: bool) -> Any:
     if isinstance(value, dict):
         data = value.get("data")
         if value.get("__tensor__") is True and isinstance(data, FileData):
-            if id(data) not in copied:
-                copied[id(data)] = data.copy_to(folder, dir_fd)
+            if id(data) not in copied:  # released afterwards anyway: the file itself goes
+                copied[id(data)] = data.move_to(folder, dir_fd) if release else data.copy_to(folder, dir_fd)
             out = {k: v for k, v in value.items() if k != "data"}
             out["file"] = dict(copied[id(data)])
             return out
-        return {k: _export(v, folder, copied, dir_fd) for k, v in value.items()}
+        return {k: _export(v, folder, copied, dir_fd, release) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_export(v, folder, copied, dir_fd) for v in value]
+        return [_export(v, folder, copied, dir_fd, release) for v in value]
     return value
 
 
