@@ -196,7 +196,8 @@ def discard(descriptor: dict[str, Any]) -> None:
 
 
 class FileData:
-    """Parent side: an adopted transfer file (unlinked, verified), mapped on demand."""
+    """Parent side: an adopted transfer file (its one name in the held folder, or unlinked;
+    verified), mapped on demand."""
 
     def __init__(self, fd: int, nbytes: int, sha256: str, held: Optional[str] = None) -> None:
         self.fd, self.nbytes, self.sha256 = fd, nbytes, sha256
@@ -343,8 +344,9 @@ def adopt_tree(value: Any, folder: str, dir_fd: Optional[int] = None) -> Any:
 
 def export_tree(value: Any, folder: str, release: bool = True, dir_fd: Optional[int] = None) -> Any:
     """Before a message goes to a worker: each adopted tensor becomes a file in its folder.
-    With `release` (the default) the parent's own copy is closed once copied, so a fed input
-    occupies the disk once, not twice (the parent never reads inputs after feeding them)."""
+    With `release` (the default) the file itself is handed on (FileData.move_to) and the
+    parent's hold on it closed, so a fed input occupies the disk once, not twice, and is not
+    written again (the parent never reads inputs after feeding them)."""
     copied: dict[int, dict[str, Any]] = {}
     out = _export(value, folder, copied, dir_fd, release)
     if release:
