@@ -113,11 +113,44 @@ def test_a_job_that_signals_every_process_it_can_reaches_neither_the_zygote_nor_
     code = "import subprocess\nsubprocess.run(['/bin/sh', '-c', 'kill -9 -1'])\nresult = 1\n"
     job, killed = _run("gatekeeper.sandbox.selftest:run_code", {"code": code}, True, monkeypatch)
     assert job.warm_child is not None and killed.status != "ok"
-    zygote = warm._zygote
-    assert zygote is not None and zygote.proc.poll() is None
+    assert job.warm_zygote is not None and _alive(job.warm_zygote)
     after, result = _run("gatekeeper.sandbox.selftest:echo", {"value": 7}, True, monkeypatch)
-    assert after.warm_child is not None and warm._zygote is zygote
+    assert after.warm_child is not None and after.warm_zygote == job.warm_zygote
     assert result.status == "ok" and next(m for m in result.messages if m.get("kind") == "echo")["value"] == 7
+
+
+def test_a_job_whose_environment_changed_gets_a_zygote_of_its_own(tmp_path):
+    # A long-lived process whose environment changes after its first job (a library caller
+    # sets CXX, a test monkeypatches it) keeps running jobs warm: a zygote per environment,
+    # each reused when that environment comes back. In a fresh interpreter, so the pool of
+    # zygotes is this test's alone.
+    script = tmp_path / "env_change.py"
+    script.write_text(textwrap.dedent(f"""
+        import json, os, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from gatekeeper.sandbox import warm
+        from gatekeeper.sandbox.runner import Job
+
+        def run(cxx):
+            os.environ["CXX"] = cxx
+            job = Job("gatekeeper.sandbox.selftest:run_code",
+                      {{"code": "import os\\nresult = os.environ.get('CXX')"}}, timeouts={{}}, default_timeout_s=60)
+            result = job.wait()
+            seen = next((m["value"] for m in result.messages if m.get("kind") == "result"), None)
+            return [job.warm_zygote, job.warm_child is not None, seen, warm.last_failure[0]]
+
+        print(json.dumps([run("c++"), run("g++"), run("c++")]), flush=True)
+    """), "utf-8")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, GATEKEEPER_WARM_WORKER="1"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, second, third = json.loads(done.stdout.strip().splitlines()[-1])
+    why = first[3] or ""
+    if not first[1] and "refused:" in why and "is not the sandbox" not in why:
+        pytest.skip(f"this machine does not let a process join a bubblewrap sandbox: {why}")
+    assert first[1] and second[1] and third[1], (first, second, third)  # all three warm
+    assert [first[2], second[2], third[2]] == ["c++", "g++", "c++"]  # each saw its own environment
+    assert first[0] != second[0] and third[0] == first[0]
 
 
 def test_a_sandbox_that_cannot_be_joined_runs_no_job():
@@ -160,7 +193,7 @@ def test_killing_the_parent_leaves_no_zygote_and_no_job(tmp_path):
         job = Job("gatekeeper.sandbox.selftest:run_code", {{"code": "import time\\ntime.sleep(600)"}},
                   timeouts={{}}, default_timeout_s=900)
         time.sleep(2)
-        print(json.dumps({{"zygote": warm._zygote.proc.pid if warm._zygote else None, "child": job.warm_child,
+        print(json.dumps({{"zygote": job.warm_zygote, "child": job.warm_child,
                           "holder": job.proc.pid, "why": warm.last_failure[0]}}), flush=True)
         time.sleep(600)
     """), "utf-8")

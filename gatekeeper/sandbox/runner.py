@@ -135,6 +135,7 @@ class Job:
             write_roots = list(write_roots or []) + [str(self.spill_dir)]  # the guard allows it (inside work)
         self.tag = tag(worker_env)
         self.warm_child: Optional[int] = None
+        self.warm_zygote: Optional[int] = None  # the zygote's pid, for a job forked from one
         try:
             read_paths, writes = named + list(read_files or []), list(write_roots or [])
             # Under bubblewrap the job is forked into its sandbox by a process that has already
@@ -142,7 +143,7 @@ class Job:
             launched = warm.launch(self.isolation, workdir=self.work, read_paths=read_paths, write_paths=writes,
                                    env=worker_env, result_fd=write_fd)
             if launched is not None:
-                self.proc, self.warm_child = launched.proc, launched.child_pid
+                self.proc, self.warm_child, self.warm_zygote = launched.proc, launched.child_pid, launched.zygote_pid
                 self.stdin, stdout, stderr = launched.stdin, launched.stdout, launched.stderr
             else:
                 # A plain interpreter command line, as a user's harness would run (issue 22): the

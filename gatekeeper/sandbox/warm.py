@@ -41,7 +41,11 @@ _HOLDER = 'echo ready; read -r code; exit "${code:-1}"'
 _START_S = 30.0  # a holder or a fork that takes longer is not waited for
 
 _lock = threading.Lock()
-_zygote: Optional["_Zygote"] = None
+# One zygote per distinct environment (less the per-job variables), at most _MAX_ZYGOTES: a
+# long-lived process whose environment changed after its first job (a library caller that
+# set a variable, a test's monkeypatch) would otherwise run every later job fresh.
+_zygotes: dict[tuple[tuple[str, str], ...], "_Zygote"] = {}
+_MAX_ZYGOTES = 3
 disabled_reason: Optional[str] = None
 last_failure: list[Optional[str]] = [None]  # why the last warm start failed, for diagnosis
 
@@ -53,6 +57,7 @@ class Launched:
     stdout: IO[bytes]
     stderr: IO[bytes]
     child_pid: int  # the zygote's child, outside the sandbox: the job is its child
+    zygote_pid: int  # the zygote it was forked from
 
 
 def enabled() -> bool:
@@ -151,24 +156,30 @@ def _zygote_env(worker_env: dict[str, str]) -> dict[str, str]:
 
 
 def _get_zygote(worker_env: dict[str, str]) -> Optional[_Zygote]:
-    global _zygote
+    """The zygote started with this environment (less the per-job variables), started now if
+    there is none yet and room for one; None: the job runs fresh."""
+    env = _zygote_env(worker_env)
+    key = tuple(sorted(env.items()))
     with _lock:
-        if _zygote is not None and (_zygote.owner != os.getpid() or _zygote.proc.poll() is not None):
-            if _zygote.owner == os.getpid():
-                _zygote.close()
-            _zygote = None  # a forked copy of this process starts its own
-        if _zygote is None and disabled_reason is None:
+        for known, zygote in list(_zygotes.items()):
+            if zygote.owner != os.getpid() or zygote.proc.poll() is not None:
+                if zygote.owner == os.getpid():
+                    zygote.close()
+                del _zygotes[known]  # a forked copy of this process starts its own
+        zygote = _zygotes.get(key)
+        if zygote is None and disabled_reason is None and len(_zygotes) < _MAX_ZYGOTES:
             try:
-                _zygote = _Zygote(_zygote_env(worker_env))
+                zygote = _zygotes[key] = _Zygote(env)
             except OSError as exc:
                 _disable(str(exc))
-        return _zygote
+        return zygote
 
 
 @atexit.register
 def _stop() -> None:
-    if _zygote is not None and _zygote.owner == os.getpid():
-        _zygote.close()
+    for zygote in list(_zygotes.values()):
+        if zygote.owner == os.getpid():
+            zygote.close()
 
 
 def launch(isolation: Isolation, *, workdir: Path, read_paths: Iterable[str], write_paths: Iterable[str],
@@ -176,10 +187,10 @@ def launch(isolation: Isolation, *, workdir: Path, read_paths: Iterable[str], wr
     """The job's sandbox with the job forked into it, or None (run it classically)."""
     if isolation.name != "bwrap" or not enabled():
         return None
+    # A zygote imported torch with the job's own environment (less the per-job variables),
+    # so what a library reads at import is what the job asks for; none free: a fresh worker.
     zygote = _get_zygote(env)
     if zygote is None or _zygote_env(env) != zygote.env:
-        # it differs in more than the per-job variables (one a library reads when torch is
-        # imported, say): a fresh worker reads it as the job asks
         return None
     mine: list[int] = []  # our ends, closed on failure
     theirs: list[int] = []  # the job's ends, closed here once handed over
@@ -224,7 +235,8 @@ def launch(isolation: Isolation, *, workdir: Path, read_paths: Iterable[str], wr
         return None
     _succeeded()
     _close([ready_r, info_r, ack_r])
-    return Launched(proc, os.fdopen(stdin_w, "wb"), os.fdopen(stdout_r, "rb"), os.fdopen(stderr_r, "rb"), child)
+    return Launched(proc, os.fdopen(stdin_w, "wb"), os.fdopen(stdout_r, "rb"), os.fdopen(stderr_r, "rb"), child,
+                    zygote.proc.pid)
 
 
 def _read_within(fd: int, size: int) -> bytes:
