@@ -125,20 +125,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def interleaved_for_work_stealing(items: list, workers: int) -> list:
     """xdist's work stealing gives each worker one contiguous block of the list at the start
-    (the first len // workers to one, and so on), and steals from the ends of the blocks.
-    The `long` tests (the large problems, at the head of the list) open the first block, back
-    to back: they wait on the disk's writeback of their transfer files, and two of them at
-    once each took as long as both in turn while neither worker computed (2026-12-06: 512 and
-    128 MiB side by side, 208 and 91 s). The rest is dealt out like cards, so each block
-    holds a fair share of the slow tests and what is stolen is short. (In the plain order, on
-    2026-12-05, the long tests then took 15 minutes back to back, more than half the run;
-    they take about 4 minutes now.)"""
-    long = [item for item in items if item.get_closest_marker("long")]
-    rest = [item for item in items if not item.get_closest_marker("long")]
-    blocks: list[list] = [list(long)] + [[] for _ in range(workers - 1)]
-    for index, item in enumerate(rest):
-        blocks[(index + 1) % workers].append(item)
-    return [item for block in blocks for item in block]
+    (the first len // workers to one, and so on), and steals from the ends of the blocks. Dealt
+    out like cards instead, block k is items[k::workers]: the long tests at the head of the
+    list start on different workers at once, each block holds a fair share of the slow ones,
+    and what is stolen is short. (On 2026-12-05 the plain order put all four long tests in
+    the first block: one worker ran them back to back for 15 minutes.)"""
+    return [item for k in range(workers) for item in items[k::workers]]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
