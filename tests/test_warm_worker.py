@@ -15,6 +15,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -32,12 +33,16 @@ def _run(job: str, params: dict, warm_on: bool, monkeypatch, **kwargs) -> tuple[
     monkeypatch.setenv("GATEKEEPER_WARM_WORKER", "1" if warm_on else "0")
     started = Job(job, params, timeouts={}, default_timeout_s=60, **kwargs)
     result = started.wait()
-    why = warm.last_failure[0] or ""
-    if warm_on and started.warm_child is None and "refused:" in why and "is not the sandbox" not in why:
-        # The kernel refused the join itself (setns or pidfd_open: an old kernel, a seccomp
-        # filter): the job ran fresh, as it must, and there is no warm worker here to test.
-        pytest.skip(f"this machine does not let a process join a bubblewrap sandbox: {why}")
+    if warm_on:
+        _skip_if_the_kernel_refused(started.warm_child is not None, warm.last_failure[0])
     return started, result
+
+
+def _skip_if_the_kernel_refused(warm_started: bool, why: Optional[str]) -> None:
+    """The kernel refused the join itself (setns or pidfd_open: an old kernel, a seccomp
+    filter): the job ran fresh, as it must, and there is no warm worker here to test."""
+    if not warm_started and "refused:" in (why or "") and "is not the sandbox" not in (why or ""):
+        pytest.skip(f"this machine does not let a process join a bubblewrap sandbox: {why}")
 
 
 def _view(result) -> dict:
@@ -145,9 +150,7 @@ def test_a_job_whose_environment_changed_gets_a_zygote_of_its_own(tmp_path):
                           env=dict(os.environ, GATEKEEPER_WARM_WORKER="1"))
     assert done.returncode == 0, done.stderr[-3000:]
     first, second, third = json.loads(done.stdout.strip().splitlines()[-1])
-    why = first[3] or ""
-    if not first[1] and "refused:" in why and "is not the sandbox" not in why:
-        pytest.skip(f"this machine does not let a process join a bubblewrap sandbox: {why}")
+    _skip_if_the_kernel_refused(first[1], first[3])
     assert first[1] and second[1] and third[1], (first, second, third)  # all three warm
     assert [first[2], second[2], third[2]] == ["c++", "g++", "c++"]  # each saw its own environment
     assert first[0] != second[0] and third[0] == first[0]

@@ -44,6 +44,12 @@ def _remove_held() -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def same_file(found: os.stat_result, fd: int) -> bool:
+    """`found` (a stat of a name) is the file open as `fd`."""
+    mine = os.fstat(fd)
+    return (found.st_dev, found.st_ino) == (mine.st_dev, mine.st_ino)
+
+
 def take_name(fd: int, name: str, folder: str, dir_fd: Optional[int]) -> Optional[str]:
     """Take the worker's file away from its folder: moved into the held folder (its path
     returned) or unlinked (None). Either way no name of it is left where the worker was."""
@@ -56,8 +62,7 @@ def take_name(fd: int, name: str, folder: str, dir_fd: Optional[int]) -> Optiona
         except OSError:
             pass
         else:
-            found, mine = os.stat(target, follow_symlinks=False), os.fstat(fd)
-            if (found.st_dev, found.st_ino) != (mine.st_dev, mine.st_ino):
+            if not same_file(os.stat(target, follow_symlinks=False), fd):
                 os.unlink(target)
                 raise ReplacedFile(f"transfer file {name} was replaced while it was adopted")
             return target

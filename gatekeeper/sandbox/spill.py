@@ -34,7 +34,7 @@ import re
 import uuid
 from typing import Any, Optional
 
-from gatekeeper.sandbox.held_files import take_name
+from gatekeeper.sandbox.held_files import same_file, take_name
 
 DIR_ENV = "GATEKEEPER_SPILL_DIR"
 BYTES_ENV = "GATEKEEPER_SPILL_BYTES"
@@ -261,11 +261,11 @@ class FileData:
                 moved = os.stat(os.path.join(folder, name), follow_symlinks=False)
         except OSError:
             return self.copy_to(folder, dir_fd)
-        mine = os.fstat(self.fd)
-        self.held = None
-        if (moved.st_dev, moved.st_ino) != (mine.st_dev, mine.st_ino) or moved.st_nlink != 1:
-            raise SpillError(f"transfer file {name} was replaced while it was handed on")
+        self.held = None  # its name is the worker's now, whatever follows
+        intact = same_file(moved, self.fd) and moved.st_nlink == 1
         self.close()
+        if not intact:
+            raise SpillError(f"transfer file {name} was replaced while it was handed on")
         return {"name": name, "bytes": self.nbytes, "sha256": self.sha256}
 
     def close(self) -> None:

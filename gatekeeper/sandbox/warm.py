@@ -92,7 +92,6 @@ def _failed(why: str) -> None:
 class _Zygote:
     def __init__(self, env: dict[str, str]) -> None:
         self.owner = os.getpid()
-        self.env = env
         self.lock = threading.Lock()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.log = tempfile.TemporaryFile()
@@ -187,10 +186,10 @@ def launch(isolation: Isolation, *, workdir: Path, read_paths: Iterable[str], wr
     """The job's sandbox with the job forked into it, or None (run it classically)."""
     if isolation.name != "bwrap" or not enabled():
         return None
-    # A zygote imported torch with the job's own environment (less the per-job variables),
+    # The zygote imported torch with the job's own environment (less the per-job variables),
     # so what a library reads at import is what the job asks for; none free: a fresh worker.
     zygote = _get_zygote(env)
-    if zygote is None or _zygote_env(env) != zygote.env:
+    if zygote is None:
         return None
     mine: list[int] = []  # our ends, closed on failure
     theirs: list[int] = []  # the job's ends, closed here once handed over
