@@ -4,12 +4,13 @@ from typing import Optional
 
 import libcst as cst
 
-from gatekeeper.report import Category, Severity
+from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.python_stream_exprs import (
     creation_target, has_switch, is_current_stream, is_stream_parameter, is_stream_reference, module_streams,
 )
 from gatekeeper.analyses.stream_joins import (
-    DEVICE_SYNC, JOIN_METHODS, STREAM_CTORS, STREAM_SWITCHES, StreamFrame, StreamUse, branch_path, kept_or_returned,
+    DEVICE_SYNC, JOIN_METHODS, STREAM_CTORS, STREAM_SWITCHES, StreamFrame, StreamUse, branch_path, element_join_path,
+    kept_or_returned,
 )
 from gatekeeper.static.syntax import argument, is_self_attr, self_attr
 from gatekeeper.static.rule import Rule
@@ -44,6 +45,9 @@ class SideStreamInPython(Rule):
     torch.cuda.synchronize()`), inside a loop body or an `except` handler, or behind an
     early `return` does not count, since the steady-state call returns unjoined. A join in
     both arms of an `if`/`else` counts, and so does a join in the same branch as the work.
+    A loop that joins each element of a collection (`for s in streams: cur.wait_stream(s)`,
+    `for e in events: cur.wait_event(e)`) is not proven to join this stream: the finding is
+    likely, not certain, and the run-time check GK640 settles it.
 
     A getter that creates streams and stores or returns them (`_S = (Stream(), Stream())`,
     `return torch.cuda.Stream()`) runs nothing on them: when another function joins, the
@@ -55,6 +59,9 @@ class SideStreamInPython(Rule):
     name = "SideStreamInPython"
     category = Category.STREAM_ESCAPE
     severity = Severity.ERROR
+    # Confirms a finding that is only likely (joined by a loop over streams or events): the
+    # output still changing after the caller's stream was synchronised.
+    confirmed_by = "GK640"
     summary = "launches work on a private CUDA stream that is not joined back to the current stream"
     message = (
         "{what} puts work on a CUDA stream other than the caller's current stream, and it is not "
@@ -66,6 +73,10 @@ class SideStreamInPython(Rule):
         "{what} uses a CUDA stream other than the current one; it is joined back to the current stream "
         "before {function} returns, so the work is timed, but a side stream in a single-kernel "
         "submission is unusual."
+    )
+    loop_note = (
+        " A loop joins the elements of a collection (`for s in streams: cur.wait_stream(s)`); whether "
+        "that collection holds this stream is left to the run-time check."
     )
     hint = (
         "Launch everything on the caller's current stream: drop `torch.cuda.Stream()` / "
@@ -250,7 +261,12 @@ class SideStreamInPython(Rule):
         func = node.func
         if type(func) is cst.Attribute and func.attr.value in JOIN_METHODS:
             if self._is_join(node, func):
-                self.frames[-1].joins.append((self._tick(), branch_path(self.ctx, node)))
+                seq, path = self._tick(), branch_path(self.ctx, node)
+                self.frames[-1].joins.append((seq, path))
+                joined = func.value if func.attr.value == "synchronize" else argument(node, 0, "stream")
+                loop_path = element_join_path(self.ctx, node, joined, path)
+                if loop_path is not None:
+                    self.frames[-1].loop_joins.append((seq, loop_path))
                 self.join_depth += 1
                 self.join_calls.add(id(node))
                 return
@@ -330,8 +346,10 @@ class SideStreamInPython(Rule):
     # verdicts -------------------------------------------------------------------------
     def finish(self) -> None:
         frames = self.done + self.frames
-        # Which identities are left unjoined by some function that uses them.
+        # Which identities are left unjoined by some function that uses them; `unjoined_loops`
+        # counts the joins of a collection's elements too (see StreamFrame.loop_joins).
         unjoined: set[str] = set()
+        unjoined_loops: set[str] = set()
         used: set[str] = set()
         for frame in frames:
             for use in frame.uses:
@@ -340,33 +358,44 @@ class SideStreamInPython(Rule):
                 used.add(use.identity)
                 if not frame.joined_after(use):
                     unjoined.add(use.identity)
+                    if not frame.joined_after(use, loops=True):
+                        unjoined_loops.add(use.identity)
         for frame in frames:
             reported_ref: set[str] = set()
             for use in frame.uses:
                 joined = frame.joined_after(use)
+                maybe = not joined and frame.joined_after(use, loops=True)
                 if use.kind == "create":
                     if use.identity is None:
                         # a getter that stores or returns new streams runs nothing on them: the
                         # functions that use them join them (or are reported where they switch)
-                        if not joined and kept_or_returned(self.ctx, use.node) and any(f.joins for f in frames if f is not frame):
+                        if not joined and kept_or_returned(self.ctx, use.node) and any(
+                                f.joins or f.loop_joins for f in frames if f is not frame):
                             continue
                         bad = not joined
                     elif use.identity in used:
                         bad = use.identity in unjoined
+                        maybe = bad and use.identity not in unjoined_loops
                     else:
                         # created, kept under a name and never used: nothing runs on it
                         bad = use.identity is None and not joined
                     where = "each function that uses it" if use.identity in used else f"`{frame.key}`"
-                    self._emit(use, where, bad, "Creating a side stream here")
+                    self._emit(use, where, bad, "Creating a side stream here", maybe)
                 elif use.kind == "switch":
                     what = f"`with`/`set_stream` on `{use.identity}`" if use.identity else "switching the current stream"
-                    self._emit(use, f"`{frame.key}`", not joined, what)
+                    self._emit(use, f"`{frame.key}`", not joined, what, maybe)
                 elif not joined and use.identity not in reported_ref and not has_switch(frame, use.identity):
                     reported_ref.add(use.identity or "")
-                    self._emit(use, f"`{frame.key}`", True, f"Using the side stream `{use.identity}`")
+                    self._emit(use, f"`{frame.key}`", True, f"Using the side stream `{use.identity}`", maybe)
 
-    def _emit(self, use: StreamUse, function: str, bad: bool, what: str) -> None:
-        if bad:
+    def _emit(self, use: StreamUse, function: str, bad: bool, what: str, maybe: bool = False) -> None:
+        if bad and maybe:
+            # joined only by a loop over a collection of streams or events, which this rule does
+            # not prove holds this stream: likely, left to the run-time check (GK640)
+            self.report(use.node, self.message.format(what=what, function=function) + self.loop_note,
+                        evidence={"stream": use.identity, "function": function, "joined": "by a loop"},
+                        confidence=Confidence.LIKELY)
+        elif bad:
             self.report(use.node, self.message.format(what=what, function=function),
                         evidence={"stream": use.identity, "function": function, "joined": False})
         else:

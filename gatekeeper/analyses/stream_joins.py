@@ -47,15 +47,21 @@ class StreamFrame:
     key: str
     uses: list[StreamUse] = field(default_factory=list)
     joins: list[tuple[int, Path]] = field(default_factory=list)
+    # Joins of each element of a collection (`for s in streams: cur.wait_stream(s)`), placed
+    # where the loop stands: whether the collection holds the stream that did the work is not
+    # read here, so they make an unjoined finding likely, never clear it.
+    loop_joins: list[tuple[int, Path]] = field(default_factory=list)
     returns: list[tuple[int, Path]] = field(default_factory=list)
     local_streams: set[str] = field(default_factory=set)
     merged: bool = False
 
-    def joined_after(self, use: StreamUse) -> bool:
+    def joined_after(self, use: StreamUse, loops: bool = False) -> bool:
+        """A join covers `use` on every path; with `loops`, a join of a collection's elements
+        counts as well."""
         if not self.merged:
             self.joins = merge_branches(self.joins)
             self.merged = True
-        for seq, path in self.joins:
+        for seq, path in (self.joins + self.loop_joins if loops else self.joins):
             if seq <= use.seq or path != use.path[:len(path)]:
                 continue  # earlier, or on a branch the use's path need not take
             if any(use.seq < r < seq and compatible(rpath, use.path) for r, rpath in self.returns):
@@ -107,6 +113,21 @@ def branch_path(ctx, node: cst.CSTNode) -> Path:
             path.append((id(anc), "right"))  # `ok and s.synchronize()`
         child = anc
     return tuple(reversed(path))
+
+
+def element_join_path(ctx, node: cst.Call, joined: Optional[cst.BaseExpression], path: Path) -> Optional[Path]:
+    """For a join of `joined` inside `for NAME in COLLECTION:` whose NAME is `joined` (the
+    innermost loop that encloses the join), the path of the loop itself; else None."""
+    if type(joined) is not cst.Name or not path or path[-1][1] != "loop":
+        return None
+    loop = next((anc for anc in ctx.ancestors(node) if type(anc) in (cst.For, cst.While)), None)
+    if type(loop) is not cst.For or id(loop) != path[-1][0]:
+        return None
+    if type(loop.iter) in (cst.List, cst.Tuple, cst.Set) and not loop.iter.elements:
+        return None  # `for s in []:` joins nothing
+    names = [loop.target] if type(loop.target) is cst.Name else [
+        e.value for e in getattr(loop.target, "elements", ()) if type(e.value) is cst.Name]
+    return path[:-1] if any(n.value == joined.value for n in names) else None
 
 
 def kept_or_returned(ctx, node: cst.CSTNode) -> bool:
