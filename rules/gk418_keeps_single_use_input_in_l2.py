@@ -2,8 +2,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from gatekeeper.report import Category, Severity
-from gatekeeper.analyses.l2_hints import evict_last, single_use_load, single_use_ptx
+from typing import Optional
+
+from gatekeeper.report import Category, Confidence, Severity
+from gatekeeper.analyses.l2_hints import (
+    enclosing_triton_kernel, evict_last, is_triton_kernel, single_use_load, single_use_ptx,
+)
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.examples import Invalid, Valid, snippet
 from gatekeeper.static.rule import Rule
@@ -22,7 +26,9 @@ class KeepsSingleUseInputInL2(Rule):
     reads it; the only effect is on the next call, which finds its input still resident
     after the harness's L2 flush (made of ordinary accesses). The speedup measures a warm
     cache, not the kernel. Certain: there is no within-launch use for the hint on such a
-    load.
+    load. Likely only (held under `default`, for review) where another launch of the same
+    Python function may read the same tensor again: kernel 1 keeps `x` for kernel 2 (a
+    two-launch softmax), or the launch of the kernel cannot be found among several kernels.
 
     Not flagged (the honest uses, and why): `evict_last` on data the launch reads again, a
     tile re-read in a loop (a GEMM's K loop), a second pass over the same argument
@@ -96,16 +102,58 @@ class KeepsSingleUseInputInL2(Rule):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        # (load, kernel, argument) held until every launch of the file has been seen
+        self.loads: list[tuple[cst.Call, cst.FunctionDef, str]] = []
+        # Triton launches `kernel[grid](args)`: (kernel name, call, enclosing function key)
+        self.launches: list[tuple[str, cst.Call, str]] = []
+        self.kernels: set[str] = set()  # names of the file's Triton kernels
         if "evict_last" not in self.ctx.text:  # nearly every file: no per-call work
-            self.visit_Call = None  # type: ignore[assignment]
+            self.visit_Call = self.visit_FunctionDef = self.finish = None  # type: ignore[assignment]
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if node.decorators and is_triton_kernel(self.ctx, node):
+            self.kernels.add(node.name.value)
 
     def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if type(func) is cst.Subscript and type(func.value) is cst.Name:
+            self.launches.append((func.value.value, node, self.ctx.function_key))
+            return
         if not node.args or not self.ctx.functions or not evict_last(self.ctx, node):
             return
         base = single_use_load(self.ctx, node)
         if base is not None:
+            kernel = enclosing_triton_kernel(self.ctx)
+            assert kernel is not None  # single_use_load found it
+            self.loads.append((node, kernel, base))
+
+    def finish(self) -> None:
+        for node, kernel, base in self.loads:
+            likely = self._read_again(kernel, base)
             self.report(node, self.message.format(what='`eviction_policy="evict_last"`', arg=base),
-                        evidence={"hint": "evict_last", "argument": base})
+                        evidence={"hint": "evict_last", "argument": base,
+                                  **({"read_again_by": likely} if likely else {})},
+                        confidence=Confidence.LIKELY if likely else None)
+
+    def _read_again(self, kernel: cst.FunctionDef, base: str) -> Optional[str]:
+        """How another launch may read the tensor passed as `base` again in the same call, or
+        None when none can: every launch that may be of `kernel` (by its name, or through a
+        name that is no kernel of the file: `k = a if small else b; k[grid](...)`) passes a
+        name that no other launch in the same function passes."""
+        name = kernel.name.value
+        mine = [(call, where) for kind, call, where in self.launches if kind == name or kind not in self.kernels]
+        params = [p.name.value for p in (*kernel.params.posonly_params, *kernel.params.params)]
+        position = params.index(base) if base in params else -1
+        for call, where in mine:
+            rivals = [other for _, other, at in self.launches if at == where and other is not call]
+            if not rivals:
+                continue
+            passed = _passed(call, base, position)
+            if passed is None:
+                return f"`{base}` is given an expression that another launch in the same function may read too"
+            if any(passed in {_key(a.value) for a in other.args} for other in rivals):
+                return f"`{passed}` is passed to another launch in the same function, which reads it again"
+        return None
 
     def check_cpp(self, source: CppSource) -> None:
         if "evict_last" not in source.text:
@@ -114,3 +162,22 @@ class KeepsSingleUseInputInL2(Rule):
             self.report_cpp(source, offset, self.message.format(what="Inline PTX with an `evict_last` L2 hint",
                                                                 arg="the kernel's input"),
                             evidence={"hint": "L2::evict_last"})
+
+
+def _key(expr: cst.BaseExpression) -> Optional[str]:
+    """`x` or `self.x` (a dotted name), else None."""
+    if type(expr) is cst.Name:
+        return expr.value
+    if type(expr) is cst.Attribute:
+        inner = _key(expr.value)
+        return f"{inner}.{expr.attr.value}" if inner is not None else None
+    return None
+
+
+def _passed(call: cst.Call, param: str, position: int) -> Optional[str]:
+    """The dotted name a launch passes for `param` (by keyword or at `position`), else None."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == param:
+            return _key(arg.value)
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return _key(positional[position].value) if 0 <= position < len(positional) else None

@@ -50,7 +50,7 @@ def evict_last(ctx: FileContext, call: cst.Call) -> bool:
 def single_use_load(ctx: FileContext, call: cst.Call) -> Optional[str]:
     """The kernel argument a Triton `tl.load(..., eviction_policy="evict_last")` reads once
     in the whole launch, or None. Call it while the traversal is inside the kernel."""
-    kernel = next((f for f in reversed(ctx.functions) if _is_triton(ctx, f)), None)
+    kernel = enclosing_triton_kernel(ctx)
     if kernel is None:
         return None
     cache: dict[int, tuple[cst.FunctionDef, dict[int, str]]] = ctx.__dict__.setdefault(_CACHE, {})
@@ -60,7 +60,13 @@ def single_use_load(ctx: FileContext, call: cst.Call) -> Optional[str]:
     return hit[1].get(id(call))
 
 
-def _is_triton(ctx: FileContext, function: cst.FunctionDef) -> bool:
+def enclosing_triton_kernel(ctx: FileContext) -> Optional[cst.FunctionDef]:
+    """The innermost `@triton.jit` (or autotuned) function the traversal is inside, if any."""
+    return next((f for f in reversed(ctx.functions) if is_triton_kernel(ctx, f)), None)
+
+
+def is_triton_kernel(ctx: FileContext, function: cst.FunctionDef) -> bool:
+    """Decorated with `triton.jit` (or `triton.autotune` / `triton.heuristics`)."""
     for decorator in function.decorators:
         expr = decorator.decorator
         qual = ctx.qualname(expr.func if type(expr) is cst.Call else expr) or ""
