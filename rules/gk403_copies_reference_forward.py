@@ -182,7 +182,11 @@ class CopiesReferenceForward(Rule):
     `WindowAttentionNew.forward`, with torch layers) is `suspect`: torch doing part of the
     work, which KernelBench allows next to the submission's own kernels (a warning under
     `default`, confirmed by who did the work at run time). A copy of `Model.forward` stays
-    certain.
+    certain where it can run in the model's call. A copy that only runs outside it (an
+    import-time self-test that compares the kernel with the formula, code reached only from
+    `__init__` or `if __name__ == "__main__":`, a function nothing calls or names) is likely
+    only: it computes no output. A function whose name appears anywhere beyond its calls
+    (a dict, `getattr`, a stored callable) counts as reaching the call (forward_path.py).
     """
 
     code = "GK403"
@@ -192,6 +196,8 @@ class CopiesReferenceForward(Rule):
     needs_problem = True
     summary = "a function's body is the reference forward with names changed"
     message = "`{func}` has the same body as the reference's `{ref}` after renaming: it runs the reference computation."
+    outside_note = (" Nothing in the model's call reaches it (a self-test, set-up or unused code), so it is "
+                    "held as likely, not certain.")
     hint = (
         "Replace the copied PyTorch body with a call to your own kernel (for example an "
         "extension built with `load_inline`) that computes the same result."
@@ -277,6 +283,7 @@ class CopiesReferenceForward(Rule):
         self._imports: Optional[dict[str, str]] = None
         self._indexed = False
         self._skip = model_names(self.ctx) - {"ModelNew"}
+        self._copies: list[tuple[cst.FunctionDef, str, str, str, Optional[Confidence]]] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if self.ctx.problem is None or (self.ctx.class_name in self._skip and self.ctx.class_name is not None):
@@ -316,6 +323,15 @@ class CopiesReferenceForward(Rule):
                 # which KernelBench allows; the model's own forward is the whole computation.
                 confidence = None if ref.split(".")[0] == "Model" else Confidence.SUSPECT
                 func = f"{self.ctx.class_name}.{node.name.value}" if self.ctx.class_name else node.name.value
-                self.report(node, self.message.format(func=func, ref=ref), evidence={"reference": ref},
-                            confidence=confidence)
+                # whether it runs in the model's call is known once the call graph is whole
+                self._copies.append((node, self.ctx.function_key, func, ref, confidence))
                 return
+
+    def finish(self) -> None:
+        for node, key, func, ref, confidence in self._copies:
+            message, evidence = self.message.format(func=func, ref=ref), {"reference": ref}
+            if self.ctx.is_init_only(key):
+                message += self.outside_note
+                evidence["runs"] = "outside the model's call"
+                confidence = Confidence.LIKELY if confidence is None else confidence
+            self.report(node, message, evidence=evidence, confidence=confidence)

@@ -321,3 +321,25 @@ def test_subclassing_a_pasted_model_with_an_own_forward_is_suspect():
     inherits = pasted + "class ModelNew(Model):\n    pass\n"
     assert [f.severity for f in findings(own_forward, "GK400", _LAYERED)] == [Severity.WARNING]
     assert [f.severity for f in findings(inherits, "GK400", _LAYERED)] == [Severity.ERROR]
+
+
+_COPY = "def _expected(tensor_in):\n    return tensor_in.mean(dim=0)\n"
+_OWN = "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return _ext.mean(x)\n"
+
+
+@pytest.mark.parametrize("use, certain", [
+    # outside the model's call: an import-time self-test, a __main__ block, nothing at all
+    ("assert torch.allclose(_ext.mean(_x), _expected(_x))\n", False),
+    ("if __name__ == '__main__':\n    print(_expected(torch.ones(2, 2)))\n", False),
+    ("", False),
+    # the hacks: the copy is what forward runs, called by name or through a stored callable
+    (_OWN.replace("_ext.mean(x)", "_expected(x)"), True),
+    ("_IMPL = {'fast': _expected}\n" + _OWN.replace("_ext.mean(x)", "_IMPL['fast'](x)"), True),
+    (_OWN.replace("return _ext.mean(x)", "self.f = _expected\n        return self.f(x)"), True),
+])
+def test_a_copied_reference_forward_is_certain_only_where_the_models_call_can_reach_it(use, certain):
+    source = "import torch\n_x = torch.ones(4, 4)\n" + _COPY + (use if "class ModelNew" in use else _OWN + use)
+    found = findings(source, "GK403")
+    assert len(found) == 1, [f.message for f in found]
+    assert (found[0].confidence.value == "certain") is certain, found[0].message
+    assert (found[0].severity == Severity.ERROR) is certain
