@@ -280,6 +280,9 @@ class ReturnsPersistentTensor(FlowRule):
                 )
 
     def _report_site(self, site: ReturnSite) -> None:
+        if site.write == NONE and not site.key.endswith("forward"):
+            # a getter's buffer that the caller hands to a kernel before returning it
+            site.write, site.how = self.flow.caller_write(site)
         evidence = {"returns": site.origin, "write": site.write, "function": site.key}
         origin = site.origin if site.key.endswith("forward") else f"{site.origin} (through `{site.key}`)"
         if site.write == NONE:

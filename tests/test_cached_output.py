@@ -352,3 +352,24 @@ def test_scheduled_calls_split_reused_storage_from_stale_values():
     stale = codes({i: i < 3 for i in range(6)})
     assert set(stale) == {"GK610"} and stale["GK610"]["calls"] == [3, 4, 5]
     assert set(codes(None)) == {"GK610"}  # no correctness known: not shown to be fresh
+
+
+GETTER = ("class ModelNew(nn.Module):\n    def _buffer(self, x):\n"
+          "        if self._out is None or self._out.shape != x.shape:\n            self._out = torch.empty_like(x)\n"
+          "        return self._out\n    def forward(self, x):\n        out = self._buffer(x)\n")
+
+
+@pytest.mark.parametrize("body, want", [
+    # the caller hands the getter's buffer to a kernel (whole, or as row slices in a loop)
+    ("        _k[(x.shape[0],)](x, out, x.shape[1])\n        return out\n", ("likely", "opaque")),
+    ("        for r in range(0, x.shape[0], 4):\n            _k[(4,)](x[r:], out[r:])\n        return out\n",
+     ("likely", "maybe")),
+    ("        out.copy_(x * 2)\n        return out\n", ("suspect", "visible")),
+    # nothing the caller does can write it: reads, torch ops on it, another tensor launched
+    ("        print(out.shape)\n        n = torch.sum(out)\n        _k[(1,)](x, torch.empty(1))\n        return out\n",
+     ("certain", "none")),
+    ("        return out\n", ("certain", "none")),
+])
+def test_a_getters_buffer_is_written_by_what_its_caller_hands_it_to(body, want):
+    found = [(f.confidence.value, f.evidence.get("write")) for f in _mine(GETTER + body, "GK101")]
+    assert found == [want], found

@@ -30,7 +30,7 @@ from gatekeeper.static.walk import subtree
 # How the storage a return hands back was produced on the path to that return, and the
 # methods whose result is the tensor's contents again (stored_writes.py defines both).
 from gatekeeper.static.stored_writes import (  # noqa: E402 - re-exported for the rules
-    FRESH, MAYBE, NONE, OPAQUE, PASS_THROUGH, VISIBLE, StoredWrites, storage_key,
+    FRESH, MAYBE, NONE, OPAQUE, PASS_THROUGH, VISIBLE, StoredWrites, storage_key, stronger,
 )
 
 
@@ -167,6 +167,23 @@ class ReturnFlow:
         """Every returned value that is the model's output (or part of a returned tuple)."""
         for key in sorted(self.reaching()):
             yield from self.sites.get(key, ())
+
+    def caller_write(self, site: ReturnSite) -> tuple[str, str]:
+        """How a function that returns `site`'s helper result through a local writes it on
+        the way (`out = self._buffer(x); kernel[grid](x, out); return out`): the strongest
+        write over the reaching callers (stored_writes.handed_on), NONE when none does."""
+        defined = self.ctx.defined
+        by_last: dict[str, set[str]] = {}
+        for key in defined:
+            by_last.setdefault(key.rsplit(".", 1)[-1], set()).add(key)
+        best: tuple[str, str] = (NONE, "")
+        for key in self.reaching():
+            for caller in self.sites.get(key, ()):
+                local = _name(unwrap(caller.value))
+                if local is None or not any(site.key in self._resolve(c, defined, by_last) for c in caller.callees):
+                    continue
+                best = stronger(best, self.writes.handed_on(caller.node, local))
+        return best
 
     def extension_returns(self, site: ReturnSite) -> Optional[tuple[str, int, str]]:
         """(function, argument, origin) when the value is an extension call whose C++ body

@@ -123,6 +123,39 @@ class StoredWrites:
             child = anc
         return best
 
+    def handed_on(self, ret: cst.Return, local: str) -> Write:
+        """How the caller may write what a helper returned into `local` before `ret` returns
+        it (`out = self._buffer(x); kernel[grid](x, out); return out`): the strongest write
+        of a call that is handed `local` (or a view of it), never the call that bound it.
+        Calls on other values do not count: the helper's storage is reached only through
+        `local` here."""
+        fn = next((a for a in self.ctx.ancestors(ret) if type(a) is cst.FunctionDef), None)
+        if fn is None:
+            return (NONE, "")
+        scan = _Scan(self, f"<local {local}>", f"<local {local}>", None, {local}, _locals_of(fn))
+        bound = {id(n.value) for n in subtree(fn.body, into_functions=False) if type(n) is cst.Assign
+                 and any(type(t.target) is cst.Name and t.target.value == local for t in n.targets)}
+        best: Write = (NONE, "")
+        for node in subtree(fn.body, into_functions=False):
+            if type(node) is not cst.Call or id(node) in bound:
+                continue
+            handed = [a.value for a in node.args] + ([node.func.value] if type(node.func) is cst.Attribute else [])
+            if not any(type(n) is cst.Name and n.value == local for h in handed for n in subtree(h, into_functions=False)):
+                continue
+            write: Write = (scan._call(node, False), _short(node))
+            guarded = any(type(a) in (cst.If, cst.For, cst.While, cst.Try, cst.IfExp)
+                          for a in self._ancestors_within(node, fn))
+            best = stronger(best, _weak(write) if guarded else write)
+        return best
+
+    def _ancestors_within(self, node: cst.CSTNode, fn: cst.FunctionDef) -> list[cst.CSTNode]:
+        out: list[cst.CSTNode] = []
+        for anc in self.ctx.ancestors(node):
+            if anc is fn:
+                break
+            out.append(anc)
+        return out
+
     def _seen_call(self, call: cst.Call) -> bool:
         """A call that cannot write Python state it is not handed: torch, builtins, a
         Triton launch (kernels keep no state), a tensor method that reads."""
