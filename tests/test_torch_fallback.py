@@ -79,6 +79,16 @@ def test_elementwise_operators_on_tensors_follow_the_glue_policy():
     assert _mine(static_findings(sizes, profile="strict")) == []
 
 
+def test_text_built_with_operators_is_not_tensor_arithmetic():
+    # a launcher picked by a dtype name: string `+`, `%`, and string methods of str(tensor attr)
+    for expr in ('(y, getattr(_ext, "run_" + str(x.dtype).split(".")[-1]))',
+                 '(y, "%s_%d" % (x.dtype, n), "k" + repr(x.shape))'):
+        assert _mine(static_findings(WITH_KERNEL.format(expr=expr), profile="strict")) == []
+    # the same names next to real tensor arithmetic still count
+    assert _mine(static_findings(WITH_KERNEL.format(expr='(y * 2, "run_" + str(x.dtype))'),
+                                 profile="strict")) == [("GK304", Severity.ERROR)]
+
+
 def test_matmul_operator_is_heavy():
     assert _mine(static_findings(WITH_KERNEL.format(expr="y @ x"))) == [("GK304", Severity.WARNING)]
     assert _mine(static_findings(WITH_KERNEL.format(expr="y @ x"), profile="strict")) == [("GK304", Severity.ERROR)]

@@ -26,6 +26,8 @@ class TensorValues:
             op = ELEMENTWISE.get(type(node.operator))
             if op is None or type(self.ctx.parent(node)) in (cst.BinaryOperation, cst.UnaryOperation):
                 return
+            if _stringish(node.left) or _stringish(node.right):
+                return  # `"argmax_" + name`, `"%d" % n`: text, not arithmetic
             if self.tensorish(node.left) or self.tensorish(node.right):
                 self._use("operator", OPERATOR_SYMBOL[op], node, op=op, heavy=False)
         elif type(node) is cst.AugAssign:
@@ -74,7 +76,30 @@ class TensorValues:
                     return False
                 if receiver_key(receiver) in self.holders:
                     return True  # the extension's result: a tensor
+                if _stringish(receiver):
+                    return False  # `str(x.dtype).split(".")`: a string method
                 return self.ops.method_returns_tensor(func.attr.value)
         return False
 
     # records --------------------------------------------------------------------------
+
+
+_STRING_NODES = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+_TO_TEXT = frozenset({"str", "repr", "format", "hex", "chr"})
+
+
+def _stringish(expr: cst.BaseExpression) -> bool:
+    """A string literal, an f-string, `str(...)`-like builtins, or a string method of one."""
+    if type(expr) in _STRING_NODES:
+        return True
+    if type(expr) is cst.Call:
+        func = expr.func
+        if type(func) is cst.Name:
+            return func.value in _TO_TEXT
+        if type(func) is cst.Attribute and func.attr.value in ("join", "format", "lower", "upper", "strip", "replace"):
+            return _stringish(func.value)
+    if type(expr) is cst.Subscript:
+        return _stringish(expr.value)
+    if type(expr) is cst.BinaryOperation:
+        return _stringish(expr.left) or _stringish(expr.right)
+    return False
