@@ -43,10 +43,39 @@ def identities() -> dict[str, int]:
     for owner, attr in CRITICAL:
         try:
             target = builtins if owner == "builtins" else _resolve(owner)
-            found[f"{owner}.{attr}"] = id(getattr(target, attr))
+            found[f"{owner}.{attr}"] = id(_unwrap_torch_own(getattr(target, attr)))
         except Exception:
             found[f"{owner}.{attr}"] = -1
     return found
+
+
+_DYNAMO_WRAPPER: list[Any] = []  # the code object of torch's own `_disable_dynamo` wrapper
+
+
+def _unwrap_torch_own(obj: Any) -> Any:
+    """What torch's own lazy set-up wrapped: importing torch._dynamo (which
+    `@torch.library.custom_op`, `torch.compile` and others do) replaces `torch.manual_seed` with
+    `torch._disable_dynamo(torch.manual_seed)`. Such a wrapper only calls what it wraps, so it
+    counts as that function. Recognised by its code object (the very one torch makes, not a
+    look-alike) and the function in its closure; anything else is itself."""
+    code = getattr(obj, "__code__", None)
+    if code is None or not getattr(obj, "__closure__", None):
+        return obj
+    if not _DYNAMO_WRAPPER:
+        try:
+            import torch
+
+            _DYNAMO_WRAPPER.append(torch._disable_dynamo(_probe).__code__)  # lazy: imports nothing
+        except Exception:
+            _DYNAMO_WRAPPER.append(None)
+    if code is not _DYNAMO_WRAPPER[0]:
+        return obj
+    cells = dict(zip(code.co_freevars, (c.cell_contents for c in obj.__closure__)))
+    return cells.get("fn", obj)
+
+
+def _probe() -> None:
+    pass
 
 
 def changed(before: dict[str, int], after: dict[str, int]) -> list[str]:
