@@ -8,7 +8,14 @@ class CppCallsAtenCompute(TorchFallbackRule):
     """The C++/CUDA source computes with ATen or libtorch: `at::matmul(a, b)`,
     `torch::mean(x, 0)`, `at::native::add(...)`, `at::_ops::mm::call(...)`,
     `torch::nn::functional::linear(...)`, or a tensor compute method in host code
-    (`x.matmul(y)`, `x.sum(0)`).
+    (`x.matmul(y)`, `x.sum(0)`); also ATen reached without such a call: an operator looked
+    up by name through the dispatcher (`c10::Dispatcher::singleton().findSchemaOrThrow(
+    "aten::mean", "dim")`, `findOp`, then `.typed<...>().call(...)` or `callBoxed`),
+    TorchScript run from C++ (`torch::jit::compile`, `torch::jit::load`), a pointer or
+    reference to an ATen function (`&at::addmm`, `auto f = at::relu_;`, `std::function<...>
+    g = at::mm;`), and a macro whose expansion names one (`#define ATEN(n) at::n` then
+    `ATEN(addmm)(...)`). A dispatcher lookup of an op in a namespace the source registers
+    itself (`TORCH_LIBRARY(myext, m)`) is the submission's own op and is not flagged.
 
     Why it games the benchmark: the extension compiles, so it looks like a custom kernel,
     but the work is done by torch's kernels called from C++.

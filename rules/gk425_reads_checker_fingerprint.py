@@ -6,7 +6,8 @@ import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.cpp_source import cpp_idents
-from gatekeeper.analyses.harness_support import UseRule, use_verb
+from gatekeeper.analyses.forward_reads import module_targets, reaches_forward
+from gatekeeper.analyses.harness_support import UseRule, in_main_guard, resolve, use_verb
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
@@ -18,6 +19,10 @@ _HOOK = "whether a profile or trace hook is installed (a checker records calls w
 _DISPATCH = "torch's thread-local dispatch state (a checker records ops through a Python dispatch mode)"
 _PROFILER = "whether torch's profiler is recording"
 _DETERMINISM = "torch's deterministic-algorithms flag"
+_SAMPLER = "whether a sampling profiler is armed (a checker samples the program counter with SIGPROF and ITIMER_PROF)"
+_TIMERS = "the process's interval timers (a checker's sampling profiler arms one)"
+_ARGV = "the command line that started the process (the harness's worker or timing script)"
+_PROGRAM = "the program that started the process (the harness's worker or timing script)"
 WHAT: dict[str, str] = {
     "sys.flags": _INTERPRETER, "sys._xoptions": _INTERPRETER,
     "sys.gettrace": _HOOK, "sys.getprofile": _HOOK, "threading.gettrace": _HOOK, "threading.getprofile": _HOOK,
@@ -35,7 +40,19 @@ WHAT: dict[str, str] = {
     "torch.is_deterministic_algorithms_warn_only_enabled": _DETERMINISM,
     "torch._C._get_deterministic_algorithms": _DETERMINISM,
     "torch._C._get_deterministic_algorithms_warn_only": _DETERMINISM,
+    "torch.utils._python_dispatch._get_current_dispatch_mode": _DISPATCH,
+    "torch.utils._python_dispatch._get_current_dispatch_mode_stack": _DISPATCH,
+    "torch.utils._python_dispatch.is_in_torch_dispatch_mode": _DISPATCH,
+    "torch.overrides._get_current_function_mode": _DISPATCH, "torch.overrides._get_current_function_mode_stack": _DISPATCH,
+    "torch.overrides.is_in_torch_function_mode": _DISPATCH, "torch._C._get_torch_dispatch_mode": _DISPATCH,
+    "torch._C._dispatch_tls_local_dispatch_key_set": _DISPATCH,
+    "signal.SIGPROF": _SAMPLER, "signal.ITIMER_PROF": _SAMPLER, "signal.ITIMER_VIRTUAL": _SAMPLER,
+    "signal.SIGVTALRM": _SAMPLER, "signal.Signals.SIGPROF": _SAMPLER, "signal.Signals.SIGVTALRM": _SAMPLER,
+    "signal.getitimer": _TIMERS, "signal.setitimer": _TIMERS,
+    # read only when the value reaches the forward path (see _emit)
+    "sys.argv": _ARGV, "sys.orig_argv": _ARGV,
 }
+_LIKELY = (_DETERMINISM, _TIMERS)
 # The same state read from C++ (ATen / c10 / CPython spellings).
 CPP_WHAT: dict[str, str] = {
     "tls_is_dispatch_key_included": _DISPATCH, "tls_is_dispatch_key_excluded": _DISPATCH,
@@ -45,6 +62,9 @@ CPP_WHAT: dict[str, str] = {
     "PyEval_GetProfile": _HOOK, "PyEval_GetTrace": _HOOK,  # hypothetical spellings, cheap to list
     "Py_IsolatedFlag": _INTERPRETER, "Py_GETENV": _INTERPRETER,
     "deterministicAlgorithms": _DETERMINISM, "deterministicAlgorithmsWarnOnly": _DETERMINISM,
+    "dispatch_mode_enabled": _DISPATCH,
+    "SIGPROF": _SAMPLER, "ITIMER_PROF": _SAMPLER, "ITIMER_VIRTUAL": _SAMPLER, "SIGVTALRM": _SAMPLER,
+    "getitimer": _TIMERS, "setitimer": _TIMERS,
 }
 _CPP_NAMES = frozenset(CPP_WHAT)
 
@@ -69,16 +89,29 @@ class ReadsCheckerFingerprint(UseRule):
     every call that is only timed. None of this state is an input of the problem, so a
     kernel has no reason to read it.
 
-    Confidence: certain for the interpreter flags, hooks, dispatch state and profiler
-    state. The deterministic-algorithms flag is `likely` (a warning under `default`,
-    confirmed by GK676): torch documents it for picking a deterministic kernel, and a
-    submission may honour it.
+    The sampling profiler a checker runs is read the same way: the SIGPROF handler
+    (`sigaction(SIGPROF, nullptr, &old)`, `signal.getsignal(signal.SIGPROF)`) or the
+    profiling timer (`getitimer(ITIMER_PROF, &t)`, `signal.getitimer(signal.ITIMER_PROF)`).
+    So is the program that started the process when the value reaches the forward path:
+    `sys.argv[0]` (or `sys.orig_argv[0]`) read in a function the call runs, or at import into
+    a module-level name that such a function reads (`_CHECKED = sys.argv[0].endswith(
+    "worker.py")`). `/proc/self/cmdline` is GK443 and `__main__.__file__` GK423.
+
+    Confidence: certain for the interpreter flags, hooks, dispatch state, profiler state,
+    SIGPROF / ITIMER_PROF and the program name. `likely` (a warning under `default`,
+    confirmed by GK676) for the deterministic-algorithms flag (torch documents it for
+    picking a deterministic kernel, and a submission may honour it), for interval timers
+    not named as profiling ones (`getitimer(ITIMER_REAL, ...)`, a self-imposed timeout), and
+    for the rest of the command line stored at import and read by the forward path
+    (`DEBUG = "--debug" in sys.argv`, a debug switch); the command line read inside the
+    forward path's branches is GK110's.
 
     Not flagged: the GK421 hooks (`sys.settrace`, `sys.setprofile`, `sys.monitoring`) and
     the GK521 dispatch modes (`torch.utils._python_dispatch`, `torch.overrides`), which
     those rules report; setting the deterministic flag (`torch.use_deterministic_algorithms(
     True)`); `sys.version_info`, `sys.platform`, `torch.version.cuda` (the build, not the
-    checker); these names in comments and strings.
+    checker); these names in comments and strings; `sys.argv` under `if __name__ ==
+    "__main__":` or read at import into names the forward path never reads (a CLI self-test).
     """
 
     code = "GK425"
@@ -140,11 +173,22 @@ class ReadsCheckerFingerprint(UseRule):
         """), line=3, message="`tls_is_dispatch_key_included` is read: it reveals torch's thread-local dispatch state"),
     ]
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._argv: list[tuple[cst.CSTNode, str, bool, str, Optional[set[str]]]] = []
+
     def describe(self, qual: str, entry: str, node: cst.CSTNode) -> Optional[tuple[str, Optional[Severity]]]:
+        if WHAT[entry] is _ARGV:
+            return None  # decided in finish(), by where the value goes
         return self.message.format(name=entry, verb=use_verb(self.ctx, node), what=WHAT[entry]), None
 
     def _emit(self, node: cst.CSTNode, qual: str, entry: str) -> None:
-        if WHAT.get(entry) is _DETERMINISM:
+        if WHAT.get(entry) is _ARGV:
+            self._argv_read(node, entry)
+            return
+        if WHAT.get(entry) is _TIMERS and self._names_sampler(node):
+            return  # `signal.getitimer(signal.ITIMER_PROF)`: the argument is the finding
+        if WHAT.get(entry) in _LIKELY:
             # torch documents this flag for choosing a deterministic kernel: a run-time question
             message = self.message.format(name=entry, verb=use_verb(self.ctx, node), what=WHAT[entry])
             self._used = True
@@ -152,14 +196,45 @@ class ReadsCheckerFingerprint(UseRule):
             return
         super()._emit(node, qual, entry)
 
+    def _names_sampler(self, node: cst.CSTNode) -> bool:
+        call = self.ctx.parent(node)
+        if type(call) is not cst.Call or call.func is not node:
+            return False
+        return any(WHAT.get(resolve(self.ctx, a.value) or "") is _SAMPLER for a in call.args)
+
+    def _argv_read(self, node: cst.CSTNode, entry: str) -> None:
+        if in_main_guard(self.ctx, node):
+            return
+        parent = self.ctx.parent(node)
+        program = False
+        if type(parent) is cst.Subscript and parent.value is node and len(parent.slice) == 1:
+            index = parent.slice[0].slice
+            program = (type(index) is cst.Index and type(index.value) is cst.Integer
+                       and index.value.value in (("0", "1") if entry == "sys.orig_argv" else ("0",)))
+        self._argv.append((node, entry, program, self.ctx.function_key, module_targets(self.ctx, node)))
+
+    def finish(self) -> None:
+        super().finish()
+        for node, entry, program, key, targets in self._argv:
+            if key != "<module>":
+                if not program or self.ctx.is_init_only(key):
+                    continue  # a per-call branch on the command line is GK110's
+            elif not targets or not reaches_forward(self.ctx, targets):
+                continue  # configuration the call never reads
+            name = f"{entry}[0]" if program and entry == "sys.argv" else entry
+            message = self.message.format(name=name, verb="read", what=_PROGRAM if program else _ARGV)
+            self.report(node, message, evidence={"name": entry}, confidence=None if program else Confidence.LIKELY)
+
     def check_cpp(self, source: CppSource) -> None:
-        seen: set[int] = set()
+        by_line: dict[str, tuple[int, str]] = {}
         for _, tok in cpp_idents(source, _CPP_NAMES):
             line = source.line_in_source(tok.offset)
-            if line in seen:
-                continue  # `c_profilefunc != nullptr || c_tracefunc`: one finding per line
-            seen.add(line)
-            what = CPP_WHAT[tok.text]
-            self.report_cpp(source, tok.offset, self.message.format(name=tok.text, verb="read", what=what),
-                            evidence={"name": tok.text},
-                            confidence=Confidence.LIKELY if what is _DETERMINISM else None)
+            kept = by_line.get(line)
+            # `c_profilefunc != nullptr || c_tracefunc`: one finding per line, the certain one first
+            if kept is None or (CPP_WHAT[kept[1]] in _LIKELY and CPP_WHAT[tok.text] not in _LIKELY):
+                by_line[line] = (tok.offset, tok.text)
+        for offset, name in sorted(by_line.values()):
+            what = CPP_WHAT[name]
+            self.report_cpp(source, offset, self.message.format(name=name, verb="read", what=what),
+                            evidence={"name": name},
+                            confidence=Confidence.LIKELY if what in _LIKELY else None)

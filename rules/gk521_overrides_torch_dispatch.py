@@ -18,6 +18,12 @@ PREFIXES = ("torch.utils._python_dispatch.", "torch._subclasses.", "torch._C._pu
             "torch._C._set_torch_function_mode", "torch._C._set_torch_dispatch_mode",
             "torch._C._EnablePythonDispatcher", "torch._C._enable_python_dispatcher",
             "torch._C._EnableTorchFunction", "torch._C._set_torch_function_state")
+# Reading whether a mode is active intercepts nothing: GK425 reports these reads.
+READERS = frozenset({
+    "torch.utils._python_dispatch._get_current_dispatch_mode", "torch.utils._python_dispatch._get_current_dispatch_mode_stack",
+    "torch.utils._python_dispatch.is_in_torch_dispatch_mode", "torch.overrides._get_current_function_mode",
+    "torch.overrides._get_current_function_mode_stack", "torch.overrides.is_in_torch_function_mode",
+})
 OVERRIDES_OK = frozenset({"is_tensor_like", "is_tensor_method_or_property", "get_ignored_functions",
                           "get_overridable_functions", "get_testing_overrides", "resolve_name"})
 
@@ -100,7 +106,7 @@ class OverridesTorchDispatch(Rule):
 
     def _flagged(self, expr: cst.BaseExpression) -> Optional[str]:
         qual = self.ctx.qualname(expr)
-        if qual is None or not qual.startswith("torch."):
+        if qual is None or not qual.startswith("torch.") or qual in READERS:
             return None
         if qual in MODE_BASES or qual.startswith(PREFIXES):
             return qual

@@ -19,12 +19,13 @@ from __future__ import annotations
 from itertools import chain as chained
 from typing import Callable, Optional
 
+from gatekeeper.analyses.cpp_aten_reach import dispatcher_reach, is_reference, macro_reach
 from gatekeeper.analyses.torch_op_table import TorchOps
 from gatekeeper.static.cpp_functions import CppFunction
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.cpp_tokens import Token
 
-Found = tuple[str, str, int]  # (kind: cpp | vendor, what was called, offset)
+Found = tuple[str, str, int, str]  # (kind: cpp | vendor, what was called, offset, op)
 
 
 def _device_ranges(tokens: list[Token], fns: list[CppFunction]) -> list[tuple[int, int]]:
@@ -130,22 +131,28 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             if chain[0] in aliases:  # namespace F = torch::nn::functional; F::linear(...)
                 chain = aliases[chain[0]] + chain[1:]
             after = _skip_template(tokens, j)  # at::cuda::blas::gemm<float>(...)
-            if after < n and tokens[after].text == "(" and ops.cpp_is_compute(chain):
-                what = "::".join(chain)
+            called = after < n and tokens[after].text == "("
+            # `&at::addmm`, `auto f = at::relu_;`: a pointer to ATen is ATen doing the work
+            if (called or is_reference([t.text for t in tokens[max(0, i - 3):i]], tokens[j].text if j < n else "")) \
+                    and ops.cpp_is_compute(chain):
+                what, op = "::".join(chain), chain[-1]
                 if len(chain) > 2 and chain[1] == "_ops":
-                    what = "::".join(chain[:3])
-                found.append(("cpp", what, tok.offset))
+                    what, op = "::".join(chain[:3]), chain[2]
+                elif chain[:2] == ["torch", "jit"]:
+                    op = "torchscript"  # the script's ops, which the source does not spell
+                found.append(("cpp", what if called else f"&{what}" if prev == "&" else what, tok.offset, op))
             resume = j
             continue
         nxt = tokens[i + 1].text if i + 1 < n else ""
         if nxt == "(" and prev != "::" and ops.vendor_call(tok.text):
-            found.append(("vendor", tok.text, tok.offset))
+            found.append(("vendor", tok.text, tok.offset, tok.text))
         elif nxt == "(" and prev in (".", "->") and ops.method_is_compute(tok.text) and not in_device(i):
-            found.append(("cpp", f"Tensor::{tok.text}", tok.offset))
+            found.append(("cpp", f"Tensor::{tok.text}", tok.offset, tok.text))
         elif unqualified and nxt == "(" and prev not in (".", "->", "::") and (prev == "return" or tokens[i - 1].kind != "ident") \
                 and ("*" in unqualified or tok.text in unqualified) and ops.method_is_compute(tok.text):
             if defined is None:  # a function of the source's own with that name is not ATen's
                 defined = {fn.name for fn in functions_of(source)}
             if tok.text not in defined and not in_device(i):
-                found.append(("cpp", f"at::{tok.text}", tok.offset))
+                found.append(("cpp", f"at::{tok.text}", tok.offset, tok.text))
+    found += macro_reach(source, ops) + dispatcher_reach(source)
     return has_kernel, found

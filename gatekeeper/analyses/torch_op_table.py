@@ -140,11 +140,11 @@ class TorchOps:
         if chain[0] not in self.cpp_roots:
             return False
         full = "::".join(chain)
-        if _any(full, self.cpp_denied):
-            return True
         last = chain[-1]
         if not last or last[0].isupper() or (len(last) > 1 and last[0] == "k" and last[1].isupper()):
-            return False  # types and constants: at::Tensor, at::kFloat
+            return False  # types and constants: at::Tensor, at::kFloat, torch::jit::script::Module
+        if _any(full, self.cpp_denied):
+            return True
         return not _any(full, self.cpp_allowed)
 
     def vendor_call(self, ident: str) -> bool:

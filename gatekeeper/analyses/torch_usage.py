@@ -280,8 +280,7 @@ class TorchUsage(TorchCalls, TensorValues):
         self.has_cuda_kernel |= has_kernel
         # A CPU extension's own loops are its kernel (the CPU fixtures in CI are such).
         self.has_own_loops |= "for" in source.by_text["ident"] or "while" in source.by_text["ident"]
-        for kind, chain, offset in found:
-            op = chain.split("::")[-1]
+        for kind, chain, offset, op in found:
             self.uses.append(Use(kind, short_op(op), chain, kind == "vendor" or self.ops.is_heavy(op), cpp=(source, offset)))
 
     # after the traversal ---------------------------------------------------------------
