@@ -89,6 +89,19 @@ def test_text_built_with_operators_is_not_tensor_arithmetic():
                                  profile="strict")) == [("GK304", Severity.ERROR)]
 
 
+def test_the_operator_module_and_reduce_are_tensor_arithmetic_but_not_on_sizes():
+    # operator.add and friends, and functools.reduce folding tensors, compute with torch as `+` does
+    for expr in ("operator.truediv(functools.reduce(operator.add, y.unbind(0)), 4)",
+                 "functools.reduce(lambda a, b: a + b, y.unbind(0))", "operator.mul(y, 2)"):
+        source = "import functools, operator\n" + WITH_KERNEL.format(expr=expr)
+        found = {r for r, _ in _mine(static_findings(source, profile="strict"))}
+        assert found and found <= {"GK301", "GK304"}, (expr, found)
+    # the same functions on sizes are integer arithmetic
+    sizes = "import functools, operator\n" + WITH_KERNEL.format(
+        expr="(y, functools.reduce(operator.mul, x.shape, 1), operator.add(n, 1))")
+    assert _mine(static_findings(sizes, profile="strict")) == []
+
+
 def test_matmul_operator_is_heavy():
     assert _mine(static_findings(WITH_KERNEL.format(expr="y @ x"))) == [("GK304", Severity.WARNING)]
     assert _mine(static_findings(WITH_KERNEL.format(expr="y @ x"), profile="strict")) == [("GK304", Severity.ERROR)]

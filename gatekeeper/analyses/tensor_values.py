@@ -8,7 +8,7 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.analyses.torch_usage_model import (
-    ELEMENTWISE, OPERATOR_SYMBOL, TENSOR_ATTRS, receiver_key,
+    ELEMENTWISE, OPERATOR_SYMBOL, PY_COMPUTE, TENSOR_ATTRS, receiver_key,
 )
 from gatekeeper.static.syntax import is_self_attr
 
@@ -67,6 +67,10 @@ class TensorValues:
             return self.tensorish(expr.elt, depth + 1)
         if type(expr) is cst.Call:
             qual = self.ctx.qualname(expr.func)
+            if qual == "functools.reduce":  # folding tensors gives a tensor
+                return len(expr.args) >= 2 and self.tensorish(expr.args[1].value, depth + 1)
+            if qual is not None and qual in PY_COMPUTE:  # operator.add(x, y): what `x + y` gives
+                return any(self.tensorish(a.value, depth + 1) for a in expr.args)
             if qual is not None:
                 return qual.startswith("torch.") and not qual.startswith("torch.ops.") and self.ops.returns_tensor(qual)
             func = expr.func

@@ -49,6 +49,14 @@ class TorchCalls:
             if last in ("reduce", "einsum", "contract", "repeat"):
                 self._use("function", qual, node, op="einsum" if "einsum" in last or last == "contract" else last)
             return
+        if qual == "functools.reduce":
+            # `reduce(operator.add, x.unbind(0))`: the operator's arithmetic on each element
+            if len(node.args) >= 2 and self.tensorish(node.args[1].value):
+                folded = self.ctx.qualname(node.args[0].value) or ""
+                op = PY_COMPUTE.get(folded) or ("reduce" if type(node.args[0].value) is cst.Lambda else None)
+                if op is not None:
+                    self._use("function", f"functools.reduce({folded or 'lambda'})", node, op=op)
+            return
         op = PY_COMPUTE.get(qual)
         if op is None:
             return
