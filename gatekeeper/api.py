@@ -198,6 +198,7 @@ def check_many(paths: list[Path], problem: Union[Optional[Path], list[Optional[P
     """Reports in input order; `jobs` > 1 spreads the work over processes. `problem` is one
     for all, or a list with each path's problem (from the configuration's problem_map)."""
     work = [(p, problem[i] if isinstance(problem, list) else problem, kwargs) for i, p in enumerate(paths)]
+    jobs = min(jobs, len(work))  # the pool would start every worker it is allowed, busy or not
     if jobs <= 1 or len(work) == 1:
         for item in work:
             yield _check_one(item)

@@ -17,6 +17,7 @@ from typing import List, NoReturn, Optional, TextIO
 import typer
 
 from gatekeeper.choices import ProfileName
+from gatekeeper.errors import ReportWriteError
 from gatekeeper.term import GuardedStdout, LazyConsole, PipeClosed, silence_stdout
 from gatekeeper.version import __version__
 
@@ -138,22 +139,24 @@ def check(
         submissions_only=submissions_only, jobs=jobs, keep_going=keep_going, seed=seed, time=time)
     stream: TextIO = sys.stdout
     try:
-        if output_file is not None:
-            try:
-                stream = output_file.open("w", encoding="utf-8")
-            except OSError as exc:
-                raise UsageError(f"cannot write --output-file {output_file}: {exc.strerror}") from None
-        shade = "never" if output_file else color.value
-        # only text output prints through rich: the other formats make the console on first use, if ever
-        console = make_console(stream, color=shade) if fmt.value == "text" else LazyConsole(file=stream, color=shade)
-        with collector_off_until_frozen():
-            code = run_check(request, console, stream, err)
-        check_finished()
+        try:
+            if output_file is not None:
+                try:
+                    stream = GuardedStdout(output_file.open("w", encoding="utf-8"), str(output_file))  # type: ignore
+                except OSError as exc:
+                    raise UsageError(f"cannot write --output-file {output_file}: {exc.strerror}") from None
+            shade = "never" if output_file else color.value
+            # only text output prints through rich: the other formats make the console on first use, if ever
+            console = make_console(stream, color=shade) if fmt.value == "text" else LazyConsole(file=stream,
+                                                                                                color=shade)
+            with collector_off_until_frozen():
+                code = run_check(request, console, stream, err)
+            check_finished()
+        finally:
+            if stream is not sys.stdout:
+                stream.close()  # a failed write shows here (ReportWriteError): a buffered file writes at close
     except GatekeeperError as exc:
         fail(exc)
-    finally:
-        if stream is not sys.stdout:
-            stream.close()
     raise typer.Exit(code)
 
 
@@ -217,6 +220,10 @@ def main() -> None:
     except PipeClosed:
         silence_stdout()  # the reader stopped reading: exit 0, as ruff does (gatekeeper.term)
         sys.exit(0)
+    except ReportWriteError as exc:  # stdout's last flush failed (a full disk): the verdict was never written
+        silence_stdout()
+        err.print(f"gatekeeper: {exc}", markup=False, highlight=False)
+        sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err.print("gatekeeper: interrupted")
         sys.exit(130)

@@ -5,6 +5,7 @@ the command's options stay readable there."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -109,19 +110,18 @@ def run_check(request: CheckRequest, out: Console, stream: TextIO, err: Console)
     from gatekeeper.api import expand_paths
 
     stdin_text: Optional[str] = None
+    files: list[Path] = []
     if "-" in request.paths:
         if len(request.paths) > 1:
             raise UsageError("- (stdin) must be the only submission argument")
-        stdin_text = sys.stdin.buffer.read().decode("utf-8", errors="surrogateescape")
-        if "\n" not in stdin_text:
-            stdin_text += "\n"  # one line of code is still code, never a path
-        files: list[Path] = []
         start = Path(request.stdin_filename) if request.stdin_filename else Path.cwd()
     else:
-        files = []
         start = Path(request.paths[0])
     config = load_config(config_file=request.config, search_from=start,
                          overrides={"profile": request.profile, "select": request.select, "ignore": request.ignore})
+    _check_jobs(request, config)
+    if "-" in request.paths:  # read after the configuration, whose max_file_bytes bounds it
+        stdin_text = _read_stdin(config.max_file_bytes)
     if stdin_text is None:  # after the configuration: its exclude / extend-exclude shape the walk
         files = expand_paths([Path(p) for p in request.paths], config)
     if request.submissions_only and files:
@@ -145,6 +145,31 @@ def run_check(request: CheckRequest, out: Console, stream: TextIO, err: Console)
     _warn_without_isolation(request, err)
     with guarded_run("gatekeeper-check-"):  # a kill -9 of check leaves no process, no temp dir (issue 12)
         return _render(request, config, reports, single, out, stream)
+
+
+def _read_stdin(limit: int) -> str:
+    """The submission on stdin, read up to `limit` bytes (max_file_bytes): an endless stream
+    (`< /dev/zero`) would otherwise be read until memory runs out."""
+    try:
+        data = sys.stdin.buffer.read(limit + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read the submission from standard input: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise UsageError(f"the submission on standard input is larger than {limit:,} bytes (max_file_bytes in the "
+                         "configuration); give a smaller submission, or raise max_file_bytes")
+    text = data.decode("utf-8", errors="surrogateescape")
+    return text if "\n" in text else text + "\n"  # one line of code is still code, never a path
+
+
+def _check_jobs(request: CheckRequest, config: Config) -> None:
+    """Refuse a process count past max_jobs() (4 per CPU, at most 256): `-j 10000` forked until memory ran out."""
+    from gatekeeper.config import max_jobs
+
+    jobs, ceiling = request.jobs or config.jobs, max_jobs()
+    if jobs > ceiling:
+        origin = "--jobs" if request.jobs else f"'jobs' in {config.source or 'the configuration'}"
+        raise UsageError(f"{origin} asks for {jobs} parallel processes; this machine allows at most {ceiling} "
+                         f"(4 per CPU, {os.cpu_count() or 1} CPUs); give a smaller number")
 
 
 def _warn_without_isolation(request: CheckRequest, err: Console) -> None:

@@ -8,6 +8,8 @@ file named by `--config`), then command-line overrides.
 from __future__ import annotations
 
 import difflib
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Literal, Optional
@@ -16,6 +18,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr, Va
 
 from gatekeeper.choices import ProfileName  # noqa: F401 - re-exported: callers import it from here
 from gatekeeper.errors import UsageError
+from gatekeeper.path_errors import unreadable_folder
 from gatekeeper.report import Severity
 
 if sys.version_info >= (3, 11):
@@ -24,6 +27,14 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 Profile = Literal["strict", "default", "lenient"]
+CONFIG_MAX_BYTES = 1_000_000  # a configuration file is a few KiB: past this it is not one (--config /dev/zero)
+MAX_JOBS_CEILING = 256
+
+
+def max_jobs() -> int:
+    """The most parallel processes `check` starts: more than 4 per CPU only thrash (and forked
+    one by one they can exhaust memory before the first file is checked)."""
+    return min(MAX_JOBS_CEILING, 4 * (os.cpu_count() or 1))
 PROFILES: tuple[str, ...] = ("strict", "default", "lenient")
 
 
@@ -49,11 +60,13 @@ class JitterSettings(_Strict):
 
 
 class LimitSettings(_Strict):
-    import_timeout_s: float = 60.0
-    build_timeout_s: float = 600.0
-    call_timeout_s: float = 60.0
-    memory_mb: int = 16384
-    static_timeout_s: float = Field(default=60.0, gt=0, description="wall clock for the static stage of one "
+    # Bounds checked when the configuration loads: a zero timeout or a negative memory cap would
+    # fail every run later, blamed on the problem or the submission.
+    import_timeout_s: float = Field(default=60.0, gt=0, le=86_400, allow_inf_nan=False)
+    build_timeout_s: float = Field(default=600.0, gt=0, le=86_400, allow_inf_nan=False)
+    call_timeout_s: float = Field(default=60.0, gt=0, le=86_400, allow_inf_nan=False)
+    memory_mb: int = Field(default=16384, ge=64, description="memory cap of a sandboxed worker, in MiB")
+    static_timeout_s: float = Field(default=60.0, gt=0, le=86_400, allow_inf_nan=False, description="wall clock for the static stage of one "
                                     "file (milliseconds normally); past it the file's verdict is error, exit 3")
 
 
@@ -132,7 +145,8 @@ class Config(_Strict):
         default=False,
         description="honour `# gatekeeper: ignore[GK###]` comments inside submissions",
     )
-    max_file_bytes: int = 2_000_000
+    max_file_bytes: int = Field(default=2_000_000, ge=1, description="larger submissions are refused unanalysed "
+                                "(and standard input is read up to this size)")
     max_file_lines: int = Field(default=20_000, ge=1, description="longer submissions are refused unanalysed")
     require_isolation: bool = Field(
         default=False, description="refuse to run code (build, behaviour, timing) unless bubblewrap isolation works")
@@ -141,7 +155,8 @@ class Config(_Strict):
         "without the reference nothing is compared, so a pass would say what did not happen; what would pass "
         "is an error (exit 3) instead, and findings still reject. false: the rules alone may pass it (GK006 "
         "says which rules did not run)")
-    jobs: int = Field(default=1, ge=1)
+    jobs: int = Field(default=1, ge=1, le=MAX_JOBS_CEILING, description="parallel processes of `check` "
+                      "(at most 4 per CPU)")
     keep_going: bool = False
     rules: dict[str, RuleSettings] = Field(default_factory=dict)
     jitter: JitterSettings = Field(default_factory=JitterSettings)
@@ -188,11 +203,34 @@ class Config(_Strict):
         return settings
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def read_config_bytes(path: Path) -> bytes:
+    """A configuration file's bytes: a regular file of at most CONFIG_MAX_BYTES (a FIFO, a
+    device or an endless file would block or fill memory). Else a usage error (exit 2)."""
+    from gatekeeper.path_errors import why_missing
+
     try:
-        raw = path.read_bytes()
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; the type is checked on what was opened
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
+        if not os.path.lexists(path) or os.path.islink(path) or os.path.isdir(path):
+            raise UsageError(f"cannot read config file {path}: {why_missing(path)}") from None
         raise UsageError(f"cannot read config file {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UsageError(f"cannot read config file {path}: {why_missing(path)}; point --config at a TOML file")
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            raw = handle.read(CONFIG_MAX_BYTES + 1)
+        except OSError as exc:
+            raise UsageError(f"cannot read config file {path}: {exc.strerror}") from None
+    if len(raw) > CONFIG_MAX_BYTES:
+        raise UsageError(f"config file {path} is larger than {CONFIG_MAX_BYTES:,} bytes, too large for a "
+                         "configuration file; point --config at the TOML file")
+    return raw
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    raw = read_config_bytes(path)
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -210,14 +248,19 @@ def find_config(start: Path) -> Optional[Path]:
     here = start if start.is_dir() else start.parent
     for folder in [here, *here.resolve().parents]:
         candidate = folder / "gatekeeper.toml"
-        if candidate.is_file():
-            return candidate
         pyproject = folder / "pyproject.toml"
-        if pyproject.is_file():
+        try:  # pathlib's is_file raises on a folder without search permission (EACCES)
+            has_config, has_pyproject = candidate.is_file(), pyproject.is_file()
+        except OSError as exc:
+            # A configuration there may exist: guessing the defaults would run with settings nobody chose.
+            raise UsageError(unreadable_folder(folder, exc) + ", or give the configuration with --config") from None
+        if has_config:
+            return candidate
+        if has_pyproject:
             try:
-                text = pyproject.read_text("utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
+                text = read_config_bytes(pyproject).decode("utf-8")
+            except (UsageError, UnicodeDecodeError):
+                continue  # unreadable or huge: as before, another project's file is not ours to judge
             if "gatekeeper" not in text:
                 continue  # another project's file: its syntax is not ours to judge
             try:

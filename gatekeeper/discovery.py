@@ -47,6 +47,9 @@ class Discovery:
     files: list[Path]
     skipped: int = 0  # *.py files left out by the excludes or .gitignore
     reasons: set[str] = field(default_factory=set)
+    # Paths under a walked folder that could not be read: (path, why). Skipping them silently
+    # would pass a folder whose unread files were never checked, so discover() refuses the run.
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
 
 
 def discover(paths: Sequence[Path], exclude: Optional[Sequence[str]] = None,
@@ -67,6 +70,8 @@ def discover(paths: Sequence[Path], exclude: Optional[Sequence[str]] = None,
             if key not in seen:
                 seen.add(key)
                 found.files.append(file)
+    if found.unreadable:
+        raise UsageError(_unreadable_message(found.unreadable))
     if not found.files:
         where = ", ".join(str(p) for p in paths)
         if found.skipped:
@@ -109,9 +114,36 @@ def _marked(folder: str, names: list[str], files: list[str]) -> Optional[str]:
     return None
 
 
+_SHOWN_UNREADABLE = 20  # a message names this many paths, then counts the rest
+
+
+def _unreadable_message(entries: list[tuple[str, str]]) -> str:
+    shown = "; ".join(f"{path} ({why})" for path, why in entries[:_SHOWN_UNREADABLE])
+    more = f"; and {len(entries) - _SHOWN_UNREADABLE} more" if len(entries) > _SHOWN_UNREADABLE else ""
+    return (f"cannot read {len(entries)} path(s) under the folders to check, so their files would go unchecked: "
+            f"{shown}{more}. Fix their permissions or replace them with regular files, or leave them out with "
+            "`extend-exclude` in the configuration")
+
+
+def _entry_problem(path: str) -> Optional[str]:
+    """Why a *.py entry of a walked folder cannot be checked as a file (None: it can)."""
+    from gatekeeper.path_errors import why_missing
+
+    if os.path.isfile(path):
+        return None if os.access(path, os.R_OK) else "permission denied"
+    if os.path.isdir(path) and not os.path.islink(path):
+        return None  # a folder named like a module (`pkg.py/`): walked, not read
+    return why_missing(path).removeprefix("it is ").split(";")[0]
+
+
 def _walk(root: Path, patterns: tuple[str, ...], found: Discovery) -> list[Path]:
     files: list[Path] = []
-    for folder, dirs, names in os.walk(root, followlinks=False):
+    bad: list[tuple[Path, str]] = []
+
+    def unreadable_folder(exc: OSError) -> None:
+        bad.append((Path(exc.filename or root), f"a folder that cannot be read: {(exc.strerror or str(exc)).lower()}"))
+
+    for folder, dirs, names in os.walk(root, onerror=unreadable_folder, followlinks=False):
         rel = Path(folder).relative_to(root).parts
         kept = []
         for name in sorted(dirs):
@@ -141,9 +173,16 @@ def _walk(root: Path, patterns: tuple[str, ...], found: Discovery) -> list[Path]
                 found.skipped += 1
                 found.reasons.add(f"exclude '{pattern}'")
                 continue
-            if os.path.isfile(os.path.join(folder, name)):
-                files.append(Path(folder) / name)
+            why = _entry_problem(os.path.join(folder, name))
+            if why is None:
+                if os.path.isfile(os.path.join(folder, name)):
+                    files.append(Path(folder) / name)
+            else:
+                bad.append((Path(folder) / name, why))
     files.sort()  # one order for every walk: by path, as the reports list them
+    if bad:  # what the excludes and .gitignore leave out is not ours to read
+        kept_bad = set(_not_git_ignored(root, [p for p, _ in bad]))
+        found.unreadable += [(str(p), why) for p, why in sorted(bad) if p in kept_bad]
     kept_files = _not_git_ignored(root, files)
     if len(kept_files) < len(files):
         found.skipped += len(files) - len(kept_files)

@@ -6,6 +6,7 @@ expected, or a file without read permission (issue 12, misleading messages)."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Union
 
@@ -17,6 +18,9 @@ def why_missing(path: Union[str, Path], expected: str = "file") -> str:
         chain = _link_chain(name)
         if chain[-1] in [_shown(os.path.abspath(c)) for c in chain[:-1]]:
             return f"it is a symbolic link loop ({' -> '.join(chain)}); point the link at a real {expected}"
+        if os.path.exists(name):  # the link resolves, to something that is not a regular file
+            return (f"it is a symbolic link to {chain[-1]}, which is {kind_of(name)}, not a regular {expected} "
+                    f"({' -> '.join(chain)}); point the link at a real {expected}")
         return (f"it is a symbolic link to {chain[-1]}, which does not exist ({' -> '.join(chain)}); "
                 f"fix or remove the link")
     if not os.path.lexists(name):
@@ -28,7 +32,28 @@ def why_missing(path: Union[str, Path], expected: str = "file") -> str:
         return "it is a folder, not a file"
     if not os.access(name, os.R_OK):
         return "it cannot be read (permission denied)"
-    return f"it is not a regular {expected}"
+    return f"it is {kind_of(name)}, not a regular {expected}"
+
+
+def kind_of(path: Union[str, Path]) -> str:
+    """What is at `path` (links followed), in words: "a named pipe (FIFO)", "a character device"."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "something that cannot be examined"
+    for test, words in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+                        (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"),
+                        (stat.S_ISREG, "a regular file")):
+        if test(mode):
+            return words
+    return "a special file"
+
+
+def unreadable_folder(path: Union[str, Path], exc: OSError) -> str:
+    """The message for a folder that cannot be listed (permission denied, a loop, an I/O error)."""
+    why = (exc.strerror or str(exc)).lower()
+    return (f"cannot read folder {path}: {why}; give it read and search permission (chmod u+rx), "
+            "or name the files to check instead")
 
 
 def _link_chain(name: str, limit: int = 8) -> list[str]:

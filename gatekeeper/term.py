@@ -50,23 +50,44 @@ class PipeClosed(Exception):
 
 
 class GuardedStdout:
-    """sys.stdout whose writes turn BrokenPipeError into PipeClosed (raised through the
-    command's cleanup: temporary folders and sandboxed workers are still removed)."""
+    """sys.stdout (or the --output-file) whose writes turn BrokenPipeError into PipeClosed
+    (raised through the command's cleanup: temporary folders and sandboxed workers are still
+    removed) and any other OSError (ENOSPC, EIO) into ReportWriteError, exit 3."""
 
-    def __init__(self, inner: TextIO) -> None:
+    def __init__(self, inner: TextIO, where: str = "standard output") -> None:
         self._inner = inner
+        self._where = where
+
+    def _failed(self, exc: OSError) -> Exception:
+        from gatekeeper.errors import ReportWriteError
+
+        if self._inner is sys.__stdout__:
+            silence_stdout()  # what is still buffered goes nowhere, instead of failing again at exit
+        return ReportWriteError(self._where, exc)
 
     def write(self, text: str) -> int:
         try:
             return self._inner.write(text)
         except BrokenPipeError:
             raise PipeClosed() from None
+        except OSError as exc:
+            raise self._failed(exc) from None
 
     def flush(self) -> None:
         try:
             self._inner.flush()
         except BrokenPipeError:
             raise PipeClosed() from None
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        except BrokenPipeError:
+            raise PipeClosed() from None
+        except OSError as exc:
+            raise self._failed(exc) from None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

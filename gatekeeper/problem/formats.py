@@ -12,6 +12,8 @@ Nothing here runs problem code; `shapes.py` is read by gatekeeper.problem.shapes
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -79,6 +81,10 @@ def locate(path: Path) -> Located:
 
 def _hard(folder: Path, reference: Path) -> Located:
     shapes, yaml = folder / HARD_SHAPES, folder / HARD_YAML
+    for side in (shapes, yaml):
+        if os.path.lexists(side) and not side.is_file():  # a folder, a FIFO, a dangling link: never skipped
+            raise InfrastructureError(f"problem error: {not_found(side, 'problem file')}; make it a regular file, "
+                                      "or remove it")
     return Located(ProblemFormat.KERNELBENCH_HARD, reference, folder,
                    shapes if shapes.is_file() else None, yaml if yaml.is_file() else None)
 
@@ -109,13 +115,40 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 
 _DTYPE_ALIASES = {"fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16",
-                  "fp64": "float64", "double": "float64", "fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2"}
+                  "fp64": "float64", "double": "float64", "fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2",
+                  "int": "int32", "long": "int64", "short": "int16", "cfloat": "complex64", "cdouble": "complex128",
+                  "chalf": "complex32"}
+# torch's dtype names (read without importing torch): a tolerance or dtype naming anything
+# else (`float128`, a typo) would never apply, silently.
+KNOWN_DTYPES = frozenset((
+    "float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
+    "float8_e5m2fnuz", "float8_e8m0fnu", "complex32", "complex64", "complex128", "int8", "int16", "int32",
+    "int64", "uint8", "uint16", "uint32", "uint64", "bool"))
 
 
 def dtype_name(key: str) -> str:
     """`torch.float32`, `float32`, `fp32` -> `float32`."""
     name = str(key).strip().removeprefix("torch.")
     return _DTYPE_ALIASES.get(name, name)
+
+
+def known_dtype(key: str) -> str:
+    """The dtype's name (`dtype_name`); ValueError naming the known ones when torch has no such dtype."""
+    name = dtype_name(key)
+    if name not in KNOWN_DTYPES:
+        raise ValueError(f"unknown dtype {key!r}; use a torch dtype name: {', '.join(sorted(KNOWN_DTYPES))}")
+    return name
+
+
+def tolerance_value(value: Any, what: str) -> float:
+    """A tolerance as a float; ValueError unless it is a finite number >= 0 (a negative one
+    fails every output, NaN and inf pass every output)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{what} must be a number, not {value!r}")
+    number = float(value)
+    if not (math.isfinite(number) and number >= 0):
+        raise ValueError(f"{what} must be a finite number >= 0, not {value!r}")
+    return number
 
 
 def yaml_tolerances(data: dict[str, Any], path: Path) -> dict[str, dict[str, float]]:
@@ -128,14 +161,18 @@ def yaml_tolerances(data: dict[str, Any], path: Path) -> dict[str, dict[str, flo
     out: dict[str, dict[str, float]] = {}
     for key, value in raw.items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            out[dtype_name(key)] = {"atol": float(value), "rtol": float(value)}
+            atol = rtol = value
         elif isinstance(value, dict) and {"atol", "rtol"} >= set(value) and value:
             atol = value.get("atol", value.get("rtol"))
             rtol = value.get("rtol", value.get("atol"))
-            out[dtype_name(key)] = {"atol": float(atol), "rtol": float(rtol)}
         else:
             raise InfrastructureError(f"problem file {path}: tolerance for {key!r} must be a number or "
                                       f"{{atol: .., rtol: ..}}, not {value!r}")
+        try:
+            out[known_dtype(key)] = {"atol": tolerance_value(atol, "atol"), "rtol": tolerance_value(rtol, "rtol")}
+        except ValueError as exc:
+            raise InfrastructureError(f"problem error: problem file {path}: tolerance for {key!r}: {exc}; fix "
+                                      "the problem's `tolerance:`") from None
     return out
 
 

@@ -7,16 +7,19 @@ missing, and the stages that run code read the file in the sandboxed problem wor
 (gatekeeper.problem.shapes_worker) instead.
 
 Each shape is mapped onto the reference's module constants (keys match constant names
-ignoring case: `batch` sizes `BATCH`); keys that name no constant and values that are not
-positive integers (`extreme: True`, a dtype) are not sizes and are dropped.
+ignoring case: `batch` sizes `BATCH`); keys that name no constant (`extreme: True`, a dtype)
+are not sizes and are dropped, and a size of 0 too. What cannot be meant is a problem error
+(exit 3, docs/behaviour.md): SHAPES that is not a list or dict of dicts, a constant sized by
+a string, a negative or absurd number, or a key one typo away from a constant.
 """
 
 from __future__ import annotations
 
 import ast
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 from gatekeeper.errors import InfrastructureError
 from gatekeeper.problem.shapes_eval import Opaque, evaluate_module
@@ -60,14 +63,17 @@ def shapes_from_value(value: Any, constants: dict[str, int], where: str, name: s
     `Opaque` parts (a static read) become unknown dimensions and the `unread` reason."""
     if isinstance(value, Opaque):
         return DeclaredShapes(unread=f"{where}: {name} {_because(value)}", where=where)
+    if value is None:  # the worker found no SHAPES: nothing declared
+        return DeclaredShapes(where=where)
     if isinstance(value, dict) and value and all(isinstance(v, (dict, Opaque)) for v in value.values()):
         entries = list(value.values())
     elif isinstance(value, dict):
         entries = [value]
     elif isinstance(value, (list, tuple)):
-        entries = [v for v in value if isinstance(v, (dict, Opaque))]
+        entries = list(value)
     else:
-        return DeclaredShapes(where=where)
+        _invalid(where, f"{name} is {_shown(value)}; it must be a list of dicts of sizes, e.g. "
+                 f"{name} = [{{\"BATCH\": 8, \"SEQ\": 1024}}]")
     by_lower = {constant.lower(): constant for constant in constants}
     shapes: list[dict[str, int]] = []
     unknown: list[str] = []
@@ -76,19 +82,68 @@ def shapes_from_value(value: Any, constants: dict[str, int], where: str, name: s
         if isinstance(entry, Opaque):
             unread = unread or f"{where}: {name} entry {index + 1} {_because(entry)}"
             continue
+        if not isinstance(entry, dict):
+            _invalid(where, f"{name} entry {index + 1} is {_shown(entry)}, not a dict of sizes")
         mapped: dict[str, int] = {}
         for key, size in entry.items():
             constant = by_lower.get(str(key).lower()) if not isinstance(key, Opaque) else None
             if constant is None:
+                _refuse_typo(key, entry, by_lower, where, f"{name} entry {index + 1}")
                 continue
             if isinstance(size, Opaque):
                 unknown.append(constant)
                 unread = unread or f"{where}: {name} entry {index + 1} sizes {key} {_because(size)}"
-            elif isinstance(size, int) and not isinstance(size, bool) and size > 0:
+            elif isinstance(size, int) and not isinstance(size, bool) and 0 < size <= MAX_SIZE:
                 mapped[constant] = size
+            elif not (isinstance(size, int) and not isinstance(size, bool) and size == 0):  # 0: not a size, dropped
+                _invalid(where, f"{name} entry {index + 1} sizes {key} (the reference's {constant}) as "
+                         f"{_shown(size)}; a size is a whole number from 1 to {MAX_SIZE:,}")
+        total = math.prod(mapped.values())
+        if total > MAX_ELEMENTS:
+            _invalid(where, f"{name} entry {index + 1}'s sizes multiply to {total:.3g}, more than {MAX_ELEMENTS:.3g}: "
+                     "no machine can run that shape")
         if mapped and mapped not in shapes:
             shapes.append(mapped)
     return DeclaredShapes(tuple(shapes), tuple(dict.fromkeys(unknown)), unread, where)
+
+
+MAX_SIZE = 2 ** 31 - 1  # past int32, a size no kernel indexes
+MAX_ELEMENTS = 2 ** 48  # the product of one shape's sizes: 2**48 elements is 256 TiB of bytes
+
+
+def _invalid(where: str, what: str) -> NoReturn:
+    raise InfrastructureError(f"problem error: {where}: {what}; fix shapes.py (every check against this problem "
+                              "would otherwise run shapes nobody declared)")
+
+
+def _refuse_typo(key: Any, entry: dict, by_lower: dict[str, str], where: str, place: str) -> None:
+    """A key one letter (or one swap) away from a constant the entry does not size is a typo
+    (`BTACH` for `BATCH`): dropping it would silently run the reference's own size instead."""
+    if isinstance(key, Opaque) or len(str(key)) < 3:
+        return
+    sized = {str(k).lower() for k in entry if not isinstance(k, Opaque)}
+    lowered = str(key).lower()
+    for lower, constant in by_lower.items():
+        if lower not in sized and _one_edit(lowered, lower):
+            _invalid(where, f"{place} has key {key!r}, which names no constant of the reference; did you mean "
+                     f"{constant!r}?")
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether `a` becomes `b` by one substitution, insertion, deletion or swap of neighbours."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
+                                  and a[diff[1]] == b[diff[0]])
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
 
 
 def _because(opaque: Opaque) -> str:

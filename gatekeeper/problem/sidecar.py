@@ -29,7 +29,7 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gatekeeper.errors import InfrastructureError
-from gatekeeper.problem.formats import DEFAULT_TOLERANCES as FORMAT_TOLERANCES, ProblemFormat
+from gatekeeper.problem.formats import DEFAULT_TOLERANCES as FORMAT_TOLERANCES, ProblemFormat, known_dtype
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -46,8 +46,9 @@ class _Strict(BaseModel):
 
 
 class Tolerance(_Strict):
-    atol: float = Field(ge=0)
-    rtol: float = Field(ge=0)
+    # finite: NaN or inf would pass every output
+    atol: float = Field(ge=0, allow_inf_nan=False)
+    rtol: float = Field(ge=0, allow_inf_nan=False)
 
 
 class SidecarJitter(_Strict):
@@ -112,6 +113,16 @@ class Sidecar(_Strict):
     flops: Optional[float] = Field(default=None, ge=0)
     values: SidecarValues = Field(default_factory=SidecarValues)
     shapes: SidecarShapes = Field(default_factory=SidecarShapes)
+
+    @field_validator("dtype")
+    @classmethod
+    def _known_dtype(cls, value: Optional[str]) -> Optional[str]:
+        return None if value is None else known_dtype(value)
+
+    @field_validator("tolerances")
+    @classmethod
+    def _known_dtypes(cls, value: dict[str, Tolerance]) -> dict[str, Tolerance]:
+        return {known_dtype(key): tolerance for key, tolerance in value.items()}
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         if dtype in self.tolerances:

@@ -189,7 +189,11 @@ def _side_sources(folder: str, depth: int = 1, limit: int = 200) -> list[str]:
     for entry in entries:
         if len(found) >= limit:
             break
-        if entry.is_file() and entry.name.endswith(_SIDE_SUFFIXES):
+        try:
+            is_file = entry.is_file()
+        except OSError:  # a symbolic link loop (ELOOP), a file gone meanwhile: nothing a build could read
+            continue
+        if is_file and entry.name.endswith(_SIDE_SUFFIXES):
             found.append(entry.path)
         elif depth > 0 and entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."):
             found += _side_sources(entry.path, depth - 1, limit - len(found))
