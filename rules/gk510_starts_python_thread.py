@@ -44,6 +44,10 @@ class StartsPythonThread(Rule):
     the output; or it can watch the harness and rewrite results behind its back. A kernel
     submission has no honest use for one: torch launches are asynchronous already.
 
+    An executor or pool opened by a `with` block (`with ThreadPoolExecutor() as pool:`, to build
+    two extensions in parallel at import) is a warning only: leaving the block waits for (or
+    ends) every worker, so none is alive when the block's code is done.
+
     Not flagged: `threading.Lock` and other synchronisation objects, `multiprocessing.cpu_count()`,
     `torch.set_num_threads`, and any name that merely looks like these (a local `Thread`
     class, a method called `start`).
@@ -125,6 +129,9 @@ class StartsPythonThread(Rule):
         """), line=3, message="`os.fork` starts a thread or a process"),
     ]
 
+    scoped_note = (" Here a `with` block opens it, and leaving the block waits for or ends every worker, so "
+                   "nothing it started outlives the block: a warning, since threads are rarely needed at all.")
+
     def _starter(self, expr: cst.BaseExpression) -> Optional[str]:
         qual = self.ctx.qualname(expr)
         if qual is None:
@@ -143,6 +150,12 @@ class StartsPythonThread(Rule):
             return
         name = self._starter(func)
         if name is not None:
+            if type(self.ctx.parent(node)) is cst.WithItem and name.rsplit(".", 1)[-1] in _SCOPED:
+                # the block's exit joins (executors) or ends (pools) every worker it started
+                self.report(node, self.message.format(name=name) + self.scoped_note,
+                            evidence={"starts": name, "joined": "when the with block ends"},
+                            severity=Severity.WARNING)
+                return
             self.report(node, self.message.format(name=name), evidence={"starts": name})
             return
         # handed on rather than called: functools.partial(threading.Thread, ...), pool.map(Process, ...)
@@ -161,3 +174,7 @@ class StartsPythonThread(Rule):
             if name is not None:
                 self.report(base, self.message.format(name=name) + f" (`{node.name.value}` subclasses it)",
                             evidence={"starts": name, "class": node.name.value})
+
+
+# Opened by a `with` block, these wait for (executors) or end (pools) every worker on exit.
+_SCOPED = frozenset({"ThreadPoolExecutor", "ProcessPoolExecutor", "Pool", "ThreadPool"})

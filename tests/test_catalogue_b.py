@@ -343,3 +343,18 @@ def test_cpp_join_must_be_on_every_path():
                           "  cudaStreamSynchronize(side);\n}")
     for source in (both, plain, guarded_return):
         assert Severity.ERROR not in _severities(source, "GK501", "strict"), source
+
+
+@pytest.mark.parametrize("source, severity", [
+    # a with block waits for every worker: two extensions built in parallel at import
+    ("from concurrent.futures import ThreadPoolExecutor\nwith ThreadPoolExecutor(2) as pool:\n"
+     "    a, b = pool.map(_build, (128, 256))\n", Severity.WARNING),
+    ("import multiprocessing as mp\ndef f(x):\n    with mp.Pool(2) as pool:\n        return pool.map(_ext.run, x)\n",
+     Severity.WARNING),
+    # the same executor kept open: its workers outlive the statement
+    ("from concurrent.futures import ThreadPoolExecutor\n_pool = ThreadPoolExecutor(2)\n"
+     "def f(x):\n    return _pool.submit(_ext.run, x)\n", Severity.ERROR),
+])
+def test_an_executor_scoped_by_a_with_block_is_a_warning_and_one_left_open_an_error(source, severity):
+    found = mine(source, "GK510", profile="default")
+    assert [f.severity for f in found] == [severity], [f.message for f in found]
