@@ -44,9 +44,11 @@ class StartsPythonThread(Rule):
     the output; or it can watch the harness and rewrite results behind its back. A kernel
     submission has no honest use for one: torch launches are asynchronous already.
 
-    An executor or pool opened by a `with` block (`with ThreadPoolExecutor() as pool:`, to build
-    two extensions in parallel at import) is a warning only: leaving the block waits for (or
-    ends) every worker, so none is alive when the block's code is done.
+    An executor or pool opened by a `with` block outside the model's call (`with
+    ThreadPoolExecutor() as pool:` at import, to build two extensions in parallel) is a
+    warning only: leaving the block waits for (or ends) every worker, so none is alive when
+    `forward` runs. Inside the call it stays an error: other threads or processes do work
+    there that the attribution of this one may not see.
 
     Not flagged: `threading.Lock` and other synchronisation objects, `multiprocessing.cpu_count()`,
     `torch.set_num_threads`, and any name that merely looks like these (a local `Thread`
@@ -129,8 +131,12 @@ class StartsPythonThread(Rule):
         """), line=3, message="`os.fork` starts a thread or a process"),
     ]
 
-    scoped_note = (" Here a `with` block opens it, and leaving the block waits for or ends every worker, so "
-                   "nothing it started outlives the block: a warning, since threads are rarely needed at all.")
+    scoped_note = (" Here a `with` block outside the model's call opens it, and leaving the block waits for or "
+                   "ends every worker, so nothing it started is alive in `forward`: a warning only.")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._scoped: list[tuple[cst.Call, str, str]] = []
 
     def _starter(self, expr: cst.BaseExpression) -> Optional[str]:
         qual = self.ctx.qualname(expr)
@@ -151,10 +157,7 @@ class StartsPythonThread(Rule):
         name = self._starter(func)
         if name is not None:
             if type(self.ctx.parent(node)) is cst.WithItem and name.rsplit(".", 1)[-1] in _SCOPED:
-                # the block's exit joins (executors) or ends (pools) every worker it started
-                self.report(node, self.message.format(name=name) + self.scoped_note,
-                            evidence={"starts": name, "joined": "when the with block ends"},
-                            severity=Severity.WARNING)
+                self._scoped.append((node, name, self.ctx.function_key))  # judged once the call graph is whole
                 return
             self.report(node, self.message.format(name=name), evidence={"starts": name})
             return
@@ -167,6 +170,17 @@ class StartsPythonThread(Rule):
                 name = self._starter(arg.value)
                 if name is not None:
                     self.report(arg, self.message.format(name=name), evidence={"starts": name})
+
+    def finish(self) -> None:
+        for node, name, key in self._scoped:
+            if self.ctx.is_init_only(key):
+                # outside the model's call, and the block's exit joins (executors) or ends
+                # (pools) every worker it started: nothing is alive when forward runs
+                self.report(node, self.message.format(name=name) + self.scoped_note,
+                            evidence={"starts": name, "joined": "when the with block ends"},
+                            severity=Severity.WARNING)
+            else:  # in the call: other processes do work no attribution of this one sees
+                self.report(node, self.message.format(name=name), evidence={"starts": name})
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         for base in node.bases:
