@@ -100,3 +100,28 @@ def test_the_sandbox_shows_the_worker_the_bundle():
 
     seen = {Path(p).relative_to(HONEST.parent.resolve()).as_posix() for p in visible_files([str(HONEST)])}
     assert {"solution.py", "ops.py", "csrc/mean.cpp"} <= seen
+
+
+@pytest.mark.parametrize("naming", [
+    # through module constants, a comprehension over literal names, pathlib and a sources list
+    '_here = os.path.dirname(os.path.abspath(__file__))\n'
+    '_ext = load(name="a", sources=[os.path.join(_here, "k", "relu.cu")])\n',
+    '_KDIR = os.path.join(os.path.dirname(__file__), "k")\n'
+    '_ext = load(name="a", sources=[os.path.join(_KDIR, f) for f in ("relu.cu",)])\n',
+    '_HERE = Path(__file__).resolve().parent\n'
+    '_ext = load_inline(name="a", cpp_sources="torch::Tensor relu(torch::Tensor x);",\n'
+    '                   cuda_sources=(_HERE / "k" / "relu.cu").read_text(), functions=["relu"])\n',
+    'SOURCES = [os.path.join(os.path.dirname(__file__), "k", "relu.cu")]\n_ext = load(name="a", sources=SOURCES)\n',
+])
+def test_a_side_source_named_through_constants_or_a_comprehension_is_read(tmp_path, naming):
+    # ATen doing the work in the side file is found whichever way the file is named
+    (tmp_path / "k").mkdir()
+    (tmp_path / "k" / "relu.cu").write_text(
+        "#include <torch/extension.h>\ntorch::Tensor relu(torch::Tensor x) { return at::relu(x); }\n")
+    solution = tmp_path / "solution.py"
+    solution.write_text("import os\nfrom pathlib import Path\nimport torch\n"
+                        "from torch.utils.cpp_extension import load, load_inline\n" + naming +
+                        "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return _ext.relu(x)\n")
+    report = gatekeeper.check_static(solution, CPU_MEAN)
+    hits = [f for f in report.findings if f.rule == "GK306"]
+    assert hits and all(f.location.path.endswith("k/relu.cu") for f in hits), [f.rule for f in report.findings]

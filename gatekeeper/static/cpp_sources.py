@@ -229,11 +229,18 @@ class SourceExtractor:
                     return text
         return None
 
-    def _files(self, expr: cst.BaseExpression, out: list[Segment]) -> None:
+    def _files(self, expr: cst.BaseExpression, out: list[Segment], depth: int = 0) -> None:
         names: list[str] = []
+        constants = self.constants
+        if isinstance(expr, cst.Name) and len(constants.get(expr.value, [])) == 1 and depth < _MAX_DEPTH:
+            self._files(constants[expr.value][0], out, depth + 1)  # SOURCES = [...]
+            return
         if isinstance(expr, (cst.List, cst.Tuple)):
-            names = [v for e in expr.elements if (v := string_value(e.value) or _beside_file(e.value)) is not None]
-        elif (beside := _beside_file(expr)) is not None:
+            names = [v for e in expr.elements
+                     if (v := string_value(e.value) or _beside_file(e.value, constants)) is not None]
+        elif isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+            names = _comprehension_files(expr, constants)
+        elif (beside := _beside_file(expr, constants)) is not None:
             names = [beside]
         elif isinstance(expr, cst.Call) and expr.args:
             value = string_value(expr.args[0].value)
@@ -269,7 +276,8 @@ class SourceExtractor:
             return None
 
 
-def _beside_file(expr: cst.BaseExpression) -> Optional[str]:
+def _beside_file(expr: cst.BaseExpression, constants: Optional[dict[str, list]] = None,
+                 bound: Optional[dict[str, str]] = None) -> Optional[str]:
     """The relative name in a path built beside the submission's own file, the way multi-file
     submissions name their sources: `os.path.join(os.path.dirname(__file__), "csrc", "k.cu")`,
     `Path(__file__).parent / "k.cu"`, `str(Path(__file__).with_name("k.cu"))`. None when the
@@ -277,12 +285,22 @@ def _beside_file(expr: cst.BaseExpression) -> Optional[str]:
     parts: list[str] = []
     saw_file = False
 
+    seen: set[str] = set()
+
     def visit(e: cst.BaseExpression) -> bool:
         nonlocal saw_file
         if type(e) is cst.Name:
             if e.value == "__file__":
                 saw_file = True
                 return True
+            if bound and e.value in bound:  # a comprehension's variable over literal names
+                parts.append(bound[e.value])
+                return True
+            # `_HERE = Path(__file__).resolve().parent`: a module constant bound once
+            values = constants.get(e.value, []) if constants else []
+            if len(values) == 1 and e.value not in seen:
+                seen.add(e.value)
+                return visit(values[0])
             return False
         text = string_value(e)
         if text is not None:
@@ -306,3 +324,27 @@ def _beside_file(expr: cst.BaseExpression) -> Optional[str]:
     if not visit(expr) or not saw_file or not parts:
         return None
     return "/".join(parts)
+
+
+def _comprehension_files(expr: cst.ListComp | cst.GeneratorExp, constants: dict[str, list]) -> list[str]:
+    """`[os.path.join(_DIR, f) for f in ("a.cu", "b.cu")]`: each name the comprehension makes
+    from a literal list of names (one `for`, no `if`); [] for anything else."""
+    loop = expr.for_in
+    if loop.inner_for_in is not None or loop.ifs or type(loop.target) is not cst.Name:
+        return []
+    items = loop.iter
+    if type(items) is cst.Name and len(constants.get(items.value, [])) == 1:
+        items = constants[items.value][0]
+    if type(items) not in (cst.List, cst.Tuple):
+        return []
+    out: list[str] = []
+    for element in items.elements:  # type: ignore[union-attr]
+        name = string_value(element.value)
+        if name is None:
+            return []
+        made = _beside_file(expr.elt, constants, {loop.target.value: name})
+        if made is None and type(expr.elt) is cst.Name and expr.elt.value == loop.target.value:
+            made = name  # `[f for f in ("a.cu", "b.cu")]`
+        if made is not None:
+            out.append(made)
+    return out
