@@ -52,11 +52,27 @@ def _imported_names(text: str) -> list[tuple[str, int]]:
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
             if name in ("import_module", "__import__"):
                 out.append((node.args[0].value, 0))
+        if isinstance(node, ast.Call) and len(node.args) >= 2:
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name in _BY_PATH:  # spec_from_file_location("k", os.path.join(..., "kernels.py"))
+                out += [(n.value, _FILE) for n in ast.walk(node.args[1])
+                        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.endswith(".py")]
     return out
+
+
+_BY_PATH = frozenset({"spec_from_file_location", "SourceFileLoader"})
+_FILE = -1  # the "level" of a file loaded by its path beside the importing file, not by a module name
 
 
 def _resolve(name: str, level: int, here: Path, root: Path) -> Optional[Path]:
     """The file inside `root` that `import name` (at `level`) from a file in `here` loads."""
+    if level == _FILE:  # a path beside the importing file, any depth below it inside root
+        try:
+            resolved = (here / name).resolve()
+        except OSError:
+            return None
+        return resolved if resolved.is_file() and root in resolved.parents else None
     base = here if level else root
     for _ in range(max(level - 1, 0)):
         base = base.parent
@@ -108,7 +124,8 @@ def _may_import_local(text: str, root: Path) -> bool:
     has a part that is an entry of `root` (or, in a relative import, a part of its path), and
     the text spells it as an identifier. Non-ASCII text (identifiers are NFKC-normalised) and the dynamic forms
     (a string constant may hold escapes) always take the full walk."""
-    if not text.isascii() or "import_module" in text or "__import__" in text:
+    if not text.isascii() or "import_module" in text or "__import__" in text or "spec_from_file_location" in text \
+            or "SourceFileLoader" in text:
         return True
     try:
         entries, with_parts = _importable_names(root)

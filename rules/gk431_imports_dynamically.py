@@ -7,7 +7,9 @@ import libcst as cst
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.cpp_source import cpp_call_strings, cpp_calls, cpp_idents
 from gatekeeper.analyses.harness_support import UseRule
-from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.cpp_sources import CppSource, beside_file
+from gatekeeper.static.rule import Rule
+from gatekeeper.static.syntax import argument
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
 _AVAILABILITY = ("importlib.util.find_spec", "importlib.metadata", "importlib.resources")
@@ -26,6 +28,11 @@ class ImportsDynamically(UseRule):
 
     In C++/CUDA sources: `py::module_::import(...)` and `PyImport_ImportModule(...)` (a
     warning for torch, numpy and triton, which extensions sometimes need).
+
+    A module loaded by a path fixed in the source beside the submission's own file
+    (`spec_from_file_location("k", os.path.join(os.path.dirname(__file__), "kernels.py"))`, a
+    harness that imports `solution.py` by path leaves no relative import) is a warning only:
+    the path is no run-time name, and that file is checked with the submission.
 
     Not flagged: plain `import` statements (also inside `try/except ImportError`).
     `importlib.util.find_spec`, `importlib.metadata` and `importlib.resources` only ask
@@ -84,6 +91,22 @@ class ImportsDynamically(UseRule):
         """), line=3, message="The C++/CUDA source imports the Python module `subprocess` at run time"),
     ]
 
+    def _own_sidecar(self, qual: str, node: cst.CSTNode) -> Optional[str]:
+        """The sidecar a by-path load names, for the call `node` heads (`module_from_spec(spec)`
+        through the module constant `spec` bound to such a load), else None."""
+        if not qual.startswith(_BY_PATH):
+            return None
+        call = self.ctx.parent(node)
+        while type(call) is cst.Attribute:
+            call = self.ctx.parent(call)
+        if type(call) is not cst.Call:
+            return None
+        if qual.endswith("module_from_spec"):
+            spec = call.args[0].value if call.args else None
+            values = self.ctx.constants.get(spec.value, []) if type(spec) is cst.Name else []
+            return _sidecar_name(self, values[0]) if len(values) == 1 and type(values[0]) is cst.Call else None
+        return _sidecar_name(self, call)
+
     def check_cpp(self, source: CppSource) -> None:
         """`py::module_::import("subprocess")`, `PyImport_ImportModule("os")` in C++ sources."""
         tokens = source.tokens
@@ -100,7 +123,30 @@ class ImportsDynamically(UseRule):
                             severity=Severity.WARNING if benign and self.active_severity == Severity.ERROR else None)
 
     def describe(self, qual: str, entry: str, node: cst.CSTNode) -> Optional[tuple[str, Optional[Severity]]]:
+        sidecar = self._own_sidecar(qual, node)
+        if sidecar is not None:
+            return (f"`{qual}` loads the submission's own `{sidecar}` by its path beside this file; it is checked "
+                    "as part of the submission, but a plain `import` says the same to every reader.", Severity.WARNING)
         if any(qual == a or qual.startswith(a + ".") for a in _AVAILABILITY):
             return (f"`{qual}` is used; it only checks whether a package exists, but a plain "
                     "`import` in `try/except ImportError` says the same without importlib.", Severity.WARNING)
         return self.message.format(name=qual.replace("builtins.", "")), None
+
+
+_BY_PATH = ("importlib.util.spec_from_file_location", "importlib.util.module_from_spec",
+            "importlib.machinery.SourceFileLoader")
+
+
+def _sidecar_name(rule: Rule, call: cst.Call) -> Optional[str]:
+    """The `.py` file beside the submission that `spec_from_file_location(name, PATH)` or
+    `SourceFileLoader(name, PATH)` loads, when PATH is fixed in the source and the file exists."""
+    arg = argument(call, 1, "location") or argument(call, 1, "path")
+    name = beside_file(arg, rule.ctx.constants) if arg is not None else None
+    folder = rule.ctx.folder() if callable(rule.ctx.folder) else rule.ctx.folder
+    if name is None or not name.endswith(".py") or folder is None:
+        return None
+    try:
+        path = (folder / name).resolve()
+        return name if folder.resolve() in path.parents and path.is_file() else None
+    except OSError:
+        return None

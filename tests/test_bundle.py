@@ -11,7 +11,7 @@ import pytest
 
 import gatekeeper
 from gatekeeper.submission_files import MAX_MODULES, local_modules
-from gatekeeper.static.cpp_sources import _beside_file
+from gatekeeper.static.cpp_sources import beside_file
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU_MEAN = ROOT / "fixtures/problems/cpu_mean.py"
@@ -62,7 +62,7 @@ def test_the_number_of_modules_is_bounded(tmp_path):
     ('os.path.join(os.path.dirname(__file__), name)', None),  # a computed part
 ])
 def test_sources_named_beside_the_file(expr, name):
-    assert _beside_file(cst.parse_expression(expr)) == name
+    assert beside_file(cst.parse_expression(expr)) == name
 
 
 def test_a_hack_in_an_imported_module_is_found_where_it_is():
@@ -125,3 +125,37 @@ def test_a_side_source_named_through_constants_or_a_comprehension_is_read(tmp_pa
     report = gatekeeper.check_static(solution, CPU_MEAN)
     hits = [f for f in report.findings if f.rule == "GK306"]
     assert hits and all(f.location.path.endswith("k/relu.cu") for f in hits), [f.rule for f in report.findings]
+
+
+_BY_PATH = ("import importlib.util\nimport os\nimport torch\n"
+            "_spec = importlib.util.spec_from_file_location('k', {path})\n"
+            "kernels = importlib.util.module_from_spec(_spec)\n_spec.loader.exec_module(kernels)\n"
+            "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return kernels.run(x)\n")
+
+
+@pytest.mark.parametrize("body, hacked", [
+    ("from torch.utils.cpp_extension import load_inline\n"
+     "_ext = load_inline(name='k', cpp_sources='torch::Tensor mean0(torch::Tensor x);', functions=['mean0'])\n"
+     "def run(x):\n    return _ext.mean0(x)\n", False),
+    ("import torch\ndef run(x):\n    return torch.mean(x, dim=0)\n", True),
+])
+def test_a_sidecar_loaded_by_its_path_is_checked_with_the_submission(tmp_path, body, hacked):
+    # a harness imports solution.py by path, so it loads its neighbour by path too: a warning,
+    # and the neighbour is part of the submission (torch doing the work there is found there)
+    (tmp_path / "kernels.py").write_text(body)
+    solution = tmp_path / "solution.py"
+    solution.write_text(_BY_PATH.format(path='os.path.join(os.path.dirname(__file__), "kernels.py")'))
+    report = gatekeeper.check_static(solution, CPU_MEAN)
+    assert [Path(b.path).name for b in report.bundle] == ["kernels.py"]
+    assert {f.severity.value for f in report.findings if f.rule == "GK431"} == {"warning"}
+    torch_work = [f for f in report.findings if f.category.value == "torch-fallback" and f.severity.value == "error"]
+    assert bool(torch_work) is hacked
+    assert all(f.location.path.endswith("kernels.py") for f in torch_work)
+
+
+def test_a_module_loaded_by_a_computed_path_stays_an_error(tmp_path):
+    (tmp_path / "kernels.py").write_text("def run(x):\n    return x\n")
+    solution = tmp_path / "solution.py"
+    solution.write_text(_BY_PATH.format(path='os.environ["KPATH"]'))
+    report = gatekeeper.check_static(solution, CPU_MEAN)
+    assert "error" in {f.severity.value for f in report.findings if f.rule == "GK431"}

@@ -237,10 +237,10 @@ class SourceExtractor:
             return
         if isinstance(expr, (cst.List, cst.Tuple)):
             names = [v for e in expr.elements
-                     if (v := string_value(e.value) or _beside_file(e.value, constants)) is not None]
+                     if (v := string_value(e.value) or beside_file(e.value, constants)) is not None]
         elif isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
             names = _comprehension_files(expr, constants)
-        elif (beside := _beside_file(expr, constants)) is not None:
+        elif (beside := beside_file(expr, constants)) is not None:
             names = [beside]
         elif isinstance(expr, cst.Call) and expr.args:
             value = string_value(expr.args[0].value)
@@ -276,7 +276,7 @@ class SourceExtractor:
             return None
 
 
-def _beside_file(expr: cst.BaseExpression, constants: Optional[dict[str, list]] = None,
+def beside_file(expr: cst.BaseExpression, constants: Optional[dict[str, list]] = None,
                  bound: Optional[dict[str, str]] = None) -> Optional[str]:
     """The relative name in a path built beside the submission's own file, the way multi-file
     submissions name their sources: `os.path.join(os.path.dirname(__file__), "csrc", "k.cu")`,
@@ -342,7 +342,7 @@ def _comprehension_files(expr: cst.ListComp | cst.GeneratorExp, constants: dict[
         name = string_value(element.value)
         if name is None:
             return []
-        made = _beside_file(expr.elt, constants, {loop.target.value: name})
+        made = beside_file(expr.elt, constants, {loop.target.value: name})
         if made is None and type(expr.elt) is cst.Name and expr.elt.value == loop.target.value:
             made = name  # `[f for f in ("a.cu", "b.cu")]`
         if made is not None:
