@@ -20,6 +20,8 @@ import sysconfig
 import time
 from typing import Any, Optional
 
+from gatekeeper.behaviour.custom_ops import run_custom
+
 # Operators that allocate, view, move or fill memory: glue, not compute.
 GLUE_PREFIXES = (
     "empty", "zeros", "ones", "full", "fill", "zero_", "new_", "view", "_unsafe_view", "reshape", "_reshape",
@@ -94,6 +96,7 @@ def own_modules() -> set[str]:
     return names
 
 
+
 class Recorder:
     """One checked call. Use as a context manager around `model(*inputs)`; on CUDA call
     `finish_device()` after the stream-escape digest."""
@@ -119,6 +122,7 @@ class Recorder:
         self._profiler: Any = None
         self._hook: Any = None
         self._stack_len = 0
+        self._custom: list[float] = []  # per custom operator running: seconds in its body's handlers
 
     # -- sys.setprofile: calls of own compiled functions -----------------------------------
     def _profile(self, frame: Any, event: str, arg: Any) -> None:
@@ -150,26 +154,37 @@ class Recorder:
         hook = sys.getprofile()
         sys.setprofile(None)  # the handler's own Python calls are not the submission's
         try:
-            start = time.perf_counter()
-            out = func(*args, **kwargs)
-            spent = time.perf_counter() - start
             name = str(getattr(func, "name", lambda: str(func))())
             namespace = name.split("::", 1)[0] if "::" in name else "aten"
-            inside = self.depth > 0
+            inside = self.depth > 0 or bool(self._custom)
             glue = is_glue(name)
-            if namespace not in TORCH_NAMESPACES:
-                name = "own-op:" + name  # a custom operator registered by the submission
+            seq0 = self.seq
+            start = time.perf_counter()
+            if namespace in TORCH_NAMESPACES:
+                out = func(*args, **kwargs)
+                spent = time.perf_counter() - start
+            else:  # a custom operator registered by the submission: its body is recorded too
+                out, python_body, inner = run_custom(self, func, args, kwargs, hook)
+                # A Python body is interpreted, like forward: only what it calls is work. A
+                # compiled body's own time is its time less the operators it dispatched.
+                spent = 0.0 if python_body else max(0.0, time.perf_counter() - start - inner)
+                name = "own-op:" + name
             entry = self.ops.setdefault((name, inside, glue), [0, 0.0])
             entry[0] += 1
             entry[1] += spent
-            self._note_writes(out, name, inside, glue)
+            self._note_writes(out, name, inside, glue, since=seq0 if name.startswith("own-op:") else None)
             return out
         finally:
             sys.setprofile(hook)
-            if self.depth > 0:
-                self.inner_s += time.perf_counter() - began
+            elapsed = time.perf_counter() - began
+            if self._custom:
+                self._custom[-1] += elapsed  # inside a custom operator's body: not its own time
+            elif self.depth > 0:
+                self.inner_s += elapsed
 
-    def _note_writes(self, out: Any, name: str, inside: bool, glue: bool) -> None:
+    def _note_writes(self, out: Any, name: str, inside: bool, glue: bool, since: Optional[int] = None) -> None:
+        """`since`: a custom operator's sequence number at entry; a storage that an operator of
+        its body wrote keeps that writer (the code that computed it)."""
         import torch
 
         self.seq += 1
@@ -187,6 +202,8 @@ class Recorder:
                                                                  "chunk", "narrow", "unbind", "flatten")) \
                         and ptr in self.writers:
                     continue  # a view does not write
+                if since is not None and ptr in self.writers and self.writers[ptr][0] > since:
+                    continue
                 self.writers[ptr] = (self.seq, name, inside, glue)
 
     def producer(self, out: Any) -> dict[str, Any]:

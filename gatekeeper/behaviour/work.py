@@ -164,7 +164,8 @@ def judge_call(call: dict[str, Any], settings: dict[str, Any],
     output_share = float(settings.get("torch_output_max_own_share", 0.8))
     if producer in ("torch", "torch-inside-own") and own_share < output_share \
             and not _torch_epilogue(call, reference_ops or [], own_kernels):
-        where = "inside the extension (an at:: call)" if producer == "torch-inside-own" else "outside the own code"
+        where = ("inside the submission's own code (an at:: call of an extension or a custom operator's body)"
+                 if producer == "torch-inside-own" else "outside the own code")
         return (f"torch computed the returned tensor {where} with {call['producer'].get('op')}; the submission's "
                 f"own code took {own_share:.1%} of the compute time"), evidence
     if own_share < min_share:

@@ -36,11 +36,16 @@ MIN_CALLS = 24
 MIN_LARGE_CALLS = 8
 # Every plan starts the same way, so that the shortest schedule (MIN_LARGE_CALLS) still lets the
 # repeated-contents probe (behaviour.repeat_probe) judge: calls 3-5 are plain fresh calls to time
-# against, and calls 6 and 7 repeat the contents of calls 3 and 4. With 6 calls and repeats only
-# among calls 6-23, the probe never judged a problem over 8 MiB a call (an H100 run,
-# docs/gpu-validation.md, sixth round): most of KernelBench's GEMMs and convolutions.
+# against, call 6 repeats the contents of call 5 (the call just before it) and call 7 those of
+# call 4. With 6 calls and repeats only among calls 6-23, the probe never judged a problem over
+# 8 MiB a call (an H100 run, docs/gpu-validation.md, sixth round): most of KernelBench's GEMMs
+# and convolutions. A repeat of the call just before is what a memo of any depth holds (one of
+# only the last call's contents never hit a base 3 or more calls back: red team h06, h15).
 PROBE_FRESH = (3, 4, 5)
-PROBE_REPEATS = {6: 3, 7: 4}
+PROBE_REPEATS = {6: 5, 7: 4}
+# Besides, among calls 8-23: one repeat of the call just before and one of the call two back,
+# then repeats of a base 3-16 calls back (a memo of several entries, or one keyed on recency).
+NEAR_DISTANCES = (1, 2)
 BUDGET_BYTES = 48 << 20  # inputs + outputs of the whole schedule, across the channel
 BUDGET_S = 6.0  # reference compute time for the whole schedule
 
@@ -105,24 +110,48 @@ def plan_schedule(seed: int, distributions: list[str], low: int = LOW, high: int
     return Schedule(steps, timed_from)
 
 
-REPEATS = 6
+REPEATS = 6  # with the two near ones: more leave too few calls for every value distribution
 
 
 def _repeat_calls(steps: list[Step], seed: int) -> None:
-    """A few calls become repeats of an earlier plain fresh call's contents: calls 6 and 7
-    always (PROBE_REPEATS: the shortest schedule keeps them), the rest drawn among calls 8-23
-    so that they survive the budget's trimming (never under MIN_CALLS), each with a base 3-16
-    calls back. From their own stream: the rest of the plan is the one the seed gave."""
+    """A few calls become repeats of an earlier plain fresh call's contents, in new tensors:
+    calls 6 and 7 always (PROBE_REPEATS: the shortest schedule keeps them), the rest drawn among
+    calls 8-23 so that they survive the budget's trimming (never under MIN_CALLS): one whose base
+    is the call just before it, one whose base is two calls back (NEAR_DISTANCES: the base made a
+    plain fresh call where it was not one), the others with a base 3-16 calls back. So a memo
+    of the last call's contents, or of the last few, is hit whatever its depth. From their own
+    stream: the rest of the plan is the one the seed gave."""
     rng = random.Random(derive(seed, "schedule-repeats"))
     for index, base in PROBE_REPEATS.items():
         steps[index].kind, steps[index].base, steps[index].dist = "repeat", base, "normal"
     window = [s for s in steps if max(PROBE_REPEATS) < s.index < MIN_CALLS]
-    more = REPEATS - len(PROBE_REPEATS)
-    for step in sorted(rng.sample(window, min(more, len(window))), key=lambda s: s.index):
+    for distance in NEAR_DISTANCES:
+        free = [s for s in window if s.kind != "repeat" and not _is_base(steps, s.index)
+                and _can_be_base(steps, s.index - distance)]
+        if not free:
+            continue
+        step = rng.choice(free)
+        base = steps[step.index - distance]
+        base.kind, base.dist, base.base = "fresh", "normal", None
+        step.kind, step.base, step.dist = "repeat", base.index, "normal"
+    more = REPEATS - sum(s.kind == "repeat" for s in steps)
+    free = [s for s in window if s.kind != "repeat" and not _is_base(steps, s.index)]
+    for step in sorted(rng.sample(free, min(more, len(free))), key=lambda s: s.index):
         bases = [b.index for b in steps if step.index - 16 <= b.index <= step.index - 3
                  and b.kind == "fresh" and b.dist == "normal"]
         if bases:
             step.kind, step.base, step.dist = "repeat", rng.choice(bases), "normal"
+
+
+def _is_base(steps: list[Step], index: int) -> bool:
+    return any(s.kind == "repeat" and s.base == index for s in steps)
+
+
+def _can_be_base(steps: list[Step], index: int) -> bool:
+    """A call past the probe's calls that is no repeat: it can become a plain fresh call (a
+    near-duplicate that copies it copies whatever it holds; an overwrite or reuse after it
+    writes into whatever tensors it had)."""
+    return max(PROBE_REPEATS) < index < len(steps) and steps[index].kind != "repeat"
 
 
 CARRIERS = ("fresh", "overwrite", "reuse")  # the kinds whose new values a distribution shapes
