@@ -49,6 +49,11 @@
 #                                                # gpu_e2e.py again with fresh workers (GATEKEEPER_WARM_WORKER=0)
 #   bash bench/gpu_issue23.sh round9b            # gpu_e2e.py once to fill the build cache, then twice with fresh
 #                                                # workers and twice with warm ones, alternating (wall time of each)
+# Tenth round (docs/gpu-validation.md, 2026-12-06), one call:
+#   bash bench/gpu_issue23.sh round10            # the red-team round's tests on torch 2.11 / Python 3.12 (GK650's
+#                                                # dynamo wrapper, custom-op bodies under the recorder, the new
+#                                                # schedule repeats, the static below-dispatcher rules, bundles,
+#                                                # hostile input), then gpu_e2e.py and the GK678 Triton GEMM pair
 #   bash bench/gpu_issue23.sh round6-time        # the four corpus-time files no round timed (79_s0, 15_s0,
 #                                                # opus4 1_s0, 44_s0) through --time, builds side by side, timings alone
 # Expects .whl/, .gpu/corpus (the corpus files the parts name) and .gpu/bw/bwrap (a bubblewrap
@@ -296,5 +301,19 @@ case "${1:-}" in
       --only gemini_level2_run/level2/79_s0,gemini_level2_run/level2/15_s0,opus4_level2_20250903_065424/level2/1_s0,opus4_level2_20250903_065424/level2/44_s0 \
       2>&1 | tee "$OUT/corpus.log"
     tar czf "$OUT/timing_reports.tar.gz" -C "$OUT" timing_reports && rm -rf "$OUT/timing_reports" ;;
+  round10)
+    timeout -k 5 300 python3 -m pytest -q -p no:cacheprovider -rs tests/test_torch_own_wrappers.py \
+      tests/test_custom_op_attribution.py tests/test_schedules.py tests/test_repeat_probe.py tests/test_below_dispatcher.py \
+      tests/test_bundle.py tests/test_hostile_input.py 2>&1 | tee "$OUT/round10_tests.log"
+    W=/tmp/gk-round10; mkdir -p "$W"
+    { date -u +%T
+      GATEKEEPER_ISOLATION=bwrap OUT="$W" timeout -k 5 200 python3 bench/gpu_e2e.py
+      date -u +%T
+      GATEKEEPER_ISOLATION=bwrap timeout -k 5 200 python3 bench/gpu_round6.py --out "$W" \
+        --case fixtures/submissions/shape_honest_triton_matmul.py:fixtures/problems/shape_matmul.py \
+        --case fixtures/submissions/content_memo_triton_gemm.py:fixtures/problems/shape_matmul.py:keep-going
+      date -u +%T
+    } 2>&1 | tee "$OUT/round10.log"
+    tar czf "$OUT/round10_reports.tar.gz" -C "$W" . 2>/dev/null ;;
   *) echo "unknown part: ${1:-}"; exit 2 ;;
 esac
