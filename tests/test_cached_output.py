@@ -373,3 +373,26 @@ GETTER = ("class ModelNew(nn.Module):\n    def _buffer(self, x):\n"
 def test_a_getters_buffer_is_written_by_what_its_caller_hands_it_to(body, want):
     found = [(f.confidence.value, f.evidence.get("write")) for f in _mine(GETTER + body, "GK101")]
     assert found == [want], found
+
+
+_MEMO = ("_BOX = [None, None]\n"
+         "def _run(x, {param}):\n    key = x.numpy().tobytes()\n    if box[0] != key:\n"
+         "        box[0], box[1] = key, _ext.mean(x){keep}\n    return {ret}\n"
+         "class ModelNew(nn.Module):\n    def forward(self, x):\n        return _run(x)\n")
+
+
+@pytest.mark.parametrize("param", ["box=[None, None]", "box={}", "box=_BOX"])
+@pytest.mark.parametrize("keep, ret", [("", "box[1]"), (".numpy().copy()", "torch.from_numpy(box[1].copy())")])
+def test_a_memo_kept_in_a_mutable_default_argument_is_persistent_storage(param, keep, ret):
+    # a default value is made once, when `def` runs, and every call shares it
+    source = _MEMO.format(param=param, keep=keep, ret=ret)
+    found = _mine(source, "GK101")
+    assert found and found[0].confidence.value == "certain", [f.message for f in found]
+    assert "box" in found[0].message.lower()  # default argument box, or module global _BOX
+
+
+def test_an_argument_defaulting_to_none_or_a_number_is_not_storage():
+    source = ("def _run(x, out=None, scale=1.0):\n    if out is None:\n        out = torch.empty_like(x)\n"
+              "    _k[(1,)](x, out, scale)\n    return out\n"
+              "class ModelNew(nn.Module):\n    def forward(self, x):\n        return _run(x)\n")
+    assert _mine(source, "GK101") == []

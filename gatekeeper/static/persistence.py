@@ -1,5 +1,5 @@
 """Which expressions denote storage that outlives a call: attributes of `self`, module
-globals, closure variables, and entries of containers held there.
+globals, closure variables, mutable default arguments, and entries of containers held there.
 
 Shared by the cached-output rules. Tracking is per function and flow-insensitive on
 purpose: `y = self._y` followed by `if y is None: y = torch.empty(...)` may still return
@@ -29,7 +29,19 @@ class PersistenceTracker:
         self.globals_declared: list[set[str]] = []
 
     def enter_function(self) -> None:
-        self.frames.append({})
+        frame: dict[str, str] = {}
+        # A mutable default (`def _run(x, box=[None, None])`) is made once, when the `def` runs,
+        # and every call shares it: storage that outlives the call, like a global.
+        fn = self.ctx.functions[-1] if self.ctx.functions else None
+        if fn is not None:
+            for param in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params):
+                default = param.default
+                if default is not None and not (type(default) is cst.Name and default.value == "None") \
+                        and _mutable_holder(default):
+                    frame[param.name.value] = f"default argument {param.name.value}"
+                elif type(default) is cst.Name and self._is_module_state(default.value):
+                    frame[param.name.value] = f"{self._state_kind(default.value)} {default.value}"  # box=_BOX
+        self.frames.append(frame)
         self.globals_declared.append(set())
 
     def leave_function(self) -> None:

@@ -37,7 +37,9 @@ from gatekeeper.static.walk import subtree
 NONE, MAYBE, OPAQUE, VISIBLE, FRESH = "none", "maybe", "opaque", "visible", "fresh"
 RANK = {NONE: 0, MAYBE: 1, OPAQUE: 2, VISIBLE: 3, FRESH: 4}
 # Methods whose result is the tensor's contents again (a copy or a view).
-PASS_THROUGH = frozenset({"clone", "detach", "contiguous", "to", "view", "view_as", "reshape", "float", "half", "cuda"})
+# numpy's `copy`, `.numpy()` and `torch.from_numpy` / `torch.as_tensor` hand back the same contents too.
+PASS_THROUGH = frozenset({"clone", "detach", "contiguous", "to", "view", "view_as", "reshape", "float", "half", "cuda",
+                          "copy", "numpy", "from_numpy", "as_tensor"})
 READS = frozenset({"size", "dim", "numel", "stride", "data_ptr", "is_contiguous", "expand_as", "as_strided", "type_as",
                    "item", "tolist", "get", "keys", "values", "items", "element_size", "nelement"})
 # Qualified-name prefixes of calls that cannot reach Python state they are not handed.
