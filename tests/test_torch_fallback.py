@@ -102,6 +102,18 @@ def test_the_operator_module_and_reduce_are_tensor_arithmetic_but_not_on_sizes()
     assert _mine(static_findings(sizes, profile="strict")) == []
 
 
+def test_numpy_handed_a_tensors_data_computes_but_wrapping_it_does_not():
+    head = "import numpy as np\n"
+    for expr in ("torch.from_numpy(np.mean(x.numpy(), axis=0))", "np.matmul(x.cpu().numpy(), x.numpy())"):
+        found = _mine(static_findings(head + NO_KERNEL.format(expr=expr)))
+        assert found and found[0][1] == Severity.ERROR, (expr, found)
+        assert all(f.message.count("numpy computes") for f in static_findings(head + NO_KERNEL.format(expr=expr))
+                   if f.rule == "GK301")
+    # next to an own kernel: wrapping, copying and describing arrays is not compute
+    glue = head + WITH_KERNEL.format(expr="(y, np.asarray(x.numpy()).shape, np.prod(x.shape), np.float32)")
+    assert _mine(static_findings(glue, profile="strict")) == []
+
+
 def test_matmul_operator_is_heavy():
     assert _mine(static_findings(WITH_KERNEL.format(expr="y @ x"))) == [("GK304", Severity.WARNING)]
     assert _mine(static_findings(WITH_KERNEL.format(expr="y @ x"), profile="strict")) == [("GK304", Severity.ERROR)]

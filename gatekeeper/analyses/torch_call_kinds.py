@@ -41,6 +41,13 @@ class TorchCalls:
                 return qual
         return None
 
+    def _tensor_data(self, expr: cst.BaseExpression) -> bool:
+        """A tensor, or its data as an array (`x.numpy()`, `x.cpu().detach().numpy()`)."""
+        while type(expr) is cst.Call and type(expr.func) is cst.Attribute \
+                and expr.func.attr.value in ("numpy", "cpu", "detach", "contiguous", "float", "double"):
+            expr = expr.func.value
+        return self.tensorish(expr)
+
     def _python_compute(self, node: cst.Call, qual: str) -> None:
         """`sum(x)`, `abs(x)`, `max(a, b)`, `operator.matmul(a, b)`, `einops.reduce(...)`:
         Python functions that make torch compute when handed tensors."""
@@ -48,6 +55,12 @@ class TorchCalls:
         if root in ("einops", "opt_einsum"):
             if last in ("reduce", "einsum", "contract", "repeat"):
                 self._use("function", qual, node, op="einsum" if "einsum" in last or last == "contract" else last)
+            return
+        if root == "numpy":
+            # numpy handed a tensor's data computes on the CPU instead of the submission's kernel
+            # (`np.mean(x.numpy(), axis=0)`); wrapping, copying or asking about it does not
+            if last.split(".", 1)[0] not in _NUMPY_NOT_COMPUTE and any(self._tensor_data(a.value) for a in node.args):
+                self._use("function", qual, node, op=last.rsplit(".", 1)[-1])
             return
         if qual == "functools.reduce":
             # `reduce(operator.add, x.unbind(0))`: the operator's arithmetic on each element
@@ -197,3 +210,12 @@ class TorchCalls:
         return out
 
     # C++ ------------------------------------------------------------------------------
+
+
+# numpy functions that wrap, copy, allocate or describe an array without computing on it.
+_NUMPY_NOT_COMPUTE = frozenset({
+    "asarray", "array", "ascontiguousarray", "asanyarray", "copy", "frombuffer", "empty", "empty_like",
+    "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "shape", "ndim", "size", "dtype",
+    "result_type", "can_cast", "iinfo", "finfo", "save", "savez", "load", "isfinite", "isnan", "isinf",
+    "allclose", "array_equal", "testing", "random", "reshape", "ravel", "transpose", "squeeze", "expand_dims",
+})

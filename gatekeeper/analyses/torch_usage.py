@@ -199,7 +199,7 @@ class TorchUsage(TorchCalls, TensorValues):
                 self._kernel(node, func.value, needs_def=func.value)
                 self._maybe_layer_name(node, func.value)
                 return
-        if qual is not None and qual.startswith(("builtins.", "operator.", "einops.", "opt_einsum.", "functools.reduce")):
+        if qual is not None and qual.startswith(("builtins.", "operator.", "einops.", "opt_einsum.", "functools.reduce", "numpy.")):
             self._python_compute(node, qual)
             return
         if qual is not None and qual.startswith("torch."):
