@@ -22,41 +22,12 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 if TYPE_CHECKING:  # parent side only: the worker must not import the report schema (pydantic)
     from gatekeeper.report import Finding, Location
 
-MIN_SAMPLES = 12  # fewer: the forward calls were too short to judge from samples (said, not judged)
-COMPUTE = ("own", "torch", "vendor", "numpy")
-DEFAULT_MIN_OWN_SHARE = 0.05
-# The kernel checks CPU timers at its tick (1-10 ms), so a short run gives few samples. A
-# finding needs both: the sampled own share under the minimum, and a 99% upper confidence
-# bound under MEANINGFUL_SHARE, so that an honest submission whose own code does a real
-# part of the work is not rejected for the luck of a few samples.
-MEANINGFUL_SHARE = 0.5
-ALPHA = 0.01
-
-
-def upper_bound(k: int, n: int, alpha: float = ALPHA) -> float:
-    """One-sided Clopper-Pearson upper bound on a share seen k times in n samples."""
-    from math import comb
-
-    if n <= 0:
-        return 1.0
-    if k >= n:
-        return 1.0
-    n_eff = min(n, 1000)
-    k_eff = round(k * n_eff / n)
-
-    def cdf(p: float) -> float:
-        return sum(comb(n_eff, i) * p ** i * (1 - p) ** (n_eff - i) for i in range(k_eff + 1))
-
-    low, high = k_eff / n_eff, 1.0
-    for _ in range(60):  # P(X <= k; p) falls as p rises: bisect for alpha
-        mid = (low + high) / 2
-        if cdf(mid) > alpha:
-            low = mid
-        else:
-            high = mid
-    return high
+from gatekeeper.behaviour.sample_shares import (  # noqa: F401 - re-exported for the parent and tests
+    ALPHA, COMPUTE, DEFAULT_MIN_OWN_SHARE, MEANINGFUL_SHARE, MIN_SAMPLES, upper_bound,
+)
 
 _sampler: Any = None
+_calls: list[tuple[int, int]] = []  # per forward call, in order: where its samples begin and end
 
 
 def start(params: dict[str, Any], device: str) -> None:
@@ -70,6 +41,7 @@ def start(params: dict[str, Any], device: str) -> None:
         from gatekeeper.runtime.pc_sampler import Sampler
 
         _sampler = Sampler(library)
+        _calls.clear()
         _sampler.start()
     except OSError:
         _sampler = None
@@ -81,11 +53,13 @@ def executing() -> Iterator[None]:
     if _sampler is None:
         yield
         return
+    begin = _sampler.count()
     _sampler.record(True)
     try:
         yield
     finally:
         _sampler.record(False)
+        _calls.append((begin, _sampler.count()))
 
 
 def report(channel: Any, params: dict[str, Any]) -> None:
@@ -97,9 +71,14 @@ def report(channel: Any, params: dict[str, Any]) -> None:
     samples = sampler.stop()
     submission = params.get("submission") or ""
     roots = [os.environ.get("TORCH_EXTENSIONS_DIR", ""), os.path.dirname(os.path.realpath(submission))]
-    attribution = sampler.attribute(samples, roots)
+    classes: list[str] = []
+    attribution = sampler.attribute(samples, roots, classes)
+    # Per forward call, in call order: its compute samples by class (COMPUTE's order). The
+    # parent judges groups of calls too (behaviour.executing_groups): a share pooled over
+    # the run lets slow own calls hide fast library ones.
+    per_call = [[classes[b:e].count(c) for c in COMPUTE] for b, e in _calls]
     channel.send("executing", intact=samples.intact, suppressed=samples.suppressed,
-                 cpu_s=round(samples.cpu_s, 4), signals=samples.signals, **attribution.to_json())
+                 cpu_s=round(samples.cpu_s, 4), signals=samples.signals, calls=per_call, **attribution.to_json())
 
 
 def judge(messages: list[dict[str, Any]], settings: dict[str, Any],
@@ -142,4 +121,18 @@ def judge(messages: list[dict[str, Any]], settings: dict[str, Any],
                   f"samples ({own / compute:.1%}); the rest ran in {others}" + (f" (top symbols: {top})" if top else ""))
         found.append(finding("GK667", stage, {"executing": section}, location, detail=detail,
                              trial="the sampled forward calls"))
+        return section, found
+    from gatekeeper.behaviour.executing_groups import judge_groups
+
+    worst = judge_groups(seen.get("calls"), messages, minimum)
+    if worst is not None:
+        section["group"] = worst
+        rest = ", ".join(f"{name} {n}" for name, n in worst["classes"].items() if name != "own" and n)
+        detail = (f"sampled while forward ran, the submission's own code executed {worst['own']} of "
+                  f"{worst['compute']} compute samples there ({worst['own'] / worst['compute']:.1%}, against "
+                  f"{own / compute:.1%} pooled over all calls); the rest ran in {rest}")
+        convicted = finding("GK667", stage, {"executing": section}, location, detail=detail, trial=worst["name"])
+        # A group's name reads as it is, not as a trial's ("the call '...'")
+        convicted.message = convicted.message.replace(f"the call {worst['name']!r}", worst["name"])
+        found.append(convicted)
     return section, found

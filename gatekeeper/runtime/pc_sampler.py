@@ -137,6 +137,10 @@ class Sampler:
     def record(self, on: bool) -> None:
         self.lib.gk_record(1 if on else 0)
 
+    def count(self) -> int:
+        """Samples recorded so far: marks where one call's samples begin and end."""
+        return int(self.lib.gk_count())
+
     def stop(self) -> Samples:
         intact = bool(self.lib.gk_stop())
         cpu = self._cpu() - self._cpu0
@@ -154,12 +158,17 @@ class Sampler:
             self._names[pc] = hit
         return hit
 
-    def attribute(self, samples: Samples, own_roots: Iterable[str]) -> Attribution:
+    def attribute(self, samples: Samples, own_roots: Iterable[str],
+                  classes: Optional[list[str]] = None) -> Attribution:
+        """What the samples ran on; `classes`, when given, receives each sample's class in
+        order (the caller splits them by forward call)."""
         roots = tuple(os.path.realpath(r).rstrip("/") + "/" for r in own_roots if r)
         out = Attribution()
         for pc in samples.addresses:
             obj, sym = self.name(pc)
             cls = classify(obj, sym, roots)
+            if classes is not None:
+                classes.append(cls)
             out.classes[cls] += 1
             out.objects[os.path.basename(obj) or "?"] += 1
             if sym:

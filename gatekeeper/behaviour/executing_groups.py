@@ -1,0 +1,83 @@
+"""The sampled attribution judged per group of forward calls (behaviour.executing, parent side).
+
+A share pooled over the whole run lets slow calls outweigh fast ones: an own GEMM on the
+checked calls and MKL on the rest, or MKL on the nominal shape and an own loop on the
+jittered ones, gives a pooled own share well above the minimum while the vendor library
+does all the work wherever it runs. The worker therefore sends the compute samples of every
+forward call, in call order, and the calls are judged in groups as well:
+
+  by shape     the calls at the nominal shape (the nominal trials and the whole call
+               schedule), the calls at jittered shapes together, and each jittered shape;
+  by position  every run of calls from call k+1 to the last (a switch after any number of
+               calls splits the run there). Runs from the first call are not judged: an honest
+               kernel may check itself against torch on its first call (a self-test outside the
+               result), and that work sits at the start, never only at the end.
+
+A group is judged only with MIN_SAMPLES compute samples of its own, and convicted by the
+same test as the whole run: an own share under the minimum and a 99% upper bound under
+MEANINGFUL_SHARE. An honest kernel's own code does the compute of every call, so no group
+of its calls is almost all library code.
+
+The calls are matched to their labels by order: each forward call sends exactly one of
+`call`/`call-error` (trials) or `schedule-call`/`schedule-error` (the schedule), in the
+order they ran, before the `executing` message (the parent's copies of recorded scheduled
+calls, `work_messages`, come after it). When the counts differ (a run cut short) only the
+position groups are judged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Optional
+
+from gatekeeper.behaviour.sample_shares import ALPHA, COMPUTE, MEANINGFUL_SHARE, MIN_SAMPLES, upper_bound
+
+_CALL_KINDS = ("call", "call-error", "schedule-call", "schedule-error")
+
+
+def call_labels(messages: list[dict[str, Any]]) -> list[str]:
+    """The forward calls' labels in the order they ran: a trial's name, or `schedule-<index>`."""
+    labels = []
+    for m in messages:
+        kind = m.get("kind")
+        if kind == "executing":  # the worker's last message; copies the parent appends come after it
+            break
+        if kind in ("call", "call-error"):
+            labels.append(str(m.get("trial", "?")))
+        elif kind in ("schedule-call", "schedule-error"):
+            labels.append(f"schedule-{m.get('index', '?')}")
+    return labels
+
+
+def _groups(n: int, labels: list[str]) -> Iterator[tuple[str, list[int]]]:
+    if len(labels) == n:
+        jittered = [i for i, label in enumerate(labels) if label.startswith("jitter")]
+        yield "the calls at the nominal shape", [i for i in range(n) if i not in set(jittered)]
+        if jittered:
+            yield "the calls at jittered shapes", jittered
+            for label in dict.fromkeys(labels[i] for i in jittered):
+                yield label, [i for i in jittered if labels[i] == label]
+    for k in range(1, n):
+        yield f"forward calls {k + 1}-{n} of {n}", list(range(k, n))
+
+
+def judge_groups(calls: Any, messages: list[dict[str, Any]], minimum: float,
+                 alpha: float = ALPHA) -> Optional[dict[str, Any]]:
+    """The convicted group with the most compute samples, or None: {name, own, compute,
+    classes, own_share_upper_99, calls}."""
+    if not isinstance(calls, list) or not calls:
+        return None
+    rows = [[int(x) for x in row][:len(COMPUTE)] if isinstance(row, list) else [0] * len(COMPUTE) for row in calls]
+    labels = call_labels(messages)
+    worst: Optional[dict[str, Any]] = None
+    for name, members in _groups(len(rows), labels):
+        sums = [sum(rows[i][c] for i in members) for c in range(len(COMPUTE))]
+        compute, own = sum(sums), sums[0]
+        if compute < MIN_SAMPLES or own / compute >= minimum:
+            continue
+        if worst is not None and compute <= worst["compute"]:
+            continue
+        bound = upper_bound(own, compute, alpha)
+        if bound < MEANINGFUL_SHARE:
+            worst = {"name": name, "own": own, "compute": compute, "calls": len(members),
+                     "classes": dict(zip(COMPUTE, sums)), "own_share_upper_99": round(bound, 4)}
+    return worst

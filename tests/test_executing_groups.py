@@ -1,0 +1,83 @@
+"""The sampled attribution judged per group of forward calls (behaviour.executing_groups): a
+library that does all the work on some calls (after a call count, at the nominal shape) is
+found even when slow own calls keep the share pooled over the run high; an own kernel that
+switches between its own paths is not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import gatekeeper
+from gatekeeper.behaviour.executing import MIN_SAMPLES, judge
+from gatekeeper.behaviour.executing_groups import call_labels, judge_groups
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBLEM = ROOT / "fixtures/problems/cpu_matmul.py"
+TRIALS = ["nominal", "nominal-second", "repeat", "nominal-overwrite", "jitter-1", "jitter-2"]
+
+
+def _messages(calls, schedule=20):
+    out = [{"kind": "call", "trial": t} for t in TRIALS]
+    out += [{"kind": "schedule-call", "index": i} for i in range(schedule)]
+    pooled = {c: sum(row[i] for row in calls) for i, c in enumerate(("own", "torch", "vendor", "numpy"))}
+    out.append({"kind": "executing", "intact": True, "suppressed": False, "cpu_s": 1.0, "signals": 400,
+                "samples": sum(pooled.values()), "classes": pooled, "objects": [], "symbols": [], "calls": calls})
+    # the parent's copies of recorded scheduled calls come after the worker's messages
+    out += [{"kind": "call", "trial": "scheduled call 3", "work": {}}]
+    return out
+
+
+def test_labels_follow_the_calls_and_stop_at_the_worker_report():
+    labels = call_labels(_messages([[1, 0, 0, 0]] * 26))
+    assert labels[:6] == TRIALS and labels[6] == "schedule-0" and len(labels) == 26
+
+
+def test_library_after_a_call_count_is_found_by_position():
+    calls = [[20, 0, 0, 0]] * 14 + [[0, 0, 3, 0]] * 12
+    section, found = judge(_messages(calls), {}, None)
+    assert section["own_share_of_compute"] > 0.8
+    assert [f.rule for f in found] == ["GK667"]
+    assert section["group"]["name"] == "forward calls 15-26 of 26" and "forward calls 15-26" in found[0].message
+
+
+def test_library_at_the_nominal_shape_is_found_by_shape():
+    calls = [[0, 0, 3, 0]] * 4 + [[40, 0, 0, 0]] * 2 + [[0, 0, 2, 0]] * 20
+    section, found = judge(_messages(calls), {}, None)
+    assert [f.rule for f in found] == ["GK667"] and section["group"]["name"] == "the calls at the nominal shape"
+    assert "the calls at the nominal shape" in found[0].message and "the call '" not in found[0].message
+
+
+def test_own_work_in_every_call_is_no_finding_whatever_its_speed():
+    calls = [[20, 1, 0, 0]] * 14 + [[2, 0, 0, 0]] * 12
+    section, found = judge(_messages(calls), {}, None)
+    assert not found and "group" not in section
+
+
+def test_a_group_below_the_minimum_samples_is_not_judged():
+    calls = [[30, 0, 0, 0]] * 25 + [[0, 0, MIN_SAMPLES - 1, 0]]
+    assert judge_groups(calls, _messages(calls), 0.05) is None
+
+
+def test_a_real_share_in_every_group_is_no_finding():
+    calls = [[1, 0, 2, 0]] * 26  # a third own everywhere: the bound stays above MEANINGFUL_SHARE's test
+    assert judge_groups(calls, _messages(calls), 0.05) is None
+
+
+@pytest.mark.slow
+def test_mkl_at_the_nominal_shape_is_found_in_a_real_run():
+    report = gatekeeper.check(ROOT / "fixtures/submissions/rt3_nominal_shape_mkl_cpp.py", PROBLEM,
+                              stages="behaviour", keep_going=True, seed=7)
+    executing = (report.work or {}).get("executing") or {}
+    assert executing.get("own_share_of_compute", 0) > 0.05, executing  # pooled: not judged a fallback
+    assert executing.get("group", {}).get("name") == "the calls at the nominal shape", executing
+    assert any(f.rule == "GK667" and "the calls at the nominal shape" in f.message for f in report.errors())
+
+
+def test_torch_work_only_on_the_first_calls_is_no_finding():
+    # an honest kernel that checks itself against torch on its first call (a self-test outside
+    # the result): runs from the first call are never judged on their own
+    calls = [[0, 60, 0, 0], [0, 30, 0, 0]] + [[5, 0, 0, 0]] * 24
+    section, found = judge(_messages(calls), {}, None)
+    assert not found and "group" not in section
