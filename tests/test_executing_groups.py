@@ -31,7 +31,7 @@ def _messages(calls, schedule=20):
 
 def test_labels_follow_the_calls_and_stop_at_the_worker_report():
     labels = call_labels(_messages([[1, 0, 0, 0]] * 26))
-    assert labels[:6] == TRIALS and labels[6] == "schedule-0" and len(labels) == 26
+    assert labels[:6] == TRIALS and labels[6] == "schedule-0 (unwatched)" and len(labels) == 26
 
 
 def test_library_after_a_call_count_is_found_by_position():
@@ -81,3 +81,18 @@ def test_torch_work_only_on_the_first_calls_is_no_finding():
     calls = [[0, 60, 0, 0], [0, 30, 0, 0]] + [[5, 0, 0, 0]] * 24
     section, found = judge(_messages(calls), {}, None)
     assert not found and "group" not in section
+
+
+def test_library_only_on_the_calls_the_recorder_did_not_watch_is_found():
+    # own work while the recorder watches (a quarter of the schedule, secret), torch otherwise
+    calls = [[6, 0, 0, 0]] * 6 + [[6, 0, 0, 0] if i % 4 == 0 else [0, 2, 0, 0] for i in range(20)]
+    messages = _messages(calls)
+    for m in messages:
+        if m.get("kind") == "schedule-call" and m["index"] % 4 == 0:
+            m["work"] = {}
+    section, found = judge(messages, {}, None)
+    assert [f.rule for f in found] == ["GK667"], section
+    assert section["group"]["name"] == "the scheduled calls the recorder did not watch"
+    # the same calls all watched or all doing their own work: nothing
+    honest = [[6, 0, 0, 0]] * 26
+    assert not judge(_messages(honest), {}, None)[1]

@@ -8,6 +8,9 @@ forward call, in call order, and the calls are judged in groups as well:
 
   by shape     the calls at the nominal shape (the nominal trials and the whole call
                schedule), the calls at jittered shapes together, and each jittered shape;
+  by watching  the scheduled calls the dispatcher recorder did not watch (a secret
+               three quarters of the schedule), against which a submission that behaves only
+               while watched shows;
   by position  every run of calls from call k+1 to the last (a switch after any number of
                calls splits the run there). Runs from the first call are not judged: an honest
                kernel may check itself against torch on its first call (a self-test outside the
@@ -44,8 +47,13 @@ def call_labels(messages: list[dict[str, Any]]) -> list[str]:
         if kind in ("call", "call-error"):
             labels.append(str(m.get("trial", "?")))
         elif kind in ("schedule-call", "schedule-error"):
-            labels.append(f"schedule-{m.get('index', '?')}")
+            # a scheduled call the recorder watched brings its work: the others ran unwatched
+            watched = isinstance(m.get("work"), dict)
+            labels.append(f"schedule-{m.get('index', '?')}{'' if watched else _UNWATCHED}")
     return labels
+
+
+_UNWATCHED = " (unwatched)"
 
 
 def _groups(n: int, labels: list[str]) -> Iterator[tuple[str, list[int]]]:
@@ -56,6 +64,11 @@ def _groups(n: int, labels: list[str]) -> Iterator[tuple[str, list[int]]]:
             yield "the calls at jittered shapes", jittered
             for label in dict.fromkeys(labels[i] for i in jittered):
                 yield label, [i for i in jittered if labels[i] == label]
+        # Any call may be checked: code that computes itself only while the recorder watches
+        # (its hook slows torch's ops down, which a submission can time) shows here.
+        unwatched = [i for i, label in enumerate(labels) if label.endswith(_UNWATCHED)]
+        if unwatched and len(unwatched) < n:
+            yield "the scheduled calls the recorder did not watch", unwatched
     for k in range(1, n):
         yield f"forward calls {k + 1}-{n} of {n}", list(range(k, n))
 
