@@ -26,8 +26,12 @@ def run_custom(recorder: Any, func: Any, args: tuple, kwargs: dict, hook: Any) -
         if isinstance(value, torch.Tensor):
             found = torch._C._dispatch_keys(value)
             keys = found if keys is None else keys | found
-    if keys is None or recorder._mode is None:
-        return func(*args, **kwargs), False, 0.0  # no tensor argument: nothing to redispatch on
+    if keys is None or recorder._mode is None or len(recorder._custom) >= _MAX_DEPTH or _made_by_custom_op(func):
+        # No tensor argument: nothing to redispatch on. An operator made by
+        # `@torch.library.custom_op` keeps its own Python-key handling (per-mode rules), which a
+        # redispatch below that key would bypass; it is called as before, and the static rules
+        # see its body (a decorated function of the file).
+        return func(*args, **kwargs), False, 0.0
     keys = keys & torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.Python)
     global _INFRA
     _INFRA = _INFRA or _infra()
@@ -69,3 +73,16 @@ def _leaves(value: Any) -> list[Any]:
     from torch.utils._pytree import tree_leaves
 
     return tree_leaves(value)
+
+
+_MAX_DEPTH = 8  # custom operators inside custom operators: deeper ones run as plain calls
+
+
+def _made_by_custom_op(func: Any) -> bool:
+    """Whether the operator was defined with `@torch.library.custom_op` (its registry entry)."""
+    try:
+        from torch._library.custom_ops import OPDEFS
+
+        return str(func.name()).split(".", 1)[0] in OPDEFS
+    except Exception:
+        return False
