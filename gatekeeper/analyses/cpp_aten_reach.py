@@ -43,7 +43,8 @@ _LIBRARY = re.compile(r"\bTORCH_LIBRARY(?:_FRAGMENT|_IMPL)?\s*\(\s*(\w+)")
 _ATEN_NAMESPACES = frozenset({"aten", "prim", "quantized", "torchvision", "_quantized"})
 
 
-def _chain(tokens: list[Token], i: int) -> tuple[list[str], int]:
+def name_chain(tokens: list[Token], i: int) -> tuple[list[str], int]:
+    """`a :: b :: c` starting at token i: the names and the index after the last."""
     names = [tokens[i].text]
     j = i + 1
     while j + 1 < len(tokens) and tokens[j].text == "::" and tokens[j + 1].kind == "ident":

@@ -19,7 +19,7 @@ from __future__ import annotations
 from itertools import chain as chained
 from typing import Callable, Optional
 
-from gatekeeper.analyses.cpp_aten_reach import dispatcher_reach, is_reference, macro_reach
+from gatekeeper.analyses.cpp_aten_reach import dispatcher_reach, is_reference, macro_reach, name_chain
 from gatekeeper.analyses.torch_op_table import TorchOps
 from gatekeeper.static.cpp_functions import CppFunction
 from gatekeeper.static.cpp_sources import CppSource
@@ -39,16 +39,6 @@ def _device_ranges(tokens: list[Token], fns: list[CppFunction]) -> list[tuple[in
         if "__global__" in before or "__device__" in before:
             ranges.append((fn.body_start, fn.body_end))
     return ranges
-
-
-def _chain(tokens: list[Token], i: int) -> tuple[list[str], int]:
-    """`a :: b :: c` starting at token i: the names and the index after the last."""
-    names = [tokens[i].text]
-    j = i + 1
-    while j + 1 < len(tokens) and tokens[j].text == "::" and tokens[j + 1].kind == "ident":
-        names.append(tokens[j + 1].text)
-        j += 2
-    return names, j
 
 
 def _skip_template(tokens: list[Token], j: int) -> int:
@@ -81,13 +71,13 @@ def _namespaces(tokens: list[Token], ops: TorchOps) -> tuple[dict[str, list[str]
     n = len(tokens)
     for i, tok in enumerate(tokens):
         if tok.text == "namespace" and i + 3 < n and tokens[i + 2].text == "=" and tokens[i + 3].kind == "ident":
-            chain, _ = _chain(tokens, i + 3)
+            chain, _ = name_chain(tokens, i + 3)
             if chain[0] in ops.cpp_roots:
                 aliases[tokens[i + 1].text] = chain
         elif tok.text == "using" and i + 1 < n:
             start = i + 2 if tokens[i + 1].text == "namespace" else i + 1
             if start < n and tokens[start].kind == "ident":
-                chain, _ = _chain(tokens, start)
+                chain, _ = name_chain(tokens, start)
                 if chain[0] not in ops.cpp_roots:
                     continue
                 if tokens[i + 1].text == "namespace":
@@ -127,7 +117,7 @@ def scan_cpp(source: CppSource, ops: TorchOps,
         prev = tokens[i - 1].text if i else ""
         # qualified call: at::matmul(  torch::nn::functional::linear(  at::_ops::mm::call(
         if prev != "::" and i + 1 < n and tokens[i + 1].text == "::":
-            chain, j = _chain(tokens, i)
+            chain, j = name_chain(tokens, i)
             if chain[0] in aliases:  # namespace F = torch::nn::functional; F::linear(...)
                 chain = aliases[chain[0]] + chain[1:]
             after = _skip_template(tokens, j)  # at::cuda::blas::gemm<float>(...)
