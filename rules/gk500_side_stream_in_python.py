@@ -10,7 +10,7 @@ from gatekeeper.analyses.python_stream_exprs import (
 )
 from gatekeeper.analyses.stream_joins import (
     DEVICE_SYNC, JOIN_METHODS, STREAM_CTORS, STREAM_SWITCHES, StreamFrame, StreamUse, branch_path, element_join_path,
-    kept_or_returned,
+    kept_or_returned, unjoined_streams,
 )
 from gatekeeper.static.syntax import argument, is_self_attr, self_attr
 from gatekeeper.static.rule import Rule
@@ -346,20 +346,7 @@ class SideStreamInPython(Rule):
     # verdicts -------------------------------------------------------------------------
     def finish(self) -> None:
         frames = self.done + self.frames
-        # Which identities are left unjoined by some function that uses them; `unjoined_loops`
-        # counts the joins of a collection's elements too (see StreamFrame.loop_joins).
-        unjoined: set[str] = set()
-        unjoined_loops: set[str] = set()
-        used: set[str] = set()
-        for frame in frames:
-            for use in frame.uses:
-                if use.kind == "create" or use.identity is None:
-                    continue
-                used.add(use.identity)
-                if not frame.joined_after(use):
-                    unjoined.add(use.identity)
-                    if not frame.joined_after(use, loops=True):
-                        unjoined_loops.add(use.identity)
+        used, unjoined, unjoined_loops = unjoined_streams(frames)
         for frame in frames:
             reported_ref: set[str] = set()
             for use in frame.uses:

@@ -70,6 +70,24 @@ class StreamFrame:
         return False
 
 
+def unjoined_streams(frames: list[StreamFrame]) -> tuple[set[str], set[str], set[str]]:
+    """(identities used, those some function that uses them leaves unjoined, those left
+    unjoined even counting the joins of a collection's elements: StreamFrame.loop_joins)."""
+    used: set[str] = set()
+    unjoined: set[str] = set()
+    unjoined_loops: set[str] = set()
+    for frame in frames:
+        for use in frame.uses:
+            if use.kind == "create" or use.identity is None:
+                continue
+            used.add(use.identity)
+            if not frame.joined_after(use):
+                unjoined.add(use.identity)
+                if not frame.joined_after(use, loops=True):
+                    unjoined_loops.add(use.identity)
+    return used, unjoined, unjoined_loops
+
+
 def compatible(a: Path, b: Path) -> bool:
     n = min(len(a), len(b))
     return a[:n] == b[:n]
