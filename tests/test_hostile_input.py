@@ -213,6 +213,13 @@ def test_absurd_jobs_are_refused():
     assert proc.returncode == 2 and "--jobs asks for 10000" in proc.stderr
 
 
+def test_absurd_ingest_jobs_are_refused_before_any_worker_starts(tmp_path):
+    store = tmp_path / "results.db"
+    proc = gk("ingest", str(tmp_path), "--problems", str(tmp_path), "--store", str(store), "-j", "10000")
+    assert proc.returncode == 2 and "--jobs asks for 10000" in proc.stderr, proc.stderr
+    assert not store.exists()  # refused before anything was opened
+
+
 @pytest.mark.parametrize("limits,key", [
     ("call_timeout_s = 0", "limits.call_timeout_s"), ("memory_mb = -5", "limits.memory_mb"),
     ("import_timeout_s = nan", "limits.import_timeout_s"),

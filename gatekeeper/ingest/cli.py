@@ -62,9 +62,13 @@ def ingest(
     """Check a batch of submissions in parallel into a results store; rerun to resume.
     Exit 0 when every submission was checked (rejects included), 2 on usage errors,
     3 when some records could not be checked (a bad input record, a crash, a timeout)."""
-    from gatekeeper.errors import GatekeeperError
+    from gatekeeper.config import max_jobs
+    from gatekeeper.errors import GatekeeperError, UsageError
     from gatekeeper.ingest.run import IngestOptions, ingest as run_ingest, print_summary
 
+    if jobs > max_jobs():  # as `check` refuses it: thousands of forked workers exhaust memory first
+        _fail(UsageError(f"--jobs asks for {jobs} worker processes; this machine allows at most {max_jobs()} "
+                         f"(4 per CPU). Pass --jobs {max_jobs()} or fewer."))
     options = IngestOptions(source=source, problems=problems, store=store, jobs=jobs, stages=stages.value,
                             profile=profile.value if profile else None, config_file=config, mapping=mapping,
                             timeout_s=timeout, retry_errors=retry_errors, executor=executor.value,
