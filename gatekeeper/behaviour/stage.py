@@ -295,7 +295,7 @@ def _judge_run(result: JobResult, references: dict[str, dict[str, Any]], failed:
     found = judge.findings() + job_errors(result, STAGE, location)
     if result.status != "ok":
         limits = {"call": config.limits.call_timeout_s, "import": config.limits.import_timeout_s}
-        found += worker_failure(result, STAGE, limits, location)
+        found += worker_failure(result, STAGE, limits, location, str(environment.get("device", "")))
     found += _problem_notes(references, failed, trials, constants, location)
     work, more = runtime_evidence(result.messages + work_messages(result.messages), references, judge,
                                   config, location, findings_so_far or [], submission.data.decode("utf-8", "replace"))

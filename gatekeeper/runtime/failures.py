@@ -27,8 +27,17 @@ def model_location(path: str, text: str, entry: str = "ModelNew") -> Optional[Lo
     return Location(path=path, line=text.count("\n", 0, match.start()) + 1, column=1)
 
 
+# SIGSEGV and SIGBUS, as a negative return code or as a shell's 128 + signal.
+_MEMORY_FAULTS = frozenset({-11, -7, 139, 135})
+_DEVICE_FAULT_HINT = (
+    "; it died of a memory fault while this problem runs on {device} here: a C++ extension that reads tensor "
+    "data on the host (a CPU loop over data_ptr) faults on device memory. Check the tensors' device "
+    "(TORCH_CHECK(x.device().is_cpu())) or launch a CUDA kernel; a problem meant for the CPU declares "
+    "device = \"cpu\" in its sidecar")
+
+
 def worker_failure(result: JobResult, stage: StageName, limits: dict[str, float],
-                   location: Optional[Location]) -> list[Finding]:
+                   location: Optional[Location], device: Optional[str] = None) -> list[Finding]:
     evidence: dict[str, Any] = {"phase": result.phase, "stderr_tail": result.stderr_tail[-2000:],
                                 "stdout_tail": result.stdout_tail[-500:], "exit_code": result.returncode}
     if result.status == "timeout":
@@ -38,7 +47,10 @@ def worker_failure(result: JobResult, stage: StageName, limits: dict[str, float]
     if result.status == "forged":
         return [finding("GK664", stage, evidence, location, detail=result.detail)]
     if result.status == "crashed":
-        return [finding("GK662", stage, evidence, location, detail=result.detail)]
+        detail = result.detail
+        if device and device.startswith("cuda") and result.returncode in _MEMORY_FAULTS:
+            detail = f"{detail}{_DEVICE_FAULT_HINT.format(device=device)}"
+        return [finding("GK662", stage, evidence, location, detail=detail)]
     return []
 
 
