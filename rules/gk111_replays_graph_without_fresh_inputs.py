@@ -78,8 +78,38 @@ class ReplaysGraphWithoutFreshInputs(Rule):
                     self.graph.replay()
                     return self.out
         """)),
+        # the inputs copied in a loop, and a pointer key built by a generator over them
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x, y):
+                    g, ins, out = self.plans[(tuple(x.shape), tuple(y.shape))]
+                    for dst, src in zip(ins, (x, y)):
+                        dst.copy_(src)
+                    g.replay()
+                    return out.clone()
+        """)),
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, *args):
+                    key = tuple((tuple(a.shape), a.data_ptr()) for a in args)
+                    graph, out = self.graphs[key]
+                    graph.replay()
+                    return out.clone()
+        """)),
     ]
     INVALID = [
+        # what is copied in was looked up by the inputs' shape: no input's contents reach the graph
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    key = (tuple(x.shape), x.dtype)
+                    self.static_x.copy_(self.first_inputs[key])
+                    self.graph.replay()
+                    return self.static_y.clone()
+        """), line=6, message="never copies its inputs (x)"),
         Invalid(snippet("""
             import torch
             class ModelNew(torch.nn.Module):
@@ -121,7 +151,10 @@ class ReplaysGraphWithoutFreshInputs(Rule):
         self.live_capture = False  # some graph capture launches on a function parameter itself
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        params = [p.name.value for p in node.params.params if p.name.value != "self"]
+        ps = node.params
+        every = [*ps.posonly_params, *ps.params, *ps.kwonly_params]
+        every += [p for p in (ps.star_arg, ps.star_kwarg) if isinstance(p, cst.Param)]
+        params = [p.name.value for p in every if p.name.value != "self"]
         self.frames.append({"params": set(params), "sources": set(), "ptrs": set(), "ids": set(), "replays": [],
                             "assigns": []})
 
@@ -131,7 +164,7 @@ class ReplaysGraphWithoutFreshInputs(Rule):
             return
         inputs = _inputs(frame)
         # a graph keyed on the live input's address replays on it: it recomputes
-        if frame["sources"] & inputs or frame["ptrs"] & inputs:
+        if any(not names.isdisjoint(inputs) for names in (*frame["sources"], *frame["ptrs"])):
             return
         params = ", ".join(sorted(frame["params"])) or "none"
         for replay in frame["replays"]:
@@ -167,21 +200,92 @@ class ReplaysGraphWithoutFreshInputs(Rule):
         method = node.func.attr.value
         if method == "replay" and not node.args:
             frame["replays"].append(node)
-        elif method in ("copy_", "set_", "index_copy_"):
-            frame["sources"].update(a.value.value for a in node.args if type(a.value) is cst.Name)
-        elif method == "data_ptr" and type(node.func.value) is cst.Name:
-            frame["ptrs"].add(node.func.value.value)
+        elif method in ("copy_", "set_", "index_copy_"):  # what the copied values are computed from
+            frame["sources"].update(_roots(a.value) for a in node.args)
+        elif method == "data_ptr":  # `x.data_ptr()`, `a.data_ptr()` for a in the inputs, `x.contiguous().data_ptr()`
+            frame["ptrs"].add(_roots(node.func.value))
+
+    # Every way a local is bound, worked out at the end, only for a forward that replays:
+    # assignments (unpacking too), loop and comprehension targets, walrus and `with ... as`.
+    def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if self.frames:
+            self.frames[-1]["assigns"].append((_targets(target), _roots(value)))
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        if self.frames:  # worked out at the end, only for a forward that replays
-            self.frames[-1]["assigns"].append(node)
+        for t in node.targets:
+            self._bind(t.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._bind(node.target, node.value)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._bind(node.target, node.iter)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._bind(node.target, node.iter)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._bind(node.target, node.value)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._bind(node.asname.name, node.item)
+
+
+# Tensor metadata: a value computed from these is not computed from the tensor's contents.
+_META_ATTRS = frozenset({"shape", "dtype", "device", "is_cuda", "ndim", "layout", "requires_grad", "is_sparse"})
+_META_METHODS = frozenset({"size", "stride", "dim", "numel", "nelement", "data_ptr", "element_size",
+                           "is_contiguous", "storage_offset", "get_device"})
+
+
+def _targets(expr: cst.BaseExpression) -> frozenset[str]:
+    """The local names a binding target binds (`a`, `a, (b, *c)`); an attribute or item is no local."""
+    if type(expr) is cst.Name:
+        return frozenset({expr.value})
+    if type(expr) in (cst.Tuple, cst.List):
+        out: set[str] = set()
+        for element in expr.elements:  # type: ignore[attr-defined]
+            out |= _targets(element.value)
+        return frozenset(out)
+    return frozenset()
+
+
+def _roots(expr: cst.CSTNode) -> frozenset[str]:
+    """The names whose contents an expression's value is computed from: `x.contiguous()` and
+    `zip(ins, (x, y))` read x, while `(x.shape, x.dtype)`, a subscript's key (`cache[key]`) and a
+    lambda read no tensor's contents."""
+    kind = type(expr)
+    if kind is cst.Name:
+        return frozenset({expr.value})  # type: ignore[attr-defined]
+    if kind is cst.Attribute:
+        return frozenset() if expr.attr.value in _META_ATTRS else _roots(expr.value)  # type: ignore[attr-defined]
+    if kind is cst.Subscript:
+        return _roots(expr.value)  # type: ignore[attr-defined]
+    if kind is cst.Call:
+        func = expr.func  # type: ignore[attr-defined]
+        out = frozenset().union(*(_roots(a.value) for a in expr.args))  # type: ignore[attr-defined]
+        if type(func) is cst.Attribute:
+            if func.attr.value in _META_METHODS:
+                return frozenset()
+            return out | _roots(func.value)
+        return out
+    if kind in (cst.Lambda, cst.SimpleString, cst.Integer, cst.Float, cst.FormattedString, cst.Comparison):
+        return frozenset()
+    if kind in (cst.GeneratorExp, cst.ListComp, cst.SetComp):
+        return _roots(expr.elt)  # type: ignore[attr-defined]  # its targets are bound by visit_CompFor
+    return frozenset(n.value for n in subtree(expr, into_functions=False) if type(n) is cst.Name)
 
 
 def _inputs(frame: dict) -> set[str]:
-    """The parameters and the locals computed from them (`x_in = x.contiguous()`)."""
+    """The parameters and the locals computed from their contents through any binding (`x_in =
+    x.contiguous()`, `for dst, src in zip(ins, (x, y))`, `(a.data_ptr() for a in args)`)."""
     inputs = set(frame["params"])
-    for _ in range(2):  # twice: a local may be bound from one assigned later in a loop
-        for node in frame["assigns"]:
-            if any(type(n) is cst.Name and n.value in inputs for n in subtree(node.value, into_functions=False)):
-                inputs.update(t.target.value for t in node.targets if type(t.target) is cst.Name)
+    changed = True
+    while changed:  # to a fixed point: a local may be bound from one bound later in a loop
+        changed = False
+        for targets, roots in frame["assigns"]:
+            if not targets <= inputs and not roots.isdisjoint(inputs):
+                inputs |= targets
+                changed = True
     return inputs

@@ -9,8 +9,8 @@ from gatekeeper.analyses.python_stream_exprs import (
     creation_target, has_switch, is_current_stream, is_stream_parameter, is_stream_reference, module_streams,
 )
 from gatekeeper.analyses.stream_joins import (
-    DEVICE_SYNC, JOIN_METHODS, STREAM_CTORS, STREAM_SWITCHES, StreamFrame, StreamUse, branch_path, element_join_path,
-    kept_or_returned, unjoined_streams,
+    DEVICE_SYNC, JOIN_METHODS, STREAM_CTORS, STREAM_SWITCHES, Path, StreamFrame, StreamUse, branch_path,
+    element_join_path, join_by_helpers, kept_or_returned, unjoined_streams,
 )
 from gatekeeper.static.syntax import argument, is_self_attr, self_attr
 from gatekeeper.static.rule import Rule
@@ -123,6 +123,32 @@ class SideStreamInPython(Rule):
         """)),
     ]
     INVALID = [
+        # joined by a helper of the file whose body waits for the stream it is handed: the
+        # joined warning, not the error
+        Invalid(snippet("""
+            import torch
+            def _join(side):
+                torch.cuda.current_stream().wait_stream(side)
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    with torch.cuda.stream(self.side):
+                        y = _ext.run(x)
+                    _join(self.side)
+                    return y
+        """), line=6, message="it is joined back to the current stream before"),
+        # a helper that joins on one branch only does not join
+        Invalid(snippet("""
+            import torch
+            def _join(side, wait):
+                if wait:
+                    torch.cuda.current_stream().wait_stream(side)
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    with torch.cuda.stream(self.side):
+                        y = _ext.run(x)
+                    _join(self.side, False)
+                    return y
+        """), line=7, message="is not joined back"),
         # the same getter, and the user never joins: the switch is reported where it happens
         Invalid(snippet("""
             import torch
@@ -225,6 +251,9 @@ class SideStreamInPython(Rule):
         self.with_uses: dict[int, list[StreamUse]] = {}
         self.join_depth = 0
         self.join_calls: set[int] = set()
+        # calls of the file's own functions: (caller frame, seq, path, callee key, call), for
+        # helpers that join (`_join(s)` whose body waits for its argument), settled in finish
+        self.helper_calls: list[tuple[StreamFrame, int, Path, str, cst.Call]] = []
 
     # helpers -------------------------------------------------------------------------
     def _tick(self) -> int:
@@ -270,6 +299,10 @@ class SideStreamInPython(Rule):
                 self.join_depth += 1
                 self.join_calls.add(id(node))
                 return
+        callee = func.value if type(func) is cst.Name else (
+            f"{self.ctx.class_name}.{func.attr.value}" if is_self_attr(func) and self.ctx.class_name else None)
+        if callee is not None and len(self.frames) > 1:
+            self.helper_calls.append((self.frames[-1], self._tick(), branch_path(self.ctx, node), callee, node))
         qual = self.ctx.qualname(func)
         if qual is None:
             return
@@ -346,6 +379,11 @@ class SideStreamInPython(Rule):
     # verdicts -------------------------------------------------------------------------
     def finish(self) -> None:
         frames = self.done + self.frames
+        helper_joins = join_by_helpers(frames, self.helper_calls)
+        if helper_joins:  # the stream handed to a joining helper is joined there, not used
+            for frame in frames:
+                frame.uses = [u for u in frame.uses if u.kind != "ref" or not any(
+                    id(a) in helper_joins for a in self.ctx.ancestors(u.node))]
         used, unjoined, unjoined_loops = unjoined_streams(frames)
         for frame in frames:
             reported_ref: set[str] = set()

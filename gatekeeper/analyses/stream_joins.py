@@ -88,6 +88,21 @@ def unjoined_streams(frames: list[StreamFrame]) -> tuple[set[str], set[str], set
     return used, unjoined, unjoined_loops
 
 
+def join_by_helpers(frames: list[StreamFrame], calls: list[tuple[StreamFrame, int, Path, str, cst.Call]]) -> set[int]:
+    """A call of a function of the file that joins on every path through it (a join at its top
+    level, before any return) joins where it is called (`_join(s)`): added to the caller's
+    joins. `calls`: (caller frame, seq, path, callee key, call). Returns the ids of those calls."""
+    joining = {f.key for f in frames if f.key != "<module>" and any(
+        not path and not any(r < seq for r, _ in f.returns) for seq, path in f.joins)}
+    out: set[int] = set()
+    for frame, seq, path, callee, call in calls:
+        if callee in joining and frame.key != callee:
+            frame.joins.append((seq, path))
+            frame.merged = False
+            out.add(id(call))
+    return out
+
+
 def compatible(a: Path, b: Path) -> bool:
     n = min(len(a), len(b))
     return a[:n] == b[:n]
