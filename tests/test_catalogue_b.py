@@ -161,7 +161,15 @@ EVENT_LIST_PY = (
 )
 
 
-@pytest.mark.parametrize("source", [LOOP_JOINED_PY, EVENT_LIST_PY])
+HELPER_LOOP_JOINED_PY = (
+    "import torch\ndef _join(streams):\n    cur = torch.cuda.current_stream()\n    for s in streams:\n"
+    "        cur.wait_stream(s)\n"
+    "def f(x):\n    streams = (torch.cuda.Stream(), torch.cuda.Stream())\n"
+    "    with torch.cuda.stream(streams[0]):\n        y = _ext.run(x)\n    _join(streams)\n    return y\n"
+)
+
+
+@pytest.mark.parametrize("source", [LOOP_JOINED_PY, EVENT_LIST_PY, HELPER_LOOP_JOINED_PY])
 def test_a_loop_that_joins_each_stream_or_event_makes_the_finding_likely_not_certain(source):
     # Honest code joins a list of side streams or events in a loop. Whether the list holds the
     # stream that did the work is not proven, so the finding stays, but only as likely: held
@@ -181,6 +189,18 @@ def test_a_loop_that_joins_nothing_or_not_its_element_leaves_the_finding_certain
     found = mine(source, "GK500", profile="default")
     assert any(f.severity == Severity.ERROR and f.confidence.value == "certain" for f in found), \
         [(f.severity, f.confidence, f.message) for f in found]
+
+
+def test_a_helper_that_joins_on_every_path_joins_where_it_is_called():
+    source = HELPER_LOOP_JOINED_PY.replace("    for s in streams:\n        cur.wait_stream(s)\n",
+                                           "    cur.wait_stream(streams[0])\n")
+    found = mine(source, "GK500")
+    assert found and all(f.severity == Severity.WARNING and f.evidence["joined"] for f in found), \
+        [(f.severity, f.message) for f in found]
+    # a helper that joins on one branch only, or is never called, joins nothing
+    for broken in (source.replace("    cur.wait_stream(streams[0])\n", "    if x:\n        cur.wait_stream(streams[0])\n"),
+                   source.replace("    _join(streams)\n", "")):
+        assert any(f.severity == Severity.ERROR for f in mine(broken, "GK500"))
 
 
 def test_side_stream_synchronised_in_another_function_is_still_an_error():

@@ -92,14 +92,22 @@ def join_by_helpers(frames: list[StreamFrame], calls: list[tuple[StreamFrame, in
     """A call of a function of the file that joins on every path through it (a join at its top
     level, before any return) joins where it is called (`_join(s)`): added to the caller's
     joins. `calls`: (caller frame, seq, path, callee key, call). Returns the ids of those calls."""
-    joining = {f.key for f in frames if f.key != "<module>" and any(
-        not path and not any(r < seq for r, _ in f.returns) for seq, path in f.joins)}
+    def top_level(joins: list[tuple[int, Path]], f: StreamFrame) -> bool:
+        return any(not path and not any(r < seq for r, _ in f.returns) for seq, path in joins)
+
+    joining = {f.key for f in frames if f.key != "<module>" and top_level(f.joins, f)}
+    # a helper that joins each element of a collection it is handed joins as a loop does: likely
+    looping = {f.key for f in frames if f.key != "<module>" and top_level(f.loop_joins, f)} - joining
     out: set[int] = set()
     for frame, seq, path, callee, call in calls:
-        if callee in joining and frame.key != callee:
+        if frame.key == callee or callee not in joining | looping:
+            continue
+        if callee in joining:
             frame.joins.append((seq, path))
             frame.merged = False
-            out.add(id(call))
+        else:
+            frame.loop_joins.append((seq, path))
+        out.add(id(call))
     return out
 
 
