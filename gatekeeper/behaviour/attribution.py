@@ -52,6 +52,7 @@ _SYSTEM = _system_roots()
 
 
 _LOADED: set[str] = set()
+LOADED_FILES: set[str] = set()  # the files of those modules (behaviour.executing: own code wherever it was built)
 _OWN_CACHE: list[Any] = []  # (sys.modules size, loader count) -> names: realpath costs ms per call
 
 
@@ -72,6 +73,7 @@ def watch_extension_loads() -> None:
         if origin and not os.path.realpath(origin).startswith(_SYSTEM):
             _LOADED.add(spec.name)
             _LOADED.add(spec.name.rsplit(".", 1)[-1])
+            LOADED_FILES.add(origin)
         return module
 
     create_module._gk_watch = True  # type: ignore[attr-defined]

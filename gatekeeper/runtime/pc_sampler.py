@@ -159,14 +159,16 @@ class Sampler:
         return hit
 
     def attribute(self, samples: Samples, own_roots: Iterable[str],
-                  classes: Optional[list[str]] = None) -> Attribution:
+                  classes: Optional[list[str]] = None, own_files: Iterable[str] = ()) -> Attribution:
         """What the samples ran on; `classes`, when given, receives each sample's class in
-        order (the caller splits them by forward call)."""
+        order (the caller splits them by forward call). `own_files`: the submission's own
+        compiled objects wherever they were built (a load_inline build_directory anywhere)."""
         roots = tuple(os.path.realpath(r).rstrip("/") + "/" for r in own_roots if r)
+        files = frozenset(os.path.realpath(f) for f in own_files if f)
         out = Attribution()
         for pc in samples.addresses:
             obj, sym = self.name(pc)
-            cls = classify(obj, sym, roots)
+            cls = classify(obj, sym, roots, files)
             if classes is not None:
                 classes.append(cls)
             out.classes[cls] += 1
@@ -176,13 +178,14 @@ class Sampler:
         return out
 
 
-def classify(obj: str, sym: str, own_roots: tuple[str, ...]) -> str:
+def classify(obj: str, sym: str, own_roots: tuple[str, ...], own_files: frozenset[str] = frozenset()) -> str:
     """The class of code at one address, by the object that holds it (and, inside torch's
-    objects, by the symbol: MKL and oneDNN are linked into libtorch_cpu)."""
+    objects, by the symbol: MKL and oneDNN are linked into libtorch_cpu). Where the code came
+    from decides before any name: an own extension's `gemm_rows` is the submission's GEMM."""
     if not obj:
         return "unknown"  # anonymous memory: JIT code, or an address no object claims
     real = os.path.realpath(obj)
-    if any(real.startswith(root) for root in own_roots):
+    if real in own_files or any(real.startswith(root) for root in own_roots):
         return "own"
     if _VENDOR.search(sym) or _VENDOR.search(os.path.basename(real)):
         return "vendor"
