@@ -9,7 +9,7 @@ import torch
 import gatekeeper
 from gatekeeper.behaviour.attribution import Recorder
 from gatekeeper.behaviour.compare import error_ratio
-from gatekeeper.behaviour.work import judge_call, kernel_class, own_kernel_names
+from gatekeeper.behaviour.work import judge, judge_call, kernel_class, own_kernel_names
 from gatekeeper.sandbox.tensors import pack
 
 pytestmark = pytest.mark.slow  # runs submissions in the sandbox
@@ -117,3 +117,30 @@ def test_a_fig_leaf_own_kernel_before_torch_contraction_is_still_torch_doing_the
     call = _record(lambda: torch.relu(torch.nn.functional.linear(_own_scale(x), w)))
     verdict = judge_call(call, _ANY_SHARE, reference_ops=["aten::addmm", "aten::relu"])
     assert verdict is not None and "torch computed the returned tensor" in verdict[0]
+
+
+@torch.library.custom_op("gkattr::own_double", mutates_args=())
+def _own_double(x: torch.Tensor) -> torch.Tensor:
+    """Stands for an own epilogue that changes every value."""
+    return x * 2.0
+
+
+_NO_FLOOR = {"min_own_share": 0.0, "torch_output_max_own_share": 0.0}  # judge only what the fig-leaf check adds
+
+
+def test_values_torch_computed_and_own_code_handed_back_are_a_fig_leaf_on_every_call():
+    x = torch.randn(4, 16, 48)
+    call = _record(lambda: _own_scale(torch.mean(x, 0)))  # own code copies torch's mean, value for value
+    assert call["result_from_torch"] is not None and call["result_from_torch"].startswith("aten::mean")
+    work, found = judge({"nominal": call, "jitter": call}, ["aten::mean.dim"], "default", _NO_FLOOR, None)
+    assert work["torch_did_the_work"] and "holds exactly the values torch's aten::mean" in found[0].message
+
+
+def test_an_epilogue_or_a_one_call_self_test_is_not_a_fig_leaf():
+    x = torch.randn(4, 16, 48)
+    epilogue = _record(lambda: _own_double(torch.mean(x, 0)))
+    assert epilogue["result_from_torch"] is None
+    copied = _record(lambda: _own_scale(torch.mean(x, 0)))
+    for calls in ({"nominal": epilogue, "jitter": epilogue}, {"nominal": copied, "jitter": epilogue}):
+        work, found = judge(calls, ["aten::mean.dim"], "default", _NO_FLOOR, None)
+        assert not work["torch_did_the_work"], [f.message for f in found]

@@ -63,11 +63,14 @@ def _skip_template(tokens: list[Token], j: int) -> int:
     return j
 
 
-def _namespaces(tokens: list[Token], ops: TorchOps) -> tuple[dict[str, list[str]], set[str]]:
-    """`namespace F = torch::nn::functional;` aliases, and the names made visible
-    unqualified by `using namespace at;` / `using at::matmul;` ("*" for a whole namespace)."""
+def _namespaces(tokens: list[Token], ops: TorchOps) -> tuple[dict[str, list[str]], set[str], list[list[str]]]:
+    """`namespace F = torch::nn::functional;` aliases, the names made visible unqualified by
+    `using namespace at;` / `using at::matmul;` ("*" for a whole namespace), and every ATen
+    namespace opened by `using namespace` (its nested names are then reached by their tail:
+    `cpublas::gemm` after `using namespace at::native`)."""
     aliases: dict[str, list[str]] = {}
     unqualified: set[str] = set()
+    opened: list[list[str]] = []
     n = len(tokens)
     for i, tok in enumerate(tokens):
         if tok.text == "namespace" and i + 3 < n and tokens[i + 2].text == "=" and tokens[i + 3].kind == "ident":
@@ -81,11 +84,25 @@ def _namespaces(tokens: list[Token], ops: TorchOps) -> tuple[dict[str, list[str]
                 if chain[0] not in ops.cpp_roots:
                     continue
                 if tokens[i + 1].text == "namespace":
+                    opened.append(chain)
                     if chain in (["at"], ["torch"], ["at", "native"], ["torch", "nn", "functional"]):
                         unqualified.add("*")
                 elif len(chain) > 1:
                     unqualified.add(chain[-1])
-    return aliases, unqualified
+    return aliases, unqualified, opened
+
+
+# ATen's inner namespaces of compute entry points below the dispatcher, reached by their
+# tail once an enclosing namespace is opened (`std::max` after `using namespace at` is std's).
+_ATEN_INNER = frozenset({"cpublas", "blas", "cpu", "_ops", "mkldnn", "mkl", "native"})
+
+
+def _op_name(name: str) -> str:
+    """`addmm_out`, `mm_outf`, `sum_out` do the op itself (into a given tensor)."""
+    for suffix in ("_outf", "_out"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name
 
 
 def scan_cpp(source: CppSource, ops: TorchOps,
@@ -102,7 +119,7 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             device = _device_ranges(tokens, functions_of(source))
         return any(start <= i <= end for start, end in device)
 
-    aliases, unqualified = _namespaces(tokens, ops) if source.has("using", "namespace") else ({}, set())
+    aliases, unqualified, opened = _namespaces(tokens, ops) if source.has("using", "namespace") else ({}, set(), [])
     defined: Optional[set[str]] = None
     found: list[Found] = []
     resume = 0  # the end of the last qualified name: its parts are not visited again
@@ -120,12 +137,14 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             chain, j = name_chain(tokens, i)
             if chain[0] in aliases:  # namespace F = torch::nn::functional; F::linear(...)
                 chain = aliases[chain[0]] + chain[1:]
+            elif opened and chain[0] in _ATEN_INNER:  # using namespace at::native; cpublas::gemm(...)
+                chain = next((ns + chain for ns in opened if ops.cpp_is_compute(ns + chain)), chain)
             after = _skip_template(tokens, j)  # at::cuda::blas::gemm<float>(...)
             called = after < n and tokens[after].text == "("
             # `&at::addmm`, `auto f = at::relu_;`: a pointer to ATen is ATen doing the work
             if (called or is_reference([t.text for t in tokens[max(0, i - 3):i]], tokens[j].text if j < n else "")) \
                     and ops.cpp_is_compute(chain):
-                what, op = "::".join(chain), chain[-1]
+                what, op = "::".join(chain), _op_name(chain[-1])
                 if len(chain) > 2 and chain[1] == "_ops":
                     what, op = "::".join(chain[:3]), chain[2]
                 elif chain[:2] == ["torch", "jit"]:

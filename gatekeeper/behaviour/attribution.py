@@ -20,6 +20,7 @@ import sysconfig
 import time
 from typing import Any, Optional
 
+from gatekeeper.behaviour.result_prints import HeavyPrints
 from gatekeeper.behaviour.custom_ops import run_custom
 
 # Operators that allocate, view, move or fill memory: glue, not compute.
@@ -49,6 +50,12 @@ def _system_roots() -> tuple[str, ...]:
 
 
 _SYSTEM = _system_roots()
+
+
+def _heavy(name: str) -> bool:
+    from gatekeeper.behaviour.work import _heavy as heavy
+
+    return heavy(name)
 
 
 _LOADED: set[str] = set()
@@ -125,6 +132,7 @@ class Recorder:
         self._hook: Any = None
         self._stack_len = 0
         self._custom: list[float] = []  # per custom operator running: seconds in its body's handlers
+        self.prints = HeavyPrints()  # heavy ops' outputs, to tell a result torch computed (result_prints.py)
 
     # -- sys.setprofile: calls of own compiled functions -----------------------------------
     def _profile(self, frame: Any, event: str, arg: Any) -> None:
@@ -175,6 +183,8 @@ class Recorder:
             entry[0] += 1
             entry[1] += spent
             self._note_writes(out, name, inside, glue, since=seq0 if name.startswith("own-op:") else None)
+            if not glue and not name.startswith("own-op:") and _heavy(name):
+                self.prints.add(name, out)
             return out
         finally:
             sys.setprofile(hook)
@@ -304,6 +314,7 @@ class Recorder:
             "kernels": self.owned_kernels[:500] or [{"name": n[:300], "s": s} for n, s in self.kernels[:500]],
             "ownership": _ownership() if self.device.startswith("cuda") else None,
             "producer": self.producer(out),
+            "result_from_torch": self.prints.source_of(out),
             "tampered": self.tampered,
         }
 

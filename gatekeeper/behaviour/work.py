@@ -142,24 +142,6 @@ def _torch_epilogue(call: dict[str, Any], reference_ops: list[str], own_kernels:
     return not torch_heavy
 
 
-def _torch_result_passed_on(call: dict[str, Any], reference_ops: list[str]) -> Optional[str]:
-    """The op, when the returned storage was last written by a torch contraction or reduction,
-    own code ran only after it (it returned that storage, or may have touched it in place), and
-    torch computed every contraction and reduction family the reference computes in this call:
-    a fig-leaf kernel around torch's result. An own kernel that does any of the reference's heavy
-    work itself (torch's GEMM, the own softmax) is judged by its share as before."""
-    producer = call.get("producer") or {}
-    op = str(producer.get("op") or "")
-    if producer.get("by") != "own-after-torch" or not _heavy(op):
-        return None
-    wanted = {op_family(r) for r in reference_ops if _heavy(r)}
-    if not wanted or op_family(op) not in wanted:
-        return None
-    torch_heavy = {op_family(o["name"]) for o in call.get("ops", [])
-                   if not o["glue"] and not o["name"].startswith("own-op:") and _heavy(o["name"])}
-    return op if wanted <= torch_heavy else None
-
-
 def judge_call(call: dict[str, Any], settings: dict[str, Any],
                own_kernels: frozenset[str] | set[str] = frozenset(),
                reference_ops: Optional[list[str]] = None) -> Optional[tuple[str, dict[str, Any]]]:
@@ -186,11 +168,6 @@ def judge_call(call: dict[str, Any], settings: dict[str, Any],
                  if producer == "torch-inside-own" else "outside the own code")
         return (f"torch computed the returned tensor {where} with {call['producer'].get('op')}; the submission's "
                 f"own code took {own_share:.1%} of the compute time"), evidence
-    passed_on = _torch_result_passed_on(call, reference_ops or [])
-    if passed_on is not None:
-        return (f"torch computed the returned tensor with {passed_on}, and every contraction and reduction the "
-                f"reference computes; the submission's own code only ran on that result afterwards (a fig-leaf "
-                f"kernel: {own_share:.1%} of the compute time)"), evidence
     if own_share < min_share:
         return f"the submission's own code took only {own_share:.2%} of the compute time", evidence
     return None
@@ -207,6 +184,16 @@ def judge(calls: dict[str, dict[str, Any]], reference_ops: list[str], profile: s
         verdict = judge_call(call, settings, own_kernels, reference_ops)
         if verdict is not None:
             failing[trial] = verdict
+    if not failing and len(calls) >= 2 and any(_heavy(r) for r in reference_ops):
+        # Every checked call returned exactly the values one of torch's contractions or
+        # reductions computed in it (result_prints.py): the own code only handed them back,
+        # in torch's storage or copied. A self-test that runs torch on one call is not this.
+        sources = {trial: call.get("result_from_torch") for trial, call in calls.items()}
+        if all(sources.values()):
+            failing = {trial: (f"the returned tensor holds exactly the values torch's {op} computed in the call; the "
+                               "submission's own code only handed them back (in torch's storage or copied): a "
+                               "fig-leaf kernel", {"result_from_torch": op})
+                       for trial, op in sources.items()}
     if failing:
         trial, (why, evidence) = next(iter(failing.items()))
         found.append(finding(CODE, STAGE, dict(evidence, trials=list(failing), work=work["classes"]), location,
