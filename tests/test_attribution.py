@@ -144,3 +144,14 @@ def test_an_epilogue_or_a_one_call_self_test_is_not_a_fig_leaf():
     for calls in ({"nominal": epilogue, "jitter": epilogue}, {"nominal": copied, "jitter": epilogue}):
         work, found = judge(calls, ["aten::mean.dim"], "default", _NO_FLOOR, None)
         assert not work["torch_did_the_work"], [f.message for f in found]
+
+
+def test_an_op_the_problem_forbids_is_found_by_family_whatever_reached_it():
+    from gatekeeper.behaviour.work import forbidden_op
+
+    x, w = torch.randn(8, 16), torch.randn(4, 16)
+    call = _record(lambda: torch.nn.functional.__dict__["linear"](x, w).relu())
+    hit = forbidden_op(call, ("torch.nn.functional.linear",))
+    assert hit is not None and hit[1] == "torch.nn.functional.linear" and "mm" in hit[0]
+    assert forbidden_op(call, ("cublas*",)) is None and forbidden_op(call, ("torch.nn.Conv2d",)) is None
+    assert forbidden_op(_record(lambda: x.relu()), ("torch.nn.functional.linear",)) is None

@@ -31,7 +31,8 @@ def rule_enabled(config: Any, code: str) -> bool:
 
 def runtime_evidence(messages: list[dict[str, Any]], references: dict[str, dict[str, Any]], judge: Any,
                      config: Any, location: Optional[Location],
-                     static: list[Finding], source: str = "") -> tuple[Optional[dict[str, Any]], list[Finding]]:
+                     static: list[Finding], source: str = "",
+                     forbidden: tuple[str, ...] = ()) -> tuple[Optional[dict[str, Any]], list[Finding]]:
     """(the report's `work` section or None, findings). `static` is not changed here:
     gatekeeper.settle links the static suspicions to this evidence after the stages ran."""
     found: list[Finding] = []
@@ -40,7 +41,7 @@ def runtime_evidence(messages: list[dict[str, Any]], references: dict[str, dict[
     if calls and rule_enabled(config, "GK667"):
         reference_ops = sorted({op for r in references.values() for op in r.get("compute_ops", [])})
         work, more = judge_work(calls, reference_ops, config.profile, rule_options(config, "GK667"), location,
-                                 source)
+                                 source, forbidden)
         found += more
     if rule_enabled(config, "GK667"):  # the code that executed, sampled (CPU runs): behaviour.executing
         from gatekeeper.behaviour.executing import judge as judge_executing

@@ -298,7 +298,8 @@ def _judge_run(result: JobResult, references: dict[str, dict[str, Any]], failed:
         found += worker_failure(result, STAGE, limits, location, str(environment.get("device", "")))
     found += _problem_notes(references, failed, trials, constants, location)
     work, more = runtime_evidence(result.messages + work_messages(result.messages), references, judge,
-                                  config, location, findings_so_far or [], submission.data.decode("utf-8", "replace"))
+                                  config, location, findings_so_far or [], submission.data.decode("utf-8", "replace"),
+                                  tuple(getattr(problem.facts, "declared_forbidden", ()) or ()))
     found += more
     timings["judge_s"] = time.perf_counter() - mark
     incomplete = infrastructure_failure(result, references, scheduled, found)

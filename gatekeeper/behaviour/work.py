@@ -142,6 +142,28 @@ def _torch_epilogue(call: dict[str, Any], reference_ops: list[str], own_kernels:
     return not torch_heavy
 
 
+def forbidden_op(call: dict[str, Any], forbidden: tuple[str, ...] | list[str]) -> Optional[tuple[str, str]]:
+    """(recorded op, forbidden entry) when torch ran an op the problem forbids, by name or by
+    family: a forbidden `torch.nn.functional.linear` is the matmul family whether the call
+    reached aten::addmm through F.linear, an fx graph or TorchScript."""
+    from fnmatch import fnmatchcase
+
+    from gatekeeper.analyses.torch_policy_table import policy
+
+    table = policy()
+    entries = [(f, f.replace("::", ".").rsplit(".", 1)[-1]) for f in forbidden if f]
+    for op in call.get("ops", []):
+        name = op["name"]
+        if op["glue"] or name.startswith("own-op:"):
+            continue
+        short = name.split("::", 1)[-1].split(".", 1)[0].rstrip("_")
+        for entry, last in entries:
+            if fnmatchcase(short, last) or (not any(c in last for c in "*?[") and
+                                            table.family(short) == table.family(last)):
+                return name, entry
+    return None
+
+
 def judge_call(call: dict[str, Any], settings: dict[str, Any],
                own_kernels: frozenset[str] | set[str] = frozenset(),
                reference_ops: Optional[list[str]] = None) -> Optional[tuple[str, dict[str, Any]]]:
@@ -174,7 +196,8 @@ def judge_call(call: dict[str, Any], settings: dict[str, Any],
 
 
 def judge(calls: dict[str, dict[str, Any]], reference_ops: list[str], profile: str, settings: dict[str, Any],
-          location: Optional[Location], source: str = "") -> tuple[dict[str, Any], list[Finding]]:
+          location: Optional[Location], source: str = "",
+          forbidden: tuple[str, ...] = ()) -> tuple[dict[str, Any], list[Finding]]:
     """The report's `work` section and the findings for every checked call."""
     own_kernels = own_kernel_names(source)
     work = summarise(list(calls.values()), own_kernels)
@@ -184,6 +207,14 @@ def judge(calls: dict[str, dict[str, Any]], reference_ops: list[str], profile: s
         verdict = judge_call(call, settings, own_kernels, reference_ops)
         if verdict is not None:
             failing[trial] = verdict
+    if not failing and forbidden:
+        for trial, call in calls.items():
+            hit = forbidden_op(call, forbidden)
+            if hit is not None:
+                failing[trial] = (f"torch computed {hit[0]} in the call, and the problem forbids `{hit[1]}` (its "
+                                  "`forbidden` list): that op must be the submission's own, however it is reached",
+                                  {"forbidden": hit[1], "op": hit[0]})
+                break
     if not failing and len(calls) >= 2 and any(_heavy(r) for r in reference_ops):
         # Every checked call returned exactly the values one of torch's contractions or
         # reductions computed in it (result_prints.py): the own code only handed them back,
