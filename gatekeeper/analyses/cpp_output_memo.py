@@ -1,0 +1,218 @@
+"""Output values that round-trip through C++ storage that outlives the call (GK109).
+
+Not a rule file: it defines no rule with a `code`. Works on a source's token stream.
+
+- Persistent names: variables declared `static` or `thread_local` anywhere, and variables
+  declared at namespace scope (the file's top level, or inside `namespace { ... }`).
+- A function's outputs: the names it returns (`return y;`) and the pointers it takes from
+  them (`float* dst = y.data_ptr<float>();`).
+- A *store* copies output values into persistent storage (`prev.assign(dst, dst + n)`,
+  `memcpy(keep, dst, ...)`, `std::copy(dst, dst + n, keep)`, `keep[i] = dst[i]`,
+  `last.copy_(y)`); a *replay* copies persistent storage into an output (`memcpy(dst,
+  prev.data(), ...)`, `std::copy(prev.begin(), prev.end(), dst)`, `dst[i] = prev[i]`,
+  `y.copy_(last)`). A name that is both stored and replayed carries an earlier call's
+  output into a later one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.cpp_tokens import Token, match_close
+
+_DECL_SKIP = frozenset({"using", "typedef", "namespace", "template", "struct", "class", "union", "enum", "return",
+                        "extern", "#", "friend", "static_assert"})
+_MEMCPY = frozenset({"memcpy", "memmove", "__builtin_memcpy", "cudaMemcpy", "cudaMemcpyAsync", "wmemcpy"})
+_COPY = frozenset({"copy", "copy_n", "copy_backward"})  # std::copy(first, last, dest): dest is the last argument
+_FILL_METHODS = frozenset({"assign", "insert", "push_back", "emplace_back", "append"})
+_DATA = frozenset({"data_ptr", "data", "mutable_data_ptr", "const_data_ptr"})
+
+
+@dataclass
+class Flow:
+    name: str  # the persistent variable
+    kind: str  # store | replay
+    offset: int  # where the statement starts
+
+
+def persistent_names(source: CppSource) -> dict[str, int]:
+    """Persistent variable name -> offset of its declaration. Visits only the braces and
+    semicolons (statement boundaries), then the statements that may declare one."""
+    tokens = source.tokens
+    puncts = source.by_text["punct"]
+    bounds = sorted([*puncts.get("{", ()), *puncts.get("}", ()), *puncts.get(";", ())])
+    marked = {*source.by_text["ident"].get("static", ()), *source.by_text["ident"].get("thread_local", ())}
+    out: dict[str, int] = {}
+    scopes: list[bool] = []  # per open brace: whether it opened a namespace
+    start = 0
+    for i in bounds:
+        text = tokens[i].text
+        if text == "{":
+            scopes.append(_opens_namespace(tokens, i))
+        elif text == "}":
+            if scopes:
+                scopes.pop()
+        elif all(scopes) or any(start <= m < i for m in marked):
+            statement = tokens[start:i + 1]
+            for name in _declared(statement) if statement else ():
+                out.setdefault(name, tokens[i].offset)
+        start = i + 1
+    return out
+
+
+def _opens_namespace(tokens: list[Token], brace: int) -> bool:
+    for k in range(brace - 1, max(-1, brace - 4), -1):
+        if tokens[k].text == "namespace":
+            return True
+        if tokens[k].kind != "ident":
+            return False
+    return False
+
+
+def _declared(statement: list[Token]) -> list[str]:
+    """The names a declaration statement declares (`std::vector<float> prev;`, `static int a = 1, b;`)."""
+    while statement and statement[0].kind == "directive":  # `#include`s before the first statement
+        statement = statement[1:]
+    if not statement or statement[0].text in _DECL_SKIP:
+        return []
+    names: list[str] = []
+    depth = 0
+    typed = False  # a type has been seen: the next bare identifier is a name
+    for k, tok in enumerate(statement):
+        text = tok.text
+        if text in ("(", "[", "<", "{"):
+            if text == "(" and depth == 0 and not names:
+                return []  # `int f(...)`: a function declaration or a call, not a variable
+            depth += 1
+            continue
+        if text in (")", "]", ">", "}"):
+            depth -= 1
+            continue
+        if text == ">>":
+            depth -= 2
+            continue
+        if depth > 0 or tok.kind != "ident":
+            continue
+        nxt = statement[k + 1].text if k + 1 < len(statement) else ";"
+        if typed and nxt in (";", "=", ",", "{", "["):
+            names.append(text)
+        typed = True
+    return names
+
+
+def outputs_of(tokens: list[Token], start: int, end: int) -> set[str]:
+    """The names a function body returns and the data pointers it takes from them."""
+    returned = {tokens[k + 1].text for k in range(start, end)
+                if tokens[k].text == "return" and k + 2 < len(tokens) and tokens[k + 1].kind == "ident"
+                and tokens[k + 2].text == ";"}
+    if not returned:
+        return set()
+    out = set(returned)
+    for k in range(start, end):
+        # float* dst = y.data_ptr<float>();   auto* dst = (float*)y.data_ptr();
+        if tokens[k].text == "=" and k > 0 and tokens[k - 1].kind == "ident":
+            j = k + 1
+            while j < end and j < k + 8 and tokens[j].text != ";":
+                if tokens[j].text in returned and j + 2 < end and tokens[j + 1].text in (".", "->") \
+                        and tokens[j + 2].text in _DATA:
+                    out.add(tokens[k - 1].text)
+                    break
+                j += 1
+    return out
+
+
+def _args(tokens: list[Token], open_: int) -> list[list[str]]:
+    close = match_close(tokens, open_)
+    args: list[list[str]] = [[]]
+    depth = 0
+    for tok in tokens[open_ + 1:close]:
+        if tok.text in ("(", "[", "{"):
+            depth += 1
+        elif tok.text in (")", "]", "}"):
+            depth -= 1
+        if tok.text == "," and depth == 0:
+            args.append([])
+        else:
+            args[-1].append(tok.text)
+    return args
+
+
+def _statement_flows(st: list[Token], tokens: list[Token], base: int, keep: dict[str, int],
+                     outs: set[str]) -> list[Flow]:
+    texts = [t.text for t in st]
+    found: list[Flow] = []
+    here = st[0].offset
+    for k, text in enumerate(texts):
+        if k + 1 >= len(texts) or texts[k + 1] != "(":
+            continue
+        if text in _MEMCPY or text in _COPY:
+            args = _args(tokens, base + k + 1)
+            if len(args) < 3:
+                continue
+            dest, src = (args[0], args[1]) if text in _MEMCPY else (args[-1], args[0])
+            found += _pair(dest, src, keep, outs, here)
+        elif text in _FILL_METHODS and k >= 2 and texts[k - 1] in (".", "->") and texts[k - 2] in keep:
+            if any(a in outs for arg in _args(tokens, base + k + 1) for a in arg):
+                found.append(Flow(texts[k - 2], "store", here))
+        elif text == "copy_" and k >= 2 and texts[k - 1] in (".", "->"):
+            args = _args(tokens, base + k + 1)
+            found += _pair([texts[k - 2]], args[0] if args else [], keep, outs, here)
+    # `keep[i] = dst[i];`, `dst[i] = keep[i];`, `last = y.clone();`
+    if "=" in texts and not found:
+        eq = texts.index("=")
+        base = _lvalue_base(texts, eq)
+        if base is not None:
+            found += _pair([base], texts[eq + 1:], keep, outs, here)
+    return found
+
+
+def _lvalue_base(texts: list[str], eq: int) -> str | None:
+    """The variable an assignment writes: `keep` in `keep[i] = ...`, `for (...) out[i] = ...`,
+    `*p = ...`; None for a declaration (`float v = ...`, `auto& r = ...`)."""
+    j = eq - 1
+    while j >= 0 and texts[j] == "]":  # step over subscripts
+        depth = 0
+        while j >= 0:
+            depth += texts[j] == "]"
+            depth -= texts[j] == "["
+            j -= 1
+            if depth == 0:
+                break
+    if j < 0 or not texts[j].isidentifier():
+        return None
+    before = texts[j - 1] if j > 0 else ""
+    if before.isidentifier() or before in (">", "&", "::"):  # `float v =`, `std::vector<float> v =`, `auto& r =`
+        return None if before not in ("return",) else texts[j]
+    return texts[j]
+
+
+def _pair(dest: list[str], src: list[str], keep: dict[str, int], outs: set[str], at: int) -> list[Flow]:
+    target = next((t for t in dest if t.isidentifier()), None)
+    if target in keep and any(s in outs for s in src):
+        return [Flow(target, "store", at)]
+    if target in outs and any(s in keep for s in src):
+        return [Flow(next(s for s in src if s in keep), "replay", at)]
+    return []
+
+
+def output_memos(source: CppSource) -> list[tuple[Flow, Flow]]:
+    """(store, replay) for each persistent name that carries an output into a later one."""
+    tokens = source.tokens
+    keep = persistent_names(source)
+    if not keep:
+        return []
+    stores: dict[str, Flow] = {}
+    replays: dict[str, Flow] = {}
+    for fn in source.functions:
+        outs = outputs_of(tokens, fn.body_start, fn.body_end) - set(fn.params)
+        outs -= keep.keys()  # a persistent output is GK105's
+        if not outs:
+            continue
+        start = fn.body_start + 1
+        for k in range(fn.body_start + 1, fn.body_end + 1):
+            if tokens[k].text in (";", "{", "}"):
+                if k > start:
+                    for flow in _statement_flows(tokens[start:k], tokens, start, keep, outs):
+                        (stores if flow.kind == "store" else replays).setdefault(flow.name, flow)
+                start = k + 1
+    return [(stores[n], replays[n]) for n in stores if n in replays]
