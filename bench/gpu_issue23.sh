@@ -54,6 +54,8 @@
 #                                                # dynamo wrapper, custom-op bodies under the recorder, the new
 #                                                # schedule repeats, the static below-dispatcher rules, bundles,
 #                                                # hostile input), then gpu_e2e.py and the GK678 Triton GEMM pair
+#   bash bench/gpu_issue23.sh round11            # the second red-team round: CPU problems on a GPU host, the
+#                                                # run-time fig-leaf fingerprint and forbidden ops, then gpu_e2e.py
 #   bash bench/gpu_issue23.sh round6-time        # the four corpus-time files no round timed (79_s0, 15_s0,
 #                                                # opus4 1_s0, 44_s0) through --time, builds side by side, timings alone
 # Expects .whl/, .gpu/corpus (the corpus files the parts name) and .gpu/bw/bwrap (a bubblewrap
@@ -315,5 +317,24 @@ case "${1:-}" in
       date -u +%T
     } 2>&1 | tee "$OUT/round10.log"
     tar czf "$OUT/round10_reports.tar.gz" -C "$W" . 2>/dev/null ;;
+  round11)
+    # The red-team round of 2026-12-06 (second session): CPU problems on a GPU host (their sidecars
+    # now pin them to the CPU), the run-time fig-leaf fingerprint and forbidden ops, own files.
+    timeout -k 5 300 python3 -m pytest -q -p no:cacheprovider -rs tests/test_device_fault_hint.py \
+      tests/test_attribution.py tests/test_repeat_probe.py tests/test_executing_attribution.py \
+      tests/test_fixtures.py -k "rt4 or own_gemm or vendor_gemm or device_fault or attribution or repeat" 2>&1 | tee "$OUT/round11_tests.log"
+    W=/tmp/gk-round11; mkdir -p "$W"
+    { date -u +%T
+      for case in rt4_gpu_fig_leaf_passthrough:seed_mean seed_honest_generic:seed_mean; do
+        sub=${case%%:*}; prob=${case##*:}
+        GATEKEEPER_ISOLATION=bwrap timeout -k 5 240 python3 -m gatekeeper check fixtures/submissions/$sub.py \
+          --problem fixtures/problems/$prob.py --keep-going -f json > "$W/$sub.json" 2> "$W/$sub.err"
+        echo "$sub rc=$?"; python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['verdict'], [(f['rule'], f['severity'], f['message'][:160]) for f in r['findings'] if f['severity'] != 'info'])" "$W/$sub.json"
+      done
+      date -u +%T
+      GATEKEEPER_ISOLATION=bwrap OUT="$W" timeout -k 5 200 python3 bench/gpu_e2e.py
+      date -u +%T
+    } 2>&1 | tee "$OUT/round11.log"
+    tar czf "$OUT/round11_reports.tar.gz" -C "$W" . 2>/dev/null ;;
   *) echo "unknown part: ${1:-}"; exit 2 ;;
 esac

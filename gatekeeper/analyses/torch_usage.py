@@ -211,6 +211,11 @@ class TorchUsage(TorchCalls, TensorValues):
                 self._kernel(node, func.value, needs_def=func.value)
                 self._maybe_layer_name(node, func.value)
                 return
+        if qual == "operator.methodcaller" and node.args:  # methodcaller("sum", 0): x.sum(0) when applied
+            name = string_value(node.args[0].value)
+            if name and self.ops.method_is_compute(name):
+                self._use("method", f"Tensor.{name}", node, op=name, deferred=True)
+            return
         if qual is not None and qual.startswith(("builtins.", "operator.", "einops.", "opt_einsum.", "functools.reduce", "numpy.")):
             self._python_compute(node, qual)
             return
@@ -231,9 +236,12 @@ class TorchUsage(TorchCalls, TensorValues):
             return
         if qual == "functools.partial" and node.args:  # partial(torch.mean, dim=0): a deferred call
             target = ctx.qualname(node.args[0].value) or ""
+            last = target.rsplit(".", 1)[-1]
             if target.startswith("torch.") and self.ops.function_is_compute(target) \
                     and not any(p[:1].isupper() for p in target.split(".")):
-                self._use("function", target, node, op=target.rsplit(".", 1)[-1], deferred=True)
+                self._use("function", target, node, op=last, deferred=True)
+            elif target.startswith("operator.") and self.ops.method_is_compute(last):
+                self._use("function", target, node, op=last, deferred=True)  # partial(operator.matmul)
             return
         if qual is None and type(func) is cst.Attribute:
             self._method_call(node, func)
