@@ -184,7 +184,7 @@ class Recorder:
             entry[1] += spent
             self._note_writes(out, name, inside, glue, since=seq0 if name.startswith("own-op:") else None)
             if not glue and not name.startswith("own-op:") and _heavy(name):
-                self.prints.add(name, out)
+                self._fingerprint(name, out)
             return out
         finally:
             sys.setprofile(hook)
@@ -193,6 +193,18 @@ class Recorder:
                 self._custom[-1] += elapsed  # inside a custom operator's body: not its own time
             elif self.depth > 0:
                 self.inner_s += elapsed
+
+    def _fingerprint(self, name: str, out: Any) -> None:
+        """The sampled values of a heavy op's output; on CUDA the few kernels that copy them
+        out are left out of the call's kernels (CUPTI paused), so they count as nobody's work."""
+        owners = self._owners
+        if owners is not None:
+            owners.pause(True)
+        try:
+            self.prints.add(name, out)
+        finally:
+            if owners is not None:
+                owners.pause(False)
 
     def _note_writes(self, out: Any, name: str, inside: bool, glue: bool, since: Optional[int] = None) -> None:
         """`since`: a custom operator's sequence number at entry; a storage that an operator of

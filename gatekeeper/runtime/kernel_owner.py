@@ -150,6 +150,10 @@ class KernelOwners:
             self.lib.gk_reset()
         self.lib.gk_record(1 if on else 0)
 
+    def pause(self, paused: bool) -> None:
+        """Stop or go on recording within a call, keeping what was recorded (record resets)."""
+        self.lib.gk_record(0 if paused else 1)
+
     def collect(self) -> list[dict[str, Any]]:
         """[{launcher, name, count, s}] of the kernels launched while recording."""
         self.lib.gk_flush()
