@@ -98,8 +98,44 @@ def _settle_by_findings(f: Finding, runtime: Iterable[Finding]) -> None:
         _clear(f, f"{f.probe.check} ran and did not see it")
 
 
+# Below the dispatcher (a C++ call into ATen or a vendor library) the recorder sees no operator:
+# on the CPU only the sampled program counters show who computed. A share of torch or vendor
+# samples at least this large confirms such a suspicion (as the partial work it is).
+BELOW_DISPATCHER_SHARE = 0.1
+
+
+def _below_dispatcher(f: Finding) -> bool:
+    return "cpp_line" in f.evidence
+
+
+def _settle_by_samples(f: Finding, work: dict[str, Any], runtime: Iterable[Finding]) -> None:
+    """A C++-side suspicion on the CPU: settled by what the sampler saw executing, never by the
+    dispatcher recorder (blind there by construction)."""
+    seen = work.get("executing") or {}
+    classes = seen.get("classes") or {}
+    library = sum(int(classes.get(c, 0)) for c in ("torch", "vendor", "numpy"))
+    compute = library + int(classes.get("own", 0))
+    if work.get("torch_did_the_work"):
+        ids = [r.id for r in runtime if r.rule in WORK_PROBES and r.id]
+        _confirm(f, Severity.ERROR, ids, "the work attribution saw torch or a vendor library do the work that the "
+                 "reference does")
+    elif not seen.get("judged") or compute == 0:
+        f.probe.detail = (f"{f.probe.detail}; not settled: the sampled attribution, the one check that sees below "  # type: ignore[union-attr]
+                          "the dispatcher, had too few samples or saw only code it cannot place "
+                          f"({int(seen.get('samples', 0))} samples)")
+    elif library / compute >= BELOW_DISPATCHER_SHARE:
+        _confirm(f, Severity.WARNING, [], f"the sampled attribution saw torch or vendor code execute {library} of "
+                 f"{compute} compute samples ({library / compute:.0%}) below the dispatcher: part of the work")
+    else:
+        _clear(f, f"the sampled attribution saw the submission's own code execute {compute - library} of {compute} "
+               "compute samples")
+
+
 def _settle_by_work(f: Finding, work: Optional[dict[str, Any]], runtime: Iterable[Finding]) -> None:
     assert f.probe is not None
+    if work and work.get("device") != "cuda" and _below_dispatcher(f):
+        _settle_by_samples(f, work, runtime)
+        return
     if not work or "torch_did_the_work" not in work:
         f.probe.detail = f"{f.probe.detail}; not settled: the work attribution recorded no call"
         return

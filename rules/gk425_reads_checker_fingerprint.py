@@ -23,6 +23,7 @@ _SAMPLER = "whether a sampling profiler is armed (a checker samples the program 
 _TIMERS = "the process's interval timers (a checker's sampling profiler arms one)"
 _ARGV = "the command line that started the process (the harness's worker or timing script)"
 _PROGRAM = "the program that started the process (the harness's worker or timing script)"
+_OBJECTS = "the shared objects loaded in the process (a checker loads its own profiling and recording libraries)"
 WHAT: dict[str, str] = {
     "sys.flags": _INTERPRETER, "sys._xoptions": _INTERPRETER,
     "sys.gettrace": _HOOK, "sys.getprofile": _HOOK, "threading.gettrace": _HOOK, "threading.getprofile": _HOOK,
@@ -65,6 +66,7 @@ CPP_WHAT: dict[str, str] = {
     "dispatch_mode_enabled": _DISPATCH,
     "SIGPROF": _SAMPLER, "ITIMER_PROF": _SAMPLER, "ITIMER_VIRTUAL": _SAMPLER, "SIGVTALRM": _SAMPLER,
     "getitimer": _TIMERS, "setitimer": _TIMERS,
+    "dl_iterate_phdr": _OBJECTS, "dlinfo": _OBJECTS, "_r_debug": _OBJECTS,
 }
 _CPP_NAMES = frozenset(CPP_WHAT)
 
@@ -142,6 +144,18 @@ class ReadsCheckerFingerprint(UseRule):
         """)),
     ]
     INVALID = [
+        # walking the loaded shared objects for the checker's own libraries
+        Invalid(snippet("""
+            src = r'''
+            #include <link.h>
+            static int seen(struct dl_phdr_info* info, size_t, void* found) { return 0; }
+            torch::Tensor f(torch::Tensor x) {
+              bool found = false;
+              dl_iterate_phdr(seen, &found);
+              return found ? own(x) : at::mm(x, x);
+            }
+            '''
+        """), line=6, message="dl_iterate_phdr"),
         Invalid(snippet("""
             import sys
             class ModelNew:
