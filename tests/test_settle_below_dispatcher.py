@@ -1,0 +1,44 @@
+"""A C++-side torch-fallback suspicion (a call into ATen or a vendor library below the
+dispatcher) is settled only by the check that can see there: the sampled attribution on the
+CPU. The dispatcher recorder seeing no torch operator never clears it (red team: at::cpu::addmm_out
+and cpublas::brgemm were cleared as 'own code 100%')."""
+
+from gatekeeper.config import Config
+from gatekeeper.report import (Category, Finding, ProbeLink, ProbeOutcome, Severity, StageName, StageResult,
+                               StageStatus)
+from gatekeeper.settle import settle
+
+
+def _suspicion(cpp: bool) -> Finding:
+    evidence = {"cpp_line": "at::cpu::addmm_out(y, b, x, w.t());", "call": "at::cpu::addmm_out"} if cpp else \
+        {"call": "torch.addmm"}
+    return Finding(rule="GK306", name="CallsAtenFromCpp", category=Category.TORCH_FALLBACK, severity=Severity.WARNING,
+                   stage=StageName.STATIC, message="m", hint="h", evidence=evidence, confidence="likely",
+                   confirmed_by="GK667", probe=ProbeLink(check="GK667", outcome=ProbeOutcome.UNCONFIRMED,
+                                                         detail="held", static_severity=Severity.ERROR))
+
+
+def _settled(cpp: bool, executing: dict) -> Finding:
+    f = _suspicion(cpp)
+    work = {"device": "cpu", "torch_did_the_work": False, "own_share_of_compute": 1.0, "executing": executing}
+    stages = [StageResult(name=StageName.BEHAVIOUR, status=StageStatus.PASSED)]
+    settle([f], stages, Config(), work)
+    return f
+
+
+def test_the_recorder_alone_never_clears_a_cpp_suspicion():
+    f = _settled(True, {"judged": False, "samples": 10, "classes": {"own": 6, "vendor": 4}})
+    assert f.probe.outcome == ProbeOutcome.UNCONFIRMED and f.severity == Severity.WARNING
+    assert "too few samples" in f.probe.detail
+
+
+def test_library_samples_confirm_a_cpp_suspicion_as_partial_work_and_own_samples_clear_it():
+    partial = _settled(True, {"judged": True, "samples": 13, "classes": {"own": 6, "vendor": 6, "python": 1}})
+    assert partial.probe.outcome == ProbeOutcome.CONFIRMED and partial.severity == Severity.WARNING
+    own = _settled(True, {"judged": True, "samples": 96, "classes": {"own": 96}})
+    assert own.probe.outcome == ProbeOutcome.CLEARED and own.severity == Severity.INFO
+
+
+def test_a_python_side_suspicion_is_still_settled_by_the_recorder():
+    f = _settled(False, {"judged": False, "samples": 3, "classes": {}})
+    assert f.probe.outcome == ProbeOutcome.CLEARED
