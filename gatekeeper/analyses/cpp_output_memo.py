@@ -100,24 +100,26 @@ def _declared(statement: list[Token]) -> list[str]:
     return names
 
 
-def outputs_of(tokens: list[Token], start: int, end: int) -> set[str]:
+def outputs_of(source: CppSource, start: int, end: int) -> set[str]:
     """The names a function body returns and the data pointers it takes from them."""
-    returned = {tokens[k + 1].text for k in range(start, end)
-                if tokens[k].text == "return" and k + 2 < len(tokens) and tokens[k + 1].kind == "ident"
+    tokens = source.tokens
+    returned = {tokens[k + 1].text for k in source.by_text["ident"].get("return", ())
+                if start < k < end and k + 2 < len(tokens) and tokens[k + 1].kind == "ident"
                 and tokens[k + 2].text == ";"}
     if not returned:
         return set()
     out = set(returned)
-    for k in range(start, end):
+    for k in source.by_text["punct"].get("=", ()):
         # float* dst = y.data_ptr<float>();   auto* dst = (float*)y.data_ptr();
-        if tokens[k].text == "=" and k > 0 and tokens[k - 1].kind == "ident":
-            j = k + 1
-            while j < end and j < k + 8 and tokens[j].text != ";":
-                if tokens[j].text in returned and j + 2 < end and tokens[j + 1].text in (".", "->") \
-                        and tokens[j + 2].text in _DATA:
-                    out.add(tokens[k - 1].text)
-                    break
-                j += 1
+        if not start < k < end or tokens[k - 1].kind != "ident":
+            continue
+        j = k + 1
+        while j < end and j < k + 8 and tokens[j].text != ";":
+            if tokens[j].text in returned and j + 2 < end and tokens[j + 1].text in (".", "->") \
+                    and tokens[j + 2].text in _DATA:
+                out.add(tokens[k - 1].text)
+                break
+            j += 1
     return out
 
 
@@ -196,23 +198,35 @@ def _pair(dest: list[str], src: list[str], keep: dict[str, int], outs: set[str],
 
 
 def output_memos(source: CppSource) -> list[tuple[Flow, Flow]]:
-    """(store, replay) for each persistent name that carries an output into a later one."""
+    """(store, replay) for each persistent name that carries an output into a later one.
+    Only the statements that name a persistent variable are read."""
     tokens = source.tokens
     keep = persistent_names(source)
     if not keep:
         return []
+    idents = source.by_text["ident"]
+    uses = sorted(i for name in keep for i in idents.get(name, ()))
     stores: dict[str, Flow] = {}
     replays: dict[str, Flow] = {}
     for fn in source.functions:
-        outs = outputs_of(tokens, fn.body_start, fn.body_end) - set(fn.params)
+        inside = [i for i in uses if fn.body_start < i < fn.body_end]
+        if not inside:
+            continue
+        outs = outputs_of(source, fn.body_start, fn.body_end) - set(fn.params)
         outs -= keep.keys()  # a persistent output is GK105's
         if not outs:
             continue
-        start = fn.body_start + 1
-        for k in range(fn.body_start + 1, fn.body_end + 1):
-            if tokens[k].text in (";", "{", "}"):
-                if k > start:
-                    for flow in _statement_flows(tokens[start:k], tokens, start, keep, outs):
-                        (stores if flow.kind == "store" else replays).setdefault(flow.name, flow)
-                start = k + 1
+        done: set[int] = set()
+        for i in inside:
+            start = i
+            while start > fn.body_start + 1 and tokens[start - 1].text not in (";", "{", "}"):
+                start -= 1
+            if start in done:
+                continue
+            done.add(start)
+            end = i
+            while end < fn.body_end and tokens[end].text not in (";", "{", "}"):
+                end += 1
+            for flow in _statement_flows(tokens[start:end], tokens, start, keep, outs):
+                (stores if flow.kind == "store" else replays).setdefault(flow.name, flow)
     return [(stores[n], replays[n]) for n in stores if n in replays]
