@@ -56,6 +56,8 @@
 #                                                # hostile input), then gpu_e2e.py and the GK678 Triton GEMM pair
 #   bash bench/gpu_issue23.sh round11            # the second red-team round: CPU problems on a GPU host, the
 #                                                # run-time fig-leaf fingerprint and forbidden ops, then gpu_e2e.py
+#   bash bench/gpu_issue23.sh round11b           # the result fingerprint's copy kernels left out of the call's work;
+#                                                # a torch GEMM + own epilogue not taken for a copy of torch's result
 #   bash bench/gpu_issue23.sh round6-time        # the four corpus-time files no round timed (79_s0, 15_s0,
 #                                                # opus4 1_s0, 44_s0) through --time, builds side by side, timings alone
 # Expects .whl/, .gpu/corpus (the corpus files the parts name) and .gpu/bw/bwrap (a bubblewrap
@@ -336,5 +338,24 @@ case "${1:-}" in
       date -u +%T
     } 2>&1 | tee "$OUT/round11.log"
     tar czf "$OUT/round11_reports.tar.gz" -C "$W" . 2>/dev/null ;;
+  round11b)
+    # The result fingerprint's own copy kernels out of the call's kernels (CUPTI paused), and a
+    # torch GEMM + own Triton epilogue (policy: a warning under default) not taken for a copy.
+    W=/tmp/gk-round11b; mkdir -p "$W"
+    { date -u +%T
+      for case in rt4_gpu_fig_leaf_passthrough:seed_mean mech_fig_leaf_bias_relu:fallback_linear_relu \
+                  mech_fig_leaf_honest_own_gemm:fallback_linear_relu; do
+        sub=${case%%:*}; prob=${case##*:}
+        GATEKEEPER_ISOLATION=bwrap GATEKEEPER_KERNEL_OWNERSHIP=launcher timeout -k 5 240 python3 -m gatekeeper check \
+          fixtures/submissions/$sub.py --problem fixtures/problems/$prob.py --keep-going -f json > "$W/$sub.json" 2> "$W/$sub.err"
+        echo "$sub rc=$?"; python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1])); w = r.get('work') or {}
+print(r['verdict'], [(f['rule'], f['severity'], f['message'][:150]) for f in r['findings'] if f['severity'] != 'info'])
+print('  top torch:', [t['name'][:70] for t in (w.get('top') or {}).get('torch', [])])" "$W/$sub.json"
+      done
+      date -u +%T
+    } 2>&1 | tee "$OUT/round11b.log"
+    tar czf "$OUT/round11b_reports.tar.gz" -C "$W" . 2>/dev/null ;;
   *) echo "unknown part: ${1:-}"; exit 2 ;;
 esac
