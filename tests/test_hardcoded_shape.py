@@ -375,3 +375,18 @@ def test_tuning_tables_with_a_generic_default_are_not_dispatch(table, lookup, fl
            f"        cfg = {lookup}\n        return k(x, cfg)\n")
     found = [f for f in static_findings(src, SEED_PROBLEM_SRC, profile="strict") if f.rule == "GK205"]
     assert bool(found) == flagged, found
+
+
+def test_a_literal_equal_to_a_fixed_dimension_is_not_a_product_of_free_sizes(tmp_path):
+    # kbhard_head_rmsnorm fixes HEAD_DIM = 128 in every declared shape; at the nominal shape
+    # BATCH*SEQ is 128 too. The literal 128 is the head width, not that product (issue 20 item 3).
+    sub = tmp_path / "solution.py"
+    sub.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                   "        out = torch.empty(x.shape[0], x.shape[1], x.shape[2], 128, device=x.device)\n"
+                   "        _ext.rms(x, out)\n        return out\n", "utf-8")
+    report = gatekeeper.check(sub, FIXTURES / "problems" / "kbhard_head_rmsnorm", stages="static")
+    assert not _shape(report.findings), [f.message for f in _shape(report.findings)]
+    # 64 (SEQ at the nominal shape) is a free size: still a finding
+    sub.write_text(sub.read_text("utf-8").replace("x.shape[1], x.shape[2], 128", "64, x.shape[2], 128"), "utf-8")
+    report = gatekeeper.check(sub, FIXTURES / "problems" / "kbhard_head_rmsnorm", stages="static")
+    assert any(f.rule == "GK201" for f in report.findings), [f.message for f in report.findings]

@@ -78,6 +78,8 @@ def sizes_for(problem: ProblemFacts) -> ProblemSizes:
             product = 1
             for d in combo:
                 product *= d
+            if product in fixed:
+                continue  # the value of a fixed dimension (HEAD_DIM = 128) is never a free size, whatever product it equals
             expr = "*".join(out.names[d] for d in combo)
             out.exprs.setdefault(product, expr)
             out.meaning.setdefault(product, f"{expr} = {product}")
