@@ -71,8 +71,8 @@ class SideStreamInPython(Rule):
     )
     joined_message = (
         "{what} uses a CUDA stream other than the current one; it is joined back to the current stream "
-        "before {function} returns, so the work is timed, but a side stream in a single-kernel "
-        "submission is unusual."
+        "before {function} returns, so the work is timed. A warning only: keep the join on every path "
+        "out of the call (the timing stage's GK705 checks that no work runs on after it)."
     )
     loop_note = (
         " A loop joins the elements of a collection (`for s in streams: cur.wait_stream(s)`); whether "

@@ -74,7 +74,8 @@ class SideStreamInCpp(Rule):
     )
     joined_message = (
         "{what} in the C++/CUDA source uses a side stream; it is joined back before the host function "
-        "returns, so the work is timed, but a side stream in a single-kernel submission is unusual."
+        "returns, so the work is timed. A warning only: keep the join on every path out of the call (the "
+        "timing stage's GK705 checks that no work runs on after it)."
     )
     unknown_message = (
         "A kernel launch in the C++/CUDA source uses a stream that is neither PyTorch's current stream "
