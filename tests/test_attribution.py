@@ -155,3 +155,9 @@ def test_an_op_the_problem_forbids_is_found_by_family_whatever_reached_it():
     assert hit is not None and hit[1] == "torch.nn.functional.linear" and "mm" in hit[0]
     assert forbidden_op(call, ("cublas*",)) is None and forbidden_op(call, ("torch.nn.Conv2d",)) is None
     assert forbidden_op(_record(lambda: x.relu()), ("torch.nn.functional.linear",)) is None
+
+
+def test_a_constant_result_is_no_evidence_of_a_copy():
+    x = torch.zeros(4, 16, 48)
+    call = _record(lambda: _own_scale(torch.mean(x, 0)))  # all zeros on both sides
+    assert call["result_from_torch"] is None
