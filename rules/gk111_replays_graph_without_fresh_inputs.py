@@ -149,13 +149,15 @@ class ReplaysGraphWithoutFreshInputs(Rule):
         self.frames: list[dict] = []
         self.pending: list[tuple[cst.Call, str]] = []  # replays without a fresh input, decided in finish
         self.live_capture = False  # some graph capture launches on a function parameter itself
+        if "replay" not in self.ctx.text:  # no `.replay()` to judge: the handlers are not called for this file
+            self.switch_off_inherited(ReplaysGraphWithoutFreshInputs, _HANDLERS)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         ps = node.params
         every = [*ps.posonly_params, *ps.params, *ps.kwonly_params]
         every += [p for p in (ps.star_arg, ps.star_kwarg) if isinstance(p, cst.Param)]
         params = [p.name.value for p in every if p.name.value != "self"]
-        self.frames.append({"params": set(params), "sources": set(), "ptrs": set(), "ids": set(), "replays": [],
+        self.frames.append({"params": set(params), "sources": [], "ptrs": [], "ids": set(), "replays": [],
                             "assigns": []})
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -164,7 +166,7 @@ class ReplaysGraphWithoutFreshInputs(Rule):
             return
         inputs = _inputs(frame)
         # a graph keyed on the live input's address replays on it: it recomputes
-        if any(not names.isdisjoint(inputs) for names in (*frame["sources"], *frame["ptrs"])):
+        if any(not _roots(expr).isdisjoint(inputs) for expr in (*frame["sources"], *frame["ptrs"])):
             return
         params = ", ".join(sorted(frame["params"])) or "none"
         for replay in frame["replays"]:
@@ -201,15 +203,15 @@ class ReplaysGraphWithoutFreshInputs(Rule):
         if method == "replay" and not node.args:
             frame["replays"].append(node)
         elif method in ("copy_", "set_", "index_copy_"):  # what the copied values are computed from
-            frame["sources"].update(_roots(a.value) for a in node.args)
+            frame["sources"].extend(a.value for a in node.args)
         elif method == "data_ptr":  # `x.data_ptr()`, `a.data_ptr()` for a in the inputs, `x.contiguous().data_ptr()`
-            frame["ptrs"].add(_roots(node.func.value))
+            frame["ptrs"].append(node.func.value)
 
     # Every way a local is bound, worked out at the end, only for a forward that replays:
     # assignments (unpacking too), loop and comprehension targets, walrus and `with ... as`.
     def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
-        if self.frames:
-            self.frames[-1]["assigns"].append((_targets(target), _roots(value)))
+        if self.frames:  # read only for a forward that replays (leave_FunctionDef): most never do
+            self.frames[-1]["assigns"].append((target, value))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for t in node.targets:
@@ -233,6 +235,8 @@ class ReplaysGraphWithoutFreshInputs(Rule):
             self._bind(node.asname.name, node.item)
 
 
+_HANDLERS = ("visit_FunctionDef", "leave_FunctionDef", "visit_With", "visit_Comparison", "visit_Call", "visit_Assign",
+             "visit_AnnAssign", "visit_For", "visit_CompFor", "visit_NamedExpr", "visit_WithItem", "finish")
 # Tensor metadata: a value computed from these is not computed from the tensor's contents.
 _META_ATTRS = frozenset({"shape", "dtype", "device", "is_cuda", "ndim", "layout", "requires_grad", "is_sparse"})
 _META_METHODS = frozenset({"size", "stride", "dim", "numel", "nelement", "data_ptr", "element_size",
@@ -281,10 +285,11 @@ def _inputs(frame: dict) -> set[str]:
     """The parameters and the locals computed from their contents through any binding (`x_in =
     x.contiguous()`, `for dst, src in zip(ins, (x, y))`, `(a.data_ptr() for a in args)`)."""
     inputs = set(frame["params"])
+    bindings = [(_targets(target), _roots(value)) for target, value in frame["assigns"]]
     changed = True
     while changed:  # to a fixed point: a local may be bound from one bound later in a loop
         changed = False
-        for targets, roots in frame["assigns"]:
+        for targets, roots in bindings:
             if not targets <= inputs and not roots.isdisjoint(inputs):
                 inputs |= targets
                 changed = True

@@ -6,15 +6,19 @@ import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.python_stream_exprs import (
-    creation_target, has_switch, is_current_stream, is_stream_parameter, is_stream_reference, module_streams,
+    creation_target, is_current_stream, is_stream_parameter, is_stream_reference, module_streams,
 )
 from gatekeeper.analyses.stream_joins import (
     DEVICE_SYNC, JOIN_METHODS, STREAM_CTORS, STREAM_SWITCHES, Path, StreamFrame, StreamUse, branch_path,
-    element_join_path, join_by_helpers, kept_or_returned, unjoined_streams,
+    element_join_path, stream_verdicts,
 )
 from gatekeeper.static.syntax import argument, is_self_attr, self_attr
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
+
+
+_HANDLERS = ("visit_FunctionDef", "leave_FunctionDef", "visit_Call", "leave_Call", "visit_With", "leave_With",
+             "visit_Return", "visit_Name", "visit_Attribute")
 
 
 class SideStreamInPython(Rule):
@@ -245,7 +249,12 @@ class SideStreamInPython(Rule):
         self.frames: list[StreamFrame] = [StreamFrame("<module>")]
         self.done: list[StreamFrame] = []
         self.stream_attrs: set[str] = set()
-        self.module_streams: set[str] = module_streams(self.ctx)
+        # Every stream this rule judges is named `...Stream...`/`...stream...` in the source (a
+        # constructor, a switch, an alias of one): a file without the word has none to judge.
+        streamless = "tream" not in self.ctx.text
+        if streamless:
+            self.switch_off_inherited(SideStreamInPython, _HANDLERS)
+        self.module_streams: set[str] = set() if streamless else module_streams(self.ctx)
         # every name that may hold a stream somewhere: visit_Name leaves at once for the rest
         self.watch: set[str] = set(self.module_streams)
         self.with_uses: dict[int, list[StreamUse]] = {}
@@ -378,40 +387,8 @@ class SideStreamInPython(Rule):
 
     # verdicts -------------------------------------------------------------------------
     def finish(self) -> None:
-        frames = self.done + self.frames
-        helper_joins = join_by_helpers(frames, self.helper_calls)
-        if helper_joins:  # the stream handed to a joining helper is joined there, not used
-            for frame in frames:
-                frame.uses = [u for u in frame.uses if u.kind != "ref" or not any(
-                    id(a) in helper_joins for a in self.ctx.ancestors(u.node))]
-        used, unjoined, unjoined_loops = unjoined_streams(frames)
-        for frame in frames:
-            reported_ref: set[str] = set()
-            for use in frame.uses:
-                joined = frame.joined_after(use)
-                maybe = not joined and frame.joined_after(use, loops=True)
-                if use.kind == "create":
-                    if use.identity is None:
-                        # a getter that stores or returns new streams runs nothing on them: the
-                        # functions that use them join them (or are reported where they switch)
-                        if not joined and kept_or_returned(self.ctx, use.node) and any(
-                                f.joins or f.loop_joins for f in frames if f is not frame):
-                            continue
-                        bad = not joined
-                    elif use.identity in used:
-                        bad = use.identity in unjoined
-                        maybe = bad and use.identity not in unjoined_loops
-                    else:
-                        # created, kept under a name and never used: nothing runs on it
-                        bad = use.identity is None and not joined
-                    where = "each function that uses it" if use.identity in used else f"`{frame.key}`"
-                    self._emit(use, where, bad, "Creating a side stream here", maybe)
-                elif use.kind == "switch":
-                    what = f"`with`/`set_stream` on `{use.identity}`" if use.identity else "switching the current stream"
-                    self._emit(use, f"`{frame.key}`", not joined, what, maybe)
-                elif not joined and use.identity not in reported_ref and not has_switch(frame, use.identity):
-                    reported_ref.add(use.identity or "")
-                    self._emit(use, f"`{frame.key}`", True, f"Using the side stream `{use.identity}`", maybe)
+        for use, where, bad, what, maybe in stream_verdicts(self.ctx, self.done + self.frames, self.helper_calls):
+            self._emit(use, where, bad, what, maybe)
 
     def _emit(self, use: StreamUse, function: str, bad: bool, what: str, maybe: bool = False) -> None:
         if bad and maybe:

@@ -178,3 +178,46 @@ def kept_or_returned(ctx, node: cst.CSTNode) -> bool:
     if type(parent) is cst.Element:
         parent = ctx.parent(ctx.parent(parent))  # Element -> Tuple/List -> holder
     return type(parent) in (cst.Assign, cst.AnnAssign, cst.Return)
+
+
+def stream_verdicts(ctx, frames: list[StreamFrame], helper_calls: list[tuple[StreamFrame, int, Path, str, cst.Call]]
+                    ) -> list[tuple[StreamUse, str, bool, str, bool]]:
+    """GK500's verdict on every stream use after the walk: (use, the function named in the
+    message, unjoined, what the use is in words, joined only by a loop or a looping helper)."""
+    from gatekeeper.analyses.python_stream_exprs import has_switch  # it imports this module
+
+    out: list[tuple[StreamUse, str, bool, str, bool]] = []
+    helper_joins = join_by_helpers(frames, helper_calls)
+    if helper_joins:  # the stream handed to a joining helper is joined there, not used
+        for frame in frames:
+            frame.uses = [u for u in frame.uses if u.kind != "ref" or not any(
+                id(a) in helper_joins for a in ctx.ancestors(u.node))]
+    used, unjoined, unjoined_loops = unjoined_streams(frames)
+    for frame in frames:
+        reported_ref: set[str] = set()
+        for use in frame.uses:
+            joined = frame.joined_after(use)
+            maybe = not joined and frame.joined_after(use, loops=True)
+            if use.kind == "create":
+                if use.identity is None:
+                    # a getter that stores or returns new streams runs nothing on them: the
+                    # functions that use them join them (or are reported where they switch)
+                    if not joined and kept_or_returned(ctx, use.node) and any(
+                            f.joins or f.loop_joins for f in frames if f is not frame):
+                        continue
+                    bad = not joined
+                elif use.identity in used:
+                    bad = use.identity in unjoined
+                    maybe = bad and use.identity not in unjoined_loops
+                else:
+                    # created, kept under a name and never used: nothing runs on it
+                    bad = use.identity is None and not joined
+                where = "each function that uses it" if use.identity in used else f"`{frame.key}`"
+                out.append((use, where, bad, "Creating a side stream here", maybe))
+            elif use.kind == "switch":
+                what = f"`with`/`set_stream` on `{use.identity}`" if use.identity else "switching the current stream"
+                out.append((use, f"`{frame.key}`", not joined, what, maybe))
+            elif not joined and use.identity not in reported_ref and not has_switch(frame, use.identity):
+                reported_ref.add(use.identity or "")
+                out.append((use, f"`{frame.key}`", True, f"Using the side stream `{use.identity}`", maybe))
+    return out
