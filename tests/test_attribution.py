@@ -161,3 +161,16 @@ def test_a_constant_result_is_no_evidence_of_a_copy():
     x = torch.zeros(4, 16, 48)
     call = _record(lambda: _own_scale(torch.mean(x, 0)))  # all zeros on both sides
     assert call["result_from_torch"] is None
+
+
+def test_a_forbidden_op_run_once_as_a_self_test_is_not_the_work():
+    x, w = torch.randn(8, 16), torch.randn(4, 16)
+    with_torch = _record(lambda: _own_scale(torch.nn.functional.linear(x, w)))
+    without = _record(lambda: _own_double(x))
+    forbidden = ("torch.nn.functional.linear",)
+    work, found = judge({"nominal": with_torch, "jitter": without}, ["aten::addmm"], "default", _NO_FLOOR, None,
+                        forbidden=forbidden)
+    assert not any("forbids" in f.message for f in found), [f.message for f in found]
+    work, found = judge({"nominal": with_torch, "jitter": with_torch}, ["aten::addmm"], "default", _NO_FLOOR, None,
+                        forbidden=forbidden)
+    assert any("forbids `torch.nn.functional.linear`" in f.message for f in found), [f.message for f in found]

@@ -208,13 +208,14 @@ def judge(calls: dict[str, dict[str, Any]], reference_ops: list[str], profile: s
         if verdict is not None:
             failing[trial] = verdict
     if not failing and forbidden:
-        for trial, call in calls.items():
-            hit = forbidden_op(call, forbidden)
-            if hit is not None:
-                failing[trial] = (f"torch computed {hit[0]} in the call, and the problem forbids `{hit[1]}` (its "
-                                  "`forbidden` list): that op must be the submission's own, however it is reached",
-                                  {"forbidden": hit[1], "op": hit[0]})
-                break
+        # On every checked call, as the work itself would be: a self-test that runs the
+        # forbidden op once against the own kernel is not it.
+        hits = {trial: forbidden_op(call, forbidden) for trial, call in calls.items()}
+        if all(hits.values()):
+            failing = {trial: (f"torch computed {hit[0]} in every checked call, and the problem forbids `{hit[1]}` "
+                               "(its `forbidden` list): that op must be the submission's own, however it is reached",
+                               {"forbidden": hit[1], "op": hit[0]})
+                       for trial, hit in hits.items() if hit is not None}
     if not failing and len(calls) >= 2 and any(_heavy(r) for r in reference_ops):
         # Every checked call returned exactly the values one of torch's contractions or
         # reductions computed in it (result_prints.py): the own code only handed them back,
