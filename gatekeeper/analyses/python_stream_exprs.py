@@ -9,7 +9,7 @@ from typing import Optional
 
 import libcst as cst
 
-from gatekeeper.analyses.stream_joins import CURRENT_STREAM, STREAM_CTORS, StreamFrame
+from gatekeeper.analyses.stream_joins import CURRENT_STREAM, STREAM_CTORS
 from gatekeeper.static.context import FileContext
 from gatekeeper.static.syntax import store_key
 
@@ -62,5 +62,3 @@ def creation_target(ctx: FileContext, node: cst.Call) -> Optional[str]:
     return None
 
 
-def has_switch(frame: StreamFrame, identity: Optional[str]) -> bool:
-    return any(u.kind == "switch" and u.identity == identity for u in frame.uses)

@@ -180,12 +180,14 @@ def kept_or_returned(ctx, node: cst.CSTNode) -> bool:
     return type(parent) in (cst.Assign, cst.AnnAssign, cst.Return)
 
 
+def has_switch(frame: StreamFrame, identity: Optional[str]) -> bool:
+    return any(u.kind == "switch" and u.identity == identity for u in frame.uses)
+
+
 def stream_verdicts(ctx, frames: list[StreamFrame], helper_calls: list[tuple[StreamFrame, int, Path, str, cst.Call]]
                     ) -> list[tuple[StreamUse, str, bool, str, bool]]:
     """GK500's verdict on every stream use after the walk: (use, the function named in the
     message, unjoined, what the use is in words, joined only by a loop or a looping helper)."""
-    from gatekeeper.analyses.python_stream_exprs import has_switch  # it imports this module
-
     out: list[tuple[StreamUse, str, bool, str, bool]] = []
     helper_joins = join_by_helpers(frames, helper_calls)
     if helper_joins:  # the stream handed to a joining helper is joined there, not used

@@ -14,6 +14,15 @@ from gatekeeper.analyses.torch_usage_model import (
 from gatekeeper.static.syntax import is_self_attr
 
 
+# Callables that take a function without calling it on tensors: type checks, introspection,
+# registration of fakes and hooks judged elsewhere (functools.partial: a deferred call of its own).
+_NOT_CALLERS = frozenset({"builtins.isinstance", "builtins.issubclass", "builtins.callable", "builtins.id",
+                          "builtins.repr", "builtins.str", "builtins.print", "builtins.hasattr", "builtins.getattr",
+                          "functools.partial", "functools.wraps", "inspect.signature", "inspect.getsource"})
+_NOT_FUNCTIONS = frozenset({"float", "half", "double", "bfloat16", "int", "long", "short", "bool", "cfloat",
+                            "cdouble", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8"})
+
+
 class TorchCalls:
     """Needs from the host: ctx, ops, frames, holders, self_layers, self_foreign, self_calls,
     _use(), _kernel()."""
@@ -26,6 +35,48 @@ class TorchCalls:
             if key.startswith("*torch") and binding.qualname:
                 return f"{binding.qualname}.{name}"
         return None
+
+    def _table_entry(self, name: str) -> Optional[str]:
+        """The torch function a name may hold when it was bound to an entry of a table of torch
+        functions (`op = OPS[key]`, `op = OPS.get(key)`)."""
+        binding = self.ctx.resolver.lookup(name)
+        value = binding.value if binding is not None else None
+        if type(value) is cst.Subscript:
+            base = value.value
+        elif type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "get":
+            base = value.func.value
+        else:
+            return None
+        if type(base) is not cst.Name:
+            return None
+        holder = self.ctx.resolver.lookup(base.value)
+        return self._torch_table(holder.value if holder is not None else None)
+
+    def _functions_handed_on(self, node: cst.Call, qual: Optional[str]) -> None:
+        """A torch compute function handed to another callable (`map(torch.Tensor.sum, xs)`,
+        `lib.impl("op", torch.mean, "CPU")`, `pool.submit(torch.mm, a, b)`) runs when that
+        callable calls it: a deferred torch call where it is handed on."""
+        if qual in _NOT_CALLERS:
+            return
+        for arg in node.args:
+            value = arg.value
+            # positional only: keywords hand on dtypes and devices (`dtype=torch.float32`)
+            if arg.keyword is not None or arg.star or type(value) not in (cst.Name, cst.Attribute):
+                continue
+            target = self.ctx.qualname(value) or ""
+            if not target.startswith("torch."):
+                continue
+            parts = target.split(".")
+            op = parts[-1]
+            # a name torch computes with (a tensor method's name, or a heavy op), never a dtype
+            # or other attribute that `function_is_compute`'s deny-by-default would count
+            if op in _NOT_FUNCTIONS or not (self.ops.method_is_compute(op) or self.ops.is_heavy(op, target)):
+                continue
+            if parts[:2] == ["torch", "Tensor"] and len(parts) == 3:
+                self._use("method", target, value, op=op, deferred=True)
+            elif not any(p[:1].isupper() for p in parts) and self.ops.function_is_compute(target) \
+                    and self.ops.torch_op_namespace(target) is None:
+                self._use("function", target, value, op=op, deferred=True)
 
     def _torch_table(self, value: Optional[cst.BaseExpression]) -> Optional[str]:
         """The first torch compute function held in a dict / list / tuple literal."""

@@ -49,13 +49,13 @@ def _system_roots() -> tuple[str, ...]:
     return tuple(os.path.realpath(r) + os.sep for r in roots if r)
 
 
-_SYSTEM = _system_roots()
+SYSTEM_ROOTS = _system_roots()
 
 
 def _heavy(name: str) -> bool:
-    from gatekeeper.behaviour.work import _heavy as heavy
+    from gatekeeper.behaviour.work import is_heavy_op
 
-    return heavy(name)
+    return is_heavy_op(name)
 
 
 _LOADED: set[str] = set()
@@ -77,7 +77,7 @@ def watch_extension_loads() -> None:
     def create_module(self: Any, spec: Any) -> Any:
         module = original(self, spec)
         origin = getattr(spec, "origin", None) or ""
-        if origin and not os.path.realpath(origin).startswith(_SYSTEM):
+        if origin and not os.path.realpath(origin).startswith(SYSTEM_ROOTS):
             _LOADED.add(spec.name)
             _LOADED.add(spec.name.rsplit(".", 1)[-1])
             LOADED_FILES.add(origin)
@@ -98,7 +98,7 @@ def own_modules() -> set[str]:
         path = getattr(module, "__file__", None)
         if not isinstance(path, str) or not path.endswith((".so", ".pyd")):
             continue
-        if not os.path.realpath(path).startswith(_SYSTEM):
+        if not os.path.realpath(path).startswith(SYSTEM_ROOTS):
             names.add(name.rsplit(".", 1)[-1])
             names.add(name)
     _OWN_CACHE[:] = [key, frozenset(names)]

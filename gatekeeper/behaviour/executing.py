@@ -67,12 +67,12 @@ def own_extension_files() -> list[str]:
     """The files of the compiled modules loaded from outside the Python installation (the
     submission's extensions, wherever load_inline's build_directory put them), as
     attribution.own_modules counts them."""
-    from gatekeeper.behaviour.attribution import _SYSTEM, LOADED_FILES
+    from gatekeeper.behaviour.attribution import LOADED_FILES, SYSTEM_ROOTS
 
     out = list(LOADED_FILES)  # load_inline's modules are not entered in sys.modules
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
-        if isinstance(path, str) and path.endswith((".so", ".pyd")) and not os.path.realpath(path).startswith(_SYSTEM):
+        if isinstance(path, str) and path.endswith((".so", ".pyd")) and not os.path.realpath(path).startswith(SYSTEM_ROOTS):
             out.append(path)
     return out
 

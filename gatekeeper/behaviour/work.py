@@ -118,7 +118,7 @@ def _add(classes: dict, names: dict, cls: str, name: str, count: float, seconds:
     entry[1] += seconds
 
 
-def _heavy(name: str) -> bool:
+def is_heavy_op(name: str) -> bool:
     """A contraction or reduction (matmul, conv, sum, softmax, norm...), by the op table the
     static rules use: the work a fig-leaf hands to torch."""
     from gatekeeper.analyses.torch_op_table import torch_ops
@@ -132,13 +132,13 @@ def _torch_epilogue(call: dict[str, Any], reference_ops: list[str], own_kernels:
     reference's contractions and reductions in this call: the own code did them, and torch
     only applied an elementwise or layout step (an own GEMM, then `torch.relu`). Where the
     reference has no such op, torch's elementwise op is the whole work, never an epilogue."""
-    wanted = {op_family(r) for r in reference_ops if _heavy(r)}
+    wanted = {op_family(r) for r in reference_ops if is_heavy_op(r)}
     if not wanted:
         return False
     if any(_kernel_class(k, own_kernels) == "vendor" for k in call.get("kernels", [])):
         return False  # a cuBLAS/cuDNN kernel: which of the reference's ops it ran is unknown
     torch_heavy = {op_family(o["name"]) for o in call.get("ops", [])
-                   if not o["glue"] and not o["name"].startswith("own-op:") and _heavy(o["name"])}
+                   if not o["glue"] and not o["name"].startswith("own-op:") and is_heavy_op(o["name"])}
     return not torch_heavy
 
 
@@ -216,7 +216,7 @@ def judge(calls: dict[str, dict[str, Any]], reference_ops: list[str], profile: s
                                "(its `forbidden` list): that op must be the submission's own, however it is reached",
                                {"forbidden": hit[1], "op": hit[0]})
                        for trial, hit in hits.items() if hit is not None}
-    if not failing and len(calls) >= 2 and any(_heavy(r) for r in reference_ops):
+    if not failing and len(calls) >= 2 and any(is_heavy_op(r) for r in reference_ops):
         # Every checked call returned exactly the values one of torch's contractions or
         # reductions computed in it (result_prints.py): the own code only handed them back,
         # in torch's storage or copied. A self-test that runs torch on one call is not this.
