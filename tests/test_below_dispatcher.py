@@ -186,7 +186,31 @@ HACKS = [
     ''')),
 ]
 
+HACKS += [
+    # an ATen entry point below the dispatcher, reached by its tail after `using namespace at`
+    ("GK306", "at::cpu::mean_out", _cpp('''
+        torch::Tensor f(torch::Tensor x) {
+            using namespace at;
+            auto y = torch::empty({x.size(1), x.size(2)}, x.options());
+            cpu::mean_out(y, x, {0});
+            return y;
+        }''')),
+]
+
 NEAR_MISSES = [
+    # a namespace of the source's own named like one of ATen's (`cpu`), after `using namespace at`
+    ("GK306", _cpp('''
+        using namespace at;
+        namespace cpu {
+        float row_sum(const float* s, int64_t n, int64_t stride) { float a = 0; for (int64_t r = 0; r < n; ++r) a += s[r * stride]; return a; }
+        }
+        torch::Tensor f(torch::Tensor x) {
+            auto xc = x.contiguous();
+            auto y = torch::empty({xc.size(1), xc.size(2)}, xc.options());
+            const int64_t n = xc.size(1) * xc.size(2);
+            for (int64_t i = 0; i < n; ++i) y.data_ptr<float>()[i] = cpu::row_sum(xc.data_ptr<float>() + i, xc.size(0), n) / xc.size(0);
+            return y;
+        }''')),
     # allocation, metadata, CUDA utilities, checks and types: not ATen compute
     ("GK306", _cpp('''
         torch::Tensor f(torch::Tensor x) {

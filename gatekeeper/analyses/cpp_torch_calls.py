@@ -120,6 +120,8 @@ def scan_cpp(source: CppSource, ops: TorchOps,
         return any(start <= i <= end for start, end in device)
 
     aliases, unqualified, opened = _namespaces(tokens, ops) if source.has("using", "namespace") else ({}, set(), [])
+    own_namespaces = {tokens[k + 1].text for k in source.by_text["ident"].get("namespace", ())
+                      if k + 2 < n and tokens[k + 1].kind == "ident" and tokens[k + 2].text == "{"} if opened else set()
     defined: Optional[set[str]] = None
     found: list[Found] = []
     resume = 0  # the end of the last qualified name: its parts are not visited again
@@ -137,7 +139,8 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             chain, j = name_chain(tokens, i)
             if chain[0] in aliases:  # namespace F = torch::nn::functional; F::linear(...)
                 chain = aliases[chain[0]] + chain[1:]
-            elif opened and chain[0] in _ATEN_INNER:  # using namespace at::native; cpublas::gemm(...)
+            elif opened and chain[0] in _ATEN_INNER and chain[0] not in own_namespaces:
+                # using namespace at::native; cpublas::gemm(...) (a namespace of the source's own is its own)
                 chain = next((ns + chain for ns in opened if ops.cpp_is_compute(ns + chain)), chain)
             after = _skip_template(tokens, j)  # at::cuda::blas::gemm<float>(...)
             called = after < n and tokens[after].text == "("
