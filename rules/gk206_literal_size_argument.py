@@ -23,12 +23,17 @@ def _is_tile_like(value: int) -> bool:
     return value <= 1024 and value & (value - 1) == 0
 
 
-_WIDTH_NAME = re.compile(r"^(B[MNKD]|BLK_?[MNK]?|[MNK]_?(BLOCK|TILE)|WARPS|STAGES|SPLIT_?K|VEC(_SIZE)?|UNROLL)$")
+# `B` and the letter(s) of the dimension it tiles (BM, BN, BK, BD, BH, BE, BKV): Triton's usual
+# spelling of a block width. BS and BSZ are left out: they also spell a batch size.
+_WIDTH_NAME = re.compile(r"^(B[A-Z]{1,2}|BLK_?[MNK]?|[MNK]_?(BLOCK|TILE)|WARPS|STAGES|SPLIT_?K|VEC(_SIZE)?|UNROLL)$")
+_NOT_WIDTHS = frozenset({"BS", "BSZ"})
 
 
 def _is_width_keyword(name: str) -> bool:
-    """BLOCK_SIZE, TILE_M, GROUP_M, and the short Triton tile names BM, BN, BK."""
+    """BLOCK_SIZE, TILE_M, GROUP_M, and the short Triton tile names BM, BN, BK, BH."""
     upper = name.upper().lstrip("_")
+    if upper in _NOT_WIDTHS:
+        return False
     return "BLOCK" in upper or "TILE" in upper or upper.startswith("GROUP") or bool(_WIDTH_NAME.match(upper))
 
 
@@ -80,6 +85,16 @@ class LiteralSizeArgument(Rule):
     )
     EXAMPLE_PROBLEM = _P
     VALID = [
+        # Triton block widths named `B` + the dimension they tile, even where a width equals a size
+        Valid(snippet("""
+            import torch
+            import triton
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    y = torch.empty_like(x[0])
+                    kernel[(x.size(0),)](x, y, x.size(1), BH=16, BE=48)
+                    return y
+        """)),
         Valid(snippet("""
             import torch
             from torch.utils.cpp_extension import load_inline
