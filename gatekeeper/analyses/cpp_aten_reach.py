@@ -27,7 +27,7 @@ from typing import Optional
 
 from gatekeeper.analyses.torch_op_table import TorchOps
 from gatekeeper.static.cpp_sources import CppSource
-from gatekeeper.static.cpp_tokens import Token, line_end, match_close
+from gatekeeper.static.cpp_tokens import Token, line_end, match_close, split_args
 
 Reach = tuple[str, str, int, str]  # (kind "cpp", what, offset, op)
 
@@ -118,21 +118,6 @@ def _expand(body: list[Token], params: Optional[list[str]], args: list[list[str]
     return out
 
 
-def _split_args(tokens: list[Token], open_: int, close: int) -> list[list[str]]:
-    args: list[list[str]] = [[]]
-    depth = 0
-    for tok in tokens[open_ + 1:close]:
-        if tok.text in ("(", "[", "{"):
-            depth += 1
-        elif tok.text in (")", "]", "}"):
-            depth -= 1
-        if tok.text == "," and depth == 0:
-            args.append([])
-        else:
-            args[-1].append(tok.text)
-    return args
-
-
 def _chains_in(texts: list[str], ops: TorchOps) -> list[tuple[int, int, list[str]]]:
     """(start, end, chain) of `root :: name ...` runs in a list of token texts."""
     out = []
@@ -172,7 +157,7 @@ def macro_reach(source: CppSource, ops: TorchOps) -> list[Reach]:
                 if i + 1 >= len(tokens) or tokens[i + 1].text != "(":
                     continue
                 end = match_close(tokens, i + 1)
-                args = _split_args(tokens, i + 1, end)
+                args = split_args(tokens, i + 1, end)
             before = [t.text for t in tokens[max(0, i - 3):i]]
             after = tokens[end + 1].text if end + 1 < len(tokens) else ""
             texts = before + _expand(body, params, args) + [after]

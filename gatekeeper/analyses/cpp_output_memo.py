@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from gatekeeper.static.cpp_sources import CppSource
-from gatekeeper.static.cpp_tokens import Token, match_close
+from gatekeeper.static.cpp_tokens import Token, split_args
 
 _DECL_SKIP = frozenset({"using", "typedef", "namespace", "template", "struct", "class", "union", "enum", "return",
                         "extern", "#", "friend", "static_assert"})
@@ -123,22 +123,6 @@ def outputs_of(source: CppSource, start: int, end: int) -> set[str]:
     return out
 
 
-def _args(tokens: list[Token], open_: int) -> list[list[str]]:
-    close = match_close(tokens, open_)
-    args: list[list[str]] = [[]]
-    depth = 0
-    for tok in tokens[open_ + 1:close]:
-        if tok.text in ("(", "[", "{"):
-            depth += 1
-        elif tok.text in (")", "]", "}"):
-            depth -= 1
-        if tok.text == "," and depth == 0:
-            args.append([])
-        else:
-            args[-1].append(tok.text)
-    return args
-
-
 def _statement_flows(st: list[Token], tokens: list[Token], base: int, keep: dict[str, int],
                      outs: set[str]) -> list[Flow]:
     texts = [t.text for t in st]
@@ -148,16 +132,16 @@ def _statement_flows(st: list[Token], tokens: list[Token], base: int, keep: dict
         if k + 1 >= len(texts) or texts[k + 1] != "(":
             continue
         if text in _MEMCPY or text in _COPY:
-            args = _args(tokens, base + k + 1)
+            args = split_args(tokens, base + k + 1)
             if len(args) < 3:
                 continue
             dest, src = (args[0], args[1]) if text in _MEMCPY else (args[-1], args[0])
             found += _pair(dest, src, keep, outs, here)
         elif text in _FILL_METHODS and k >= 2 and texts[k - 1] in (".", "->") and texts[k - 2] in keep:
-            if any(a in outs for arg in _args(tokens, base + k + 1) for a in arg):
+            if any(a in outs for arg in split_args(tokens, base + k + 1) for a in arg):
                 found.append(Flow(texts[k - 2], "store", here))
         elif text == "copy_" and k >= 2 and texts[k - 1] in (".", "->"):
-            args = _args(tokens, base + k + 1)
+            args = split_args(tokens, base + k + 1)
             found += _pair([texts[k - 2]], args[0] if args else [], keep, outs, here)
     # `keep[i] = dst[i];`, `dst[i] = keep[i];`, `last = y.clone();`
     if "=" in texts and not found:

@@ -135,6 +135,25 @@ def text_at(tokens: Sequence[Token], i: int) -> str:
 CLOSERS = {"(": ")", "[": "]", "{": "}", "<<<": ">>>"}
 
 
+def split_args(tokens: Sequence[Token], open_: int, close: Optional[int] = None) -> list[list[str]]:
+    """The texts of each comma-separated argument between the bracket at `open_` and its
+    `close` (found when not given); commas inside nested brackets do not split."""
+    if close is None:
+        close = match_close(tokens, open_)
+    args: list[list[str]] = [[]]
+    depth = 0
+    for tok in tokens[open_ + 1:close]:
+        if tok.text in ("(", "[", "{"):
+            depth += 1
+        elif tok.text in (")", "]", "}"):
+            depth -= 1
+        if tok.text == "," and depth == 0:
+            args.append([])
+        else:
+            args[-1].append(tok.text)
+    return args
+
+
 def match_close(tokens: Sequence[Token], start: int) -> int:
     """Index of the token closing the bracket at `start` (`(`, `[`, `{` or `<<<`), or of the
     last token when it is never closed (a truncated source)."""
