@@ -14,12 +14,11 @@ Checked calls only: the timing stage runs in another worker without any of this.
 
 from __future__ import annotations
 
-import os
 import sys
-import sysconfig
 import time
 from typing import Any, Optional
 
+from gatekeeper.behaviour.own_modules import own_modules
 from gatekeeper.behaviour.result_prints import HeavyPrints
 from gatekeeper.behaviour.custom_ops import run_custom
 
@@ -40,69 +39,10 @@ def is_glue(name: str) -> bool:
     return short.startswith(GLUE_PREFIXES) or short in ("t", "to")
 
 
-def _system_roots() -> tuple[str, ...]:
-    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix}
-    for key in ("purelib", "platlib", "stdlib", "platstdlib"):
-        path = sysconfig.get_paths().get(key)
-        if path:
-            roots.add(path)
-    return tuple(os.path.realpath(r) + os.sep for r in roots if r)
-
-
-SYSTEM_ROOTS = _system_roots()
-
-
 def _heavy(name: str) -> bool:
     from gatekeeper.behaviour.work import is_heavy_op
 
     return is_heavy_op(name)
-
-
-_LOADED: set[str] = set()
-LOADED_FILES: set[str] = set()  # the files of those modules (behaviour.executing: own code wherever it was built)
-_OWN_CACHE: list[Any] = []  # (sys.modules size, loader count) -> names: realpath costs ms per call
-
-
-def watch_extension_loads() -> None:
-    """Record every compiled module created from a file outside the Python installation.
-    load_inline imports its module without entering it in sys.modules, so the loader is the
-    one place that sees them all. Installed by the trusted worker before the submission loads."""
-    import importlib.machinery
-
-    loader = importlib.machinery.ExtensionFileLoader
-    if getattr(loader.create_module, "_gk_watch", False):
-        return
-    original = loader.create_module
-
-    def create_module(self: Any, spec: Any) -> Any:
-        module = original(self, spec)
-        origin = getattr(spec, "origin", None) or ""
-        if origin and not os.path.realpath(origin).startswith(SYSTEM_ROOTS):
-            _LOADED.add(spec.name)
-            _LOADED.add(spec.name.rsplit(".", 1)[-1])
-            LOADED_FILES.add(origin)
-        return module
-
-    create_module._gk_watch = True  # type: ignore[attr-defined]
-    loader.create_module = create_module  # type: ignore[method-assign]
-
-
-def own_modules() -> set[str]:
-    """Names of loaded compiled modules that do not belong to the Python installation: the
-    submission's extensions (load_inline, load, or built by hand in the working directory)."""
-    key = (len(sys.modules), len(_LOADED))
-    if _OWN_CACHE and _OWN_CACHE[0] == key:
-        return set(_OWN_CACHE[1])
-    names = set(_LOADED)
-    for name, module in list(sys.modules.items()):
-        path = getattr(module, "__file__", None)
-        if not isinstance(path, str) or not path.endswith((".so", ".pyd")):
-            continue
-        if not os.path.realpath(path).startswith(SYSTEM_ROOTS):
-            names.add(name.rsplit(".", 1)[-1])
-            names.add(name)
-    _OWN_CACHE[:] = [key, frozenset(names)]
-    return names
 
 
 

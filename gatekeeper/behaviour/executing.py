@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 if TYPE_CHECKING:  # parent side only: the worker must not import the report schema (pydantic)
@@ -63,20 +62,6 @@ def executing() -> Iterator[None]:
         _calls.append((begin, _sampler.count()))
 
 
-def own_extension_files() -> list[str]:
-    """The files of the compiled modules loaded from outside the Python installation (the
-    submission's extensions, wherever load_inline's build_directory put them), as
-    attribution.own_modules counts them."""
-    from gatekeeper.behaviour.attribution import LOADED_FILES, SYSTEM_ROOTS
-
-    out = list(LOADED_FILES)  # load_inline's modules are not entered in sys.modules
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if isinstance(path, str) and path.endswith((".so", ".pyd")) and not os.path.realpath(path).startswith(SYSTEM_ROOTS):
-            out.append(path)
-    return out
-
-
 def report(channel: Any, params: dict[str, Any]) -> None:
     """At the end of the worker's run: one `executing` message."""
     global _sampler
@@ -87,6 +72,8 @@ def report(channel: Any, params: dict[str, Any]) -> None:
     submission = params.get("submission") or ""
     roots = [os.environ.get("TORCH_EXTENSIONS_DIR", ""), os.path.dirname(os.path.realpath(submission))]
     classes: list[str] = []
+    from gatekeeper.behaviour.own_modules import own_extension_files
+
     attribution = sampler.attribute(samples, roots, classes, own_extension_files())
     # Per forward call, in call order: its compute samples by class (COMPUTE's order). The
     # parent judges groups of calls too (behaviour.executing_groups): a share pooled over

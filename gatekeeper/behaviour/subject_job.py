@@ -84,7 +84,8 @@ class Subject:
         warm = torch.randn(64, 64)
         (warm @ warm).sum()  # start torch's own pools before counting threads
         if self.params.get("attribute", True):
-            from gatekeeper.behaviour.attribution import warm_up, watch_extension_loads
+            from gatekeeper.behaviour.attribution import warm_up
+            from gatekeeper.behaviour.own_modules import watch_extension_loads
             from gatekeeper.runtime import kernel_owner
 
             # CUDA: the one CUPTI subscription is ours before the submission is imported
