@@ -140,19 +140,6 @@ class SideStreamInPython(Rule):
                     _join(self.side)
                     return y
         """), line=6, message="it is joined back to the current stream before"),
-        # a helper that joins on one branch only does not join
-        Invalid(snippet("""
-            import torch
-            def _join(side, wait):
-                if wait:
-                    torch.cuda.current_stream().wait_stream(side)
-            class ModelNew(torch.nn.Module):
-                def forward(self, x):
-                    with torch.cuda.stream(self.side):
-                        y = _ext.run(x)
-                    _join(self.side, False)
-                    return y
-        """), line=7, message="is not joined back"),
         # the same getter, and the user never joins: the switch is reported where it happens
         Invalid(snippet("""
             import torch
