@@ -168,7 +168,7 @@ def _lvalue_base(texts: list[str], eq: int) -> str | None:
         return None
     before = texts[j - 1] if j > 0 else ""
     if before.isidentifier() or before in (">", "&", "::"):  # `float v =`, `std::vector<float> v =`, `auto& r =`
-        return None if before not in ("return",) else texts[j]
+        return None
     return texts[j]
 
 
