@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from gatekeeper.runtime.pc_sampler import build_sampler, classify
+from gatekeeper.runtime.pc_sampler import JIT_MAP_ENV, build_sampler, classify, jit_name, jit_ranges
 
 pytestmark = pytest.mark.slow  # each case runs torch in a fresh interpreter
 
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler")
 
 
-def _run(body: str, tmp_path: Path) -> dict:
+def _run(body: str, tmp_path: Path, env: dict[str, str] | None = None) -> dict:
     library = build_sampler()
     assert library is not None
     script = textwrap.dedent('''
@@ -30,11 +30,13 @@ def _run(body: str, tmp_path: Path) -> dict:
     ''') + textwrap.dedent(body) + textwrap.dedent('''
         r = s.stop()
         a = s.attribute(r, roots)
+        s.remove_jit_map()
         print(json.dumps({"classes": dict(a.classes), "intact": r.intact, "suppressed": r.suppressed,
                           "samples": a.total, "symbols": a.to_json()["symbols"]}))
     ''')
     done = subprocess.run([sys.executable, "-c", script, str(library)], capture_output=True, text=True,
-                          timeout=300, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
+                          timeout=300, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", **(env or {})},
+                          cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -121,3 +123,40 @@ def test_classes_by_object_and_symbol():
     assert classify("/venv/numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so", "", own) == "numpy"
     assert classify("/usr/lib/x86_64-linux-gnu/libc.so.6", "memcpy", own) == "system"
     assert classify("", "", own) == "unknown"
+
+
+@needs_cc
+def test_onednn_jit_code_named_in_its_perf_map_is_vendor_work(tmp_path):
+    # oneDNN JIT-generates its convolution kernels into anonymous memory; with the worker's
+    # variables it names them in /tmp/perf-<pid>.map and those samples are vendor work.
+    body = '''
+        import torch
+        x, w = torch.randn(4, 32, 40, 40), torch.randn(32, 32, 3, 3)
+        torch.nn.functional.conv2d(x, w, padding=1)
+        s.start()
+        import time
+        t = time.process_time()
+        while time.process_time() - t < 0.6:
+            s.record(True); torch.nn.functional.conv2d(x, w, padding=1); s.record(False)
+    '''
+    named = _run(body, tmp_path, JIT_MAP_ENV)
+    if named["classes"].get("unknown", 0) == 0 and not named["classes"].get("vendor"):
+        pytest.skip(f"this torch runs conv2d without oneDNN's JIT: {named}")
+    assert named["classes"].get("vendor", 0) / named["samples"] > 0.5, named
+    assert any(sym.startswith("jit_") for sym, _ in named["symbols"]), named
+    unnamed = _run(body, tmp_path)  # without the map the same code is nobody's
+    assert unnamed["classes"].get("unknown", 0) > unnamed["classes"].get("vendor", 0), unnamed
+
+
+def test_perf_map_ranges_name_only_the_addresses_inside_them(tmp_path):
+    path = tmp_path / "perf-1.map"
+    path.write_text("7f0000001000 100 jit_brgemm_kernel_t.0\nnot a line\n7f0000000000 10 jit_reorder\n7f0000002000 20\n")
+    ranges = jit_ranges(str(path))
+    assert [r[0] for r in ranges] == [0x7F0000000000, 0x7F0000001000, 0x7F0000002000]  # sorted
+    assert jit_name(ranges, 0x7F0000001000) == "jit_brgemm_kernel_t.0"
+    assert jit_name(ranges, 0x7F00000010FF) == "jit_brgemm_kernel_t.0"
+    assert jit_name(ranges, 0x7F0000001100) is None  # one past the end
+    assert jit_name(ranges, 0x7F0000000010) is None  # between ranges
+    assert jit_name(ranges, 0x7F0000002001) == "jit"  # a range without a name
+    assert jit_name(ranges, 0x1000) is None
+    assert jit_ranges(str(tmp_path / "absent.map")) == []

@@ -75,6 +75,7 @@ def report(channel: Any, params: dict[str, Any]) -> None:
     from gatekeeper.behaviour.own_modules import own_extension_files
 
     attribution = sampler.attribute(samples, roots, classes, own_extension_files())
+    sampler.remove_jit_map()
     # Per forward call, in call order: its compute samples by class (COMPUTE's order). The
     # parent judges groups of calls too (behaviour.executing_groups): a share pooled over
     # the run lets slow own calls hide fast library ones.

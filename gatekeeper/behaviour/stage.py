@@ -77,11 +77,12 @@ def start_subject(path: Path, device_hint: str, config: Config, ext_dir: Optiona
         roots.append(str(ext_dir))
     params = {"submission": str(path), "device": device_hint, "poison": True, "entry": entry}
     if device_hint == "cpu":  # attribution by executing code (behaviour.executing); GPUs use CUPTI
-        from gatekeeper.runtime.pc_sampler import build_sampler
+        from gatekeeper.runtime.pc_sampler import JIT_MAP_ENV, build_sampler
 
         sampler = build_sampler()
         if sampler is not None:
             params["pc_sampler"] = str(sampler)
+            env.update(JIT_MAP_ENV)  # oneDNN names the code it JIT-generates (pc_sampler.jit_ranges)
     elif device_hint.startswith("cuda"):  # kernels by their launcher (gatekeeper/runtime/kernel_owner.py)
         from gatekeeper.runtime.kernel_owner import worker_params
 

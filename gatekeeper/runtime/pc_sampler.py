@@ -10,6 +10,12 @@ nearest symbol that hold it. The submission's own code is whatever lives in its 
 extensions (or a library it loads from its own folder); everything else is torch, a vendor
 library, numpy, the interpreter or the C library.
 
+Code a JIT writes into anonymous memory belongs to no object. oneDNN, linked into libtorch,
+JIT-generates its GEMM and convolution micro-kernels; the worker has it name them in a Linux
+perf map (`ONEDNN_JIT_PROFILE=2` writes `/tmp/perf-<pid>.map`), and an anonymous address that
+map covers is vendor work (`jit_ranges`). A forged or removed map can only make code vendor
+work or leave it unknown: nothing in the map ever counts as the submission's own.
+
 The handler itself is the part a submission could attack: replacing the SIGPROF handler or
 disarming the timer is detected when sampling stops (`intact`), and a sample count far below
 what the consumed CPU time implies (signals blocked in every thread) is reported by the
@@ -22,6 +28,7 @@ The library is compiled once per machine with the system C compiler into the cac
 from __future__ import annotations
 
 import ctypes
+from bisect import bisect_right
 import hashlib
 import os
 import re
@@ -36,6 +43,10 @@ from typing import Iterable, Optional
 
 SOURCE = Path(__file__).with_name("pc_sampler.c")
 DEFAULT_INTERVAL_US = 250
+# What a worker sets so that oneDNN names its JIT code (both spellings: DNNL_ is the older).
+JIT_MAP_ENV = {"ONEDNN_JIT_PROFILE": "2", "DNNL_JIT_PROFILE": "2"}
+JIT_OBJECT = "[oneDNN JIT code]"
+_MAX_JIT_MAP = 8 << 20  # bytes of perf map read at most: a line per generated kernel
 
 _VENDOR = re.compile(r"mkl|dnnl|mkldnn|onednn|openblas|blis|sgemm|dgemm|hgemm|gemm_|cblas|lapack|"
                      r"fbgemm|xnnpack|qnnpack|nnpack|cudnn|cublas|sleef", re.I)
@@ -148,6 +159,11 @@ class Sampler:
         return Samples([int(self.lib.gk_pc(i)) for i in range(n)], intact, cpu, self.interval_us,
                        int(self.lib.gk_signals_seen()))
 
+    def remove_jit_map(self) -> None:
+        """Delete this process's perf map once read (outside bubblewrap /tmp is the host's).
+        Through the sampler's C code: the worker's audit guard refuses os.remove there."""
+        self.lib.gk_remove_jit_map()
+
     def name(self, pc: int) -> tuple[str, str]:
         """(object path, symbol) of an address; cached, since hot loops repeat addresses."""
         hit = self._names.get(pc)
@@ -166,9 +182,15 @@ class Sampler:
         roots = tuple(os.path.realpath(r).rstrip("/") + "/" for r in own_roots if r)
         files = frozenset(os.path.realpath(f) for f in own_files if f)
         out = Attribution()
+        jit: Optional[list[tuple[int, int, str]]] = None
         for pc in samples.addresses:
             obj, sym = self.name(pc)
             cls = classify(obj, sym, roots, files)
+            if not obj:  # anonymous memory: oneDNN's JIT code when its perf map covers it
+                jit = jit_ranges(jit_map_path()) if jit is None else jit
+                named = jit_name(jit, pc)
+                if named is not None:
+                    obj, sym, cls = JIT_OBJECT, named, "vendor"
             if classes is not None:
                 classes.append(cls)
             out.classes[cls] += 1
@@ -176,6 +198,41 @@ class Sampler:
             if sym:
                 out.symbols[sym[:120]] += 1
         return out
+
+
+def jit_map_path() -> str:
+    """Where oneDNN writes this process's perf map (a fixed place: perf looks for it there)."""
+    return f"/tmp/perf-{os.getpid()}.map"
+
+
+def jit_ranges(path: str) -> list[tuple[int, int, str]]:
+    """(start, end, name) of each range of a Linux perf map (`START SIZE NAME` in hex), sorted;
+    empty when there is none or it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(_MAX_JIT_MAP)
+    except OSError:
+        return []
+    out: list[tuple[int, int, str]] = []
+    for line in data.decode("utf-8", "replace").splitlines():
+        parts = line.split(None, 2)
+        if len(parts) < 2:
+            continue
+        try:
+            start, size = int(parts[0], 16), int(parts[1], 16)
+        except ValueError:
+            continue
+        out.append((start, start + size, parts[2].strip() if len(parts) > 2 else ""))
+    out.sort()
+    return out
+
+
+def jit_name(ranges: list[tuple[int, int, str]], pc: int) -> Optional[str]:
+    """The name of the perf-map range holding `pc` (the latest one starting at or below it), or None."""
+    index = bisect_right(ranges, (pc, float("inf"), "")) - 1
+    if index >= 0 and ranges[index][0] <= pc < ranges[index][1]:
+        return ranges[index][2] or "jit"
+    return None
 
 
 def classify(obj: str, sym: str, own_roots: tuple[str, ...], own_files: frozenset[str] = frozenset()) -> str:

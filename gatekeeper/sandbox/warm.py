@@ -141,9 +141,10 @@ class _Zygote:
 
 # Variables a job may set differently from the zygote: each is read after the fork (paths,
 # tags) or applied again in the job (the thread counts: the OpenMP runtime reads its variables
-# when torch loads it, in the zygote, so the job calls torch.set_num_threads itself).
+# when torch loads it, in the zygote, so the job calls torch.set_num_threads itself; oneDNN
+# reads its JIT profiling variables at its first generated kernel, in the job).
 _PER_JOB = ("HOME", "TMPDIR", "PWD", "GATEKEEPER_JOB", "GATEKEEPER_SPILL_DIR", "GATEKEEPER_SPILL_BYTES",
-            "TORCH_EXTENSIONS_DIR", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+            "TORCH_EXTENSIONS_DIR", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "ONEDNN_JIT_PROFILE", "DNNL_JIT_PROFILE")
 
 
 def _zygote_env(worker_env: dict[str, str]) -> dict[str, str]:
