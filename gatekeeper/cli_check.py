@@ -186,6 +186,15 @@ def _warn_without_isolation(request: CheckRequest, err: Console) -> None:
                   highlight=False, soft_wrap=True)
 
 
+def json_list(reports: list[Report]) -> str:
+    """The reports as one indented JSON array, each serialised by pydantic (in Rust): the
+    indented `json.dumps` of their dicts ran in pure Python, a tenth of a static batch."""
+    if not reports:
+        return "[]"
+    items = (r.model_dump_json(indent=2).replace("\n", "\n  ") for r in reports)
+    return "[\n  " + ",\n  ".join(items) + "\n]"
+
+
 def _render(request: CheckRequest, config: Config, reports, single: bool, out: Console, stream: TextIO) -> int:
     from gatekeeper.cli_gc import frozen_after_first
 
@@ -209,7 +218,7 @@ def _render(request: CheckRequest, config: Config, reports, single: bool, out: C
         if single:
             stream.write(collected[0].model_dump_json(indent=2) + "\n")
         else:
-            stream.write(json.dumps([r.model_dump(mode="json") for r in collected], indent=2) + "\n")
+            stream.write(json_list(collected) + "\n")
     elif request.fmt == "sarif":
         from gatekeeper.render.sarif import to_sarif
 

@@ -270,16 +270,19 @@ class _GitignoreRules:
 
     def __init__(self, top: Path) -> None:
         self.top = top
-        self._by_folder: dict[Path, list[tuple[re.Pattern[str], bool, bool, bool]]] = {}
+        # Keyed by the folder's parts below `top`: a tuple, not a Path (pathlib objects cost
+        # more to build than the whole match, and every file asks for each of its folders).
+        self._by_folder: dict[tuple[str, ...], list[tuple[re.Pattern[str], bool, bool, bool]]] = {}
 
-    def _rules(self, folder: Path) -> list[tuple[re.Pattern[str], bool, bool, bool]]:
-        if folder not in self._by_folder:
+    def _rules(self, parts: tuple[str, ...]) -> list[tuple[re.Pattern[str], bool, bool, bool]]:
+        found = self._by_folder.get(parts)
+        if found is None:
             try:
-                lines = (folder / ".gitignore").read_text("utf-8", errors="replace").splitlines()
+                lines = self.top.joinpath(*parts, ".gitignore").read_text("utf-8", errors="replace").splitlines()
             except OSError:
                 lines = []
-            self._by_folder[folder] = [r for r in map(_compile, lines) if r is not None]
-        return self._by_folder[folder]
+            found = self._by_folder[parts] = [r for r in map(_compile, lines) if r is not None]
+        return found
 
     def ignores(self, path: Path, is_dir: bool) -> bool:
         """Git's rule: a path below an ignored folder is ignored, whatever later lines say."""
@@ -295,9 +298,11 @@ class _GitignoreRules:
     def _matches(self, parts: tuple[str, ...], is_dir: bool) -> bool:
         verdict = False
         for level in range(len(parts)):  # outer .gitignore files first: deeper ones win
-            folder = self.top.joinpath(*parts[:level])
+            rules = self._rules(parts[:level])
+            if not rules:
+                continue
             rel = "/".join(parts[level:])
-            for regex, negate, dir_only, anchored in self._rules(folder):
+            for regex, negate, dir_only, anchored in rules:
                 if dir_only and not is_dir:
                     continue
                 if regex.fullmatch(rel if anchored else parts[-1]):
