@@ -186,17 +186,9 @@ def _warn_without_isolation(request: CheckRequest, err: Console) -> None:
                   highlight=False, soft_wrap=True)
 
 
-def json_list(reports: list[Report]) -> str:
-    """The reports as one indented JSON array, each serialised by pydantic (in Rust): the
-    indented `json.dumps` of their dicts ran in pure Python, a tenth of a static batch."""
-    if not reports:
-        return "[]"
-    items = (r.model_dump_json(indent=2).replace("\n", "\n  ") for r in reports)
-    return "[\n  " + ",\n  ".join(items) + "\n]"
-
-
 def _render(request: CheckRequest, config: Config, reports, single: bool, out: Console, stream: TextIO) -> int:
     from gatekeeper.cli_gc import frozen_after_first
+    from gatekeeper.render.json_text import report_json, reports_json
 
     if request.fmt == "text":
         from gatekeeper.render.text import print_report, print_totals, totals
@@ -209,16 +201,16 @@ def _render(request: CheckRequest, config: Config, reports, single: bool, out: C
         if request.fmt == "text":
             print_report(report, out, request.verbosity)
         elif request.fmt == "jsonl":
-            stream.write(report.model_dump_json() + "\n")
+            stream.write(report_json(report) + "\n")
             stream.flush()
     if request.fmt == "text" and len(collected) > 1:
         out.print()
         print_totals(totals(collected), out)
     elif request.fmt == "json":
         if single:
-            stream.write(collected[0].model_dump_json(indent=2) + "\n")
+            stream.write(report_json(collected[0], 2) + "\n")
         else:
-            stream.write(json_list(collected) + "\n")
+            stream.write(reports_json(collected) + "\n")
     elif request.fmt == "sarif":
         from gatekeeper.render.sarif import to_sarif
 

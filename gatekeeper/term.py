@@ -52,7 +52,8 @@ class PipeClosed(Exception):
 class GuardedStdout:
     """sys.stdout (or the --output-file) whose writes turn BrokenPipeError into PipeClosed
     (raised through the command's cleanup: temporary folders and sandboxed workers are still
-    removed) and any other OSError (ENOSPC, EIO) into ReportWriteError, exit 3."""
+    removed) and any other OSError (ENOSPC, EIO) into ReportWriteError, exit 3. A character
+    stdout's encoding cannot write is written as its escape."""
 
     def __init__(self, inner: TextIO, where: str = "standard output") -> None:
         self._inner = inner
@@ -67,7 +68,14 @@ class GuardedStdout:
 
     def write(self, text: str) -> int:
         try:
-            return self._inner.write(text)
+            try:
+                return self._inner.write(text)
+            except UnicodeEncodeError:
+                # A stdout that cannot encode a character of the report (PYTHONIOENCODING=ascii,
+                # a C locale): the character is written as its escape, never a traceback in
+                # place of the verdict. JSON output is ASCII already (render/json_text.py).
+                encoding = getattr(self._inner, "encoding", None) or "ascii"
+                return self._inner.write(text.encode(encoding, "backslashreplace").decode(encoding, "replace"))
         except BrokenPipeError:
             raise PipeClosed() from None
         except OSError as exc:

@@ -240,3 +240,28 @@ def test_a_link_loop_beside_the_submission_is_skipped(tmp_path):
     from gatekeeper.sandbox.isolation import bundle_sources
 
     assert bundle_sources(str(tmp_path / "honest.py")) == [str(tmp_path / "honest.py")]
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl", "text", "sarif", "github"])
+@pytest.mark.parametrize("count", [1, 2])
+def test_a_stdout_that_cannot_encode_the_report_still_gets_the_verdict(tmp_path, fmt, count):
+    # A source line with `é` lands in the report's evidence; stdout here can write ASCII only.
+    files = []
+    for i in range(count):
+        sub = tmp_path / f"sub{i}.py"
+        sub.write_text("import torch\nclass ModelNew(torch.nn.Module):\n"
+                       "    def forward(self, x):\n        return torch.mean(x, 0)  # \u00e9t\u00e9 \U0001d4b3\n",
+                       encoding="utf-8")
+        files.append(sub)
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    proc = subprocess.run([sys.executable, "-m", "gatekeeper", "check", *map(str, files), "--problem", str(PROBLEM),
+                           "--static-only", "-f", fmt], capture_output=True, cwd=ROOT, env=env, timeout=120)
+    out, err = proc.stdout.decode("ascii"), proc.stderr.decode("utf-8", "replace")  # ASCII, or this raises
+    assert "Traceback" not in err and proc.returncode in (0, 1), err
+    if fmt == "json":
+        reports = json.loads(out)
+        lines = [r["findings"] for r in (reports if count > 1 else [reports])]
+        assert len(lines) == count
+        assert any("\u00e9t\u00e9 \U0001d4b3" in json.dumps(f, ensure_ascii=False) for f in lines[0]), out[:2000]
+    elif fmt == "jsonl":
+        assert len([json.loads(line) for line in out.splitlines() if line.strip()]) == count
