@@ -97,6 +97,17 @@ def _namespaces(tokens: list[Token], ops: TorchOps) -> tuple[dict[str, list[str]
 _ATEN_INNER = frozenset({"cpublas", "blas", "cpu", "_ops", "mkldnn", "mkl", "native"})
 
 
+# torch::nn names that are not layers computing anything: the base classes an own module
+# derives from, containers, and option structs.
+_NOT_LAYERS = frozenset({"Module", "ModuleHolder", "Cloneable", "ModuleList", "ModuleDict", "Sequential",
+                         "AnyModule", "ParameterList", "ParameterDict", "Functional", "Identity", "Flatten",
+                         "Unflatten", "Dropout", "init", "functional", "utils", "parallel"})
+
+
+def _is_layer(name: str) -> bool:
+    return name[:1].isupper() and name not in _NOT_LAYERS and not name.endswith(("Options", "Impl", "FuncOptions"))
+
+
 def _op_name(name: str) -> str:
     """`addmm_out`, `mm_outf`, `sum_out` do the op itself (into a given tensor)."""
     for suffix in ("_outf", "_out"):
@@ -142,6 +153,12 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             elif opened and chain[0] in _ATEN_INNER and chain[0] not in own_namespaces:
                 # using namespace at::native; cpublas::gemm(...) (a namespace of the source's own is its own)
                 chain = next((ns + chain for ns in opened if ops.cpp_is_compute(ns + chain)), chain)
+            if len(chain) == 3 and chain[:2] == ["torch", "nn"] and _is_layer(chain[2]):
+                # `torch::nn::Linear lin(...)`, `torch::nn::Conv2d{...}`: a libtorch layer, whose
+                # forward is ATen's (`lin->forward(x)` is a method call on a module object)
+                found.append(("cpp", "::".join(chain), tok.offset, chain[2].lower()))
+                resume = j
+                continue
             after = _skip_template(tokens, j)  # at::cuda::blas::gemm<float>(...)
             called = after < n and tokens[after].text == "("
             # `&at::addmm`, `auto f = at::relu_;`: a pointer to ATen is ATen doing the work
@@ -156,7 +173,12 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             resume = j
             continue
         nxt = tokens[i + 1].text if i + 1 < n else ""
-        if nxt == "(" and prev != "::" and ops.vendor_call(tok.text):
+        if nxt == "(" and prev not in ("::", ".", "->") and ops.vendor_call(tok.text):
+            if ops.vendor_by_name(tok.text):  # `sgemm_`: a BLAS routine unless the source defines one
+                if defined is None:
+                    defined = {fn.name for fn in functions_of(source)}
+                if tok.text in defined:
+                    continue
             found.append(("vendor", tok.text, tok.offset, tok.text))
         elif nxt == "(" and prev in (".", "->") and ops.method_is_compute(tok.text) and not in_device(i):
             found.append(("cpp", f"Tensor::{tok.text}", tok.offset, tok.text))

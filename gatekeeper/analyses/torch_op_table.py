@@ -5,6 +5,7 @@ Not a rule file: it defines no rule with a `code`. Shared by the GK3xx torch-fal
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -87,6 +88,7 @@ class TorchOps:
     cpp_denied: tuple[str, ...]
     vendor_prefixes: tuple[str, ...]
     vendor_setup: tuple[str, ...]
+    vendor_names: re.Pattern[str]
 
     # python ---------------------------------------------------------------------
     def function_is_compute(self, qual: str) -> bool:
@@ -148,7 +150,14 @@ class TorchOps:
         return not _any(full, self.cpp_allowed)
 
     def vendor_call(self, ident: str) -> bool:
-        return ident.startswith(self.vendor_prefixes) and not _any(ident, self.vendor_setup)
+        """A vendor library routine that computes (not setup). A Fortran BLAS name is one only
+        where the source does not define it: the caller checks that (`vendor_by_name`)."""
+        if ident.startswith(self.vendor_prefixes):
+            return not _any(ident, self.vendor_setup)
+        return self.vendor_by_name(ident)
+
+    def vendor_by_name(self, ident: str) -> bool:
+        return self.vendor_names.fullmatch(ident) is not None
 
 
 @lru_cache(maxsize=1)
@@ -172,4 +181,5 @@ def torch_ops() -> TorchOps:
         cpp_denied=tuple(cpp["denied"]),
         vendor_prefixes=tuple(cpp["vendor_prefixes"]),
         vendor_setup=tuple(cpp["vendor_setup"]),
+        vendor_names=re.compile(cpp["vendor_names"]),
     )

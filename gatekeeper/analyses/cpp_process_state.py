@@ -1,0 +1,208 @@
+"""Branches of a C++ source that pick torch's or a vendor library's computation on the state of
+the process rather than on the inputs (GK311).
+
+A check runs the submission in a different process from a benchmark's: a sandbox (no new
+privileges, a user and pid namespace, a tmpfs working folder), one thread, /dev/null on stdin,
+no gradient mode, the checker's frames on the stack. Code that reads any of that can run its
+own kernel where it is checked and the library everywhere else, and no run-time probe sees the
+difference. Inputs (shapes, strides, dtypes) and the machine (CPU features, device properties)
+are the same in both processes, so a choice made on them is visible to the checks.
+
+Token level, name based and whole file (a C++ source is one translation unit):
+- a *process read* is a call of a function that reports the process's identity, privileges,
+  environment, files, threads, resource use or callers (`PROCESS_READS`), or `environ`;
+- a function of the source is *tainted* when its body makes a process read or calls a tainted
+  function; a name is tainted when it is assigned from an expression that is;
+- an `if`/`switch` whose condition is tainted, where the library's heavy call (found by
+  cpp_torch_calls) is reached on one side and not on the other, is the finding. "Reached"
+  follows calls into the source's own functions, and a side that does not return goes on to
+  the rest of the function (`if (checked) { own(); return c; } sgemm_(...);`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.cpp_tokens import match_close
+
+# What differs between a checker's process and a benchmark's on the same machine.
+PROCESS_READS = frozenset({
+    # identity, privileges, namespaces, sessions
+    "prctl", "getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid", "getgroups", "getpid",
+    "getppid", "getsid", "getpgid", "getpgrp", "gettid", "capget", "getlogin", "getlogin_r", "getpwuid",
+    # host, limits, resource use, scheduling
+    "gethostname", "uname", "getrlimit", "prlimit", "getrusage", "times", "sysinfo", "sched_getaffinity",
+    "sched_getcpu", "sched_getscheduler", "getpriority",
+    # environment, working folder, files, descriptors
+    "getenv", "secure_getenv", "getcwd", "get_current_dir_name", "isatty", "ttyname", "fstat", "stat", "lstat",
+    "statx", "fstatat", "statfs", "fstatfs", "statvfs", "fstatvfs", "fcntl", "readlink", "readlinkat",
+    "opendir", "access", "faccessat", "open", "openat", "fopen", "ifstream", "getauxval", "dl_iterate_phdr",
+    "dladdr", "dlinfo",
+    # threads and the interpreter calling in
+    "get_num_threads", "omp_get_num_threads", "omp_get_max_threads", "omp_in_parallel", "get_num_interop_threads",
+    "PyEval_GetFrame", "PyThreadState_Get", "PyThreadState_GetFrame", "PyFrame_GetBack", "PyEval_GetGlobals",
+    "PyEval_GetLocals", "PyImport_GetModuleDict", "PySys_GetObject",
+    # autograd and inference modes the harness sets around its calls
+    "is_enabled", "is_grad_enabled", "is_inference_mode_enabled", "is_inference",
+})
+_PROCESS_NAMES = frozenset({"environ", "__environ"})  # read without a call
+PROCESS_WORDS = PROCESS_READS | _PROCESS_NAMES
+
+
+@dataclass
+class ProcessBranch:
+    offset: int  # the `if` / `switch`
+    read: str  # the process read behind its condition
+    library: str  # the library call one side reaches
+    library_offset: int
+
+
+def _tokens_between(tokens: list, start: int, end: int) -> Iterable[int]:
+    return range(max(start, 0), min(end, len(tokens)))
+
+
+class _Taint:
+    def __init__(self, source: CppSource) -> None:
+        self.tokens = source.tokens
+        self.functions = source.functions
+        self.names: dict[str, str] = {}  # tainted name -> the process read behind it
+        self.calls: dict[str, str] = {}  # tainted function -> the process read behind it
+        for _ in range(4):  # a fixpoint: functions and names taint each other
+            before = len(self.names) + len(self.calls)
+            for fn in self.functions:
+                if fn.name not in self.calls:
+                    read = self.read_in(fn.body_start, fn.body_end)
+                    if read is not None:
+                        self.calls[fn.name] = read
+            self._assignments()
+            if len(self.names) + len(self.calls) == before:
+                break
+
+    def read_at(self, i: int) -> Optional[str]:
+        tok = self.tokens[i]
+        if tok.kind != "ident":
+            return None
+        nxt = self.tokens[i + 1].text if i + 1 < len(self.tokens) else ""
+        prev = self.tokens[i - 1].text if i else ""
+        if nxt == "(" or (nxt == "<" and tok.text == "ifstream") or tok.text == "ifstream":
+            if tok.text in PROCESS_READS and not (tok.text == "is_enabled" and prev not in ("::", ".", "->")):
+                return tok.text
+            if tok.text in self.calls and prev not in (".", "->"):
+                return self.calls[tok.text]
+        if tok.text in _PROCESS_NAMES:
+            return tok.text
+        if tok.text in self.names and nxt != "=" and prev not in (".", "->", "::"):
+            return self.names[tok.text]
+        return None
+
+    def read_in(self, start: int, end: int) -> Optional[str]:
+        for i in _tokens_between(self.tokens, start, end):
+            read = self.read_at(i)
+            if read is not None:
+                return read
+        return None
+
+    def _assignments(self) -> None:
+        tokens = self.tokens
+        for i, tok in enumerate(tokens):
+            if tok.kind != "punct" or tok.text != "=" or i == 0 or tokens[i - 1].kind != "ident":
+                continue
+            name = tokens[i - 1].text
+            if name in self.names:
+                continue
+            end = i + 1
+            depth = 0
+            while end < len(tokens) and not (depth == 0 and tokens[end].text in (";", ",", ")")):
+                depth += tokens[end].text in ("(", "[", "{")
+                depth -= tokens[end].text in (")", "]", "}")
+                end += 1
+            read = self.read_in(i + 1, end)
+            if read is not None:
+                self.names[name] = read
+
+
+def _statement_end(tokens: list, start: int) -> int:
+    """The index of the last token of the statement starting at `start`: a `{...}` block or up
+    to its `;` (an `if`/`for` nested without braces is followed to its own end)."""
+    if start >= len(tokens):
+        return len(tokens) - 1
+    if tokens[start].text == "{":
+        return match_close(tokens, start)
+    if tokens[start].text in ("if", "for", "while", "switch") and start + 1 < len(tokens) and tokens[start + 1].text == "(":
+        close = match_close(tokens, start + 1)
+        end = _statement_end(tokens, close + 1)
+        if tokens[start].text == "if" and end + 1 < len(tokens) and tokens[end + 1].text == "else":
+            end = _statement_end(tokens, end + 2)
+        return end
+    depth = 0
+    i = start
+    while i < len(tokens):
+        text = tokens[i].text
+        depth += text in ("(", "[", "{")
+        depth -= text in (")", "]", "}")
+        if text == ";" and depth <= 0:
+            return i
+        i += 1
+    return len(tokens) - 1
+
+
+def process_branches(source: CppSource, library_offsets: dict[int, str]) -> list[ProcessBranch]:
+    """The branches that choose the library (calls at `library_offsets`: offset -> what) on a
+    process read. Empty when the source makes no process read (most sources)."""
+    idents = source.by_text["ident"]
+    if not library_offsets or not (idents.keys() & PROCESS_WORDS):
+        return []
+    tokens = source.tokens
+    taint = _Taint(source)
+    at_offset = {tok.offset: i for i, tok in enumerate(tokens)}
+    library_at = {at_offset[o]: what for o, what in library_offsets.items() if o in at_offset}
+    # functions of the source whose body reaches a library call (through others of the source)
+    reaching: dict[str, tuple[str, int]] = {}
+    for _ in range(4):
+        for fn in source.functions:
+            if fn.name not in reaching:
+                hit = _reach(tokens, fn.body_start, fn.body_end, library_at, reaching)
+                if hit is not None:
+                    reaching[fn.name] = hit
+    out: list[ProcessBranch] = []
+    for fn in source.functions:
+        for i in range(fn.body_start, fn.body_end):
+            if tokens[i].text not in ("if", "switch") or tokens[i + 1].text != "(":
+                continue
+            close = match_close(tokens, i + 1)
+            read = taint.read_in(i + 2, close)
+            if read is None:
+                continue
+            then_end = _statement_end(tokens, close + 1)
+            sides = [(close + 1, then_end + 1)]
+            if then_end + 1 < len(tokens) and tokens[then_end + 1].text == "else":
+                else_end = _statement_end(tokens, then_end + 2)
+                sides.append((then_end + 2, else_end + 1))
+                rest = (else_end + 1, fn.body_end)
+            else:
+                sides.append((then_end + 1, then_end + 1))  # no else: an empty side
+                rest = (then_end + 1, fn.body_end)
+            hits = []
+            for start, end in sides:
+                hit = _reach(tokens, start, end, library_at, reaching)
+                # a side that does not return goes on to the rest of the function
+                if hit is None and not any(tokens[j].text == "return" for j in range(start, end)):
+                    hit = _reach(tokens, rest[0], rest[1], library_at, reaching)
+                hits.append(hit)
+            if (hits[0] is None) != (hits[1] is None):
+                what, where = next(h for h in hits if h is not None)
+                out.append(ProcessBranch(tokens[i].offset, read, what, where))
+    return out
+
+
+def _reach(tokens: list, start: int, end: int, library_at: dict[int, str],
+           reaching: dict[str, tuple[str, int]]) -> Optional[tuple[str, int]]:
+    for j in range(max(start, 0), min(end, len(tokens))):
+        if j in library_at:
+            return library_at[j], tokens[j].offset
+        tok = tokens[j]
+        if tok.kind == "ident" and tok.text in reaching and j + 1 < len(tokens) and tokens[j + 1].text == "(":
+            return reaching[tok.text]
+    return None

@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+from gatekeeper.report import Category, Severity
+from gatekeeper.analyses.cpp_process_state import PROCESS_WORDS, process_branches
+from gatekeeper.analyses.cpp_torch_calls import scan_cpp
+from gatekeeper.analyses.torch_op_table import torch_ops
+from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.rule import Rule
+from gatekeeper.static.examples import Invalid, Valid, snippet
+
+
+class ChoosesLibraryByProcessState(Rule):
+    """The C++ side chooses between its own computation and torch's or a vendor library's
+    (`sgemm_`, `cblas_sgemm`, `at::mm`, `cublasSgemm`) on the state of the process: its
+    privileges (`prctl`), user or pid namespace (`getuid`, `/proc/self/uid_map`), environment
+    (`getenv`, `environ`), working folder, descriptors (`fstat(0)`, `isatty`), thread count,
+    resource use (`getrusage`), the Python frames that called it (`PyEval_GetFrame`) or the
+    autograd mode (`GradMode::is_enabled`). Followed through the source's own functions and
+    the variables they set: `static bool checked = in_sandbox(); if (checked) own(); else
+    sgemm_(...)`.
+
+    Why it games the benchmark: a check runs the submission in a process that differs from a
+    benchmark's in exactly these ways (a sandbox, one thread, /dev/null on stdin, the checker's
+    frames on the stack, no gradient mode). Code that reads them runs its own kernel where it
+    is checked and the library wherever it is timed, and no run-time probe can see the other
+    side. Inputs and the machine are the same in both processes, so a choice made on them
+    (shapes, strides, dtypes, CPU features, device properties) is not flagged. Certain in
+    every reading: the computation must not depend on which process runs it.
+
+    Not flagged: reading the thread count to split the work (no library on either side); a
+    library fallback chosen on the input's shape or dtype (GK310 and the run-time checks judge
+    those); a branch on the process state where both sides reach the same library.
+    """
+
+    code = "GK311"
+    name = "ChoosesLibraryByProcessState"
+    category = Category.TORCH_FALLBACK
+    severity = Severity.ERROR
+    summary = "C++ picks torch or a vendor library over its own code on the process's state, not the inputs"
+    message = ("The extension chooses `{library}` over its own code on `{read}`: the state of the process, not the "
+               "inputs. A checker's process differs from a benchmark's (sandbox, threads, environment, callers), so "
+               "the library computes where nobody checks.")
+    hint = ("Compute with the same code in every process. Choose a path only on the inputs (shapes, strides, dtypes) "
+            "or on the machine (CPU features, device properties), and do the work with your own kernel.")
+
+    VALID = [
+        # the thread count sizes the chunks; no library on either side
+        Valid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            torch::Tensor f(torch::Tensor a, torch::Tensor b) {
+              auto c = torch::empty({a.size(0), b.size(1)}, a.options());
+              int64_t grain = at::get_num_threads() > 1 ? 16 : a.size(0);
+              if (at::get_num_threads() > 1) own_gemm_parallel(a, b, c, grain); else own_gemm(a, b, c);
+              return c;
+            }
+            '''
+        """)),
+        # a library fallback chosen on the input's shape (GK310 and the run-time checks judge it)
+        Valid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            extern "C" void sgemm_(const char*, const char*, const int*, const int*, const int*, const float*,
+                                   const float*, const int*, const float*, const int*, const float*, float*, const int*);
+            torch::Tensor f(torch::Tensor a, torch::Tensor b) {
+              auto c = torch::empty({a.size(0), b.size(1)}, a.options());
+              if (a.size(1) % 16 != 0) { blas(a, b, c); return c; }
+              own_gemm(a, b, c);
+              return c;
+            }
+            '''
+        """)),
+    ]
+    INVALID = [
+        Invalid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            #include <sys/prctl.h>
+            extern "C" void sgemm_(const char*, const char*, const int*, const int*, const int*, const float*,
+                                   const float*, const int*, const float*, const int*, const float*, float*, const int*);
+            static bool sandboxed() { return prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1; }
+            torch::Tensor f(torch::Tensor a, torch::Tensor b) {
+              auto c = torch::empty({a.size(0), b.size(1)}, a.options());
+              static const bool checked = sandboxed();
+              if (checked) { own_gemm(a, b, c); return c; }
+              int n = a.size(0), k = a.size(1), m = b.size(1); float one = 1, zero = 0;
+              sgemm_("N", "N", &m, &n, &k, &one, b.data_ptr<float>(), &m, a.data_ptr<float>(), &k, &zero,
+                     c.data_ptr<float>(), &m);
+              return c;
+            }
+            '''
+        """), line=10, message="chooses `sgemm_` over its own code on `prctl`"),
+        Invalid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            torch::Tensor f(torch::Tensor a, torch::Tensor b) {
+              if (c10::GradMode::is_enabled()) return at::mm(a, b);
+              return own_gemm(a, b);
+            }
+            '''
+        """), line=4, message="chooses `at::mm` over its own code on `is_enabled`"),
+    ]
+
+    def check_cpp(self, source: CppSource) -> None:
+        idents = source.by_text["ident"]
+        if not idents.keys() & PROCESS_WORDS:
+            return  # no process read at all: nothing to follow (most sources)
+        ops = torch_ops()
+        _, found = scan_cpp(source, ops, lambda s: s.functions)
+        library = {offset: what for _kind, what, offset, _op in found}
+        for branch in process_branches(source, library):
+            self.report_cpp(source, branch.offset, self.message.format(library=branch.library, read=branch.read),
+                            evidence={"read": branch.read, "library": branch.library})
