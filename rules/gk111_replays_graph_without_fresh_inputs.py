@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
@@ -89,6 +91,19 @@ class ReplaysGraphWithoutFreshInputs(Rule):
                     g.replay()
                     return out.clone()
         """)),
+        # copied in by slice assignment, and by a helper of the file that copies what it is handed
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def _stage(self, dst, src):
+                    dst.copy_(src, non_blocking=True)
+                def forward(self, x, y):
+                    g, sx, sy, out = self.plans[(tuple(x.shape), tuple(y.shape))]
+                    sx[...] = x
+                    self._stage(sy, y)
+                    g.replay()
+                    return out.clone()
+        """)),
         Valid(snippet("""
             import torch
             class ModelNew(torch.nn.Module):
@@ -100,6 +115,17 @@ class ReplaysGraphWithoutFreshInputs(Rule):
         """)),
     ]
     INVALID = [
+        # a helper that copies, but not what it is handed
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def _stage(self, dst, src):
+                    dst.copy_(self.first[tuple(src.shape)])
+                def forward(self, x):
+                    self._stage(self.static_x, x)
+                    self.graph.replay()
+                    return self.static_y.clone()
+        """), line=7, message="never copies its inputs (x)"),
         # what is copied in was looked up by the inputs' shape: no input's contents reach the graph
         Invalid(snippet("""
             import torch
@@ -149,6 +175,7 @@ class ReplaysGraphWithoutFreshInputs(Rule):
         self.frames: list[dict] = []
         self.pending: list[tuple[cst.Call, str]] = []  # replays without a fresh input, decided in finish
         self.live_capture = False  # some graph capture launches on a function parameter itself
+        self.helpers: dict[str, tuple[list[str], Optional[str], set[str]]] = {}  # see _helper_summary
         if "replay" not in self.ctx.text:  # no `.replay()` to judge: the handlers are not called for this file
             self.switch_off_inherited(ReplaysGraphWithoutFreshInputs, _HANDLERS)
 
@@ -157,11 +184,15 @@ class ReplaysGraphWithoutFreshInputs(Rule):
         every = [*ps.posonly_params, *ps.params, *ps.kwonly_params]
         every += [p for p in (ps.star_arg, ps.star_kwarg) if isinstance(p, cst.Param)]
         params = [p.name.value for p in every if p.name.value != "self"]
+        positional = [p.name.value for p in (*ps.posonly_params, *ps.params) if p.name.value != "self"]
+        star = ps.star_arg.name.value if isinstance(ps.star_arg, cst.Param) else None
         self.frames.append({"params": set(params), "sources": [], "ptrs": [], "ids": set(), "replays": [],
-                            "assigns": []})
+                            "assigns": [], "calls": [], "positional": positional, "star": star})
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         frame = self.frames.pop()
+        if frame["sources"] or frame["ptrs"]:  # a helper that copies or keys on what it is handed
+            self.helpers[node.name.value] = _helper_summary(frame)
         if node.name.value != "forward" or not frame["replays"]:
             return
         inputs = _inputs(frame)
@@ -170,7 +201,9 @@ class ReplaysGraphWithoutFreshInputs(Rule):
             return
         params = ", ".join(sorted(frame["params"])) or "none"
         for replay in frame["replays"]:
-            self.pending.append((replay, params) if not frame["ids"] & frame["params"] else (replay, "is:" + params))
+            # helpers may be defined after forward: their calls are judged in finish
+            self.pending.append((replay, params if not frame["ids"] & frame["params"] else "is:" + params,
+                                 frame["calls"], inputs))
 
     def visit_With(self, node: cst.With) -> None:
         if self.live_capture or not self.frames:
@@ -188,7 +221,9 @@ class ReplaysGraphWithoutFreshInputs(Rule):
             self.frames[-1]["ids"].update(n.value for n in sides if type(n) is cst.Name)
 
     def finish(self) -> None:
-        for replay, params in self.pending:
+        for replay, params, calls, inputs in self.pending:
+            if any(_hands_inputs_to_helper(call, self.helpers.get(name), inputs) for name, call in calls):
+                continue  # `self._stage(self.sx, x)`, `key = _signature(x)`: a helper copies or keys on them
             if params.startswith("is:"):
                 if self.live_capture:
                     continue  # keyed on the very input object the graph was captured on
@@ -196,13 +231,20 @@ class ReplaysGraphWithoutFreshInputs(Rule):
             self.report(replay, self.message.format(params=params))
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.frames or type(node.func) is not cst.Attribute:
+        if not self.frames:
+            return
+        if type(node.func) is cst.Name:
+            self.frames[-1]["calls"].append((node.func.value, node))  # a function of the file's own, maybe
+            return
+        if type(node.func) is not cst.Attribute:
             return
         frame = self.frames[-1]
         method = node.func.attr.value
+        if type(node.func.value) is cst.Name and node.func.value.value == "self":
+            frame["calls"].append((method, node))  # a method of the file's own: a helper, maybe
         if method == "replay" and not node.args:
             frame["replays"].append(node)
-        elif method in ("copy_", "set_", "index_copy_"):  # what the copied values are computed from
+        elif method in ("copy_", "set_", "index_copy_", "_foreach_copy_"):  # what the copied values are computed from
             frame["sources"].extend(a.value for a in node.args)
         elif method == "data_ptr":  # `x.data_ptr()`, `a.data_ptr()` for a in the inputs, `x.contiguous().data_ptr()`
             frame["ptrs"].append(node.func.value)
@@ -215,6 +257,8 @@ class ReplaysGraphWithoutFreshInputs(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for t in node.targets:
+            if type(t.target) is cst.Subscript and self.frames:
+                self.frames[-1]["sources"].append(node.value)  # `self.sx[...] = x`, `sx[:] = x`: a copy in
             self._bind(t.target, node.value)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
@@ -281,10 +325,42 @@ def _roots(expr: cst.CSTNode) -> frozenset[str]:
     return frozenset(n.value for n in subtree(expr, into_functions=False) if type(n) is cst.Name)
 
 
-def _inputs(frame: dict) -> set[str]:
+def _helper_summary(frame: dict) -> tuple[list[str], Optional[str], set[str]]:
+    """(positional parameters, the *args name, the parameters whose contents the function copies
+    into a buffer or whose address it takes)."""
+    used: set[str] = set()
+    for param in frame["params"]:
+        derived = _inputs(frame, {param})
+        if any(not _roots(expr).isdisjoint(derived) for expr in (*frame["sources"], *frame["ptrs"])):
+            used.add(param)
+    return frame["positional"], frame["star"], used
+
+
+def _hands_inputs_to_helper(call: cst.Call, helper: Optional[tuple[list[str], Optional[str], set[str]]],
+                            inputs: set[str]) -> bool:
+    """Whether `call` hands a value computed from the inputs to a parameter the helper copies
+    from or keys on."""
+    if helper is None:
+        return False
+    positional, star, used = helper
+    index = 0
+    for arg in call.args:
+        if arg.keyword is not None:
+            name: Optional[str] = arg.keyword.value
+        elif arg.star:
+            name = star
+        else:
+            name = positional[index] if index < len(positional) else star
+            index += 1
+        if name in used and not _roots(arg.value).isdisjoint(inputs):
+            return True
+    return False
+
+
+def _inputs(frame: dict, params: Optional[set[str]] = None) -> set[str]:
     """The parameters and the locals computed from their contents through any binding (`x_in =
     x.contiguous()`, `for dst, src in zip(ins, (x, y))`, `(a.data_ptr() for a in args)`)."""
-    inputs = set(frame["params"])
+    inputs = set(frame["params"] if params is None else params)
     bindings = [(_targets(target), _roots(value)) for target, value in frame["assigns"]]
     changed = True
     while changed:  # to a fixed point: a local may be bound from one bound later in a loop

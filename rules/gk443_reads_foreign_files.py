@@ -22,6 +22,9 @@ _LISTERS = {"os.listdir": 0, "os.scandir": 0, "os.walk": 0, "glob.glob": 0, "glo
 _LOADERS = ("torch.load", "numpy.load", "numpy.fromfile", "numpy.loadtxt", "numpy.genfromtxt", "pickle.load",
             "joblib.load", "safetensors.torch.load_file", "safetensors.safe_open", "torch.jit.load")
 _PATH_READS = frozenset({"read_text", "read_bytes", "iterdir", "glob", "rglob", "open"})
+# Files that describe the machine, the same for a checker's process and a benchmark's: CPU
+# features and cache sizes read to choose compile flags or tile sizes (not the harness, no answers).
+_MACHINE_FILES = re.compile(r"/proc/cpuinfo|/sys/devices/system/cpu/[\w/.-]*|/sys/devices/system/node/[\w/.-]*")
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"\n]+)"', re.MULTILINE)
 
 
@@ -38,7 +41,9 @@ class ReadsForeignFiles(Rule):
     reference output, the reference source, the harness's inputs), and `/proc` exposes the
     harness process.
 
-    Not flagged: the submission's own sources next to it, found through `__file__`
+    Not flagged: the machine's description (`/proc/cpuinfo`, `/sys/devices/system/cpu/...`),
+    read to pick compile flags or tile sizes: it is the same for a checker and a benchmark.
+    The submission's own sources next to it, found through `__file__`
     (`open(os.path.join(os.path.dirname(__file__), "kernel.cu")).read()`) or a relative
     path. A relative file that is not a source (`.json`, `.bin`) or a path that cannot be
     worked out is a warning.
@@ -65,6 +70,7 @@ class ReadsForeignFiles(Rule):
             src = (Path(__file__).parent / 'kernels' / 'mean.cuh').read_text()
         """)),
         Valid("me = open(__file__).read()\n"),
+        Valid("avx2 = 'avx2' in open('/proc/cpuinfo').read()\n"),  # the machine, not the harness
         Valid(snippet("""
             src = '''
             #include <torch/extension.h>
@@ -138,6 +144,8 @@ class ReadsForeignFiles(Rule):
         if is_reference_path(self.ctx, info.text):
             self._report(node, name, f"the reference ({info.text})", "the answer must be computed, not copied.")
         elif info.where == OUTSIDE:
+            if info.text is not None and _MACHINE_FILES.fullmatch(info.text):
+                return  # the machine's description: the same wherever the submission runs
             self._report(node, name, f"a path outside the working directory ({info.text or 'home or absolute'})",
                          "files there belong to the harness or the machine.")
         elif info.where == INSIDE:
@@ -174,6 +182,8 @@ class ReadsForeignFiles(Rule):
             self._cpp(source, tok.offset, "std::ifstream", strings[0] if strings else None)
 
     def _cpp(self, source: CppSource, offset: int, name: str, path: Optional[str]) -> None:
+        if path is not None and _MACHINE_FILES.fullmatch(path):
+            return
         if path is not None and literal_where(path) == INSIDE and not is_reference_path(self.ctx, path):
             if PathInfo(INSIDE, path).is_source:
                 return
