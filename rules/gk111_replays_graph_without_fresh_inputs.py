@@ -115,6 +115,19 @@ class ReplaysGraphWithoutFreshInputs(Rule):
         """)),
     ]
     INVALID = [
+        # buffers made like the input and stored under its shape: nothing copies the input in
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    key = tuple(x.shape)
+                    if key not in self.graphs:
+                        sx, out, g = torch.empty_like(x), torch.empty_like(x), torch.cuda.CUDAGraph()
+                        self.graphs[key] = (g, sx, out)
+                    g, sx, out = self.graphs[key]
+                    g.replay()
+                    return out.clone()
+        """), line=9, message="never copies its inputs (x)"),
         # a helper that copies, but not what it is handed
         Invalid(snippet("""
             import torch
@@ -245,7 +258,8 @@ class ReplaysGraphWithoutFreshInputs(Rule):
         if method == "replay" and not node.args:
             frame["replays"].append(node)
         elif method in ("copy_", "set_", "index_copy_", "_foreach_copy_"):  # what the copied values are computed from
-            frame["sources"].extend(a.value for a in node.args)
+            if not _empty_subscript(node.func.value):  # `sx[:0].copy_(x[:0])` copies nothing
+                frame["sources"].extend(a.value for a in node.args if not _empty_subscript(a.value))
         elif method == "data_ptr":  # `x.data_ptr()`, `a.data_ptr()` for a in the inputs, `x.contiguous().data_ptr()`
             frame["ptrs"].append(node.func.value)
 
@@ -257,7 +271,7 @@ class ReplaysGraphWithoutFreshInputs(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for t in node.targets:
-            if type(t.target) is cst.Subscript and self.frames:
+            if self.frames and _is_slice_write(t.target):
                 self.frames[-1]["sources"].append(node.value)  # `self.sx[...] = x`, `sx[:] = x`: a copy in
             self._bind(t.target, node.value)
 
@@ -285,6 +299,34 @@ _HANDLERS = ("visit_FunctionDef", "leave_FunctionDef", "visit_With", "visit_Comp
 _META_ATTRS = frozenset({"shape", "dtype", "device", "is_cuda", "ndim", "layout", "requires_grad", "is_sparse"})
 _META_METHODS = frozenset({"size", "stride", "dim", "numel", "nelement", "data_ptr", "element_size",
                            "is_contiguous", "storage_offset", "get_device"})
+
+
+def _is_slice_write(target: cst.BaseExpression) -> bool:
+    """`buf[...] = v`, `buf[:] = v`, `buf[:, :n] = v`: a write into a tensor's elements. A keyed
+    store (`self.graphs[key] = (g, sx, out)`) is a table entry, not a copy."""
+    if type(target) is not cst.Subscript:
+        return False
+    for element in target.slice:
+        inner = element.slice
+        if type(inner) is cst.Slice:
+            if _empty(inner):
+                return False  # `sx[:0] = x[:0]` writes nothing
+            continue
+        if type(inner) is cst.Index and type(inner.value) is cst.Ellipsis:
+            continue
+        return False
+    return True
+
+
+def _empty_subscript(expr: cst.BaseExpression) -> bool:
+    return type(expr) is cst.Subscript and any(type(e.slice) is cst.Slice and _empty(e.slice) for e in expr.slice)
+
+
+def _empty(piece: cst.Slice) -> bool:
+    lower, upper = piece.lower, piece.upper
+    if type(upper) is not cst.Integer:
+        return False
+    return upper.evaluated_value == 0 or (type(lower) is cst.Integer and lower.evaluated_value >= upper.evaluated_value)
 
 
 def _targets(expr: cst.BaseExpression) -> frozenset[str]:
