@@ -79,6 +79,16 @@ def test_elementwise_operators_on_tensors_follow_the_glue_policy():
     assert _mine(static_findings(sizes, profile="strict")) == []
 
 
+def test_arithmetic_on_an_extension_function_that_returns_a_number_is_not_torch():
+    # `int64_t blocks(int64_t n)` gives a Python int (a workspace size): `* 4` is integer arithmetic
+    source = WITH_KERNEL.replace(
+        "torch::Tensor run(torch::Tensor x) {{", "int64_t blocks(int64_t n) {{ return (n + 255) / 256; }}\n"
+        "torch::Tensor run(torch::Tensor x) {{").format(expr="(y, _ext.blocks(x.numel()) * 4)")
+    assert _mine(static_findings(source, profile="strict")) == []
+    # the tensor function of the same extension is still a tensor
+    assert _mine(static_findings(WITH_KERNEL.format(expr="_ext.run(y) * 4"), profile="strict")) == [("GK304", Severity.ERROR)]
+
+
 def test_text_built_with_operators_is_not_tensor_arithmetic():
     # a launcher picked by a dtype name: string `+`, `%`, and string methods of str(tensor attr)
     for expr in ('(y, getattr(_ext, "run_" + str(x.dtype).split(".")[-1]))',

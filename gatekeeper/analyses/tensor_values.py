@@ -3,6 +3,7 @@ operators compute on them. A mixin of TorchUsage (torch_usage.py); not a rule fi
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Optional
 
 import libcst as cst
@@ -79,13 +80,39 @@ class TensorValues:
                 if type(receiver) is cst.Name and self.frames and receiver.value in self.frames[-1].containers:
                     return False
                 if receiver_key(receiver) in self.holders:
-                    return True  # the extension's result: a tensor
+                    # the extension's result: a tensor, unless its C++ function returns a number
+                    return func.attr.value not in scalar_functions(self.ctx)
                 if _stringish(receiver):
                     return False  # `str(x.dtype).split(".")`: a string method
                 return self.ops.method_returns_tensor(func.attr.value)
         return False
 
     # records --------------------------------------------------------------------------
+
+
+_SCALAR_TYPES = frozenset({"void", "bool", "char", "short", "int", "long", "unsigned", "signed", "float", "double",
+                           "size_t", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t",
+                           "uint64_t", "ssize_t"})
+_SCALARS_ATTR = "_gk_scalar_cpp_functions"
+
+
+def scalar_functions(ctx) -> frozenset[str]:
+    """The C++ functions of the file's sources declared to return a number (or nothing):
+    `int64_t ws_elems(int64_t n)` gives a Python int, so arithmetic on it is not torch's."""
+    cached = ctx.__dict__.get(_SCALARS_ATTR)
+    if cached is not None and cached[0] == len(ctx.cpp_sources):  # sources found later are read again
+        return cached[1]
+    names: set[str] = set()
+    for source in ctx.cpp_sources:
+        tokens = source.tokens
+        offsets = [t.offset for t in tokens]
+        for fn in source.functions:
+            index = bisect_left(offsets, fn.offset)
+            if 0 < index < len(tokens) and tokens[index - 1].text in _SCALAR_TYPES:
+                names.add(fn.name)
+    found = frozenset(names)
+    ctx.__dict__[_SCALARS_ATTR] = (len(ctx.cpp_sources), found)
+    return found
 
 
 _STRING_NODES = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
