@@ -162,6 +162,14 @@ def test_invalid_shapes_py_is_a_problem_error(tmp_path, shapes, why):
     assert proc.returncode == 3 and why in _flat(proc.stdout) and "shapes.py" in proc.stdout, proc.stdout
 
 
+def test_sizes_whose_product_is_astronomical_are_still_a_problem(tmp_path):
+    # One entry's sizes size different tensors (a paged KV cache: blocks, context, batch): their
+    # product is no tensor's size, so it is no reason to refuse the problem.
+    folder = _hard(tmp_path, shapes='SHAPES = [{"BATCH": 65536, "SEQ": 1048576, "HEADS": 4096, "HEAD_DIM": 128}]\n')
+    proc = gk("check", HONEST, "-p", folder, "--static-only")
+    assert proc.returncode in (0, 1), proc.stdout
+
+
 def test_a_shapes_py_that_is_a_folder_is_a_problem_error(tmp_path):
     folder = _hard(tmp_path)
     (folder / "shapes.py").unlink()

@@ -16,7 +16,6 @@ a string, a negative or absurd number, or a key one typo away from a constant.
 from __future__ import annotations
 
 import ast
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, Optional
@@ -98,17 +97,14 @@ def shapes_from_value(value: Any, constants: dict[str, int], where: str, name: s
             elif not (isinstance(size, int) and not isinstance(size, bool) and size == 0):  # 0: not a size, dropped
                 _invalid(where, f"{name} entry {index + 1} sizes {key} (the reference's {constant}) as "
                          f"{_shown(size)}; a size is a whole number from 1 to {MAX_SIZE:,}")
-        total = math.prod(mapped.values())
-        if total > MAX_ELEMENTS:
-            _invalid(where, f"{name} entry {index + 1}'s sizes multiply to {total:.3g}, more than {MAX_ELEMENTS:.3g}: "
-                     "no machine can run that shape")
         if mapped and mapped not in shapes:
             shapes.append(mapped)
     return DeclaredShapes(tuple(shapes), tuple(dict.fromkeys(unknown)), unread, where)
 
 
 MAX_SIZE = 2 ** 31 - 1  # past int32, a size no kernel indexes
-MAX_ELEMENTS = 2 ** 48  # the product of one shape's sizes: 2**48 elements is 256 TiB of bytes
+# No bound on the product of one entry's sizes: they size different tensors (a paged KV cache's
+# block count, its context length and the batch), so their product is no tensor's size.
 
 
 def _invalid(where: str, what: str) -> NoReturn:
