@@ -96,7 +96,8 @@ def test_the_shortest_schedule_is_judged_from_its_two_repeats():
 def test_a_schedule_that_never_ran_adds_no_note():
     probe = RepeatProbe({"calls": [{"index": 0, "kind": "fresh", "dist": "normal"}], "planned": 1})
     added: list = []
-    assert probe.judge(lambda *a, **k: added.append(a)) == {"repeat_calls": 0, "fresh_calls": 0, "judged": False}
+    assert probe.judge(lambda *a, **k: added.append(a)) == {"repeat_calls": 0, "again_calls": 0, "fresh_calls": 0,
+                                                            "judged": False}
     assert added == []
 
 
@@ -130,3 +131,17 @@ def test_a_content_memo_is_caught_and_the_same_kernel_without_it_passes():
     honest = gatekeeper.check(ROOT / "fixtures/submissions/cpu_own_gemm_cpp.py", PROBLEM, stages="behaviour")
     assert honest.verdict.value == "pass", [(f.rule, f.message) for f in honest.findings]
     assert "GK679" not in {f.rule for f in hacked.findings + honest.findings}  # judged, both
+
+
+def test_again_calls_on_the_same_objects_are_timed_with_the_repeats():
+    # A memo keyed on the inputs' identity and `_version` is fast only on `again` calls.
+    calls = [{"index": i, "kind": "fresh", "dist": "normal"} for i in range(24)]
+    for i in (9, 14, 20):
+        calls[i].update(kind="again", base=i - 1)
+    probe = RepeatProbe({"calls": calls, "planned": 24})
+    for i in range(24):
+        probe.observe({"kind": "schedule-call", "index": i, "wall_s": 2e-5 if i in (9, 14, 20) else 3e-3})
+    added: list = []
+    measured = probe.judge(lambda *a, **k: added.append((a, k)))
+    assert measured["again_calls"] == 3 and [a[0] for a, _ in added] == ["GK678"]
+    assert "the very tensors of the call before" in added[0][1]["detail"]

@@ -3,7 +3,9 @@ contents is right on every input, so no value check can see it; it only skips th
 contents repeat, which is exactly what a timing harness that reuses its inputs gives it.
 
 The call schedule (problem.schedule) makes a few `repeat` calls: new tensor objects holding
-exactly the contents of an earlier fresh call. Every scheduled call's wall time comes back
+exactly the contents of an earlier fresh call; and a few `again` calls: the call before's very
+tensor objects, unmodified, as a timing loop passes them (a memo keyed on identity and
+`_version` hits there). Every scheduled call's wall time comes back
 with it. When the repeat calls are much faster than fresh calls of the same inputs' shape,
 the submission did less work on contents it had seen: a cached-output finding, on CPU and GPU
 alike. Honest code does the same work on the same contents; the base call ran many calls
@@ -61,14 +63,15 @@ class RepeatProbe:
         need_repeats, need_fresh, first, ratio = (SHORT_MIN_REPEATS, SHORT_MIN_FRESH, SHORT_FIRST_FRESH, SHORT_RATIO) \
             if short else (MIN_REPEATS, MIN_FRESH, 4, RATIO)
         fresh = self._fresh(calls, first)
-        repeats = [w for i, w in self.walls.items() if calls.get(i, {}).get("kind") == "repeat"]
+        repeats = [w for i, w in self.walls.items() if calls.get(i, {}).get("kind") in ("repeat", "again")]
+        again = [w for i, w in self.walls.items() if calls.get(i, {}).get("kind") == "again"]
         if not short and len(fresh) < need_fresh and len(self._fresh(calls, SHORT_FIRST_FRESH)) >= SHORT_MIN_FRESH:
             # A schedule trimmed to MIN_CALLS often holds fewer plain fresh calls than MIN_FRESH
             # (the value distributions and the repeats take their places): judged as the
             # shortest schedule is, with its stricter ratio, rather than not at all.
             need_repeats, need_fresh, first, ratio = SHORT_MIN_REPEATS, SHORT_MIN_FRESH, SHORT_FIRST_FRESH, SHORT_RATIO
             fresh = self._fresh(calls, first)
-        measured = {"repeat_calls": len(repeats), "fresh_calls": len(fresh)}
+        measured = {"repeat_calls": len(repeats), "again_calls": len(again), "fresh_calls": len(fresh)}
         if len(repeats) < need_repeats or len(fresh) < need_fresh:
             measured["judged"] = False
             if self.walls:  # the schedule ran, too short for the probe: said, never a silent pass
@@ -85,8 +88,11 @@ class RepeatProbe:
                         fresh_median_s=round(median(fresh), 7), repeat_median_s=round(median(repeats), 7),
                         judged=True)
         if fresh_s >= MIN_FRESH_S and repeat_s < ratio * fresh_s:
+            same = bool(again) and min(again) < ratio * fresh_s
+            what = ("calls on the very tensors of the call before, unmodified (what a timing loop passes), or on "
+                    "new tensors repeating an earlier call's contents," if same else
+                    "calls whose inputs repeat an earlier call's contents (new tensors, same values)")
             add("GK678", "scheduled calls", dict(measured),
-                detail=(f"calls whose inputs repeat an earlier call's contents (new tensors, same values) took "
-                        f"{repeat_s * 1e6:.0f} us (fastest of {len(repeats)}) against {fresh_s * 1e6:.0f} us for "
-                        f"fresh contents (fastest of {len(fresh)})"))
+                detail=(f"{what} took {repeat_s * 1e6:.0f} us (fastest of {len(repeats)}) against "
+                        f"{fresh_s * 1e6:.0f} us for fresh contents (fastest of {len(fresh)})"))
         return measured

@@ -131,7 +131,7 @@ def _one(module: Any, model: Any, step: Any, kept: dict[int, list[Any]], device:
     import torch
 
     base = steps.get(step.base) if step.base is not None else None
-    if step.kind == "repeat" and step.base in kept:
+    if step.kind in ("repeat", "again") and step.base in kept:
         inputs = [i.clone() if isinstance(i, torch.Tensor) else i for i in kept[step.base]]
     elif step.kind == "repeat" and base is not None and base.kind == "fresh":
         # A large problem keeps only the last calls' inputs: the fresh base's contents are drawn

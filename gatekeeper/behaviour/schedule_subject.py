@@ -1,8 +1,8 @@
 """The call schedule, submission side (runs in the submission's worker). Observes, decides nothing.
 
 For each scheduled call (problem.schedule): builds the inputs as asked (fresh tensors,
-written in place into the previous call's tensors, or new tensors over the previous call's
-storage: same address, same `_version`), calls the model, copies the output at once (before
+written in place into the previous call's tensors, new tensors over the previous call's
+storage: same address, same `_version`, or the previous call's tensors again), calls the model, copies the output at once (before
 anything that lets other threads run on), and on the next call looks at that output again:
 an output that changed after forward returned was still being written (lazy completion).
 From `timed_from` on, the process carries what a timing process would (DECOY).
@@ -71,6 +71,8 @@ def _over(storage: Any, like: Any) -> Any:
 def build_inputs(kind: str, packed: list[Any], previous: Optional[list[Any]], device: str) -> list[Any]:
     import torch
 
+    if kind == "again" and previous is not None:
+        return list(previous)  # the very objects of the call before, untouched: a timing loop's inputs
     fresh = [unpack(p, device) if isinstance(p, dict) and p.get("__tensor__") else p for p in packed]
     if previous is None or kind not in ("overwrite", "reuse"):
         return [_over(t.untyped_storage(), t) if isinstance(t, torch.Tensor) else t for t in fresh]

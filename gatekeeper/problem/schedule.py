@@ -11,6 +11,9 @@ Every call gets inputs the process has never seen, generated in the reference wo
                same `_version` (a fresh tensor over the same storage)
   repeat       new tensors holding exactly the contents of an earlier fresh call (a content
                memo is right on them, and faster: behaviour.repeat_probe times them)
+  again        the very tensor objects of the call just before, unmodified: what a benchmark's
+               timing loop hands over and over (a memo keyed on the inputs' identity and
+               `_version` is right on them, and faster: timed with the repeats)
 From a random position on (`timed_from`) the submission's process is made to look like a
 timing run (problem.schedule.DECOY), so a submission that arms a memo when it thinks it is
 timed is checked while armed. Every call's output is compared with the reference.
@@ -107,6 +110,7 @@ def plan_schedule(seed: int, distributions: list[str], low: int = LOW, high: int
     _value_calls(steps, dists, seed)
     _repeat_calls(steps, seed)
     _cover_distributions(steps, dists, seed)
+    _again_calls(steps, seed)
     return Schedule(steps, timed_from)
 
 
@@ -141,6 +145,29 @@ def _repeat_calls(steps: list[Step], seed: int) -> None:
                  and b.kind == "fresh" and b.dist == "normal"]
         if bases:
             step.kind, step.base, step.dist = "repeat", rng.choice(bases), "normal"
+
+
+AGAIN = 3
+
+
+def _again_calls(steps: list[Step], seed: int) -> None:
+    """A few calls among calls 8-23 become `again` calls: the previous call's tensor objects,
+    unmodified. Never a repeat or a repeat's base (repeats are timed against plain fresh calls
+    and a large problem draws a repeat's base again from its seed), never a call that carries a
+    value distribution, never two in a row. From their own stream."""
+    rng = random.Random(derive(seed, "schedule-again"))
+    window = [s for s in steps if max(PROBE_REPEATS) < s.index < MIN_CALLS and s.kind != "repeat"
+              and not _is_base(steps, s.index) and s.dist == "normal" and s.index not in PROBE_FRESH]
+    rng.shuffle(window)
+    chosen = 0
+    for step in window:
+        if chosen == AGAIN:
+            break
+        neighbours = [steps[i].kind for i in (step.index - 1, step.index + 1) if i < len(steps)]
+        if "again" in neighbours:
+            continue
+        step.kind, step.base = "again", step.index - 1
+        chosen += 1
 
 
 def _is_base(steps: list[Step], index: int) -> bool:
