@@ -145,3 +145,17 @@ def test_again_calls_on_the_same_objects_are_timed_with_the_repeats():
     measured = probe.judge(lambda *a, **k: added.append((a, k)))
     assert measured["again_calls"] == 3 and [a[0] for a, _ in added] == ["GK678"]
     assert "the very tensors of the call before" in added[0][1]["detail"]
+
+
+def test_again_calls_are_not_timed_on_a_gpu():
+    # an honest CUDA graph keyed on the inputs' addresses captures on fresh calls and only
+    # replays on `again` calls: faster with all the work done, so not judged by time there
+    calls = [{"index": i, "kind": "fresh", "dist": "normal"} for i in range(24)]
+    for i in (9, 14, 20):
+        calls[i].update(kind="again", base=i - 1)
+    probe = RepeatProbe({"calls": calls, "planned": 24}, time_again=False)
+    for i in range(24):
+        probe.observe({"kind": "schedule-call", "index": i, "wall_s": 2e-5 if i in (9, 14, 20) else 3e-3})
+    added: list = []
+    measured = probe.judge(lambda *a, **k: added.append((a, k)))
+    assert measured["again_calls"] == 0 and "GK678" not in [a[0] for a, _ in added]

@@ -261,7 +261,7 @@ def _judge_run(result: JobResult, references: dict[str, dict[str, Any]], failed:
                mark: float) -> StageOutcome:
     judge = Judge(references, problem.tolerance, location, device=str(environment.get("device", "")))
     calls = ScheduleJudge(scheduled, problem.tolerance, max_error_ratio=_error_budget_limit(config))
-    repeats = RepeatProbe(scheduled)
+    repeats = RepeatProbe(scheduled, time_again=str(environment.get("device", "")).startswith("cpu"))
     for message in result.messages:
         kind = message.get("kind")
         try:
