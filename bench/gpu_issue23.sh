@@ -56,6 +56,8 @@
 #                                                # hostile input), then gpu_e2e.py and the GK678 Triton GEMM pair
 #   bash bench/gpu_issue23.sh round11            # the second red-team round: CPU problems on a GPU host, the
 #                                                # run-time fig-leaf fingerprint and forbidden ops, then gpu_e2e.py
+#   bash bench/gpu_issue23.sh round12            # the third red-team round: the schedule's `again` calls on a GPU host,
+#                                                # honest CUDA graphs through the whole pipeline, gpu_e2e.py
 #   bash bench/gpu_issue23.sh round11b           # the result fingerprint's copy kernels left out of the call's work;
 #                                                # a torch GEMM + own epilogue not taken for a copy of torch's result
 #   bash bench/gpu_issue23.sh round6-time        # the four corpus-time files no round timed (79_s0, 15_s0,
@@ -338,6 +340,26 @@ case "${1:-}" in
       date -u +%T
     } 2>&1 | tee "$OUT/round11.log"
     tar czf "$OUT/round11_reports.tar.gz" -C "$W" . 2>/dev/null ;;
+  round12)
+    # The third red-team round (2026-12-06, third session): the schedule's `again` calls (the previous
+    # call's tensors, untouched) on a GPU host, where they are value-checked but not timed; honest
+    # CUDA graphs keyed on the inputs' identity and copied in; GK311 and GK111's new shapes statically.
+    timeout -k 5 300 python3 -m pytest -q -p no:cacheprovider -rs tests/test_schedules.py tests/test_repeat_probe.py \
+      tests/test_graph_replay_inputs.py tests/test_pc_sampler.py \
+      tests/test_fixtures.py -k "rt5 or graph or schedule or repeat or perf_map or jit" 2>&1 | tee "$OUT/round12_tests.log"
+    W=/tmp/gk-round12; mkdir -p "$W"
+    { date -u +%T
+      for case in honest_cached_graph_identity:seed_mean honest_cached_graph_copy:seed_mean cached_graph_replay:seed_mean; do
+        sub=${case%%:*}; prob=${case##*:}
+        GATEKEEPER_ISOLATION=bwrap timeout -k 5 240 python3 -m gatekeeper check fixtures/submissions/$sub.py \
+          --problem fixtures/problems/$prob.py --keep-going -f json > "$W/$sub.json" 2> "$W/$sub.err"
+        echo "$sub rc=$?"; python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['verdict'], [(f['rule'], f['severity'], f['message'][:160]) for f in r['findings'] if f['severity'] != 'info'])" "$W/$sub.json"
+      done
+      date -u +%T
+      GATEKEEPER_ISOLATION=bwrap OUT="$W" timeout -k 5 200 python3 bench/gpu_e2e.py
+      date -u +%T
+    } 2>&1 | tee "$OUT/round12.log"
+    tar czf "$OUT/round12_reports.tar.gz" -C "$W" . 2>/dev/null ;;
   round11b)
     # The result fingerprint's own copy kernels out of the call's kernels (CUPTI paused), and a
     # torch GEMM + own Triton epilogue (policy: a warning under default) not taken for a copy.
