@@ -27,7 +27,9 @@ class ChoosesLibraryByProcessState(Rule):
     (shapes, strides, dtypes, CPU features, device properties) is not flagged. Certain in
     every reading: the computation must not depend on which process runs it.
 
-    Not flagged: reading the thread count to split the work (no library on either side); a
+    Not flagged: an opt-in self-check after the own kernel (`if (getenv("VERIFY"))` compares
+    with `at::matmul`: the other side computes nothing, so nothing is chosen); reading the
+    thread count to split the work (no library on either side); a
     library fallback chosen on the input's shape or dtype (GK310 and the run-time checks judge
     those); a branch on the process state where both sides reach the same library.
     """
@@ -70,6 +72,19 @@ class ChoosesLibraryByProcessState(Rule):
             }
             '''
         """)),
+        # an opt-in self-check after the own kernel: the other side computes nothing
+        Valid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            #include <cstdlib>
+            torch::Tensor f(torch::Tensor a, torch::Tensor b) {
+              auto c = a.new_zeros({a.size(0), b.size(1)});
+              for (int64_t i = 0; i < a.size(0); ++i) row(a, b, c, i);
+              if (std::getenv("VERIFY")) TORCH_CHECK(at::allclose(c, at::matmul(a, b)), "own GEMM disagrees");
+              return c;
+            }
+            '''
+        """)),
     ]
     INVALID = [
         Invalid(snippet("""
@@ -79,6 +94,7 @@ class ChoosesLibraryByProcessState(Rule):
             extern "C" void sgemm_(const char*, const char*, const int*, const int*, const int*, const float*,
                                    const float*, const int*, const float*, const int*, const float*, float*, const int*);
             static bool sandboxed() { return prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1; }
+            static void own_gemm(torch::Tensor a, torch::Tensor b, torch::Tensor c) { for (int i = 0; i < 4; ++i) step(a, b, c, i); }
             torch::Tensor f(torch::Tensor a, torch::Tensor b) {
               auto c = torch::empty({a.size(0), b.size(1)}, a.options());
               static const bool checked = sandboxed();
@@ -89,16 +105,17 @@ class ChoosesLibraryByProcessState(Rule):
               return c;
             }
             '''
-        """), line=10, message="chooses `sgemm_` over its own code on `prctl`"),
+        """), line=11, message="chooses `sgemm_` over its own code on `prctl`"),
         Invalid(snippet("""
             src = '''
             #include <torch/extension.h>
+            torch::Tensor own_gemm(torch::Tensor a, torch::Tensor b) { auto c = a.new_zeros({a.size(0), b.size(1)}); for (int i = 0; i < 4; ++i) step(a, b, c, i); return c; }
             torch::Tensor f(torch::Tensor a, torch::Tensor b) {
               if (c10::GradMode::is_enabled()) return at::mm(a, b);
               return own_gemm(a, b);
             }
             '''
-        """), line=4, message="chooses `at::mm` over its own code on `is_enabled`"),
+        """), line=5, message="chooses `at::mm` over its own code on `is_enabled`"),
     ]
 
     def check_cpp(self, source: CppSource) -> None:

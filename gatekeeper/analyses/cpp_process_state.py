@@ -13,10 +13,13 @@ Token level, name based and whole file (a C++ source is one translation unit):
   environment, files, threads, resource use or callers (`PROCESS_READS`), or `environ`;
 - a function of the source is *tainted* when its body makes a process read or calls a tainted
   function; a name is tainted when it is assigned from an expression that is;
-- an `if`/`switch` whose condition is tainted, where the library's heavy call (found by
-  cpp_torch_calls) is reached on one side and not on the other, is the finding. "Reached"
-  follows calls into the source's own functions, and a side that does not return goes on to
-  the rest of the function (`if (checked) { own(); return c; } sgemm_(...);`).
+- an `if`/`switch` whose condition is tainted is the finding when it is a choice: a library
+  call (found by cpp_torch_calls) is reached on one side, and the source's own computation (a
+  loop or a kernel launch) but no library call on the other. "Reached" follows calls into the
+  source's own functions, and a side that does not return goes on to the rest of the function
+  (`if (checked) { own(); return c; } sgemm_(...);`). An opt-in self-check after the own
+  kernel (`if (getenv("VERIFY")) TORCH_CHECK(at::allclose(c, at::matmul(a, b)))`) is no
+  choice: the other side computes nothing.
 """
 
 from __future__ import annotations
@@ -166,6 +169,16 @@ def process_branches(source: CppSource, library_offsets: dict[int, str]) -> list
                 hit = _reach(tokens, fn.body_start, fn.body_end, library_at, reaching)
                 if hit is not None:
                     reaching[fn.name] = hit
+    # the source's own computation: loops and kernel launches, and functions that reach them
+    own_at = {j: "own" for fn in source.functions for j in range(fn.body_start, fn.body_end)
+              if tokens[j].text in ("for", "while", "<<<")}
+    own: dict[str, tuple[str, int]] = {}
+    for _ in range(4):
+        for fn in source.functions:
+            if fn.name not in own:
+                hit = _reach(tokens, fn.body_start, fn.body_end, own_at, own)
+                if hit is not None:
+                    own[fn.name] = hit
     out: list[ProcessBranch] = []
     for fn in source.functions:
         for i in range(fn.body_start, fn.body_end):
@@ -184,16 +197,19 @@ def process_branches(source: CppSource, library_offsets: dict[int, str]) -> list
             else:
                 sides.append((then_end + 1, then_end + 1))  # no else: an empty side
                 rest = (then_end + 1, fn.body_end)
-            hits = []
+            hits, owns = [], []
             for start, end in sides:
-                hit = _reach(tokens, start, end, library_at, reaching)
                 # a side that does not return goes on to the rest of the function
-                if hit is None and not any(tokens[j].text == "return" for j in range(start, end)):
-                    hit = _reach(tokens, rest[0], rest[1], library_at, reaching)
-                hits.append(hit)
-            if (hits[0] is None) != (hits[1] is None):
-                what, where = next(h for h in hits if h is not None)
-                out.append(ProcessBranch(tokens[i].offset, read, what, where))
+                spans = [(start, end)] if any(tokens[j].text == "return" for j in range(start, end)) \
+                    else [(start, end), rest]
+                hits.append(next((h for a, b in spans if (h := _reach(tokens, a, b, library_at, reaching))), None))
+                owns.append(any(_reach(tokens, a, b, own_at, own) for a, b in spans))
+            # a choice: the library on one side, the source's own computation (and no library) on the other
+            for k in (0, 1):
+                if hits[k] is not None and hits[1 - k] is None and owns[1 - k]:
+                    what, where = hits[k]
+                    out.append(ProcessBranch(tokens[i].offset, read, what, where))
+                    break
     return out
 
 
