@@ -30,8 +30,8 @@ def test_schedule_is_drawn_per_run_and_reproducible_from_the_seed():
         assert kinds == {"fresh", "near-one", "near-sparse", "overwrite", "reuse", "repeat", "again"}
         # `again` calls: the call before's objects, early enough to survive the budget, never two in a row
         agains = [s for s in plan.steps if s.kind == "again"]
-        assert 1 <= len(agains) <= 3 and all(8 <= s.index < MIN_CALLS and s.base == s.index - 1 for s in agains)
-        assert all(plan.steps[s.base].kind != "again" for s in agains)
+        assert 1 <= len(agains) <= 4 and all(8 <= s.index < MIN_CALLS and s.base == s.index - 1 for s in agains)
+        assert any(plan.steps[s.base].kind == "again" for s in agains)  # a run: the same tensors twice in a row
         assert all(s.base is not None and s.base < s.index for s in plan.steps if s.kind.startswith("near"))
         # Repeats copy an earlier fresh call's contents, early enough to survive the budget.
         repeats = [s for s in plan.steps if s.kind == "repeat"]

@@ -109,9 +109,19 @@ def plan_schedule(seed: int, distributions: list[str], low: int = LOW, high: int
         steps[index].kind, steps[index].dist, steps[index].base = "fresh", "normal", None
     _value_calls(steps, dists, seed)
     _repeat_calls(steps, seed)
+    before = [(s.kind, s.base, s.dist) for s in steps]
+    _again_calls(steps, seed)  # first: a distribution an `again` call carried is given to another call
     _cover_distributions(steps, dists, seed)
-    _again_calls(steps, seed)
+    if not _covered(steps, dists):  # the run took the room a distribution needed (about 3% of plans)
+        for step, (kind, base, dist) in zip(steps, before):
+            step.kind, step.base, step.dist = kind, base, dist
+        _cover_distributions(steps, dists, seed)
     return Schedule(steps, timed_from)
+
+
+def _covered(steps: list[Step], dists: list[str]) -> bool:
+    carried = {s.dist for s in steps[:MIN_CALLS] if s.kind in CARRIERS}
+    return all(d in carried for d in dists if d != "normal")
 
 
 REPEATS = 6  # with the two near ones: more leave too few calls for every value distribution
@@ -147,27 +157,33 @@ def _repeat_calls(steps: list[Step], seed: int) -> None:
             step.kind, step.base, step.dist = "repeat", rng.choice(bases), "normal"
 
 
-AGAIN = 3
+AGAIN_RUN = 3  # consecutive `again` calls: a memo may wait for the same tensors twice in a row
+AGAIN_SINGLE = 0  # more calls taken from the first MIN_CALLS leave some distribution none
 
 
 def _again_calls(steps: list[Step], seed: int) -> None:
-    """A few calls among calls 8-23 become `again` calls: the previous call's tensor objects,
-    unmodified. Never a repeat or a repeat's base (repeats are timed against plain fresh calls
-    and a large problem draws a repeat's base again from its seed), never a call that carries a
-    value distribution, never two in a row. From their own stream."""
+    """Calls among calls 8-23 become `again` calls: the previous call's tensor objects,
+    unmodified. One run of AGAIN_RUN in a row (a timing loop passes the same tensors hundreds of
+    times; a memo that replays only from the second time in a row is hit there) and AGAIN_SINGLE
+    more alone. Never a repeat or a repeat's base (repeats are timed against plain fresh calls
+    and a large problem draws a repeat's base again from its seed). Before _cover_distributions,
+    which gives a distribution an `again` call carried to another call. From their own stream."""
     rng = random.Random(derive(seed, "schedule-again"))
-    window = [s for s in steps if max(PROBE_REPEATS) < s.index < MIN_CALLS and s.kind != "repeat"
-              and not _is_base(steps, s.index) and s.dist == "normal" and s.index not in PROBE_FRESH]
-    rng.shuffle(window)
-    chosen = 0
-    for step in window:
-        if chosen == AGAIN:
-            break
-        neighbours = [steps[i].kind for i in (step.index - 1, step.index + 1) if i < len(steps)]
-        if "again" in neighbours:
-            continue
-        step.kind, step.base = "again", step.index - 1
-        chosen += 1
+
+    def eligible(index: int) -> bool:
+        step = steps[index] if 0 <= index < len(steps) else None
+        return (step is not None and max(PROBE_REPEATS) < index < MIN_CALLS and step.kind != "repeat"
+                and not _is_base(steps, index) and index not in PROBE_FRESH)
+
+    starts = [i for i in range(len(steps)) if all(eligible(i + k) for k in range(AGAIN_RUN))]
+    if starts:
+        first = rng.choice(starts)
+        for index in range(first, first + AGAIN_RUN):
+            steps[index].kind, steps[index].base, steps[index].dist = "again", index - 1, "normal"
+    singles = [i for i in range(len(steps)) if eligible(i) and steps[i].kind != "again" and steps[i].dist == "normal"
+               and "again" not in (steps[i - 1].kind, steps[i + 1].kind if i + 1 < len(steps) else "")]
+    for index in rng.sample(singles, min(AGAIN_SINGLE, len(singles))):
+        steps[index].kind, steps[index].base = "again", index - 1
 
 
 def _is_base(steps: list[Step], index: int) -> bool:
