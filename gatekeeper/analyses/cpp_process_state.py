@@ -42,7 +42,7 @@ PROCESS_READS = frozenset({
     "getenv", "secure_getenv", "getcwd", "get_current_dir_name", "isatty", "ttyname", "fstat", "stat", "lstat",
     "statx", "fstatat", "statfs", "fstatfs", "statvfs", "fstatvfs", "fcntl", "readlink", "readlinkat",
     "opendir", "access", "faccessat", "open", "openat", "fopen", "ifstream", "getauxval", "dl_iterate_phdr",
-    "dladdr", "dlinfo",
+    "dladdr", "dlinfo", "syscall",  # a raw system call reads whatever the call above would
     # threads and the interpreter calling in
     "get_num_threads", "omp_get_num_threads", "omp_get_max_threads", "omp_in_parallel", "get_num_interop_threads",
     "PyEval_GetFrame", "PyThreadState_Get", "PyThreadState_GetFrame", "PyFrame_GetBack", "PyEval_GetGlobals",
@@ -110,6 +110,12 @@ class _Taint:
     def _assignments(self) -> None:
         tokens = self.tokens
         for i, tok in enumerate(tokens):
+            # `init(&flag)` with a tainted function: what it writes through the pointer is tainted
+            if tok.kind == "ident" and tok.text in self.calls and i + 1 < len(tokens) and tokens[i + 1].text == "(":
+                close = match_close(tokens, i + 1)
+                for j in range(i + 2, close):
+                    if tokens[j].text == "&" and tokens[j + 1].kind == "ident" and tokens[j + 1].text not in self.names:
+                        self.names[tokens[j + 1].text] = self.calls[tok.text]
             if tok.kind != "punct" or tok.text != "=" or i == 0 or tokens[i - 1].kind != "ident":
                 continue
             name = tokens[i - 1].text

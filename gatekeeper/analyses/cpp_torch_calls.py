@@ -16,6 +16,8 @@ groups' `tile.any(...)` is not a tensor method.
 
 from __future__ import annotations
 
+import re
+
 from itertools import chain as chained
 from typing import Callable, Optional
 
@@ -108,6 +110,15 @@ def _is_layer(name: str) -> bool:
     return name[:1].isupper() and name not in _NOT_LAYERS and not name.endswith(("Options", "Impl", "FuncOptions"))
 
 
+_ASM_LABEL = re.compile(r"(\w+)\s*\([^;{}()]*\)\s*(?:__asm__|asm)\s*\(\s*((?:\"[^\"\n]*\"\s*)+)\)")
+
+
+def asm_labels(source: CppSource) -> dict[str, str]:
+    """Names the source declares with an assembler label: `void mix_rows(...) __asm__("sgemm_")`
+    calls `sgemm_` whatever the name says (string pieces are joined, as the compiler joins them)."""
+    return {m.group(1): "".join(re.findall(r'"([^"\n]*)"', m.group(2))) for m in _ASM_LABEL.finditer(source.text)}
+
+
 def _op_name(name: str) -> str:
     """`addmm_out`, `mm_outf`, `sum_out` do the op itself (into a given tensor)."""
     for suffix in ("_outf", "_out"):
@@ -134,6 +145,7 @@ def scan_cpp(source: CppSource, ops: TorchOps,
     own_namespaces = {tokens[k + 1].text for k in source.by_text["ident"].get("namespace", ())
                       if k + 2 < n and tokens[k + 1].kind == "ident" and tokens[k + 2].text == "{"} if opened else set()
     defined: Optional[set[str]] = None
+    labels: Optional[dict[str, str]] = None
     found: list[Found] = []
     resume = 0  # the end of the last qualified name: its parts are not visited again
     puncts = source.by_text["punct"]
@@ -173,6 +185,12 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             resume = j
             continue
         nxt = tokens[i + 1].text if i + 1 < n else ""
+        if labels is None:
+            labels = asm_labels(source) if ("asm" in idents or "__asm__" in idents) else {}
+        if nxt == "(" and prev not in ("::", ".", "->") and tok.text in labels and ops.vendor_call(labels[tok.text]):
+            # `void mix(...) __asm__("s" "gemm_")`: a name of the source's bound to a vendor symbol
+            found.append(("vendor", f"{tok.text} (bound to {labels[tok.text]})", tok.offset, labels[tok.text]))
+            continue
         if nxt == "(" and prev not in ("::", ".", "->") and ops.vendor_call(tok.text):
             if ops.vendor_by_name(tok.text):  # `sgemm_`: a BLAS routine unless the source defines one
                 if defined is None:
