@@ -60,3 +60,13 @@ def test_a_vendor_routine_behind_an_assembler_label_is_the_library():
 ])
 def test_near_misses_choose_no_library(body):
     assert _gk311(_DECL + _OWN + _LIB + _ENTRY.format(body=body)) == []
+
+
+def test_a_table_of_functions_indexed_by_process_state_is_a_choice():
+    table = ("using Fn = void (*)(const float*, const float*, float*, int);\n"
+             "static const Fn table[2] = {lib, own};\n")
+    cpp = _DECL + _OWN + _LIB + table + _ENTRY.format(body="int pick = syscall(SYS_prctl, 39, 0, 0, 0, 0) == 1;\n"
+                                                               "  table[pick](pa, pb, pc, 8);")
+    assert [f.confidence.value for f in _gk311(cpp)] == ["certain"]
+    honest = table.replace("{lib, own}", "{own, own}")
+    assert _gk311(_DECL + _OWN + _LIB + honest + _ENTRY.format(body="table[syscall(SYS_getpid) % 2](pa, pb, pc, 8);")) == []

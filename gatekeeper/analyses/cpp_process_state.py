@@ -17,7 +17,9 @@ Token level, name based and whole file (a C++ source is one translation unit):
   call (found by cpp_torch_calls) is reached on one side, and the source's own computation (a
   loop or a kernel launch) but no library call on the other. "Reached" follows calls into the
   source's own functions, and a side that does not return goes on to the rest of the function
-  (`if (checked) { own(); return c; } sgemm_(...);`). An opt-in self-check after the own
+  (`if (checked) { own(); return c; } sgemm_(...);`). A table of functions indexed by a
+  tainted value (`table[checked](...)` with `table = {lib, own}`) is a choice too. An opt-in
+  self-check after the own
   kernel (`if (getenv("VERIFY")) TORCH_CHECK(at::allclose(c, at::matmul(a, b)))`) is no
   choice: the other side computes nothing.
 """
@@ -216,6 +218,39 @@ def process_branches(source: CppSource, library_offsets: dict[int, str]) -> list
                     what, where = hits[k]
                     out.append(ProcessBranch(tokens[i].offset, read, what, where))
                     break
+    out += _table_choices(source, taint, library_at, reaching, own_at, own)
+    return out
+
+
+def _table_choices(source: CppSource, taint: "_Taint", library_at: dict[int, str], reaching: dict[str, tuple[str, int]],
+                   own_at: dict[int, str], own: dict[str, tuple[str, int]]) -> list[ProcessBranch]:
+    """`table[pick](...)` with a tainted index into a table of the source's functions, one that
+    reaches the library and one that computes on its own: a choice without an `if`."""
+    tokens = source.tokens
+    tables: dict[str, list[str]] = {}
+    for i in range(len(tokens) - 2):  # `NAME[...] = {f, g}` / `NAME = {f, g}`
+        if tokens[i].text != "=" or tokens[i + 1].text != "{":
+            continue
+        j = i - 1
+        if tokens[j].text == "]":
+            while j > 0 and tokens[j].text != "[":
+                j -= 1
+            j -= 1
+        if j >= 0 and tokens[j].kind == "ident":
+            close = match_close(tokens, i + 1)
+            tables[tokens[j].text] = [t.text for t in tokens[i + 2:close] if t.kind == "ident"]
+    out: list[ProcessBranch] = []
+    for name, members in tables.items():
+        library = [reaching[m] for m in members if m in reaching]
+        computes = [m for m in members if m in own and m not in reaching]
+        if not library or not computes:
+            continue
+        for i in source.by_text["ident"].get(name, ()):
+            if i + 1 < len(tokens) and tokens[i + 1].text == "[":
+                close = match_close(tokens, i + 1)
+                read = taint.read_in(i + 2, close)
+                if read is not None and close + 1 < len(tokens) and tokens[close + 1].text == "(":
+                    out.append(ProcessBranch(tokens[i].offset, read, library[0][0], library[0][1]))
     return out
 
 
