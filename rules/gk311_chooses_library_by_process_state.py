@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import libcst as cst
+
 from gatekeeper.report import Category, Severity
-from gatekeeper.analyses.cpp_process_state import PROCESS_WORDS, process_branches
+from gatekeeper.analyses.cpp_process_state import PROCESS_WORDS, process_branches, source_facts
+from gatekeeper.analyses.python_process_choice import ExtensionFacts, python_choices
 from gatekeeper.analyses.cpp_torch_calls import scan_cpp
 from gatekeeper.analyses.torch_op_table import torch_ops
 from gatekeeper.static.cpp_sources import CppSource
@@ -26,6 +29,12 @@ class ChoosesLibraryByProcessState(Rule):
     side. Inputs and the machine are the same in both processes, so a choice made on them
     (shapes, strides, dtypes, CPU features, device properties) is not flagged. Certain in
     every reading: the computation must not depend on which process runs it.
+
+    The same choice made in Python is found too: an `if` on an extension function whose C++ body
+    reads the process (`if _ext.own_path():`, or a module constant bound to such a call), with
+    the extension's own kernel on one side and a computed result without it on the other
+    (`torch`, SciPy's BLAS on `.numpy()` views, an op fetched with `_get_operation_overload`,
+    or an extension function that calls a vendor library).
 
     Not flagged: an opt-in self-check after the own kernel (`if (getenv("VERIFY"))` compares
     with `at::matmul`: the other side computes nothing, so nothing is chosen); reading the
@@ -118,6 +127,14 @@ class ChoosesLibraryByProcessState(Rule):
         """), line=5, message="chooses `at::mm` over its own code on `is_enabled`"),
     ]
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.ifs: list[cst.If] = []
+        self.ext_facts = ExtensionFacts()
+
+    def visit_If(self, node: cst.If) -> None:
+        self.ifs.append(node)  # judged in finish, once the extension's functions are known
+
     def check_cpp(self, source: CppSource) -> None:
         idents = source.by_text["ident"]
         if not idents.keys() & PROCESS_WORDS:
@@ -128,3 +145,16 @@ class ChoosesLibraryByProcessState(Rule):
         for branch in process_branches(source, library):
             self.report_cpp(source, branch.offset, self.message.format(library=branch.library, read=branch.read),
                             evidence={"read": branch.read, "library": branch.library})
+        facts = source_facts(source, library)  # for a choice made in Python on what these functions read
+        self.ext_facts.reads.update(facts.taint.calls)
+        self.ext_facts.own.update(name for name in facts.own if name not in facts.reaching)
+
+    def finish(self) -> None:
+        for node, read in python_choices(self.ctx, self.ifs, self.ext_facts):
+            self.report(node, _PYTHON_MESSAGE.format(read=read), evidence={"read": read})
+
+
+_PYTHON_MESSAGE = ("This `if` runs the extension's own kernel on one side and another computation on the other, "
+                   "chosen on `{read}`: the state of the process, not the inputs. A checker's process differs from a "
+                   "benchmark's (sandbox, threads, environment, callers), so the other computation runs where nobody "
+                   "checks.")

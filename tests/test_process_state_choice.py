@@ -70,3 +70,35 @@ def test_a_table_of_functions_indexed_by_process_state_is_a_choice():
     assert [f.confidence.value for f in _gk311(cpp)] == ["certain"]
     honest = table.replace("{lib, own}", "{own, own}")
     assert _gk311(_DECL + _OWN + _LIB + honest + _ENTRY.format(body="table[syscall(SYS_getpid) % 2](pa, pb, pc, 8);")) == []
+
+
+_PY = ("import torch\nfrom torch.utils.cpp_extension import load_inline\n"
+       "_src = r\'\'\'\n#include <torch/extension.h>\n#include <sys/resource.h>\n"
+       "bool own_path() {{ struct rusage ru; getrusage(RUSAGE_SELF, &ru); return ru.ru_utime.tv_sec < 1; }}\n"
+       "int cores() {{ return sysconf(_SC_NPROCESSORS_ONLN); }}\n"
+       "torch::Tensor gemm(torch::Tensor a, torch::Tensor b) {{ auto c = a.new_zeros({{a.size(0), b.size(1)}});\n"
+       "  for (int64_t i = 0; i < a.size(0); ++i) row(a, b, c, i); return c; }}\n"
+       "torch::Tensor gemm_rows(torch::Tensor a, torch::Tensor b) {{ auto c = a.new_zeros({{a.size(0), b.size(1)}});\n"
+       "  for (int64_t i = a.size(0) - 1; i >= 0; --i) row(a, b, c, i); return c; }}\n\'\'\'\n"
+       "_ext = load_inline(name='m', cpp_sources=_src, functions=['own_path', 'cores', 'gemm', 'gemm_rows'])\n"
+       "_fast = torch._C._get_operation_overload('aten::mm', '')[0]\n"
+       "class ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n{body}")
+
+
+@pytest.mark.parametrize("body", [
+    "        if _ext.own_path():\n            return _ext.gemm(a, b)\n        return _fast(a, b)\n",
+    "        if not _ext.own_path():\n            return torch.from_numpy(a.numpy() @ b.numpy())\n        return _ext.gemm(a, b)\n",
+])
+def test_the_choice_made_in_python_on_an_extension_s_process_read(body):
+    found = [f for f in static_findings(_PY.format(body=body)) if f.rule == "GK311"]
+    assert [f.confidence.value for f in found] == ["certain"] and "own_path()" in found[0].message
+
+
+@pytest.mark.parametrize("body", [
+    # two of its own kernels, chosen on the process: nothing else computes
+    "        if _ext.own_path():\n            return _ext.gemm(a, b)\n        return _ext.gemm_rows(a, b)\n",
+    # a condition on the inputs
+    "        if a.shape[0] % 16:\n            return _fast(a, b)\n        return _ext.gemm(a, b)\n",
+])
+def test_python_branches_that_choose_no_library_on_the_process(body):
+    assert [f for f in static_findings(_PY.format(body=body)) if f.rule == "GK311"] == []

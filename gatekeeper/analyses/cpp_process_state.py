@@ -159,6 +159,39 @@ def _statement_end(tokens: list, start: int) -> int:
     return len(tokens) - 1
 
 
+@dataclass
+class SourceFacts:
+    """What each function of a source does: makes a process read (directly or through others),
+    reaches a library call, computes on its own (a loop or a kernel launch)."""
+
+    taint: "_Taint"
+    library_at: dict[int, str]
+    reaching: dict[str, tuple[str, int]]
+    own_at: dict[int, str]
+    own: dict[str, tuple[str, int]]
+
+
+def source_facts(source: CppSource, library_offsets: dict[int, str]) -> SourceFacts:
+    tokens = source.tokens
+    at_offset = {tok.offset: i for i, tok in enumerate(tokens)}
+    library_at = {at_offset[o]: what for o, what in library_offsets.items() if o in at_offset}
+    own_at = {j: "own" for fn in source.functions for j in range(fn.body_start, fn.body_end)
+              if tokens[j].text in ("for", "while", "<<<")}
+    return SourceFacts(_Taint(source), library_at, _reaching(source, library_at), own_at, _reaching(source, own_at))
+
+
+def _reaching(source: CppSource, targets: dict[int, str]) -> dict[str, tuple[str, int]]:
+    """The functions of the source whose body reaches one of `targets` (through others of the source)."""
+    found: dict[str, tuple[str, int]] = {}
+    for _ in range(4):
+        for fn in source.functions:
+            if fn.name not in found:
+                hit = _reach(source.tokens, fn.body_start, fn.body_end, targets, found)
+                if hit is not None:
+                    found[fn.name] = hit
+    return found
+
+
 def process_branches(source: CppSource, library_offsets: dict[int, str]) -> list[ProcessBranch]:
     """The branches that choose the library (calls at `library_offsets`: offset -> what) on a
     process read. Empty when the source makes no process read (most sources)."""
@@ -166,27 +199,8 @@ def process_branches(source: CppSource, library_offsets: dict[int, str]) -> list
     if not library_offsets or not (idents.keys() & PROCESS_WORDS):
         return []
     tokens = source.tokens
-    taint = _Taint(source)
-    at_offset = {tok.offset: i for i, tok in enumerate(tokens)}
-    library_at = {at_offset[o]: what for o, what in library_offsets.items() if o in at_offset}
-    # functions of the source whose body reaches a library call (through others of the source)
-    reaching: dict[str, tuple[str, int]] = {}
-    for _ in range(4):
-        for fn in source.functions:
-            if fn.name not in reaching:
-                hit = _reach(tokens, fn.body_start, fn.body_end, library_at, reaching)
-                if hit is not None:
-                    reaching[fn.name] = hit
-    # the source's own computation: loops and kernel launches, and functions that reach them
-    own_at = {j: "own" for fn in source.functions for j in range(fn.body_start, fn.body_end)
-              if tokens[j].text in ("for", "while", "<<<")}
-    own: dict[str, tuple[str, int]] = {}
-    for _ in range(4):
-        for fn in source.functions:
-            if fn.name not in own:
-                hit = _reach(tokens, fn.body_start, fn.body_end, own_at, own)
-                if hit is not None:
-                    own[fn.name] = hit
+    facts = source_facts(source, library_offsets)
+    taint, library_at, reaching, own_at, own = facts.taint, facts.library_at, facts.reaching, facts.own_at, facts.own
     out: list[ProcessBranch] = []
     for fn in source.functions:
         for i in range(fn.body_start, fn.body_end):
