@@ -12,11 +12,15 @@ Not a rule file: it defines no rule with a `code`. Works on a source's token str
   prev.data(), ...)`, `std::copy(prev.begin(), prev.end(), dst)`, `dst[i] = prev[i]`,
   `y.copy_(last)`). A name that is both stored and replayed carries an earlier call's
   output into a later one.
+- A copy may be spelled as a call of a helper of the source that copies one parameter into
+  another (`blend(dst, src, n)`): it is read as the copy it makes (copy_helpers).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
+
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.cpp_tokens import Token, split_args
 
@@ -123,33 +127,70 @@ def outputs_of(source: CppSource, start: int, end: int) -> set[str]:
     return out
 
 
+def copy_helpers(source: CppSource) -> dict[str, tuple[int, int]]:
+    """Functions of the source that copy one parameter into another: name -> (index of the
+    destination, index of the source). `blend(dst, src, n)` whose body is `memcpy(dst, src, ...)`,
+    `std::copy(src, src + n, dst)` or `dst[i] = src[i]` copies as memcpy does where it is called."""
+    tokens = source.tokens
+    out: dict[str, tuple[int, int]] = {}
+    for fn in source.functions:
+        params = {name: i for i, name in enumerate(fn.params) if name}
+        if len(params) < 2:
+            continue
+        start = fn.body_start + 1
+        while start < fn.body_end:
+            end = start
+            while end < fn.body_end and tokens[end].text not in (";", "{", "}"):
+                end += 1
+            flows = _statement_flows(tokens[start:end], tokens, start, {n: 0 for n in params}, set(params),
+                                     pairs=True) if end > start else []
+            for dest, src in flows:  # type: ignore[misc]
+                out.setdefault(fn.name, (params[dest], params[src]))
+            start = end + 1
+    return out
+
+
 def _statement_flows(st: list[Token], tokens: list[Token], base: int, keep: dict[str, int],
-                     outs: set[str]) -> list[Flow]:
+                     outs: set[str], pairs: bool = False, helpers: Optional[dict[str, tuple[int, int]]] = None) -> list:
+    """The store and replay flows of one statement; with `pairs`, the (destination, source)
+    names of each copy between two of `keep` instead (copy_helpers)."""
     texts = [t.text for t in st]
-    found: list[Flow] = []
+    found: list = []
     here = st[0].offset
+    pair = _param_pair if pairs else _pair
     for k, text in enumerate(texts):
         if k + 1 >= len(texts) or texts[k + 1] != "(":
             continue
-        if text in _MEMCPY or text in _COPY:
+        if helpers and text in helpers and (k == 0 or texts[k - 1] not in (".", "->", "::")):
+            args = split_args(tokens, base + k + 1)
+            dest_at, src_at = helpers[text]
+            if max(dest_at, src_at) < len(args):
+                found += pair(args[dest_at], args[src_at], keep, outs, here)
+        elif text in _MEMCPY or text in _COPY:
             args = split_args(tokens, base + k + 1)
             if len(args) < 3:
                 continue
             dest, src = (args[0], args[1]) if text in _MEMCPY else (args[-1], args[0])
-            found += _pair(dest, src, keep, outs, here)
-        elif text in _FILL_METHODS and k >= 2 and texts[k - 1] in (".", "->") and texts[k - 2] in keep:
+            found += pair(dest, src, keep, outs, here)
+        elif text in _FILL_METHODS and k >= 2 and texts[k - 1] in (".", "->") and texts[k - 2] in keep and not pairs:
             if any(a in outs for arg in split_args(tokens, base + k + 1) for a in arg):
                 found.append(Flow(texts[k - 2], "store", here))
         elif text == "copy_" and k >= 2 and texts[k - 1] in (".", "->"):
             args = split_args(tokens, base + k + 1)
-            found += _pair([texts[k - 2]], args[0] if args else [], keep, outs, here)
+            found += pair([texts[k - 2]], args[0] if args else [], keep, outs, here)
     # `keep[i] = dst[i];`, `dst[i] = keep[i];`, `last = y.clone();`
     if "=" in texts and not found:
         eq = texts.index("=")
         base = _lvalue_base(texts, eq)
         if base is not None:
-            found += _pair([base], texts[eq + 1:], keep, outs, here)
+            found += pair([base], texts[eq + 1:], keep, outs, here)
     return found
+
+
+def _param_pair(dest: list[str], src: list[str], keep: dict[str, int], outs: set[str], at: int) -> list[tuple[str, str]]:
+    target = next((t for t in dest if t.isidentifier()), None)
+    origin = next((t for t in src if t in keep and t != target), None)
+    return [(target, origin)] if target in keep and origin is not None else []
 
 
 def _lvalue_base(texts: list[str], eq: int) -> str | None:
@@ -192,6 +233,7 @@ def output_memos(source: CppSource) -> list[tuple[Flow, Flow]]:
     uses = sorted(i for name in keep for i in idents.get(name, ()))
     stores: dict[str, Flow] = {}
     replays: dict[str, Flow] = {}
+    helpers = copy_helpers(source)
     for fn in source.functions:
         inside = [i for i in uses if fn.body_start < i < fn.body_end]
         if not inside:
@@ -211,6 +253,6 @@ def output_memos(source: CppSource) -> list[tuple[Flow, Flow]]:
             end = i
             while end < fn.body_end and tokens[end].text not in (";", "{", "}"):
                 end += 1
-            for flow in _statement_flows(tokens[start:end], tokens, start, keep, outs):
+            for flow in _statement_flows(tokens[start:end], tokens, start, keep, outs, helpers=helpers):
                 (stores if flow.kind == "store" else replays).setdefault(flow.name, flow)
     return [(stores[n], replays[n]) for n in stores if n in replays]
