@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
-from gatekeeper.report import Category, Severity
+from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.cpp_process_state import PROCESS_WORDS, process_branches, source_facts
 from gatekeeper.analyses.python_process_choice import ExtensionFacts, python_choices
 from gatekeeper.analyses.cpp_torch_calls import scan_cpp
@@ -35,6 +37,10 @@ class ChoosesLibraryByProcessState(Rule):
     the extension's own kernel on one side and a computed result without it on the other
     (`torch`, SciPy's BLAS on `.numpy()` views, an op fetched with `_get_operation_overload`,
     or an extension function that calls a vendor library).
+
+    A choice on the gradient or inference mode is `likely`, not certain (a warning under
+    `default`, an error under `strict`): the caller sets those, and an own kernel without a
+    backward may honestly leave the autograd path to torch.
 
     Not flagged: an opt-in self-check after the own kernel (`if (getenv("VERIFY"))` compares
     with `at::matmul`: the other side computes nothing, so nothing is chosen); reading the
@@ -143,18 +149,33 @@ class ChoosesLibraryByProcessState(Rule):
         _, found = scan_cpp(source, ops, lambda s: s.functions)
         library = {offset: what for _kind, what, offset, _op in found}
         for branch in process_branches(source, library):
+            severity, confidence = _weight(branch.read)
             self.report_cpp(source, branch.offset, self.message.format(library=branch.library, read=branch.read),
-                            evidence={"read": branch.read, "library": branch.library})
+                            evidence={"read": branch.read, "library": branch.library}, severity=severity,
+                            confidence=confidence)
         facts = source_facts(source, library)  # for a choice made in Python on what these functions read
         self.ext_facts.reads.update(facts.taint.calls)
         self.ext_facts.own.update(name for name in facts.own if name not in facts.reaching)
 
     def finish(self) -> None:
         for node, read in python_choices(self.ctx, self.ifs, self.ext_facts):
-            self.report(node, _PYTHON_MESSAGE.format(read=read), evidence={"read": read})
+            severity, confidence = _weight(read)
+            self.report(node, _PYTHON_MESSAGE.format(read=read), evidence={"read": read}, severity=severity,
+                        confidence=confidence)
 
 
 _PYTHON_MESSAGE = ("This `if` runs the extension's own kernel on one side and another computation on the other, "
                    "chosen on `{read}`: the state of the process, not the inputs. A checker's process differs from a "
                    "benchmark's (sandbox, threads, environment, callers), so the other computation runs where nobody "
                    "checks.")
+
+# The gradient and inference modes are the caller's to set, not the process's: a submission may
+# honestly keep torch for the autograd path (its own kernel has no backward) and its kernel for
+# inference. Likely, not certain: a warning under default, an error under strict.
+_CALLER_MODES = ("is_enabled", "is_grad_enabled", "is_inference_mode_enabled", "is_inference")
+
+
+def _weight(read: str) -> tuple[Optional[Severity], Optional[Confidence]]:  # (severity, confidence) overrides
+    if any(mode in read for mode in _CALLER_MODES):
+        return None, Confidence.LIKELY  # the engine holds it as a warning under default (no probe settles it)
+    return None, None
