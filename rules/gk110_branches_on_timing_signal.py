@@ -75,8 +75,8 @@ class BranchesOnTimingSignal(Rule):
     severity = Severity.ERROR
     confirmed_by = "GK703"  # the timed output check: a timed call's output against the reference's
     summary = "forward branches on a signal that tells checking from timing"
-    message = "This condition reads {what} (`{name}`) on every call, so the submission can behave differently when it is timed than when it is checked."
-    handed = ("`{callee}()` reads {what} (`{name}`) and its result is handed to a call on every call, so the "
+    message = "This condition reads {what} (`{name}`) in forward, so the submission can behave differently when it is timed than when it is checked."
+    handed = ("`{callee}()` reads {what} (`{name}`) and its result is handed to a call in forward, so the "
               "submission can behave differently when it is timed than when it is checked.")
     hint = "Take the same path on every call; decide configuration once in `__init__` from the inputs' properties, never from the harness's state."
 
@@ -155,13 +155,13 @@ class BranchesOnTimingSignal(Rule):
                     if 'bench' in ' '.join(sys.argv):
                         return cheap(x)
                     return run(x)
-        """), line=4, message="This condition reads the command line of the harness (`sys.argv`) on every call"),
+        """), line=4, message="This condition reads the command line of the harness (`sys.argv`) in forward"),
         Invalid(snippet("""
             from os import getenv as ge
             import torch
             def forward(x):
                 return cheap(x) if ge('TIMING') else run(x)
-        """), line=4, message="This condition reads environment variables (`os.getenv`) on every call"),
+        """), line=4, message="This condition reads environment variables (`os.getenv`) in forward"),
         # the reference class loaded in the process, read through a predicate helper
         Invalid(snippet("""
             import torch

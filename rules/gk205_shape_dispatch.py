@@ -12,6 +12,7 @@ from gatekeeper.analyses.shape_helpers import (
 )
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.walk import subtree
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
 _P = "R = 4\nB = 16\nD = 48\ndef get_inputs():\n    return [torch.randn(R, B, D)]\n"
@@ -338,12 +339,12 @@ class ShapeDispatch(Rule):
                        if problem is not None else
                        "Without the problem file the gatekeeper cannot tell whether it is the nominal shape "
                        "(pass --problem to make this certain).")
-            self.report(node, self.message_weak.format(test=test, literal=shown, context=context),
+            self.report(node, _owned(self.message_weak.format(test=test, literal=shown, context=context), node),
                         evidence=evidence, severity=Severity.WARNING)
             return
         evidence["meaning"] = why
         template = self.message_assert if self.asserts else self.message
-        self.report(node, template.format(test=test, literal=shown, why=why), evidence=evidence)
+        self.report(node, _owned(template.format(test=test, literal=shown, why=why), node), evidence=evidence)
 
     # C++: x.size(1) == 4096, TORCH_CHECK(x.sizes()[0] == 16), switch (x.size(1)) ------------
     def check_cpp(self, source: CppSource) -> None:
@@ -365,3 +366,14 @@ class ShapeDispatch(Rule):
             self.report_cpp(source, offset, self.message.format(test=test, literal=value, why=why),
                             evidence={"literals": [value], "meaning": why})
 
+
+def _owned(message: str, node: cst.CSTNode) -> str:
+    """Name whose shape is tested when it is a parameter or buffer (`self.weight.shape[2:]`):
+    "the input's shape" would say something false about it."""
+    for sub in subtree(node, into_functions=False):
+        if type(sub) is cst.Attribute and sub.attr.value in ("shape", "size") and type(sub.value) is cst.Attribute \
+                and type(sub.value.value) is cst.Name and sub.value.value.value == "self":
+            owner = f"`self.{sub.value.attr.value}`"
+            return message.replace("the input's shape", f"the shape of {owner}").replace(
+                "the input has the shape", f"{owner} has the shape").replace("one input shape", f"one shape of {owner}")
+    return message

@@ -390,3 +390,11 @@ def test_a_literal_equal_to_a_fixed_dimension_is_not_a_product_of_free_sizes(tmp
     sub.write_text(sub.read_text("utf-8").replace("x.shape[1], x.shape[2], 128", "64, x.shape[2], 128"), "utf-8")
     report = gatekeeper.check(sub, FIXTURES / "problems" / "kbhard_head_rmsnorm", stages="static")
     assert any(f.rule == "GK201" for f in report.findings), [f.message for f in report.findings]
+
+
+def test_a_parameter_shape_check_is_named_as_the_parameter_s():
+    # red team round 5 (W3): `self.weight.shape[2:] == (3, 3)` is the weight's, not "the input's shape"
+    src = ("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+           "        assert self.weight.shape[2:] == (3, 3)\n        return _ext.conv(x, self.weight)\n")
+    found = [f for f in static_findings(src) if f.rule == "GK205"]
+    assert found and all("the input" not in f.message and "`self.weight`" in f.message for f in found), found
