@@ -128,7 +128,8 @@ def _settle_by_samples(f: Finding, work: dict[str, Any], runtime: Iterable[Findi
                  f"{compute} compute samples ({library / compute:.0%}) below the dispatcher: part of the work")
     else:
         _clear(f, f"the sampled attribution saw the submission's own code execute {compute - library} of {compute} "
-               "compute samples")
+               "compute samples: the library call was not taken on the checked calls (a choice of it made on the "
+               "process rather than the inputs is GK311)")
 
 
 def _settle_by_work(f: Finding, work: Optional[dict[str, Any]], runtime: Iterable[Finding]) -> None:
