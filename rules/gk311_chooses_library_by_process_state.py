@@ -5,8 +5,8 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
-from gatekeeper.analyses.cpp_process_state import PROCESS_WORDS, process_branches, source_facts
-from gatekeeper.analyses.python_process_choice import ExtensionFacts, python_choices
+from gatekeeper.analyses.cpp_process_state import PROCESS_WORDS, parameter_choices, process_branches, source_facts
+from gatekeeper.analyses.python_process_choice import PY_PROCESS_WORDS, ExtensionFacts, handed_choices, python_choices
 from gatekeeper.analyses.cpp_torch_calls import scan_cpp
 from gatekeeper.analyses.torch_op_table import torch_ops
 from gatekeeper.static.cpp_sources import CppSource
@@ -41,6 +41,10 @@ class ChoosesLibraryByProcessState(Rule):
     A choice on the gradient or inference mode is `likely`, not certain (a warning under
     `default`, an error under `strict`): the caller sets those, and an own kernel without a
     backward may honestly leave the autograd path to torch.
+
+    So is a process read made in Python and handed to an extension parameter on which the C++
+    side makes that choice (`_ext.gemm(a, b, torch.get_num_threads())` with `if (workers > 1)
+    sgemm_(...)`).
 
     Not flagged: an opt-in self-check after the own kernel (`if (getenv("VERIFY"))` compares
     with `at::matmul`: the other side computes nothing, so nothing is chosen); reading the
@@ -137,17 +141,24 @@ class ChoosesLibraryByProcessState(Rule):
         super().__init__(*args, **kwargs)
         self.ifs: list[cst.If] = []
         self.ext_facts = ExtensionFacts()
+        self.decided: dict[str, dict[int, str]] = {}  # extension function -> parameter -> the library it chooses
 
     def visit_If(self, node: cst.If) -> None:
         self.ifs.append(node)  # judged in finish, once the extension's functions are known
 
     def check_cpp(self, source: CppSource) -> None:
         idents = source.by_text["ident"]
-        if not idents.keys() & PROCESS_WORDS:
+        handed = any(word in self.ctx.text for word in PY_PROCESS_WORDS)  # Python may hand the process over
+        if not idents.keys() & PROCESS_WORDS and not handed:
             return  # no process read at all: nothing to follow (most sources)
         ops = torch_ops()
         _, found = scan_cpp(source, ops, lambda s: s.functions)
         library = {offset: what for _kind, what, offset, _op in found}
+        if handed and library:
+            for name, params in parameter_choices(source, source_facts(source, library)).items():
+                self.decided.setdefault(name, {}).update({i: b.library for i, b in params.items()})
+        if not idents.keys() & PROCESS_WORDS:
+            return
         for branch in process_branches(source, library):
             severity, confidence = _weight(branch.read)
             self.report_cpp(source, branch.offset, self.message.format(library=branch.library, read=branch.read),
@@ -158,6 +169,8 @@ class ChoosesLibraryByProcessState(Rule):
         self.ext_facts.own.update(name for name in facts.own if name not in facts.reaching)
 
     def finish(self) -> None:
+        for call, read, library in handed_choices(self.ctx, self.decided):
+            self.report(call, _HANDED_MESSAGE.format(read=read, library=library), evidence={"read": read, "library": library})
         for node, read in python_choices(self.ctx, self.ifs, self.ext_facts):
             severity, confidence = _weight(read)
             self.report(node, _PYTHON_MESSAGE.format(read=read), evidence={"read": read}, severity=severity,
@@ -168,6 +181,9 @@ _PYTHON_MESSAGE = ("This `if` runs the extension's own kernel on one side and an
                    "chosen on `{read}`: the state of the process, not the inputs. A checker's process differs from a "
                    "benchmark's (sandbox, threads, environment, callers), so the other computation runs where nobody "
                    "checks.")
+_HANDED_MESSAGE = ("This call hands `{read}`, the state of the process and not the inputs, to a parameter on which "
+                   "the extension chooses `{library}` over its own code. A checker's process differs from a "
+                   "benchmark's (threads, environment, callers), so the library computes where nobody checks.")
 
 # The gradient and inference modes are the caller's to set, not the process's: a submission may
 # honestly keep torch for the autograd path (its own kernel has no backward) and its kernel for

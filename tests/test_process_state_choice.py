@@ -102,3 +102,28 @@ def test_the_choice_made_in_python_on_an_extension_s_process_read(body):
 ])
 def test_python_branches_that_choose_no_library_on_the_process(body):
     assert [f for f in static_findings(_PY.format(body=body)) if f.rule == "GK311"] == []
+
+
+_HANDED = ("import torch\nfrom torch.utils.cpp_extension import load_inline\n"
+           "_src = r'''\n#include <torch/extension.h>\n" + _DECL + _OWN + _LIB +
+           "torch::Tensor gemm(torch::Tensor a, torch::Tensor b, int64_t workers) {\n"
+           "  auto c = torch::empty_like(a);\n"
+           "  const float* pa = a.data_ptr<float>(); const float* pb = b.data_ptr<float>(); float* pc = c.data_ptr<float>();\n"
+           "  if (workers > 1) { MORE } else own(pa, pb, pc, 8);\n  return c;\n}\n'''\n"
+           "_ext = load_inline(name='m', cpp_sources=_src, functions=['gemm'])\n"
+           "class ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n        return _ext.gemm(a, b, ARG)\n")
+
+
+def _handed(more: str, arg: str) -> str:
+    return _HANDED.replace("MORE", more).replace("ARG", arg)
+
+
+def test_the_process_handed_from_python_to_the_parameter_that_chooses_the_library():
+    src = _handed("lib(pa, pb, pc, 8);", "torch.get_num_threads()")
+    found = [f for f in static_findings(src) if f.rule == "GK311"]
+    assert [f.confidence.value for f in found] == ["certain"] and "torch.get_num_threads()" in found[0].message
+    # the same parameter fed from the inputs, or choosing between two own loops, is no finding
+    assert [f for f in static_findings(_handed("lib(pa, pb, pc, 8);", "a.size(0)"))
+            if f.rule == "GK311"] == []
+    assert [f for f in static_findings(_handed("own(pb, pa, pc, 8);", "torch.get_num_threads()"))
+            if f.rule == "GK311"] == []

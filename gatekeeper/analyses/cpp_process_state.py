@@ -27,7 +27,7 @@ Token level, name based and whole file (a C++ source is one translation unit):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.cpp_tokens import match_close
@@ -198,41 +198,66 @@ def process_branches(source: CppSource, library_offsets: dict[int, str]) -> list
     idents = source.by_text["ident"]
     if not library_offsets or not (idents.keys() & PROCESS_WORDS):
         return []
-    tokens = source.tokens
     facts = source_facts(source, library_offsets)
-    taint, library_at, reaching, own_at, own = facts.taint, facts.library_at, facts.reaching, facts.own_at, facts.own
-    out: list[ProcessBranch] = []
+    out = [b for fn in source.functions for b in _choices(source, facts, fn, facts.taint.read_in)]
+    out += _table_choices(source, facts.taint, facts.library_at, facts.reaching, facts.own_at, facts.own)
+    return out
+
+
+def parameter_choices(source: CppSource, facts: SourceFacts) -> dict[str, dict[int, ProcessBranch]]:
+    """Function name -> {index of a parameter: the choice of the library it decides}: a caller that
+    hands the process's state to that parameter makes the choice on the process."""
+    tokens = source.tokens
+    out: dict[str, dict[int, ProcessBranch]] = {}
     for fn in source.functions:
-        for i in range(fn.body_start, fn.body_end):
-            if tokens[i].text not in ("if", "switch") or tokens[i + 1].text != "(":
+        for index, param in enumerate(fn.params):
+            if not param:
                 continue
-            close = match_close(tokens, i + 1)
-            read = taint.read_in(i + 2, close)
-            if read is None:
-                continue
-            then_end = _statement_end(tokens, close + 1)
-            sides = [(close + 1, then_end + 1)]
-            if then_end + 1 < len(tokens) and tokens[then_end + 1].text == "else":
-                else_end = _statement_end(tokens, then_end + 2)
-                sides.append((then_end + 2, else_end + 1))
-                rest = (else_end + 1, fn.body_end)
-            else:
-                sides.append((then_end + 1, then_end + 1))  # no else: an empty side
-                rest = (then_end + 1, fn.body_end)
-            hits, owns = [], []
-            for start, end in sides:
-                # a side that does not return goes on to the rest of the function
-                spans = [(start, end)] if any(tokens[j].text == "return" for j in range(start, end)) \
-                    else [(start, end), rest]
-                hits.append(next((h for a, b in spans if (h := _reach(tokens, a, b, library_at, reaching))), None))
-                owns.append(any(_reach(tokens, a, b, own_at, own) for a, b in spans))
-            # a choice: the library on one side, the source's own computation (and no library) on the other
-            for k in (0, 1):
-                if hits[k] is not None and hits[1 - k] is None and owns[1 - k]:
-                    what, where = hits[k]
-                    out.append(ProcessBranch(tokens[i].offset, read, what, where))
-                    break
-    out += _table_choices(source, taint, library_at, reaching, own_at, own)
+
+            def reads(start: int, end: int, name: str = param) -> Optional[str]:
+                return name if any(tokens[j].text == name for j in range(start, end)) else None
+
+            found = _choices(source, facts, fn, reads)
+            if found:
+                out.setdefault(fn.name, {})[index] = found[0]
+    return out
+
+
+def _choices(source: CppSource, facts: SourceFacts, fn: Any,
+             reads: Callable[[int, int], Optional[str]]) -> list[ProcessBranch]:
+    """The `if`/`switch` of one function whose condition `reads`, and that choose: the library on
+    one side, the source's own computation (and no library) on the other."""
+    tokens = source.tokens
+    library_at, reaching, own_at, own = facts.library_at, facts.reaching, facts.own_at, facts.own
+    out: list[ProcessBranch] = []
+    for i in range(fn.body_start, fn.body_end):
+        if tokens[i].text not in ("if", "switch") or tokens[i + 1].text != "(":
+            continue
+        close = match_close(tokens, i + 1)
+        read = reads(i + 2, close)
+        if read is None:
+            continue
+        then_end = _statement_end(tokens, close + 1)
+        sides = [(close + 1, then_end + 1)]
+        if then_end + 1 < len(tokens) and tokens[then_end + 1].text == "else":
+            else_end = _statement_end(tokens, then_end + 2)
+            sides.append((then_end + 2, else_end + 1))
+            rest = (else_end + 1, fn.body_end)
+        else:
+            sides.append((then_end + 1, then_end + 1))  # no else: an empty side
+            rest = (then_end + 1, fn.body_end)
+        hits, owns = [], []
+        for start, end in sides:
+            # a side that does not return goes on to the rest of the function
+            spans = [(start, end)] if any(tokens[j].text == "return" for j in range(start, end)) \
+                else [(start, end), rest]
+            hits.append(next((h for a, b in spans if (h := _reach(tokens, a, b, library_at, reaching))), None))
+            owns.append(any(_reach(tokens, a, b, own_at, own) for a, b in spans))
+        for k in (0, 1):
+            if hits[k] is not None and hits[1 - k] is None and owns[1 - k]:
+                what, where = hits[k]
+                out.append(ProcessBranch(tokens[i].offset, read, what, where))
+                break
     return out
 
 

@@ -85,3 +85,50 @@ def python_choices(ctx: FileContext, ifs: list[cst.If], facts: ExtensionFacts) -
                 out.append((node, read))
                 break
     return out
+
+
+# Python reads of the process (not the machine: `os.cpu_count()` is the machine's and the same
+# in both processes; the affinity mask, the thread pool and the pid are not).
+PY_PROCESS_READS = frozenset({
+    "torch.get_num_threads", "torch.get_num_interop_threads", "os.sched_getaffinity", "os.getpid", "os.getppid",
+    "os.getuid", "os.geteuid", "os.getgid", "os.getenv", "os.environ.get", "sys._getframe", "resource.getrusage",
+    "time.process_time", "threading.active_count", "os.getcwd", "os.isatty", "sys.stdin.isatty",
+    "inspect.stack", "inspect.currentframe",
+})
+PY_PROCESS_WORDS = ("get_num_threads", "get_num_interop_threads", "sched_getaffinity", "getpid", "getppid", "getuid",
+                    "geteuid", "getgid", "getenv", "environ", "_getframe", "getrusage", "process_time", "active_count",
+                    "getcwd", "isatty", "inspect")
+
+
+def _python_read(ctx: FileContext, expr: cst.BaseExpression) -> Optional[str]:
+    for sub in subtree(expr, into_functions=False):
+        if type(sub) is cst.Call:
+            qual = ctx.qualname(sub.func) or ""
+            if qual in PY_PROCESS_READS:
+                return f"{qual}()"
+        elif type(sub) is cst.Name and sub.value in ctx.constants:
+            for value in ctx.constants[sub.value]:
+                found = _python_read(ctx, value) if value is not expr else None
+                if found:
+                    return found
+    return None
+
+
+def handed_choices(ctx: FileContext, decided: dict[str, dict[int, str]]) -> list[tuple[cst.Call, str, str]]:
+    """(the call, the process read, the C++ choice) where Python hands the process's state to a
+    parameter of an extension function that chooses the library on it (`_ext.gemm(a, b,
+    torch.get_num_threads())`, with `if (workers > 1) sgemm_(...)` in C++)."""
+    out: list[tuple[cst.Call, str, str]] = []
+    if not decided or not any(word in ctx.text for word in PY_PROCESS_WORDS):
+        return out
+    for node in subtree(ctx.module):
+        if type(node) is not cst.Call or type(node.func) is not cst.Attribute or node.func.attr.value not in decided:
+            continue
+        params = decided[node.func.attr.value]
+        for index, arg in enumerate(node.args):
+            if arg.keyword is None and not arg.star and index in params:
+                read = _python_read(ctx, arg.value)
+                if read is not None:
+                    out.append((node, read, params[index]))
+                    break
+    return out
