@@ -95,9 +95,12 @@ PY_PROCESS_READS = frozenset({
     "time.process_time", "threading.active_count", "os.getcwd", "os.isatty", "sys.stdin.isatty",
     "inspect.stack", "inspect.currentframe",
 })
+# The words that make a file worth the search (PY_PROCESS_READS's, less the environment and the
+# working folder: most files set build variables or find their sources with those, and the
+# environment read in Python is GK310's and GK444's).
 PY_PROCESS_WORDS = ("get_num_threads", "get_num_interop_threads", "sched_getaffinity", "getpid", "getppid", "getuid",
-                    "geteuid", "getgid", "getenv", "environ", "_getframe", "getrusage", "process_time", "active_count",
-                    "getcwd", "isatty", "inspect")
+                    "geteuid", "getgid", "_getframe", "getrusage", "process_time", "active_count", "isatty",
+                    "currentframe", "inspect.stack")
 
 
 def _python_read(ctx: FileContext, expr: cst.BaseExpression) -> Optional[str]:
