@@ -5,6 +5,9 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Severity
+from gatekeeper.analyses.graph_inputs import (
+    content_roots, empty_subscript, fresh_inputs, hands_inputs_to_helper, helper_summary, is_slice_write,
+)
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.walk import subtree
 from gatekeeper.static.examples import Invalid, Valid, snippet
@@ -188,7 +191,7 @@ class ReplaysGraphWithoutFreshInputs(Rule):
         self.frames: list[dict] = []
         self.pending: list[tuple[cst.Call, str]] = []  # replays without a fresh input, decided in finish
         self.live_capture = False  # some graph capture launches on a function parameter itself
-        self.helpers: dict[str, tuple[list[str], Optional[str], set[str]]] = {}  # see _helper_summary
+        self.helpers: dict[str, tuple[list[str], Optional[str], set[str]]] = {}  # see graph_inputs.helper_summary
         if "replay" not in self.ctx.text:  # no `.replay()` to judge: the handlers are not called for this file
             self.switch_off_inherited(ReplaysGraphWithoutFreshInputs, _HANDLERS)
 
@@ -205,12 +208,12 @@ class ReplaysGraphWithoutFreshInputs(Rule):
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         frame = self.frames.pop()
         if frame["sources"] or frame["ptrs"]:  # a helper that copies or keys on what it is handed
-            self.helpers[node.name.value] = _helper_summary(frame)
+            self.helpers[node.name.value] = helper_summary(frame)
         if node.name.value != "forward" or not frame["replays"]:
             return
-        inputs = _inputs(frame)
+        inputs = fresh_inputs(frame)
         # a graph keyed on the live input's address replays on it: it recomputes
-        if any(not _roots(expr).isdisjoint(inputs) for expr in (*frame["sources"], *frame["ptrs"])):
+        if any(not content_roots(expr).isdisjoint(inputs) for expr in (*frame["sources"], *frame["ptrs"])):
             return
         params = ", ".join(sorted(frame["params"])) or "none"
         for replay in frame["replays"]:
@@ -235,7 +238,7 @@ class ReplaysGraphWithoutFreshInputs(Rule):
 
     def finish(self) -> None:
         for replay, params, calls, inputs in self.pending:
-            if any(_hands_inputs_to_helper(call, self.helpers.get(name), inputs) for name, call in calls):
+            if any(hands_inputs_to_helper(call, self.helpers.get(name), inputs) for name, call in calls):
                 continue  # `self._stage(self.sx, x)`, `key = _signature(x)`: a helper copies or keys on them
             if params.startswith("is:"):
                 if self.live_capture:
@@ -258,8 +261,8 @@ class ReplaysGraphWithoutFreshInputs(Rule):
         if method == "replay" and not node.args:
             frame["replays"].append(node)
         elif method in ("copy_", "set_", "index_copy_", "_foreach_copy_"):  # what the copied values are computed from
-            if not _empty_subscript(node.func.value):  # `sx[:0].copy_(x[:0])` copies nothing
-                frame["sources"].extend(a.value for a in node.args if not _empty_subscript(a.value))
+            if not empty_subscript(node.func.value):  # `sx[:0].copy_(x[:0])` copies nothing
+                frame["sources"].extend(a.value for a in node.args if not empty_subscript(a.value))
         elif method == "data_ptr":  # `x.data_ptr()`, `a.data_ptr()` for a in the inputs, `x.contiguous().data_ptr()`
             frame["ptrs"].append(node.func.value)
 
@@ -271,7 +274,7 @@ class ReplaysGraphWithoutFreshInputs(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for t in node.targets:
-            if self.frames and _is_slice_write(t.target):
+            if self.frames and is_slice_write(t.target):
                 self.frames[-1]["sources"].append(node.value)  # `self.sx[...] = x`, `sx[:] = x`: a copy in
             self._bind(t.target, node.value)
 
@@ -295,120 +298,3 @@ class ReplaysGraphWithoutFreshInputs(Rule):
 
 _HANDLERS = ("visit_FunctionDef", "leave_FunctionDef", "visit_With", "visit_Comparison", "visit_Call", "visit_Assign",
              "visit_AnnAssign", "visit_For", "visit_CompFor", "visit_NamedExpr", "visit_WithItem", "finish")
-# Tensor metadata: a value computed from these is not computed from the tensor's contents.
-_META_ATTRS = frozenset({"shape", "dtype", "device", "is_cuda", "ndim", "layout", "requires_grad", "is_sparse"})
-_META_METHODS = frozenset({"size", "stride", "dim", "numel", "nelement", "data_ptr", "element_size",
-                           "is_contiguous", "storage_offset", "get_device"})
-
-
-def _is_slice_write(target: cst.BaseExpression) -> bool:
-    """`buf[...] = v`, `buf[:] = v`, `buf[:, :n] = v`: a write into a tensor's elements. A keyed
-    store (`self.graphs[key] = (g, sx, out)`) is a table entry, not a copy."""
-    if type(target) is not cst.Subscript:
-        return False
-    for element in target.slice:
-        inner = element.slice
-        if type(inner) is cst.Slice:
-            if _empty(inner):
-                return False  # `sx[:0] = x[:0]` writes nothing
-            continue
-        if type(inner) is cst.Index and type(inner.value) is cst.Ellipsis:
-            continue
-        return False
-    return True
-
-
-def _empty_subscript(expr: cst.BaseExpression) -> bool:
-    return type(expr) is cst.Subscript and any(type(e.slice) is cst.Slice and _empty(e.slice) for e in expr.slice)
-
-
-def _empty(piece: cst.Slice) -> bool:
-    lower, upper = piece.lower, piece.upper
-    if type(upper) is not cst.Integer:
-        return False
-    return upper.evaluated_value == 0 or (type(lower) is cst.Integer and lower.evaluated_value >= upper.evaluated_value)
-
-
-def _targets(expr: cst.BaseExpression) -> frozenset[str]:
-    """The local names a binding target binds (`a`, `a, (b, *c)`); an attribute or item is no local."""
-    if type(expr) is cst.Name:
-        return frozenset({expr.value})
-    if type(expr) in (cst.Tuple, cst.List):
-        out: set[str] = set()
-        for element in expr.elements:  # type: ignore[attr-defined]
-            out |= _targets(element.value)
-        return frozenset(out)
-    return frozenset()
-
-
-def _roots(expr: cst.CSTNode) -> frozenset[str]:
-    """The names whose contents an expression's value is computed from: `x.contiguous()` and
-    `zip(ins, (x, y))` read x, while `(x.shape, x.dtype)`, a subscript's key (`cache[key]`) and a
-    lambda read no tensor's contents."""
-    kind = type(expr)
-    if kind is cst.Name:
-        return frozenset({expr.value})  # type: ignore[attr-defined]
-    if kind is cst.Attribute:
-        return frozenset() if expr.attr.value in _META_ATTRS else _roots(expr.value)  # type: ignore[attr-defined]
-    if kind is cst.Subscript:
-        return _roots(expr.value)  # type: ignore[attr-defined]
-    if kind is cst.Call:
-        func = expr.func  # type: ignore[attr-defined]
-        out = frozenset().union(*(_roots(a.value) for a in expr.args))  # type: ignore[attr-defined]
-        if type(func) is cst.Attribute:
-            if func.attr.value in _META_METHODS:
-                return frozenset()
-            return out | _roots(func.value)
-        return out
-    if kind in (cst.Lambda, cst.SimpleString, cst.Integer, cst.Float, cst.FormattedString, cst.Comparison):
-        return frozenset()
-    if kind in (cst.GeneratorExp, cst.ListComp, cst.SetComp):
-        return _roots(expr.elt)  # type: ignore[attr-defined]  # its targets are bound by visit_CompFor
-    return frozenset(n.value for n in subtree(expr, into_functions=False) if type(n) is cst.Name)
-
-
-def _helper_summary(frame: dict) -> tuple[list[str], Optional[str], set[str]]:
-    """(positional parameters, the *args name, the parameters whose contents the function copies
-    into a buffer or whose address it takes)."""
-    used: set[str] = set()
-    for param in frame["params"]:
-        derived = _inputs(frame, {param})
-        if any(not _roots(expr).isdisjoint(derived) for expr in (*frame["sources"], *frame["ptrs"])):
-            used.add(param)
-    return frame["positional"], frame["star"], used
-
-
-def _hands_inputs_to_helper(call: cst.Call, helper: Optional[tuple[list[str], Optional[str], set[str]]],
-                            inputs: set[str]) -> bool:
-    """Whether `call` hands a value computed from the inputs to a parameter the helper copies
-    from or keys on."""
-    if helper is None:
-        return False
-    positional, star, used = helper
-    index = 0
-    for arg in call.args:
-        if arg.keyword is not None:
-            name: Optional[str] = arg.keyword.value
-        elif arg.star:
-            name = star
-        else:
-            name = positional[index] if index < len(positional) else star
-            index += 1
-        if name in used and not _roots(arg.value).isdisjoint(inputs):
-            return True
-    return False
-
-
-def _inputs(frame: dict, params: Optional[set[str]] = None) -> set[str]:
-    """The parameters and the locals computed from their contents through any binding (`x_in =
-    x.contiguous()`, `for dst, src in zip(ins, (x, y))`, `(a.data_ptr() for a in args)`)."""
-    inputs = set(frame["params"] if params is None else params)
-    bindings = [(_targets(target), _roots(value)) for target, value in frame["assigns"]]
-    changed = True
-    while changed:  # to a fixed point: a local may be bound from one bound later in a loop
-        changed = False
-        for targets, roots in bindings:
-            if not targets <= inputs and not roots.isdisjoint(inputs):
-                inputs |= targets
-                changed = True
-    return inputs
