@@ -79,6 +79,17 @@ export PATH="$PWD/.gpu/bw:$PATH"
   bwrap --unshare-all --ro-bind / / true && echo "bwrap works" || echo "bwrap FAILS";
   python3 -c 'from gatekeeper.sandbox.isolation import detect; i=detect(); print("isolation", i.name, i.detail, i.reason)' 2>&1 || true
 } 2>&1 | tee -a "$OUT/env.txt"
+# Whole-pipeline checks of fixtures under bwrap, one line of verdict and findings each:
+#   check_cases DIR submission:problem ...   (reports in DIR)
+check_cases() {
+  local W=$1 case sub prob; shift
+  for case in "$@"; do
+    sub=${case%%:*}; prob=${case##*:}
+    GATEKEEPER_ISOLATION=bwrap timeout -k 5 240 python3 -m gatekeeper check fixtures/submissions/$sub.py \
+      --problem fixtures/problems/$prob.py --keep-going -f json > "$W/$sub.json" 2> "$W/$sub.err"
+    echo "$sub rc=$?"; python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['verdict'], [(f['rule'], f['severity'], f['message'][:160]) for f in r['findings'] if f['severity'] != 'info'])" "$W/$sub.json"
+  done
+}
 case "${1:-}" in
   fixtures-corpus)
     GATEKEEPER_ISOLATION=bwrap timeout 450 python3 bench/gpu_fixtures.py --out "$OUT" --jobs 8 --budget 300 > "$OUT/fixtures.log" 2>&1 &
@@ -329,12 +340,7 @@ case "${1:-}" in
       tests/test_fixtures.py -k "rt4 or own_gemm or vendor_gemm or device_fault or attribution or repeat" 2>&1 | tee "$OUT/round11_tests.log"
     W=/tmp/gk-round11; mkdir -p "$W"
     { date -u +%T
-      for case in rt4_gpu_fig_leaf_passthrough:seed_mean seed_honest_generic:seed_mean; do
-        sub=${case%%:*}; prob=${case##*:}
-        GATEKEEPER_ISOLATION=bwrap timeout -k 5 240 python3 -m gatekeeper check fixtures/submissions/$sub.py \
-          --problem fixtures/problems/$prob.py --keep-going -f json > "$W/$sub.json" 2> "$W/$sub.err"
-        echo "$sub rc=$?"; python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['verdict'], [(f['rule'], f['severity'], f['message'][:160]) for f in r['findings'] if f['severity'] != 'info'])" "$W/$sub.json"
-      done
+      check_cases "$W" rt4_gpu_fig_leaf_passthrough:seed_mean seed_honest_generic:seed_mean
       date -u +%T
       GATEKEEPER_ISOLATION=bwrap OUT="$W" timeout -k 5 200 python3 bench/gpu_e2e.py
       date -u +%T
@@ -349,12 +355,7 @@ case "${1:-}" in
       tests/test_fixtures.py -k "rt5 or graph or schedule or repeat or perf_map or jit" 2>&1 | tee "$OUT/round12_tests.log"
     W=/tmp/gk-round12; mkdir -p "$W"
     { date -u +%T
-      for case in honest_cached_graph_identity:seed_mean honest_cached_graph_copy:seed_mean cached_graph_replay:seed_mean; do
-        sub=${case%%:*}; prob=${case##*:}
-        GATEKEEPER_ISOLATION=bwrap timeout -k 5 240 python3 -m gatekeeper check fixtures/submissions/$sub.py \
-          --problem fixtures/problems/$prob.py --keep-going -f json > "$W/$sub.json" 2> "$W/$sub.err"
-        echo "$sub rc=$?"; python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['verdict'], [(f['rule'], f['severity'], f['message'][:160]) for f in r['findings'] if f['severity'] != 'info'])" "$W/$sub.json"
-      done
+      check_cases "$W" honest_cached_graph_identity:seed_mean honest_cached_graph_copy:seed_mean cached_graph_replay:seed_mean
       date -u +%T
       GATEKEEPER_ISOLATION=bwrap OUT="$W" timeout -k 5 200 python3 bench/gpu_e2e.py
       date -u +%T
