@@ -12,7 +12,9 @@ from gatekeeper.behaviour.schedule_subject import build_inputs, plant_decoy
 from gatekeeper.problem.implicit import small_input_constants
 from gatekeeper.problem.jitter import JitterSpec
 from gatekeeper.problem.plan import plan_trials
-from gatekeeper.problem.schedule import HIGH, LOW, MIN_CALLS, MIN_LARGE_CALLS, Schedule, budgeted_count, plan_schedule
+from gatekeeper.problem.schedule import (
+    AGAIN_RUN, HIGH, LATE_AGAIN_RUNS, LATE_WINDOW, LOW, MIN_CALLS, MIN_LARGE_CALLS, Schedule, budgeted_count, plan_schedule,
+)
 from gatekeeper.problem.secret import derive, init_seed
 from gatekeeper.problem.sidecar import Sidecar
 from gatekeeper.problem.values import DISTRIBUTIONS, apply_distribution, near_duplicate
@@ -29,9 +31,15 @@ def test_schedule_is_drawn_per_run_and_reproducible_from_the_seed():
         kinds = {s.kind for s in plan.steps}
         assert kinds == {"fresh", "near-one", "near-sparse", "overwrite", "reuse", "repeat", "again"}
         # `again` calls: the call before's objects, early enough to survive the budget, never two in a row
-        agains = [s for s in plan.steps if s.kind == "again"]
-        assert 1 <= len(agains) <= 4 and all(8 <= s.index < MIN_CALLS and s.base == s.index - 1 for s in agains)
+        agains = [s for s in plan.steps if s.kind == "again" and s.index < MIN_CALLS]
+        assert 1 <= len(agains) <= 4 and all(8 <= s.index and s.base == s.index - 1 for s in agains)
         assert any(plan.steps[s.base].kind == "again" for s in agains)  # a run: the same tensors twice in a row
+        # Further runs past MIN_CALLS, early in the rest (LATE_WINDOW), each after a call that is not one.
+        late = [s.index for s in plan.steps if s.kind == "again" and s.index >= MIN_CALLS]
+        assert len(late) == LATE_AGAIN_RUNS * AGAIN_RUN and max(late) < LATE_WINDOW
+        starts = [i for i in late if i - 1 not in late]
+        assert len(starts) == LATE_AGAIN_RUNS and all(plan.steps[i - 1].kind != "again" for i in starts)
+        assert all(plan.steps[i].base == i - 1 and plan.steps[i].dist == "normal" for i in late)
         assert all(s.base is not None and s.base < s.index for s in plan.steps if s.kind.startswith("near"))
         # Repeats copy an earlier fresh call's contents, early enough to survive the budget.
         repeats = [s for s in plan.steps if s.kind == "repeat"]

@@ -16,7 +16,7 @@ import sys
 import time
 import traceback
 import types
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from gatekeeper.behaviour.executing import executing
 from gatekeeper.behaviour.attribution import Recorder
@@ -59,6 +59,30 @@ def plant_decoy() -> None:
         torch._C._set_deterministic_algorithms(False)
     except (AttributeError, TypeError):
         torch.use_deterministic_algorithms(False)
+
+
+@contextlib.contextmanager
+def unpoisoned(active: bool) -> Iterator[None]:
+    """An `again` call runs as a timing loop runs it: fresh allocations are not NaN-filled. The
+    poison would otherwise tell it apart, and hide the allocator handing back the dropped
+    previous output's block with its values in it (code that skips its work when the inputs
+    are the same objects and its `torch.empty` output already holds the answer: caught by
+    time, behaviour.repeat_probe)."""
+    import torch
+
+    if not active:
+        yield
+        return
+    try:
+        was, warn_only = torch._C._get_deterministic_algorithms(), torch._C._get_deterministic_algorithms_warn_only()
+    except AttributeError:
+        yield
+        return
+    torch._C._set_deterministic_algorithms(False)
+    try:
+        yield
+    finally:
+        torch._C._set_deterministic_algorithms(was, warn_only=warn_only)
 
 
 def _over(storage: Any, like: Any) -> Any:
@@ -119,12 +143,11 @@ class Runner:
         # Before this call's inputs are written: they may go into the previous call's storage,
         # which an output may share when the reference itself works in place.
         self._check_last()
-        if entry["kind"] == "again" and self.previous_kind == "again":
-            # Past the first of a run, as a timing loop that drops each result before the next
-            # call: the allocator may hand the same block back, holding the previous result, and
-            # code that asks whether the caller still holds it sees that nobody does (both are
-            # caught by time). The first of the run keeps it, as a caller that holds results does.
-            previous_out = None
+        # Past the first of an again run, as a timing loop that drops each result before the next
+        # call: the allocator may hand the same block back, holding the previous result, and
+        # code that asks whether the caller still holds it sees that nobody does (both are
+        # caught by time). The first of the run keeps it, as a caller that holds results does.
+        dropping = entry["kind"] == "again" and self.previous_kind == "again"
         self.previous_kind = entry["kind"]
         inputs = build_inputs(entry["kind"], entry["inputs"], self.previous, self.device)
         self.previous = None  # the previous call's tensors are released before this call
@@ -140,9 +163,14 @@ class Runner:
         recorder = Recorder(self.device) if self.attribute and entry.get("record") else None
         if recorder is None and self.attribute and LaunchesOnly.available(self.device):
             recorder = LaunchesOnly()  # GPU: kernels by launcher on every call, invisibly
+        if dropping:
+            # Dropped only now, right before the call: the checks above allocate (an input's
+            # digest is a buffer of its size) and would take the freed block first.
+            previous_out = None
         try:
             began = time.perf_counter()
-            with recorder if recorder is not None else contextlib.nullcontext(), executing():
+            with recorder if recorder is not None else contextlib.nullcontext(), executing(), \
+                    unpoisoned(entry["kind"] == "again"):
                 out = self.model(*inputs)
             wall = time.perf_counter() - began
             if recorder is not None:

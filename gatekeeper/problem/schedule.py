@@ -184,6 +184,31 @@ def _again_calls(steps: list[Step], seed: int) -> None:
                and "again" not in (steps[i - 1].kind, steps[i + 1].kind if i + 1 < len(steps) else "")]
     for index in rng.sample(singles, min(AGAIN_SINGLE, len(singles))):
         steps[index].kind, steps[index].base = "again", index - 1
+    _late_again_runs(steps, seed)
+
+
+LATE_AGAIN_RUNS = 3  # more runs past MIN_CALLS, where a long schedule (a small problem) has room
+LATE_WINDOW = 60  # ... early in it: the budgets (budgeted_count) often keep only the first 50-70 calls
+
+
+def _late_again_runs(steps: list[Step], seed: int) -> None:
+    """More runs of AGAIN_RUN past the first MIN_CALLS calls. Whether the allocator hands a
+    dropped output's block back to the next call depends on its state (glibc's free lists, its
+    mmap threshold), so one run may not meet it; each further run is another chance, where the
+    calls cost little. Budget trimming drops them first."""
+    rng = random.Random(derive(seed, "schedule-again-late"))
+    taken: set[int] = set()
+    for _ in range(LATE_AGAIN_RUNS):
+        starts = [i for i in range(MIN_CALLS + 1, min(len(steps), LATE_WINDOW) - AGAIN_RUN)
+                  if all(steps[i + k].kind != "repeat" and not _is_base(steps, i + k) and i + k not in taken
+                         and i + k - 1 not in taken for k in range(AGAIN_RUN))]
+        if not starts:
+            return
+        first = rng.choice(starts)
+        for index in range(first, first + AGAIN_RUN):
+            steps[index].kind, steps[index].base, steps[index].dist = "again", index - 1, "normal"
+            taken.add(index)
+        taken.add(first + AGAIN_RUN)  # runs never touch: each starts after a call that is not one
 
 
 def _is_base(steps: list[Step], index: int) -> bool:

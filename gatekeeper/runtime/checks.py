@@ -167,10 +167,10 @@ CATALOGUE: dict[str, Check] = {c.code: c for c in [
           "random inputs (torch.testing.assert_close). Wrong on every call: the formula itself differs. Wrong "
           "on some calls only: look for state kept between calls, a branch on the input's values, or a race"),
     Check("GK678", "FasterOnRepeatedContents", C.CACHED_OUTPUT, E,
-          "forward skips work when an input's contents repeat: {detail}; a memo keyed by the contents returns "
-          "stored results whenever a harness reuses its inputs, which is how most benchmarks time",
+          "forward skips work when an input's contents repeat: {detail}; {how}, which is how most benchmarks "
+          "time",
           "compute the output from the inputs on every call; do not keep results keyed by a hash or checksum of "
-          "the input's values"),
+          "the input's values or by the input objects, and never count on what a fresh allocation holds"),
     Check("GK679", "RepeatedContentsNotProbed", C.CACHED_OUTPUT, I,
           "the repeated-contents check (GK678) could not judge this run: the call schedule held {repeats} calls "
           "repeating an earlier call's contents and {fresh} plain fresh calls to time them against (it needs "
