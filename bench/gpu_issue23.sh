@@ -58,6 +58,8 @@
 #                                                # run-time fig-leaf fingerprint and forbidden ops, then gpu_e2e.py
 #   bash bench/gpu_issue23.sh round12            # the third red-team round: the schedule's `again` calls on a GPU host,
 #                                                # honest CUDA graphs through the whole pipeline, gpu_e2e.py
+#   bash bench/gpu_issue23.sh round13            # again runs unpoisoned, output dropped right before the call, more runs;
+#                                                # round 12's checks again with the stale-block pair (rt6_*)
 #   bash bench/gpu_issue23.sh round11b           # the result fingerprint's copy kernels left out of the call's work;
 #                                                # a torch GEMM + own epilogue not taken for a copy of torch's result
 #   bash bench/gpu_issue23.sh round6-time        # the four corpus-time files no round timed (79_s0, 15_s0,
@@ -361,6 +363,21 @@ case "${1:-}" in
       date -u +%T
     } 2>&1 | tee "$OUT/round12.log"
     tar czf "$OUT/round12_reports.tar.gz" -C "$W" . 2>/dev/null ;;
+  round13)
+    # The fourth session of 2026-12-06: again runs unpoisoned, the previous output dropped right before
+    # the call, and three more runs in calls 25-59: round 12's checks again, with the stale-block pair.
+    timeout -k 5 300 python3 -m pytest -q -p no:cacheprovider -rs tests/test_schedules.py tests/test_repeat_probe.py \
+      tests/test_graph_replay_inputs.py tests/test_fixtures.py -k "rt5 or rt6 or graph or schedule or repeat" 2>&1 \
+      | tee "$OUT/round13_tests.log"
+    W=/tmp/gk-round13; mkdir -p "$W"
+    { date -u +%T
+      check_cases "$W" honest_cached_graph_identity:seed_mean honest_cached_graph_copy:seed_mean cached_graph_replay:seed_mean \
+        rt6_stale_block_skip_cpp:cpu_matmul_small rt6_same_inputs_skip_validation_cpp:cpu_matmul_small
+      date -u +%T
+      GATEKEEPER_ISOLATION=bwrap OUT="$W" timeout -k 5 200 python3 bench/gpu_e2e.py
+      date -u +%T
+    } 2>&1 | tee "$OUT/round13.log"
+    tar czf "$OUT/round13_reports.tar.gz" -C "$W" . 2>/dev/null ;;
   round11b)
     # The result fingerprint's own copy kernels out of the call's kernels (CUPTI paused), and a
     # torch GEMM + own Triton epilogue (policy: a warning under default) not taken for a copy.
