@@ -116,6 +116,7 @@ def plan_schedule(seed: int, distributions: list[str], low: int = LOW, high: int
         for step, (kind, base, dist) in zip(steps, before):
             step.kind, step.base, step.dist = kind, base, dist
         _cover_distributions(steps, dists, seed)
+    _late_again_runs(steps, seed)  # after: the value distributions are judged in the first MIN_CALLS only
     return Schedule(steps, timed_from)
 
 
@@ -184,7 +185,6 @@ def _again_calls(steps: list[Step], seed: int) -> None:
                and "again" not in (steps[i - 1].kind, steps[i + 1].kind if i + 1 < len(steps) else "")]
     for index in rng.sample(singles, min(AGAIN_SINGLE, len(singles))):
         steps[index].kind, steps[index].base = "again", index - 1
-    _late_again_runs(steps, seed)
 
 
 LATE_AGAIN_RUNS = 3  # more runs past MIN_CALLS, where a long schedule (a small problem) has room
