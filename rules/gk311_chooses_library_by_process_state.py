@@ -5,7 +5,9 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
-from gatekeeper.analyses.cpp_process_state import PROCESS_WORDS, parameter_choices, process_branches, source_facts
+from gatekeeper.analyses.cpp_process_state import (
+    PROCESS_WORDS, parameter_choices, process_branches, python_calls, source_facts,
+)
 from gatekeeper.analyses.python_process_choice import PY_PROCESS_WORDS, ExtensionFacts, handed_choices, python_choices
 from gatekeeper.analyses.cpp_torch_calls import scan_cpp
 from gatekeeper.analyses.torch_op_table import torch_ops
@@ -16,7 +18,8 @@ from gatekeeper.static.examples import Invalid, Valid, snippet
 
 class ChoosesLibraryByProcessState(Rule):
     """The C++ side chooses between its own computation and torch's or a vendor library's
-    (`sgemm_`, `cblas_sgemm`, `at::mm`, `cublasSgemm`) on the state of the process: its
+    (`sgemm_`, `cblas_sgemm`, `at::mm`, `cublasSgemm`, or Python called back through pybind11's
+    `module_::import` or the C API's `PyObject_Call*`) on the state of the process: its
     privileges (`prctl`), user or pid namespace (`getuid`, `/proc/self/uid_map`), environment
     (`getenv`, `environ`), working folder, descriptors (`fstat(0)`, `isatty`), thread count,
     resource use (`getrusage`), the Python frames that called it (`PyEval_GetFrame`) or the
@@ -104,6 +107,22 @@ class ChoosesLibraryByProcessState(Rule):
             }
             '''
         """)),
+        # the same self-check through Python (pybind11): still nothing computed on the other side
+        Valid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            #include <cstdlib>
+            torch::Tensor f(torch::Tensor a, torch::Tensor b) {
+              auto c = a.new_zeros({a.size(0), b.size(1)});
+              for (int64_t i = 0; i < a.size(0); ++i) row(a, b, c, i);
+              if (std::getenv("VERIFY")) {
+                auto testing = pybind11::module_::import("torch.testing");
+                testing.attr("assert_close")(c, a.matmul(b));
+              }
+              return c;
+            }
+            '''
+        """)),
     ]
     INVALID = [
         Invalid(snippet("""
@@ -135,6 +154,21 @@ class ChoosesLibraryByProcessState(Rule):
             }
             '''
         """), line=5, message="chooses `at::mm` over its own code on `is_enabled`"),
+        Invalid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            #include <unistd.h>
+            #include <sys/syscall.h>
+            torch::Tensor own_gemm(torch::Tensor a, torch::Tensor b) { auto c = a.new_zeros({a.size(0), b.size(1)}); for (int i = 0; i < 4; ++i) step(a, b, c, i); return c; }
+            torch::Tensor f(torch::Tensor a, torch::Tensor b) {
+              if (syscall(SYS_getuid) != 0) {
+                static pybind11::object mm = pybind11::module_::import("torch").attr("mm");
+                return mm(a, b).cast<torch::Tensor>();
+              }
+              return own_gemm(a, b);
+            }
+            '''
+        """), line=7, message="chooses `module_::import` over its own code on `syscall`"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:
@@ -154,6 +188,7 @@ class ChoosesLibraryByProcessState(Rule):
         ops = torch_ops()
         _, found = scan_cpp(source, ops, lambda s: s.functions)
         library = {offset: what for _kind, what, offset, _op in found}
+        library.update(python_calls(source))  # Python called back from C++ is not the source's own code either
         if handed and library:
             for name, params in parameter_choices(source, source_facts(source, library)).items():
                 self.decided.setdefault(name, {}).update({i: b.library for i, b in params.items()})

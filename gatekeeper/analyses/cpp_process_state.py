@@ -302,3 +302,24 @@ def _reach(tokens: list, start: int, end: int, library_at: dict[int, str],
         if tok.kind == "ident" and tok.text in reaching and j + 1 < len(tokens) and tokens[j + 1].text == "(":
             return reaching[tok.text]
     return None
+
+
+_PY_ENTRIES = frozenset({"PyImport_ImportModule", "PyImport_Import", "PyObject_Call", "PyObject_CallObject",
+                         "PyObject_CallFunction", "PyObject_CallMethod", "PyObject_CallFunctionObjArgs",
+                         "PyObject_CallMethodObjArgs", "PyObject_Vectorcall", "PyObject_CallOneArg"})
+
+
+def python_calls(source: CppSource) -> dict[int, str]:
+    """Offsets of calls from C++ back into Python (pybind11's `module_::import(...)`, the C API's
+    imports and calls) -> what they are: code the source does not hold, as a library is."""
+    tokens, idents = source.tokens, source.by_text["ident"]
+    out: dict[int, str] = {}
+    for name in _PY_ENTRIES & idents.keys():
+        for i in idents[name]:
+            if i + 1 < len(tokens) and tokens[i + 1].text == "(":
+                out[tokens[i].offset] = name
+    for i in idents.get("import", ()):
+        if i >= 2 and tokens[i - 1].text == "::" and tokens[i - 2].text in ("module_", "module") \
+                and i + 1 < len(tokens) and tokens[i + 1].text == "(":
+            out[tokens[i].offset] = f"{tokens[i - 2].text}::import"
+    return out
