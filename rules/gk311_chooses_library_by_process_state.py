@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import libcst as cst
@@ -14,6 +15,9 @@ from gatekeeper.analyses.torch_op_table import torch_ops
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
+
+
+_PY_PROCESS_RE = re.compile("|".join(re.escape(word) for word in PY_PROCESS_WORDS))
 
 
 class ChoosesLibraryByProcessState(Rule):
@@ -176,13 +180,16 @@ class ChoosesLibraryByProcessState(Rule):
         self.ifs: list[cst.If] = []
         self.ext_facts = ExtensionFacts()
         self.decided: dict[str, dict[int, str]] = {}  # extension function -> parameter -> the library it chooses
+        self.handed: Optional[bool] = None
 
     def visit_If(self, node: cst.If) -> None:
         self.ifs.append(node)  # judged in finish, once the extension's functions are known
 
     def check_cpp(self, source: CppSource) -> None:
         idents = source.by_text["ident"]
-        handed = any(word in self.ctx.text for word in PY_PROCESS_WORDS)  # Python may hand the process over
+        if self.handed is None:  # Python may hand the process over; once per file, not per source
+            self.handed = _PY_PROCESS_RE.search(self.ctx.text) is not None
+        handed = self.handed
         if not idents.keys() & PROCESS_WORDS and not handed:
             return  # no process read at all: nothing to follow (most sources)
         ops = torch_ops()
