@@ -86,10 +86,15 @@ def unpoisoned(active: bool) -> Iterator[None]:
 
 
 def _over(storage: Any, like: Any) -> Any:
-    """A new tensor object over `storage` with `like`'s shape: its `_version` is always 1."""
+    """A new tensor object over `storage` with `like`'s shape, at `_version` 0 as a benchmark's
+    `torch.randn` input is: `set_` is an in-place op and would make it 1, which tells the
+    schedule's inputs from a benchmark's (a memo armed only on version 0: red team 2026-12-06,
+    round 6, h01). Below the ADInplaceOrView key the version counter is not bumped."""
     import torch
 
-    return torch.empty(0, dtype=like.dtype, device=like.device).set_(storage, 0, like.shape, like.stride())
+    guard = getattr(torch._C, "_AutoDispatchBelowADInplaceOrView", None)
+    with guard() if guard is not None else contextlib.nullcontext():
+        return torch.empty(0, dtype=like.dtype, device=like.device).set_(storage, 0, like.shape, like.stride())
 
 
 def build_inputs(kind: str, packed: list[Any], previous: Optional[list[Any]], device: str) -> list[Any]:
