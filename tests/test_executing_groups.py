@@ -49,6 +49,20 @@ def test_library_at_the_nominal_shape_is_found_by_shape():
     assert "the calls at the nominal shape" in found[0].message and "the call '" not in found[0].message
 
 
+def test_the_timing_loop_is_a_group_of_its_own():
+    # Own code on every checked call, the library only in the loop after the schedule: the loop's
+    # calls are one group, the calls before it another (a pooled share could not see the switch).
+    messages = _messages([], schedule=20)
+    loop = 30
+    messages.insert(len(TRIALS) + 20, {"kind": "schedule-loop", "calls": loop, "walls": [1e-4] * loop, "error": ""})
+    calls = [[40, 0, 0, 0]] * 26 + [[0, 0, 1, 0]] * loop
+    labels = call_labels(messages)
+    assert len(labels) == 26 + loop and labels[-1] == "timing-loop"
+    worst = judge_groups(calls, messages, 0.05)
+    assert worst is not None and worst["name"] == "the calls of the timing loop after the schedule"
+    assert worst["calls"] == loop and worst["own"] == 0
+
+
 def test_own_work_in_every_call_is_no_finding_whatever_its_speed():
     calls = [[20, 1, 0, 0]] * 14 + [[2, 0, 0, 0]] * 12
     section, found = judge(_messages(calls), {}, None)

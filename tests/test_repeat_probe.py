@@ -159,3 +159,46 @@ def test_again_calls_are_not_timed_on_a_gpu():
     added: list = []
     measured = probe.judge(lambda *a, **k: added.append((a, k)))
     assert measured["again_calls"] == 0 and "GK678" not in [a[0] for a, _ in added]
+
+
+def _loop_probe(loop_walls: list[float], time_again: bool = True) -> tuple[dict, list]:
+    calls = [{"index": i, "kind": "fresh", "dist": "normal"} for i in range(24)]
+    for i in (6, 7, 12):
+        calls[i].update(kind="repeat", base=i - 3)
+    probe = RepeatProbe({"calls": calls, "planned": 24}, time_again=time_again)
+    for i in range(24):
+        probe.observe({"kind": "schedule-call", "index": i, "wall_s": 3e-3})
+    probe.observe({"kind": "schedule-loop", "calls": len(loop_walls), "walls": loop_walls, "error": ""})
+    added: list = []
+    measured = probe.judge(lambda *a, **k: added.append((a, k)))
+    return measured, added
+
+
+def test_a_memo_that_replays_only_in_the_timing_loop_is_caught_there():
+    # A memo armed by a long streak of back-to-back calls on the same tensors: every scheduled
+    # call does the work, the loop's later calls are lookups.
+    measured, added = _loop_probe([3e-3] * 12 + [5e-6] * 300)
+    assert measured["loop_calls"] == 312 and [a[0] for a, _ in added] == ["GK678"]
+    assert "timing loop after the schedule (312 calls" in added[0][1]["detail"]
+    assert "allocator" in added[0][1]["how"]
+
+
+def test_an_honest_timing_loop_is_as_fast_as_fresh_calls():
+    measured, added = _loop_probe([2.9e-3, 3.1e-3] * 100)
+    assert measured["judged"] and not added
+
+
+def test_the_timing_loop_is_not_timed_on_a_gpu():
+    measured, added = _loop_probe([3e-3] * 12 + [5e-6] * 300, time_again=False)
+    assert "loop_calls" not in measured and not added
+
+
+@pytest.mark.slow
+def test_a_streak_memo_is_caught_by_the_loop_and_a_per_version_packing_passes():
+    hacked = gatekeeper.check(ROOT / "fixtures/submissions/rt6_memo_after_streak_cpp.py", PROBLEM, stages="behaviour")
+    assert {f.rule for f in hacked.errors() if f.stage.value == "behaviour"} == {"GK678"}, \
+        [(f.rule, f.message) for f in hacked.errors()]
+    assert "timing loop after the schedule" in next(f.message for f in hacked.errors() if f.rule == "GK678")
+    honest = gatekeeper.check(ROOT / "fixtures/submissions/rt6_packs_weight_per_version.py", PROBLEM,
+                              stages="behaviour")
+    assert honest.verdict.value == "pass", [(f.rule, f.message) for f in honest.findings]

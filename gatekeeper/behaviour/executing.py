@@ -47,6 +47,11 @@ def start(params: dict[str, Any], device: str) -> None:
         _sampler = None
 
 
+def active() -> bool:
+    """Whether the sampler is armed in this worker (a CPU run with the sampler library)."""
+    return _sampler is not None
+
+
 @contextlib.contextmanager
 def executing() -> Iterator[None]:
     """Around one forward call: its samples are kept."""

@@ -11,6 +11,8 @@ forward call, in call order, and the calls are judged in groups as well:
   by watching  the scheduled calls the dispatcher recorder did not watch (a secret
                three quarters of the schedule), against which a submission that behaves only
                while watched shows;
+  by loop      the calls of the timing loop after the schedule (a benchmark's loop: the same
+               tensors back to back), against every call before it;
   by position  every run of calls from call k+1 to the last (a switch after any number of
                calls splits the run there). Runs from the first call are not judged: an honest
                kernel may check itself against torch on its first call (a self-test outside the
@@ -22,8 +24,8 @@ MEANINGFUL_SHARE. An honest kernel's own code does the compute of every call, so
 of its calls is almost all library code.
 
 The calls are matched to their labels by order: each forward call sends exactly one of
-`call`/`call-error` (trials) or `schedule-call`/`schedule-error` (the schedule), in the
-order they ran, before the `executing` message (the parent's copies of recorded scheduled
+`call`/`call-error` (trials) or `schedule-call`/`schedule-error` (the schedule), and the
+timing loop one `schedule-loop` for all its calls, in the order they ran, before the `executing` message (the parent's copies of recorded scheduled
 calls, `work_messages`, come after it). When the counts differ (a run cut short) only the
 position groups are judged.
 """
@@ -50,10 +52,13 @@ def call_labels(messages: list[dict[str, Any]]) -> list[str]:
             # a scheduled call the recorder watched brings its work: the others ran unwatched
             watched = isinstance(m.get("work"), dict)
             labels.append(f"schedule-{m.get('index', '?')}{'' if watched else _UNWATCHED}")
+        elif kind == "schedule-loop":  # the timing loop after the schedule: one label per call it made
+            labels += [_LOOP] * int(m.get("calls", 0) or 0) + ([_LOOP] if m.get("error") else [])
     return labels
 
 
 _UNWATCHED = " (unwatched)"
+_LOOP = "timing-loop"
 
 
 def _groups(n: int, labels: list[str]) -> Iterator[tuple[str, list[int]]]:
@@ -69,6 +74,11 @@ def _groups(n: int, labels: list[str]) -> Iterator[tuple[str, list[int]]]:
         unwatched = [i for i, label in enumerate(labels) if label.endswith(_UNWATCHED)]
         if unwatched and len(unwatched) < n:
             yield "the scheduled calls the recorder did not watch", unwatched
+        # A benchmark's loop (behaviour.schedule_subject.timing_loop) against every other call.
+        loop = [i for i, label in enumerate(labels) if label == _LOOP]
+        if loop and len(loop) < n:
+            yield "the calls of the timing loop after the schedule", loop
+            yield "the calls before the timing loop", [i for i in range(n) if labels[i] != _LOOP]
     for k in range(1, n):
         yield f"forward calls {k + 1}-{n} of {n}", list(range(k, n))
 

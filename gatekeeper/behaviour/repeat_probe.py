@@ -48,8 +48,14 @@ class RepeatProbe:
     # (the same ones), so it is faster there with all the work done: not judged by time until
     # the launches of the call back it (a gap in docs/threat-model.md).
     time_again: bool = True
+    # The timing loop's calls (behaviour.schedule_subject.timing_loop), timed where `again` calls
+    # are: the same tensors back to back, as long as a benchmark's loop.
+    loop: list[float] = field(default_factory=list)
 
     def observe(self, message: dict[str, Any]) -> None:
+        if message.get("kind") == "schedule-loop" and self.time_again:
+            self.loop = [float(w) for w in message.get("walls") or [] if isinstance(w, (int, float)) and w >= 0]
+            return
         if message.get("kind") != "schedule-call":
             return
         wall = message.get("wall_s")
@@ -89,6 +95,9 @@ class RepeatProbe:
                 add("GK679", "scheduled calls", dict(measured, sent=sent, planned=planned),
                     repeats=len(repeats), fresh=len(fresh), need_repeats=need_repeats, need_fresh=need_fresh, why=why)
             return measured
+        if self.loop:
+            measured["loop_calls"] = len(self.loop)
+            repeats = repeats + self.loop
         fresh_s, repeat_s = min(fresh), min(repeats)  # load only adds time: see the module's docstring
         measured.update(fresh_fastest_s=round(fresh_s, 7), repeat_fastest_s=round(repeat_s, 7),
                         fresh_median_s=round(median(fresh), 7), repeat_median_s=round(median(repeats), 7),
@@ -100,6 +109,11 @@ class RepeatProbe:
                     "calls whose inputs repeat an earlier call's contents (new tensors, same values)")
             fast_repeat = any(w < ratio * fresh_s for i, w in self.walls.items()
                               if calls.get(i, {}).get("kind") == "repeat")
+            fast_again = any(w < ratio * fresh_s for i, w in self.walls.items()
+                             if calls.get(i, {}).get("kind") == "again")
+            if not fast_repeat and not fast_again:  # only the loop: say so, with its length
+                what = (f"in a timing loop after the schedule ({len(self.loop)} calls on the very same tensors, back "
+                        "to back), calls")
             how = ("a memo keyed by the contents returns stored results whenever a harness reuses its inputs"
                    if fast_repeat else
                    "code that skips its work when handed the same tensors again (a memo keyed by their identity "
