@@ -11,10 +11,13 @@ forward call, in call order, and the calls are judged in groups as well:
   by watching  the scheduled calls the dispatcher recorder did not watch (a secret
                three quarters of the schedule), against which a submission that behaves only
                while watched shows;
-  by loop      the calls of the timing loop after the schedule (a benchmark's loop: the same
-               tensors back to back), against every call before it;
-  by position  every run of calls from call k+1 to the last (a switch after any number of
-               calls splits the run there). Runs from the first call are not judged: an honest
+  by loop      the calls before the timing loop after the schedule, and the loop's calls (a
+               benchmark's loop: the same tensors back to back) as a switch: convicted only
+               when the calls before it surely ran more own code (99% bounds apart), so the
+               loop's many samples do not turn an honest torch GEMM + own epilogue, whose
+               share sits near the minimum, into a conviction on one subgroup's noise;
+  by position  every run of calls from call k+1 to the last before the loop (a switch after
+               any number of calls splits the run there). Runs from the first call are not judged: an honest
                kernel may check itself against torch on its first call (a self-test outside the
                result), and that work sits at the start, never only at the end.
 
@@ -61,26 +64,34 @@ _UNWATCHED = " (unwatched)"
 _LOOP = "timing-loop"
 
 
-def _groups(n: int, labels: list[str]) -> Iterator[tuple[str, list[int]]]:
+_Group = tuple[str, list[int], Optional[list[int]]]  # name, its calls, the calls it must differ from
+
+
+def _groups(n: int, labels: list[str]) -> Iterator[_Group]:
+    # The timing loop's calls come last. Position groups stop before it: its hundreds of calls
+    # at the end would make "the last calls" mean "the loop", and the loop is judged as a switch
+    # (below), not by the share alone, so that an honest torch GEMM + own epilogue whose loop
+    # share happens to dip under the minimum is not convicted on the noise of one subgroup.
+    loop = [i for i, label in enumerate(labels) if label == _LOOP] if len(labels) == n else []
+    before = n - len(loop) if loop and loop == list(range(n - len(loop), n)) else n
     if len(labels) == n:
         jittered = [i for i, label in enumerate(labels) if label.startswith("jitter")]
-        yield "the calls at the nominal shape", [i for i in range(n) if i not in set(jittered)]
+        yield "the calls at the nominal shape", [i for i in range(n) if i not in set(jittered)], None
         if jittered:
-            yield "the calls at jittered shapes", jittered
+            yield "the calls at jittered shapes", jittered, None
             for label in dict.fromkeys(labels[i] for i in jittered):
-                yield label, [i for i in jittered if labels[i] == label]
+                yield label, [i for i in jittered if labels[i] == label], None
         # Any call may be checked: code that computes itself only while the recorder watches
         # (its hook slows torch's ops down, which a submission can time) shows here.
         unwatched = [i for i, label in enumerate(labels) if label.endswith(_UNWATCHED)]
         if unwatched and len(unwatched) < n:
-            yield "the scheduled calls the recorder did not watch", unwatched
-        # A benchmark's loop (behaviour.schedule_subject.timing_loop) against every other call.
-        loop = [i for i, label in enumerate(labels) if label == _LOOP]
-        if loop and len(loop) < n:
-            yield "the calls of the timing loop after the schedule", loop
-            yield "the calls before the timing loop", [i for i in range(n) if labels[i] != _LOOP]
-    for k in range(1, n):
-        yield f"forward calls {k + 1}-{n} of {n}", list(range(k, n))
+            yield "the scheduled calls the recorder did not watch", unwatched, None
+        # A benchmark's loop (behaviour.schedule_subject.timing_loop) against every call before it.
+        if loop and before < n:
+            yield "the calls before the timing loop", list(range(before)), None
+            yield "the calls of the timing loop after the schedule", loop, list(range(before))
+    for k in range(1, before):
+        yield f"forward calls {k + 1}-{before} of {before}", list(range(k, before)), None
 
 
 def judge_groups(calls: Any, messages: list[dict[str, Any]], minimum: float,
@@ -92,7 +103,7 @@ def judge_groups(calls: Any, messages: list[dict[str, Any]], minimum: float,
     rows = [[int(x) for x in row][:len(COMPUTE)] if isinstance(row, list) else [0] * len(COMPUTE) for row in calls]
     labels = call_labels(messages)
     worst: Optional[dict[str, Any]] = None
-    for name, members in _groups(len(rows), labels):
+    for name, members, versus in _groups(len(rows), labels):
         sums = [sum(rows[i][c] for i in members) for c in range(len(COMPUTE))]
         compute, own = sum(sums), sums[0]
         if compute < MIN_SAMPLES or own / compute >= minimum:
@@ -100,6 +111,11 @@ def judge_groups(calls: Any, messages: list[dict[str, Any]], minimum: float,
         if worst is not None and compute <= worst["compute"]:
             continue
         bound = upper_bound(own, compute, alpha)
+        if versus is not None:  # a switch: the other calls' own share is surely above this group's
+            other_own = sum(rows[i][0] for i in versus)
+            other = sum(sum(rows[i][:len(COMPUTE)]) for i in versus)
+            if other < MIN_SAMPLES or 1.0 - upper_bound(other - other_own, other, alpha) <= bound:
+                continue
         if bound < MEANINGFUL_SHARE:
             worst = {"name": name, "own": own, "compute": compute, "calls": len(members),
                      "classes": dict(zip(COMPUTE, sums)), "own_share_upper_99": round(bound, 4)}
