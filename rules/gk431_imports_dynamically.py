@@ -9,6 +9,7 @@ from gatekeeper.analyses.cpp_source import cpp_call_strings, cpp_calls, cpp_iden
 from gatekeeper.analyses.harness_support import UseRule
 from gatekeeper.static.cpp_sources import CppSource, beside_file
 from gatekeeper.static.rule import Rule
+from gatekeeper.static.names import string_value
 from gatekeeper.static.syntax import argument
 from gatekeeper.static.examples import Invalid, Valid, snippet
 
@@ -33,6 +34,11 @@ class ImportsDynamically(UseRule):
     (`spec_from_file_location("k", os.path.join(os.path.dirname(__file__), "kernels.py"))`, a
     harness that imports `solution.py` by path leaves no relative import) is a warning only:
     the path is no run-time name, and that file is checked with the submission.
+
+    A name written in the source (a literal, or the variable of a `for` over a literal tuple of
+    them, as a version-compatibility lookup does) of torch, triton or numpy is a warning: nothing
+    is hidden, and the name is bound as that import for every other rule
+    (`m = importlib.import_module("torch")` makes `m.matmul` torch's).
 
     Not flagged: plain `import` statements (also inside `try/except ImportError`).
     `importlib.util.find_spec`, `importlib.metadata` and `importlib.resources` only ask
@@ -78,6 +84,15 @@ class ImportsDynamically(UseRule):
             name = 'o' + 's'
             os_mod = il.import_module(name)
         """), line=3, message="`importlib.import_module` imports a module by a run-time name"),
+        Invalid(snippet("""
+            import importlib
+            for name in ("triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice"):
+                try:
+                    libdevice = importlib.import_module(name)
+                    break
+                except ImportError:
+                    continue
+        """), line=4, message="by a name written in the source"),
         Invalid(snippet("""
             from importlib import reload
             import torch
@@ -130,7 +145,40 @@ class ImportsDynamically(UseRule):
         if any(qual == a or qual.startswith(a + ".") for a in _AVAILABILITY):
             return (f"`{qual}` is used; it only checks whether a package exists, but a plain "
                     "`import` in `try/except ImportError` says the same without importlib.", Severity.WARNING)
+        names = _literal_names(self, qual, node)
+        if names and all(name.split(".")[0] in _LIBRARIES for name in names):
+            return (f"`{qual}` imports {', '.join(f'`{n}`' for n in names)} by a name written in the source: no "
+                    "name is hidden, but a plain `import` in `try/except ImportError` says the same to every "
+                    "reader and every check.", Severity.WARNING)
         return self.message.format(name=qual.replace("builtins.", "")), None
+
+
+_LIBRARIES = ("torch", "triton", "numpy")  # what a kernel file imports by name for version compatibility
+
+
+def _literal_names(rule: Rule, qual: str, node: cst.CSTNode) -> list[str]:
+    """The module names an `importlib.import_module(...)` / `__import__(...)` call imports when
+    they are written in the source: a literal, or the variable of an enclosing `for` over a
+    literal tuple or list of them (a version-compatibility lookup). Empty otherwise."""
+    if qual not in ("importlib.import_module", "builtins.__import__"):
+        return []
+    call = rule.ctx.parent(node)
+    if type(call) is not cst.Call or not call.args or call.args[0].keyword is not None:
+        return []
+    arg = call.args[0].value
+    name = string_value(arg)
+    if name is not None:
+        return [name]
+    if type(arg) is not cst.Name:
+        return []
+    scope = rule.ctx.parent(call)
+    while scope is not None and type(scope) not in (cst.FunctionDef, cst.Module):
+        if type(scope) is cst.For and type(scope.target) is cst.Name and scope.target.value == arg.value \
+                and type(scope.iter) in (cst.Tuple, cst.List):
+            values = [string_value(e.value) for e in scope.iter.elements]
+            return [v for v in values if v is not None] if all(v is not None for v in values) else []
+        scope = rule.ctx.parent(scope)
+    return []
 
 
 _BY_PATH = ("importlib.util.spec_from_file_location", "importlib.util.module_from_spec",

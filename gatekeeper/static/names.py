@@ -160,10 +160,24 @@ class NameResolver:
                 local = alias.asname.name.value
             self.bind(local, Binding("import", f"{base}.{name}" if base else name))
 
+    def _literal_import(self, call: cst.Call) -> Optional[str]:
+        """The module `importlib.import_module("a.b")` (absolute, a literal name) imports, else None."""
+        if len(call.args) != 1 or call.args[0].keyword is not None:
+            return None
+        name = string_value(call.args[0].value)
+        if not name or name.startswith(".") or self.qualname(call.func) != "importlib.import_module":
+            return None
+        return name if all(part.isidentifier() for part in name.split(".")) else None
+
     def bind_target(self, target: cst.BaseExpression, value: Optional[cst.BaseExpression]) -> None:
         """Record an assignment target. A name bound to a resolvable module path is an alias."""
         if type(target) is cst.Name:
             qual = self.qualname(value) if value is not None else None
+            if type(value) is cst.Call and qual is None:
+                module = self._literal_import(value)
+                if module is not None:  # `m = importlib.import_module("a.b")` is `import a.b as m`
+                    self.bind(target.value, Binding("import", module))
+                    return
             if qual is not None:
                 self.bind(target.value, Binding("alias", qual, value))
             else:
