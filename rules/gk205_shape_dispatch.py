@@ -52,7 +52,9 @@ class ShapeDispatch(Rule):
       with a generic default (`TUNED.get(tuple(x.shape), 4)`): every shape runs the same
       kernel; without a default (`TUNED[key]`), or a table of kernels, it is a finding;
     - a literal equal to a dimension that every declared shape fixes (`if d == 128:` for a
-      head width of 128 in every shape of `shapes.py`): part of the problem, not a free size.
+      head width of 128 in every shape of `shapes.py`): part of the problem, not a free size;
+      so is a set of supported widths that holds it (`D in (64, 128)`, a `switch` whose cases
+      are 64 and 128).
 
     Confidence: likely; the jittered-shape trials (GK602) confirm it (wrong or raising at
     another size) or clear it (a fast path with a correct general path).
@@ -325,7 +327,8 @@ class ShapeDispatch(Rule):
     def _judge(self, node: cst.CSTNode, literals: list[Literal], test: Optional[str] = None) -> None:
         if in_main_guard(self.ctx, node):
             return  # a self-test under __main__ never runs in the benchmark
-        if self.ctx.problem is not None and all_fixed(self.ctx.problem, literals):
+        if self.ctx.problem is not None and (all_fixed(self.ctx.problem, literals) or
+                                             _supported_widths(self.ctx.problem, literals)):
             return  # `d == 128` for a head width every declared shape fixes: part of the problem
         if test is None:
             test = self.ctx.module.code_for_node(node)
@@ -348,8 +351,16 @@ class ShapeDispatch(Rule):
 
     # C++: x.size(1) == 4096, TORCH_CHECK(x.sizes()[0] == 16), switch (x.size(1)) ------------
     def check_cpp(self, source: CppSource) -> None:
-        for offset, value, test in shape_tests(source):
-            self._report_cpp_literal(source, offset, value, test)
+        found = list(shape_tests(source))
+        cases: dict[str, list[int]] = {}
+        for _, value, test in found:
+            if test.startswith("switch"):
+                cases.setdefault(test, []).append(value)
+        widths = {test for test, values in cases.items()
+                  if self.ctx.problem is not None and _supported_widths(self.ctx.problem, values)}
+        for offset, value, test in found:
+            if test not in widths:
+                self._report_cpp_literal(source, offset, value, test)
 
     def _report_cpp_literal(self, source: CppSource, offset: int, value: int, test: str) -> None:
         if self.ctx.problem is not None and all_fixed(self.ctx.problem, [value]):
@@ -377,3 +388,11 @@ def _owned(message: str, node: cst.CSTNode) -> str:
             return message.replace("the input's shape", f"the shape of {owner}").replace(
                 "the input has the shape", f"{owner} has the shape").replace("one input shape", f"one shape of {owner}")
     return message
+
+
+def _supported_widths(problem: object, literals: list[Literal]) -> bool:
+    """Several single sizes, one of them a dimension every declared shape fixes (`D in (64, 128)`,
+    `switch (d) { case 64: ... case 128: ... }` with HEAD_DIM = 128): the widths a kernel supports,
+    the problem's among them, on the dimension the problem never varies."""
+    values = [v for v in literals if isinstance(v, int)]
+    return len(values) >= 2 and len(values) == len(literals) and any(all_fixed(problem, [v]) for v in values)
