@@ -125,6 +125,20 @@ def test_classes_by_object_and_symbol():
     assert classify("", "", own) == "unknown"
 
 
+def test_a_library_beside_the_submission_that_it_did_not_load_itself_is_a_library(tmp_path):
+    # red team round 6 (h08): numpy's OpenBLAS copied into the submission's build folder, renamed,
+    # and linked to its extension by the dynamic linker. The extension module (and a library the
+    # submission loads with ctypes) is own code; the dependency next to it is not.
+    own = (str(tmp_path) + "/",)
+    ext, dep = str(tmp_path / "build" / "kern.so"), str(tmp_path / "build" / "libtile.so")
+    for path in (ext, dep):
+        Path(path).parent.mkdir(exist_ok=True)
+        Path(path).write_bytes(b"")
+    assert classify(ext, "gemm_rows", own, frozenset({ext})) == "own"
+    assert classify(dep, "", own, frozenset({ext})) == "vendor"
+    assert classify(dep, "", own) == "own"  # nothing known to be loaded: the folder decides, as before
+
+
 @needs_cc
 def test_onednn_jit_code_named_in_its_perf_map_is_vendor_work(tmp_path):
     # oneDNN JIT-generates its convolution kernels into anonymous memory; with the worker's

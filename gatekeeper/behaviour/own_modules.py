@@ -50,6 +50,30 @@ def watch_extension_loads() -> None:
 
     create_module._gk_watch = True  # type: ignore[attr-defined]
     loader.create_module = create_module  # type: ignore[method-assign]
+    _watch_ctypes_loads()
+
+
+def _watch_ctypes_loads() -> None:
+    """Libraries the submission loads itself (`ctypes.CDLL`, and through it
+    `torch.ops.load_library`, load_inline's `is_python_module=False`) are its own too. A library
+    the dynamic linker pulls in as a dependency is not: a vendor library copied beside the
+    submission and linked to its extension is still the vendor's code (red team round 6, h08)."""
+    import ctypes
+
+    cdll = ctypes.CDLL
+    if getattr(cdll.__init__, "_gk_watch", False):
+        return
+    original = cdll.__init__
+
+    def init(self: Any, name: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, name, *args, **kwargs)
+        if isinstance(name, (str, os.PathLike)) and os.sep in os.fspath(name):
+            path = os.fspath(name)
+            if not os.path.realpath(path).startswith(SYSTEM_ROOTS):
+                LOADED_FILES.add(path)
+
+    init._gk_watch = True  # type: ignore[attr-defined]
+    cdll.__init__ = init  # type: ignore[method-assign]
 
 
 def own_modules() -> set[str]:

@@ -242,8 +242,13 @@ def classify(obj: str, sym: str, own_roots: tuple[str, ...], own_files: frozense
     if not obj:
         return "unknown"  # anonymous memory: JIT code, or an address no object claims
     real = os.path.realpath(obj)
-    if real in own_files or any(real.startswith(root) for root in own_roots):
+    if real in own_files:
         return "own"
+    if any(real.startswith(root) for root in own_roots):
+        # Beside the submission but never loaded as its module or library: a dependency the
+        # dynamic linker pulled in, such as a vendor library copied there (red team round 6, h08).
+        # Its code is a library's, whoever built the extension that links it.
+        return "vendor" if own_files else "own"
     if _VENDOR.search(sym) or _VENDOR.search(os.path.basename(real)):
         return "vendor"
     if _TORCH_OBJECT.search(real):
