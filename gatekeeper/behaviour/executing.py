@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from signal import SIGPROF
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 if TYPE_CHECKING:  # parent side only: the worker must not import the report schema (pydantic)
@@ -47,6 +48,61 @@ def start(params: dict[str, Any], device: str) -> None:
         _sampler = None
 
 
+BLOCKING_MIN_S, BLOCKING_SHARE = 0.02, 0.05  # CPU a blocking thread must use to hide work: 20 ms and 5%
+_OWN_THREADS: set[str] = set()  # the worker's threads before the submission was imported
+_BLOCKING: dict[str, str] = {}  # tid -> name of a later thread seen blocking SIGPROF
+
+
+def note_threads() -> None:
+    """Before the submission loads: the threads that are the worker's own."""
+    _OWN_THREADS.update(_tids())
+
+
+def _tids() -> list[str]:
+    try:
+        return os.listdir("/proc/self/task")
+    except OSError:
+        return []
+
+
+def scan_blocked_threads() -> None:
+    """Threads started since the submission loaded that block SIGPROF. The sampler's timer
+    counts the whole process's CPU time, but its signal goes only to a thread that does not block
+    it: work on a thread that blocks it is never sampled, and a spinning thread beside it takes
+    every sample (red team round 6, h07). Called between calls, never inside one."""
+    if _sampler is None:
+        return
+    bit = 1 << (SIGPROF - 1)
+    for tid in _tids():
+        if tid in _OWN_THREADS or tid in _BLOCKING:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/status", encoding="ascii", errors="replace") as fh:
+                status = fh.read(4096)
+        except OSError:
+            continue  # it ended meanwhile
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        try:
+            blocked = int(fields.get("SigBlk", "0").strip(), 16) & bit
+        except ValueError:
+            continue
+        if blocked:
+            _BLOCKING[tid] = fields.get("Name", "?").strip()[:40]
+
+
+def _blocking_cpu_s() -> float:
+    """CPU seconds the SIGPROF-blocking threads have used (those still alive)."""
+    ticks = 0
+    for tid in _BLOCKING:
+        try:
+            with open(f"/proc/self/task/{tid}/stat", encoding="ascii", errors="replace") as fh:
+                fields = fh.read(4096).rsplit(")", 1)[-1].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+        except (OSError, ValueError, IndexError):
+            continue
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def active() -> bool:
     """Whether the sampler is armed in this worker (a CPU run with the sampler library)."""
     return _sampler is not None
@@ -72,6 +128,7 @@ def report(channel: Any, params: dict[str, Any]) -> None:
     global _sampler
     if _sampler is None:
         return
+    scan_blocked_threads()
     sampler, _sampler = _sampler, None
     samples = sampler.stop()
     submission = params.get("submission") or ""
@@ -86,6 +143,7 @@ def report(channel: Any, params: dict[str, Any]) -> None:
     # the run lets slow own calls hide fast library ones.
     per_call = [[classes[b:e].count(c) for c in COMPUTE] for b, e in _calls]
     channel.send("executing", intact=samples.intact, suppressed=samples.suppressed,
+                 blocking_threads=sorted(set(_BLOCKING.values()))[:8], blocking_cpu_s=round(_blocking_cpu_s(), 4),
                  cpu_s=round(samples.cpu_s, 4), signals=samples.signals, calls=per_call, **attribution.to_json())
 
 
@@ -107,10 +165,18 @@ def judge(messages: list[dict[str, Any]], settings: dict[str, Any],
                "symbols": seen.get("symbols", []),
                "own_share_of_compute": round(own / compute, 4) if compute else None}
     found: list[Finding] = []
-    if not seen.get("intact", True) or seen.get("suppressed"):
+    blocking = [str(name) for name in seen.get("blocking_threads") or []]
+    # Only a blocking thread that worked hides work: one that sleeps (a signal-handling idiom) does not.
+    hidden_s = float(seen.get("blocking_cpu_s") or 0.0)
+    if hidden_s < max(BLOCKING_MIN_S, BLOCKING_SHARE * float(seen.get("cpu_s") or 0.0)):
+        blocking = []
+    if not seen.get("intact", True) or seen.get("suppressed") or blocking:
         what = ("the SIGPROF handler was replaced or the profiling timer disarmed during a call"
                 if not seen.get("intact", True) else
-                f"the profiling signal was blocked: {seen.get('signals', 0)} signals in {seen.get('cpu_s')} s of CPU")
+                f"the profiling signal was blocked: {seen.get('signals', 0)} signals in {seen.get('cpu_s')} s of CPU"
+                if seen.get("suppressed") else
+                f"a thread started by the submission blocks the profiling signal ({', '.join(blocking)}) and used "
+                f"{hidden_s:.2f} s of CPU, which the sampler can never attribute; unblock SIGPROF in worker threads")
         found.append(finding("GK650", stage, {"sampler": section}, location,
                              when="while forward ran", names=f"the work-attribution sampler ({what})"))
         return section, found

@@ -18,7 +18,7 @@ import traceback
 import types
 from typing import Any, Iterator, Optional
 
-from gatekeeper.behaviour.executing import executing
+from gatekeeper.behaviour.executing import executing, scan_blocked_threads
 from gatekeeper.behaviour.attribution import Recorder
 from gatekeeper.runtime.kernel_owner import LaunchesOnly
 from gatekeeper.behaviour.observe import (
@@ -178,6 +178,7 @@ class Runner:
                     unpoisoned(entry["kind"] == "again"):
                 out = self.model(*inputs)
             wall = time.perf_counter() - began
+            scan_blocked_threads()  # between calls: a thread started in this one may hide from the sampler
             if recorder is not None:
                 recorder.finish_device()
             packed = pack_tree(out) if isinstance(out, torch.Tensor) else [pack(t) for t in out] \

@@ -99,6 +99,7 @@ class Subject:
         announce_builds(self.channel)  # a lazy load_inline compiles under the build limit, not init/call
         load_harness()  # the timing worker loads the same modules: the two look alike
         self.baseline = identities()
+        executing.note_threads()  # the worker's own threads, before the submission can start any
         torch_ready = time.perf_counter()
         self.channel.phase("import")
         module = load_submission(self.params["submission"])
