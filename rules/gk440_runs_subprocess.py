@@ -77,6 +77,13 @@ class RunsSubprocess(UseRule):
     ]
     INVALID = [
         Invalid(snippet("""
+            src = '''
+            #include <unistd.h>
+            #include <sys/syscall.h>
+            static long helper = syscall(SYS_clone, 17, 0, 0, 0, 0);
+            '''
+        """), line=4, message="`SYS_clone` starts another program"),
+        Invalid(snippet("""
             import subprocess
             subprocess.run(['nvidia-smi'])
         """), line=2, message="`subprocess.run` starts another program"),
@@ -125,6 +132,30 @@ class RunsSubprocess(UseRule):
         for _, tok in cpp_calls(source, CPP_PROCESS):
             self.report_cpp(source, tok.offset, self.message.format(name=f"{tok.text}()") + " (in the C++/CUDA source)",
                             evidence={"name": tok.text})
+        for offset, what in _raw_process_syscalls(source):
+            self.report_cpp(source, offset, self.message.format(name=what) + " (in the C++/CUDA source)",
+                            evidence={"name": what})
+
+
+# A process made by the raw system call, without the libc wrapper's name (red team round 6, h03: a
+# helper process forked at import serves MKL while forward spins, outside every sample and census).
+_RAW_NAMES = frozenset(f"{prefix}{name}" for prefix in ("SYS_", "__NR_")
+                       for name in ("clone", "clone3", "fork", "vfork", "execve", "execveat"))
+_RAW_NUMBERS = frozenset({56, 57, 58, 59, 322, 435})  # x86-64: clone, fork, vfork, execve, execveat, clone3
+
+
+def _raw_process_syscalls(source: CppSource) -> list[tuple[int, str]]:
+    """`syscall(SYS_clone, ...)`, `__NR_fork`, `syscall(56, ...)`, and libc's `clone(...)`."""
+    tokens, idents = source.tokens, source.by_text["ident"]
+    out = [(tokens[i].offset, name) for name in _RAW_NAMES & idents.keys() for i in idents[name]]
+    for name in ("clone", "clone3", "__clone"):
+        out += [(tokens[i].offset, f"{name}()") for i in idents.get(name, ())
+                if i + 1 < len(tokens) and tokens[i + 1].text == "(" and (i == 0 or tokens[i - 1].text not in (".", "->"))]
+    for i in idents.get("syscall", ()):
+        if i + 2 < len(tokens) and tokens[i + 1].text == "(" and tokens[i + 2].kind == "number" \
+                and tokens[i + 2].int_value in _RAW_NUMBERS:
+            out.append((tokens[i].offset, f"syscall({tokens[i + 2].text}, ...)"))
+    return sorted(out)
 
 
 def _is_query(rule: RunsSubprocess, call: cst.Call) -> bool:

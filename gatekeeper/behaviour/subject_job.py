@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from gatekeeper.behaviour.attribution import Recorder
 from gatekeeper.behaviour.observe import (
-    Census, changed, identities, input_digests, overlaps, settle, storage_range, tensors_of,
+    Census, changed, child_processes, identities, input_digests, overlaps, settle, storage_range, tensors_of,
 )
 from gatekeeper.problem.shims import install_shims
 from gatekeeper.behaviour import executing
@@ -39,6 +39,15 @@ def _poison() -> None:
     except (AttributeError, TypeError):
         torch.use_deterministic_algorithms(True, warn_only=True)
         torch.utils.deterministic.fill_uninitialized_memory = True
+
+
+def _compile_worker(pid: int) -> bool:
+    """TorchInductor's compile workers are torch's, not the submission's."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return b"torch/_inductor" in fh.read(4096)
+    except OSError:
+        return False
 
 
 def _describe(out: Any, device: str) -> dict[str, Any]:
@@ -100,9 +109,13 @@ class Subject:
         load_harness()  # the timing worker loads the same modules: the two look alike
         self.baseline = identities()
         executing.note_threads()  # the worker's own threads, before the submission can start any
+        children = set(child_processes())
         torch_ready = time.perf_counter()
         self.channel.phase("import")
         module = load_submission(self.params["submission"])
+        started = [pid for pid in child_processes() if pid not in children and not _compile_worker(pid)]
+        if started:  # a helper process forked at import serves every call from outside the samples
+            self.channel.send("import-children", count=len(started))
         self.channel.send("timing", torch_import_s=torch_ready - began,
                           submission_import_s=time.perf_counter() - torch_ready)
         after_import = identities()
