@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from gatekeeper.report import Category, Severity
+from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.stream_support import function_at, idents
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.cpp_tokens import Token
@@ -38,7 +38,9 @@ class StartsCppThread(Rule):
     A thread that is started and joined (`.join()`, `pthread_join`, or the future of
     `std::async` waited with `.get()` / `.wait()`) later in the same function is reported as
     a warning only, because nothing is left running; `std::thread::hardware_concurrency()` is
-    a query and is not reported.
+    a query and is not reported. A thread object with static storage (`static std::thread
+    worker(serve);`), never detached, is a persistent worker: `likely`, a warning under `default`
+    until the output check after return (GK675) confirms that work finished after the call.
     """
 
     code = "GK511"
@@ -54,6 +56,12 @@ class StartsCppThread(Rule):
         "`{name}` in the C++ source starts a thread; it is joined before the host function returns, so "
         "nothing escapes, but threads in a kernel submission are unusual: prefer the GPU or OpenMP."
     )
+    persistent_message = (
+        "`{name}` in the C++ source starts a thread kept for the whole process (static storage), never joined: "
+        "a worker that forward waits for is honest, one whose work finishes after the call returns is not; the "
+        "check of the output after return (GK675) decides."
+    )
+    confirmed_by = "GK675"
     hint = (
         "Do the work in the kernel launch itself, on the current stream. For CPU parallelism use "
         "`#pragma omp parallel for`, whose threads join at the end of the loop; never detach a thread."
@@ -82,6 +90,16 @@ class StartsCppThread(Rule):
         """)),
     ]
     INVALID = [
+        Invalid(snippet("""
+            src = '''
+            #include <thread>
+            static void serve();
+            torch::Tensor f(torch::Tensor x) {
+              static std::thread worker(serve);
+              return post_and_wait(x);
+            }
+            '''
+        """), line=5, message="starts a thread kept for the whole process"),
         Invalid(snippet("""
             src = r'''
             #include <thread>
@@ -142,6 +160,13 @@ class StartsCppThread(Rule):
                 self.report_cpp(source, tok.offset, self.joined_message.format(name=name),
                                 evidence={"starts": name, "joined": True},
                                 severity=Severity.WARNING if self.active_severity == Severity.ERROR else self.active_severity)
+            elif not detached and _persistent(tokens, i):
+                # A worker kept for the process (`static std::thread w(serve);`): an honest pool
+                # that forward hands work to and waits for is one reading, work that finishes
+                # after the call another. The output check after return (GK675) settles it.
+                self.report_cpp(source, tok.offset, self.persistent_message.format(name=name),
+                                evidence={"starts": name, "joined": False, "persistent": True},
+                                confidence=Confidence.LIKELY)
             elif not detached:  # a detach is reported where it is
                 self.report_cpp(source, tok.offset, self.message.format(name=name, how="not joined"),
                                 evidence={"starts": name, "joined": False})
@@ -164,3 +189,14 @@ class StartsCppThread(Rule):
 
 def _is_call(tokens: Sequence[Token], i: int) -> bool:
     return i + 1 < len(tokens) and tokens[i + 1].text == "("
+
+
+def _persistent(tokens: Sequence[Token], i: int) -> bool:
+    """Whether the thread started at token i is a `static` object (`static std::thread w(f);`):
+    the declaration it belongs to, back to the previous statement's end, says `static`."""
+    j = i - 1
+    while j >= 0 and tokens[j].text not in (";", "{", "}"):
+        if tokens[j].text == "static":
+            return True
+        j -= 1
+    return False
