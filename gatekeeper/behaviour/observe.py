@@ -7,7 +7,7 @@ import builtins
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from gatekeeper.sandbox.tensors import digest
 
@@ -169,3 +169,33 @@ def settle(device: str) -> None:
 
 def now() -> float:
     return time.perf_counter()
+
+
+_BEFORE_IMPORT: set[int] = set()  # the pids visible before the submission loaded
+
+
+def note_processes() -> None:
+    """Before the submission loads: the processes that are not its doing."""
+    _BEFORE_IMPORT.update(visible_pids())
+
+
+def _group(pid: int) -> int:
+    """The process group of `pid` (-1 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return int(handle.read().rsplit(b")", 1)[1].split()[2])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def started_processes(worker_tool: Callable[[int], bool]) -> list[int]:
+    """Live processes the submission started since before its import: its children, and any new
+    process of the worker's process group (a sibling made with CLONE_PARENT, a reparented
+    daemon: red team round 6, h03e). `worker_tool(pid)` excludes torch's own helpers
+    (TorchInductor's compile workers)."""
+    found = set(child_processes())
+    if _BEFORE_IMPORT:
+        me, group = os.getpid(), os.getpgrp()
+        found.update(pid for pid in visible_pids() if pid not in _BEFORE_IMPORT and pid != me
+                     and _group(pid) == group and not _zombie(pid))
+    return sorted(pid for pid in found if not worker_tool(pid))

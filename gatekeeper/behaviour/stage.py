@@ -280,9 +280,11 @@ def _judge_run(result: JobResult, references: dict[str, dict[str, Any]], failed:
             elif kind == "no-model":
                 judge.add("GK666", "import", {})
             elif kind == "import-children":
-                judge.add("GK645", "import", {"children": int(message["count"])},
-                          what=f"{int(message['count'])} child process(es) that the submission started while it was "
-                               "imported, where work runs outside every sample and check, still running")
+                when = {"import": "imported", "init": "built (ModelNew's constructor)"}.get(
+                    str(message.get("when", "import")), "called")
+                judge.add("GK645", "import", {"processes": int(message["count"]), "when": message.get("when")},
+                          what=f"{int(message['count'])} process(es) that the submission started while it was {when}, "
+                               "where work runs outside every sample and check, still running")
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as exc:
             # Signed but malformed: only code inside the submission's process can do that.
             judge.add("GK664", str(kind), {"kind": str(kind)},

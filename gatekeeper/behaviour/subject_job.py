@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from gatekeeper.behaviour.attribution import Recorder
 from gatekeeper.behaviour.observe import (
-    Census, changed, child_processes, identities, input_digests, overlaps, settle, storage_range, tensors_of,
+    Census, changed, identities, note_processes, started_processes, input_digests, overlaps, settle, storage_range, tensors_of,
 )
 from gatekeeper.problem.shims import install_shims
 from gatekeeper.behaviour import executing
@@ -41,13 +41,23 @@ def _poison() -> None:
         torch.utils.deterministic.fill_uninitialized_memory = True
 
 
+def report_processes(channel: Any, when: str) -> None:
+    """A process the submission started and left running (a helper that serves calls from
+    outside the worker, its samples and its checks: red team round 6, h03), said once per phase."""
+    started = started_processes(_compile_worker)
+    if started:
+        channel.send("import-children", count=len(started), when=when)
+
+
 def _compile_worker(pid: int) -> bool:
-    """TorchInductor's compile workers are torch's, not the submission's."""
+    """TorchInductor's compile workers are torch's, and multiprocessing's resource tracker is
+    Python's (torch and Triton start it): not the submission's helpers."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return b"torch/_inductor" in fh.read(4096)
+            line = fh.read(4096)
     except OSError:
         return False
+    return b"torch/_inductor" in line or b"multiprocessing.resource_tracker" in line
 
 
 def _describe(out: Any, device: str) -> dict[str, Any]:
@@ -109,13 +119,11 @@ class Subject:
         load_harness()  # the timing worker loads the same modules: the two look alike
         self.baseline = identities()
         executing.note_threads()  # the worker's own threads, before the submission can start any
-        children = set(child_processes())
+        note_processes()
         torch_ready = time.perf_counter()
         self.channel.phase("import")
         module = load_submission(self.params["submission"])
-        started = [pid for pid in child_processes() if pid not in children and not _compile_worker(pid)]
-        if started:  # a helper process forked at import serves every call from outside the samples
-            self.channel.send("import-children", count=len(started))
+        report_processes(self.channel, "import")
         self.channel.send("timing", torch_import_s=torch_ready - began,
                           submission_import_s=time.perf_counter() - torch_ready)
         after_import = identities()
@@ -143,6 +151,7 @@ class Subject:
             model = model.to(self.device).eval()
         self.model, self.init_key = model, key
         self.earlier_outputs = []
+        report_processes(self.channel, "init")
 
     def call(self, label: str, trial: dict[str, Any], inputs: list[Any]) -> Any:
         import torch
@@ -291,4 +300,5 @@ def _subject_job(subject: "Subject", params: dict[str, Any], channel: Any) -> No
         began = time.perf_counter()
         subject.ensure_model(nominal)
         run_schedule(subject.model, channel, subject.device, schedule, params.get("attribute", True))
+        report_processes(channel, "schedule")
         channel.send("timing", schedule_s=time.perf_counter() - began)
