@@ -32,7 +32,7 @@ def _run(body: str, tmp_path: Path, env: dict[str, str] | None = None) -> dict:
         a = s.attribute(r, roots)
         s.remove_jit_map()
         print(json.dumps({"classes": dict(a.classes), "intact": r.intact, "suppressed": r.suppressed,
-                          "samples": a.total, "symbols": a.to_json()["symbols"]}))
+                          "samples": a.total, "symbols": a.to_json()["symbols"], "hiding": r.hiding}))
     ''')
     done = subprocess.run([sys.executable, "-c", script, str(library)], capture_output=True, text=True,
                           timeout=300, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", **(env or {})},
@@ -174,3 +174,36 @@ def test_perf_map_ranges_name_only_the_addresses_inside_them(tmp_path):
     assert jit_name(ranges, 0x7F0000002001) == "jit"  # a range without a name
     assert jit_name(ranges, 0x1000) is None
     assert jit_ranges(str(tmp_path / "absent.map")) == []
+
+
+@needs_cc
+def test_a_thread_that_works_with_the_profiling_signal_blocked_is_named(tmp_path):
+    # red team round 6 (h12): a worker that blocks SIGPROF while it computes takes none of the
+    # timer's signals, which go to a thread that does not block it. Its CPU time gives it away.
+    out = _run(_THREAD.replace("BLOCK", "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPROF})"), tmp_path)
+    assert len(out["hiding"]) == 1 and out["hiding"][0][1] >= 0.3, out  # (OS thread name, its CPU seconds)
+
+
+@needs_cc
+def test_threads_that_take_their_signals_are_not_named(tmp_path):
+    out = _run(_THREAD.replace("BLOCK", "pass"), tmp_path)
+    assert out["hiding"] == [], out
+
+
+_THREAD = """
+import signal, threading, time
+done, keep = threading.Event(), threading.Event()
+def work():
+    BLOCK
+    t0 = time.thread_time()
+    while time.thread_time() - t0 < 0.5:
+        sum(range(2000))
+    done.set()
+    keep.wait()  # alive when the sampler stops, as a pool thread is
+s.start()
+s.record(True)
+worker = threading.Thread(target=work, name="hidden", daemon=True)
+worker.start()
+done.wait()
+s.record(False)
+"""

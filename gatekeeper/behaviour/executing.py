@@ -144,6 +144,7 @@ def report(channel: Any, params: dict[str, Any]) -> None:
     per_call = [[classes[b:e].count(c) for c in COMPUTE] for b, e in _calls]
     channel.send("executing", intact=samples.intact, suppressed=samples.suppressed,
                  blocking_threads=sorted(set(_BLOCKING.values()))[:8], blocking_cpu_s=round(_blocking_cpu_s(), 4),
+                 hiding_threads=[[name, used] for name, used in samples.hiding[:8]],
                  cpu_s=round(samples.cpu_s, 4), signals=samples.signals, calls=per_call, **attribution.to_json())
 
 
@@ -170,6 +171,11 @@ def judge(messages: list[dict[str, Any]], settings: dict[str, Any],
     hidden_s = float(seen.get("blocking_cpu_s") or 0.0)
     if hidden_s < max(BLOCKING_MIN_S, BLOCKING_SHARE * float(seen.get("cpu_s") or 0.0)):
         blocking = []
+    # Threads that worked but drew almost none of the timer's signals (blocked only while working).
+    hiding = [(str(h[0]), float(h[1])) for h in seen.get("hiding_threads") or [] if isinstance(h, list) and len(h) == 2]
+    if hiding and not blocking:
+        blocking = [name for name, _ in hiding]
+        hidden_s = sum(used for _, used in hiding)
     if not seen.get("intact", True) or seen.get("suppressed") or blocking:
         what = ("the SIGPROF handler was replaced or the profiling timer disarmed during a call"
                 if not seen.get("intact", True) else

@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <ucontext.h>
 
@@ -21,6 +22,37 @@ static uintptr_t gk_pcs[GK_CAP];
 static volatile int gk_n = 0;
 static volatile int gk_signals = 0;
 static volatile int gk_recording = 0;
+
+/* Signals by receiving thread (open addressing on the tid). A process-wide CPU timer's signal
+ * goes to the thread whose CPU time made it expire, unless that thread blocks it: a thread that
+ * works but receives none hides its work (compared with its CPU time in pc_sampler.py). */
+#define GK_TIDS 1024
+static volatile int gk_tid_keys[GK_TIDS];
+static volatile int gk_tid_counts[GK_TIDS];
+
+static void gk_count_tid(void) {
+    int tid = (int)syscall(SYS_gettid);
+    unsigned h = (unsigned)tid * 2654435761u;
+    for (int k = 0; k < GK_TIDS; ++k) {
+        int slot = (int)((h + (unsigned)k) % GK_TIDS);
+        int key = __atomic_load_n(&gk_tid_keys[slot], __ATOMIC_RELAXED);
+        if (key == 0) {
+            int expected = 0;
+            if (__atomic_compare_exchange_n(&gk_tid_keys[slot], &expected, tid, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+                key = tid;
+            else
+                key = expected;
+        }
+        if (key == tid) {
+            __atomic_fetch_add(&gk_tid_counts[slot], 1, __ATOMIC_RELAXED);
+            return;
+        }
+    }
+}
+
+int gk_tid_key(int i) { return i >= 0 && i < GK_TIDS ? gk_tid_keys[i] : 0; }
+int gk_tid_count(int i) { return i >= 0 && i < GK_TIDS ? gk_tid_counts[i] : 0; }
+int gk_tid_slots(void) { return GK_TIDS; }
 
 static void gk_handler(int sig, siginfo_t *info, void *context) {
     (void)sig; (void)info;
@@ -32,6 +64,7 @@ static void gk_handler(int sig, siginfo_t *info, void *context) {
     pc = (uintptr_t)uc->uc_mcontext.pc;
 #endif
     __atomic_fetch_add(&gk_signals, 1, __ATOMIC_RELAXED);
+    gk_count_tid();
     if (!gk_recording) return;
     int i = __atomic_fetch_add(&gk_n, 1, __ATOMIC_RELAXED);
     if (i < GK_CAP) gk_pcs[i] = pc;
@@ -72,7 +105,10 @@ int gk_stop(void) {
 int gk_count(void) { return gk_n < GK_CAP ? gk_n : GK_CAP; }
 int gk_signals_seen(void) { return gk_signals; }
 uintptr_t gk_pc(int i) { return gk_pcs[i]; }
-void gk_reset(void) { gk_n = 0; gk_signals = 0; }
+void gk_reset(void) {
+    gk_n = 0; gk_signals = 0;
+    for (int i = 0; i < GK_TIDS; ++i) { gk_tid_keys[i] = 0; gk_tid_counts[i] = 0; }
+}
 
 /* Outside the handler: the object and nearest symbol of an address. */
 int gk_resolve(uintptr_t pc, char *object, int object_len, char *symbol, int symbol_len) {
