@@ -110,3 +110,19 @@ def test_library_only_on_the_calls_the_recorder_did_not_watch_is_found():
     # the same calls all watched or all doing their own work: nothing
     honest = [[6, 0, 0, 0]] * 26
     assert not judge(_messages(honest), {}, None)[1]
+
+
+def test_a_library_doing_a_real_part_of_the_sampled_compute_is_a_warning_strict_rejects():
+    # red team round 6 (h06b): MKL on three quarters of the rows, the own GEMM on the rest; the
+    # own share is far above the conviction's minimum, so the part is said, not convicted.
+    from gatekeeper.behaviour.evidence import _library_part
+
+    section = {"judged": True, "classes": {"own": 66, "vendor": 68, "python": 3},
+               "symbols": [["mkl_blas_def_sgemm_kernel_0_zen", 68]]}
+    (warned,) = _library_part(section, "default", None)
+    assert warned.rule == "GK667" and warned.severity.value == "warning" and "68 of 134" in warned.message
+    (strict,) = _library_part(section, "strict", None)
+    assert strict.severity.value == "error"
+    # an own kernel with a few library samples (a copy, an allocation) says nothing
+    assert _library_part({"judged": True, "classes": {"own": 90, "vendor": 6}}, "default", None) == []
+    assert _library_part({"judged": False, "classes": {"vendor": 40}}, "default", None) == []

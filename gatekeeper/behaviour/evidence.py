@@ -52,6 +52,8 @@ def runtime_evidence(messages: list[dict[str, Any]], references: dict[str, dict[
             work["executing"] = section
             if any(f.rule == "GK667" for f in more):
                 work["torch_did_the_work"] = True
+            elif not any(f.rule == "GK667" for f in found):
+                more += _library_part(section, config.profile, location)
             found += [f for f in more if not (f.rule == "GK667" and any(g.rule == "GK667" for g in found))]
     if rule_enabled(config, "GK668"):
         measured, more = _error_budget(references, judge, config)
@@ -60,6 +62,32 @@ def runtime_evidence(messages: list[dict[str, Any]], references: dict[str, dict[
             work = dict(work or {})
             work["error_ratio"] = {t: round(r["ratio"], 2) for t, r in measured.items()}
     return work, found
+
+
+LIBRARY_PART = 0.25  # a library's share of the sampled compute that is said, though not a conviction
+
+
+def _library_part(section: dict[str, Any], profile: str, location: Optional[Location]) -> list[Finding]:
+    """Below the dispatcher, a library that did a real part of the compute (a quarter of the
+    samples, surely more than a tenth) while the own code did the rest: a warning, an error under
+    `strict`, as the dispatcher's "part of the work" is (red team round 6, h06b: MKL on three
+    quarters of the rows, the own GEMM on the rest, the callee hidden behind a -D macro)."""
+    from gatekeeper.behaviour.sample_shares import upper_bound
+
+    classes = section.get("classes") or {}
+    library = sum(int(classes.get(c, 0)) for c in ("torch", "vendor", "numpy"))
+    compute = library + int(classes.get("own", 0))
+    if not section.get("judged") or compute == 0 or library / compute < LIBRARY_PART:
+        return []
+    if 1.0 - upper_bound(compute - library, compute) < 0.1:
+        return []
+    top = ", ".join(f"{name} {n}" for name, n in (section.get("symbols") or [])[:3])
+    detail = (f"sampled below the dispatcher, torch or vendor code executed {library} of {compute} compute samples "
+              f"({library / compute:.0%}): a library did part of the work" + (f" (top symbols: {top})" if top else ""))
+    f = finding("GK667", StageName.BEHAVIOUR, {"executing": section}, location, detail=detail,
+                trial="the sampled forward calls")
+    f.severity = Severity.ERROR if profile == "strict" else Severity.WARNING
+    return [f]
 
 
 def _error_budget(references: dict[str, dict[str, Any]], judge: Any,
