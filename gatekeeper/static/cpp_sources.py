@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, AbstractSet, Callable, Optional, Union
 
 import libcst as cst
 
-from gatekeeper.static.cpp_tokens import Token, directive_lines, tokenize
+from gatekeeper.static.cpp_tokens import Token, directive_lines, expand_aliases, name_aliases, tokenize
 from gatekeeper.static.names import NameResolver, string_value
 from gatekeeper.static.syntax import argument
 
@@ -46,14 +46,25 @@ class CppSource:
     kind: str  # cpp | cuda
     origin: str  # e.g. "load_inline(cuda_sources)" or "string literal"
     segments: list[Segment] = field(default_factory=list)
+    defines: dict[str, str] = field(default_factory=dict)  # -DNAME=VALUE of the build's flags
 
     @cached_property
     def text(self) -> str:
         return "".join(s.text for s in self.segments)
 
     @cached_property
-    def tokens(self) -> list[Token]:
+    def raw_tokens(self) -> list[Token]:
         return tokenize(self.text)
+
+    @cached_property
+    def tokens(self) -> list[Token]:
+        """The token stream with name aliases expanded where they are used: an object-like macro
+        whose body is only a name (`#define ROW_KERNEL sgemm_`, `-DROW_OP=at::matmul` in the
+        build's flags) reads as that name, so a call through it is the call it hides (red team
+        round 6, h06b and h10). Macros with numbers or operators stay as written."""
+        raw = self.raw_tokens
+        aliases = name_aliases(directive_lines(self.text, raw), self.defines)
+        return expand_aliases(raw, aliases) if aliases else raw
 
     @cached_property
     def by_text(self) -> dict[str, dict[str, list[int]]]:
@@ -92,7 +103,7 @@ class CppSource:
 
     @cached_property
     def macros(self) -> dict[str, list[Token]]:
-        return directive_lines(self.text, self.tokens)
+        return directive_lines(self.text, self.raw_tokens)
 
     def segment_at(self, offset: int) -> Segment:
         for seg in reversed(self.segments):
@@ -145,6 +156,29 @@ class SourceExtractor:
                 text = "".join(p.text for p in pieces)
                 real_kind = "cuda" if kind == "cuda" or "__global__" in text or "<<<" in text else "cpp"
                 out.append(self._source(real_kind, f"{qualname.rsplit('.', 1)[-1]}({keyword})", pieces))
+        defines = self._defines(call)
+        for source in out:
+            source.defines = defines
+        return out
+
+    def _defines(self, call: cst.Call) -> dict[str, str]:
+        """`-DNAME=VALUE` (and `-D NAME=VALUE`) of the build's flags, where they can be read."""
+        flags: list[Segment] = []
+        for keyword in ("extra_cflags", "extra_cuda_cflags"):
+            arg = argument(call, None, keyword)
+            if arg is not None:
+                self._resolve(arg, flags, 0)
+                _add(flags, "\n", None)
+        words = " ".join(p.text for p in flags).split()
+        out: dict[str, str] = {}
+        for i, word in enumerate(words):
+            body = word[2:] if word.startswith("-D") else None
+            if body == "" and i + 1 < len(words):
+                body = words[i + 1]
+            if body:
+                name, _, value = body.partition("=")
+                if name.isidentifier():
+                    out[name] = value or "1"
         return out
 
     def from_literal(self, node: cst.BaseExpression) -> Optional[CppSource]:

@@ -169,3 +169,31 @@ def match_close(tokens: Sequence[Token], start: int) -> int:
             if depth == 0:
                 return i
     return len(tokens) - 1
+
+
+def name_aliases(macros: dict[str, list[Token]], defines: dict[str, str]) -> dict[str, list[str]]:
+    """Object-like macros whose body is a name, possibly qualified (`sgemm_`, `at::matmul`):
+    NAME -> the body's texts. From the source's `#define`s and the build's `-D` flags."""
+    out: dict[str, list[str]] = {}
+    bodies = {name: [t.text for t in body] for name, body in macros.items()}
+    for name, value in defines.items():
+        bodies.setdefault(name, [t.text for t in tokenize(value)])
+    for name, texts in bodies.items():
+        if texts and len(texts) <= 7 and texts[0] != "::" and all(
+                t == "::" if i % 2 else (t[:1].isalpha() or t[:1] == "_") for i, t in enumerate(texts)) \
+                and len(texts) % 2 == 1 and name not in texts:
+            out[name] = texts
+    return out
+
+
+def expand_aliases(tokens: list[Token], aliases: dict[str, list[str]]) -> list[Token]:
+    """`tokens` with each use of an alias replaced by its body, at the use's offset; the
+    `#define` line's own name is left as written."""
+    out: list[Token] = []
+    for i, tok in enumerate(tokens):
+        body = aliases.get(tok.text) if tok.kind == "ident" else None
+        if body is None or (i > 0 and tokens[i - 1].kind == "directive" and tokens[i - 1].text == "define"):
+            out.append(tok)
+            continue
+        out.extend(Token("punct" if text == "::" else "ident", text, tok.offset) for text in body)
+    return out
