@@ -207,3 +207,21 @@ worker.start()
 done.wait()
 s.record(False)
 """
+
+
+def test_a_mapping_is_known_by_its_inode_not_its_path():
+    # red team round 6 (h11): a vendor library renamed over the path of an own library after that
+    # was loaded. The mapping keeps the inode of the file it came from, so own code is the inode
+    # that was loaded as own, whatever now sits at its path.
+    import ctypes
+    import os
+
+    from gatekeeper.runtime.pc_sampler import inode_at, mapped_inodes
+
+    libc = ctypes.CDLL(None)
+    address = ctypes.cast(libc.getpid, ctypes.c_void_p).value
+    maps = mapped_inodes()
+    inode = inode_at(maps, address)
+    path = next(line.split()[-1] for line in open("/proc/self/maps") if line.split()[4] == str(inode))
+    assert inode == os.stat(path).st_ino
+    assert inode_at(maps, 8) is None  # no mapping there

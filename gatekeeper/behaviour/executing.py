@@ -134,9 +134,9 @@ def report(channel: Any, params: dict[str, Any]) -> None:
     submission = params.get("submission") or ""
     roots = [os.environ.get("TORCH_EXTENSIONS_DIR", ""), os.path.dirname(os.path.realpath(submission))]
     classes: list[str] = []
-    from gatekeeper.behaviour.own_modules import own_extension_files
+    from gatekeeper.behaviour.own_modules import LOADED_INODES, own_extension_files
 
-    attribution = sampler.attribute(samples, roots, classes, own_extension_files())
+    attribution = sampler.attribute(samples, roots, classes, own_extension_files(), LOADED_INODES)
     sampler.remove_jit_map()
     # Per forward call, in call order: its compute samples by class (COMPUTE's order). The
     # parent judges groups of calls too (behaviour.executing_groups): a share pooled over

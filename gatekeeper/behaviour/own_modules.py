@@ -25,6 +25,14 @@ SYSTEM_ROOTS = _system_roots()
 
 _LOADED: set[str] = set()
 LOADED_FILES: set[str] = set()  # the files of those modules (own code wherever it was built)
+LOADED_INODES: set[int] = set()  # ... and their inodes when loaded: a file renamed over the path later is another
+
+
+def _note_inode(path: str) -> None:
+    try:
+        LOADED_INODES.add(os.stat(path).st_ino)
+    except OSError:
+        pass
 _OWN_CACHE: list[Any] = []  # (sys.modules size, loader count) -> names: realpath costs ms per call
 
 
@@ -46,6 +54,7 @@ def watch_extension_loads() -> None:
             _LOADED.add(spec.name)
             _LOADED.add(spec.name.rsplit(".", 1)[-1])
             LOADED_FILES.add(origin)
+            _note_inode(origin)
         return module
 
     create_module._gk_watch = True  # type: ignore[attr-defined]
@@ -71,6 +80,7 @@ def _watch_ctypes_loads() -> None:
             path = os.fspath(name)
             if not os.path.realpath(path).startswith(SYSTEM_ROOTS):
                 LOADED_FILES.add(path)
+                _note_inode(path)
 
     init._gk_watch = True  # type: ignore[attr-defined]
     cdll.__init__ = init  # type: ignore[method-assign]
