@@ -202,3 +202,31 @@ def test_a_streak_memo_is_caught_by_the_loop_and_a_per_version_packing_passes():
     honest = gatekeeper.check(ROOT / "fixtures/submissions/rt6_packs_weight_per_version.py", PROBLEM,
                               stages="behaviour")
     assert honest.verdict.value == "pass", [(f.rule, f.message) for f in honest.findings]
+
+
+def _loop_probe_cpu(fresh_wall: float, fresh_cpu: float, loop_wall: float, loop_cpu: float) -> list:
+    calls = [{"index": i, "kind": "fresh", "dist": "normal"} for i in range(24)]
+    for i in (6, 7, 12):
+        calls[i].update(kind="repeat", base=i - 3)
+    probe = RepeatProbe({"calls": calls, "planned": 24})
+    for i in range(24):
+        probe.observe({"kind": "schedule-call", "index": i, "wall_s": fresh_wall, "cpu_s": fresh_cpu})
+    probe.observe({"kind": "schedule-loop", "calls": 200, "walls": [loop_wall] * 200, "cpus": [loop_cpu] * 200,
+                   "error": ""})
+    added: list = []
+    probe.judge(lambda *a, **k: added.append(a[0]))
+    return added
+
+
+def test_a_memo_that_still_does_a_third_of_the_work_is_caught_on_calls_of_a_millisecond():
+    # red team round 6 (h09): repeats cost 0.35 of a fresh call of 1 ms; under 0.25 is not needed there
+    assert _loop_probe_cpu(1.0e-3, 1.0e-3, 3.5e-4, 3.5e-4) == ["GK678"]
+    # on calls of 300 us a tight loop runs honest code 2x faster (warm caches): 0.25 holds there
+    assert _loop_probe_cpu(3.0e-4, 3.0e-4, 1.1e-4, 1.1e-4) == []
+
+
+def test_load_that_stretched_only_the_fresh_calls_wall_time_is_not_a_memo():
+    # red team round 6 (n04): every fresh call 5x slower by the clock, the same CPU time
+    assert _loop_probe_cpu(5.0e-3, 1.0e-3, 1.0e-3, 1.0e-3) == []
+    # a caller that waits while other threads work: its CPU time says nothing, the wall decides
+    assert _loop_probe_cpu(5.0e-3, 2.0e-5, 1.0e-3, 1.0e-5) == ["GK678"]

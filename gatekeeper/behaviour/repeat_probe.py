@@ -36,6 +36,8 @@ RATIO = 0.25  # the fastest repeat call under a quarter of the fastest fresh cal
 # ratio for the fewer samples. A memo's repeat is a lookup, far under either ratio.
 SHORT_MIN_REPEATS, SHORT_MIN_FRESH, SHORT_FIRST_FRESH = 2, 3, 3
 SHORT_RATIO = 0.15
+MIN_FRESH_CPU_S = 100e-6  # the calling thread's CPU on a fresh call, for its CPU times to count
+LONG_CALL_S, LONG_RATIO = 1e-3, 0.5  # a fresh call of 1 ms or more: a repeat under half of it (h09: 0.35)
 MIN_FRESH_S = 200e-6  # a fastest fresh call below this: timer noise and call overhead decide, not judged
 
 
@@ -51,16 +53,35 @@ class RepeatProbe:
     # The timing loop's calls (behaviour.schedule_subject.timing_loop), timed where `again` calls
     # are: the same tensors back to back, as long as a benchmark's loop.
     loop: list[float] = field(default_factory=list)
+    # The calling thread's CPU time of the same calls: another process's load stretches wall
+    # times, never these, so a finding needs both to say it (a loaded machine once slowed every
+    # fresh call of an honest run 5x: red team round 6, n04). The process's CPU time is no use
+    # here: its other threads' share is only brought up to date at the scheduler's tick.
+    cpus: dict[int, float] = field(default_factory=dict)
+    loop_cpus: list[float] = field(default_factory=list)
 
     def observe(self, message: dict[str, Any]) -> None:
         if message.get("kind") == "schedule-loop" and self.time_again:
             self.loop = [float(w) for w in message.get("walls") or [] if isinstance(w, (int, float)) and w >= 0]
+            self.loop_cpus = [float(c) for c in message.get("cpus") or [] if isinstance(c, (int, float)) and c >= 0]
             return
         if message.get("kind") != "schedule-call":
             return
         wall = message.get("wall_s")
         if isinstance(wall, (int, float)) and wall >= 0:
             self.walls[int(message["index"])] = float(wall)
+        cpu = message.get("cpu_s")
+        if isinstance(cpu, (int, float)) and cpu >= 0:
+            self.cpus[int(message["index"])] = float(cpu)
+
+    def _cpu_agrees(self, calls: dict[int, Any], first: int, timed: tuple[str, ...], ratio: float) -> bool:
+        """Whether the calls' CPU times say what their wall times say (True without CPU times)."""
+        fresh = [c for i, c in self.cpus.items() if calls.get(i, {}).get("kind") == "fresh"
+                 and calls[i].get("dist") == "normal" and i >= first]
+        repeats = [c for i, c in self.cpus.items() if calls.get(i, {}).get("kind") in timed] + self.loop_cpus
+        if not fresh or not repeats or min(fresh) < MIN_FRESH_CPU_S:
+            return True  # the calling thread waits while others work: its CPU time says nothing
+        return min(repeats) < ratio * min(fresh)
 
     def _fresh(self, calls: dict[int, Any], first: int) -> list[float]:
         """Wall times of the plain fresh calls from `first` on (past the warm-up calls)."""
@@ -99,10 +120,13 @@ class RepeatProbe:
             measured["loop_calls"] = len(self.loop)
             repeats = repeats + self.loop
         fresh_s, repeat_s = min(fresh), min(repeats)  # load only adds time: see the module's docstring
+        if not short and fresh_s >= LONG_CALL_S:
+            ratio = max(ratio, LONG_RATIO)  # calls of a millisecond and more: warm caches are no 2x
+        cpu_ok = self._cpu_agrees(calls, first, timed, ratio)
         measured.update(fresh_fastest_s=round(fresh_s, 7), repeat_fastest_s=round(repeat_s, 7),
                         fresh_median_s=round(median(fresh), 7), repeat_median_s=round(median(repeats), 7),
                         judged=True)
-        if fresh_s >= MIN_FRESH_S and repeat_s < ratio * fresh_s:
+        if fresh_s >= MIN_FRESH_S and repeat_s < ratio * fresh_s and cpu_ok:
             same = bool(again) and min(again) < ratio * fresh_s
             what = ("calls on the very tensors of the call before, unmodified (what a timing loop passes), or on "
                     "new tensors repeating an earlier call's contents," if same else

@@ -173,11 +173,11 @@ class Runner:
             # digest is a buffer of its size) and would take the freed block first.
             previous_out = None
         try:
-            began = time.perf_counter()
+            began, cpu0 = time.perf_counter(), time.thread_time()
             with recorder if recorder is not None else contextlib.nullcontext(), executing(), \
                     unpoisoned(entry["kind"] == "again"):
                 out = self.model(*inputs)
-            wall = time.perf_counter() - began
+            wall, cpu = time.perf_counter() - began, time.thread_time() - cpu0
             scan_blocked_threads()  # between calls: a thread started in this one may hide from the sampler
             if recorder is not None:
                 recorder.finish_device()
@@ -201,7 +201,7 @@ class Runner:
             early = packed["file"]["sha256"] if "file" in packed else hashlib.sha256(packed["data"]).hexdigest()
             self.last = (index, out, early)  # as it was at return (a large output's file carries it)
         self.channel.send("schedule-call", index=index, output=packed, threads_before=census.counts,
-                          threads_after=after, addresses=addresses, wall_s=wall, **observed)
+                          threads_after=after, addresses=addresses, wall_s=wall, cpu_s=cpu, **observed)
         self.previous = inputs
 
     def _aliases(self, inputs: list[Any], out: Any, previous_out: Any) -> list[str]:
@@ -258,6 +258,7 @@ def timing_loop(runner: Runner, channel: Any) -> None:
         return
     inputs, model = runner.previous, runner.model
     walls: list[float] = []
+    cpus: list[float] = []  # process CPU time per call: load from other processes does not add to it
     error = ""
     out: Any = None
     began = time.perf_counter()
@@ -265,7 +266,7 @@ def timing_loop(runner: Runner, channel: Any) -> None:
         while len(walls) < LOOP_CALLS and time.perf_counter() - began < LOOP_S:
             if len(walls) * 2 >= LOOP_CALLS or (time.perf_counter() - began) * 2 >= LOOP_S:
                 out = None  # the second half: each result dropped before the next call
-            start = time.perf_counter()
+            start, cpu0 = time.perf_counter(), time.thread_time()
             try:
                 with executing():
                     out = model(*inputs)
@@ -273,5 +274,7 @@ def timing_loop(runner: Runner, channel: Any) -> None:
                 error = f"{type(exc).__name__}: {exc}"[:500]
                 break
             walls.append(time.perf_counter() - start)
+            cpus.append(time.thread_time() - cpu0)
     del out
-    channel.send("schedule-loop", calls=len(walls), walls=[round(w, 7) for w in walls], error=error)
+    channel.send("schedule-loop", calls=len(walls), walls=[round(w, 7) for w in walls],
+                 cpus=[round(c, 7) for c in cpus], error=error)
