@@ -4,7 +4,7 @@ round 6, h06b and h10): the C++ checks see the call it makes."""
 
 from __future__ import annotations
 
-from gatekeeper.static.cpp_tokens import expand_aliases, name_aliases, tokenize, directive_lines
+from gatekeeper.static.cpp_tokens import expand_aliases, name_aliases, tokenize
 from gatekeeper.static.testing import static_findings
 
 BODY = '''
@@ -56,7 +56,7 @@ def test_an_own_function_behind_a_define_is_not_a_library_call():
 def test_only_name_bodies_are_expanded_and_the_define_line_stays():
     text = "#define OP at::matmul\n#define BLOCK 256\n#define SELF SELF\nOP(a, b); int x = BLOCK; SELF;"
     raw = tokenize(text)
-    aliases = name_aliases(directive_lines(text, raw), {"FLAG_OP": "torch::mm"})
+    aliases = name_aliases(text, {"FLAG_OP": "torch::mm"})
     assert aliases == {"OP": ["at", "::", "matmul"], "FLAG_OP": ["torch", "::", "mm"]}
     texts = [t.text for t in expand_aliases(raw, aliases)]
     assert texts[:2] == ["define", "OP"]  # the definition keeps its name

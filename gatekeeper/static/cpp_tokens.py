@@ -171,18 +171,24 @@ def match_close(tokens: Sequence[Token], start: int) -> int:
     return len(tokens) - 1
 
 
-def name_aliases(macros: dict[str, list[Token]], defines: dict[str, str]) -> dict[str, list[str]]:
+_NAME_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+((?:::)?[A-Za-z_]\w*(?:[ \t]*::[ \t]*[A-Za-z_]\w*)*)"
+                          r"[ \t]*(?://[^\n]*|/\*[^\n]*\*/[ \t]*)?$", re.M)
+_QUALIFIED = re.compile(r"^[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*$")
+
+
+def name_aliases(text: str, defines: dict[str, str]) -> dict[str, list[str]]:
     """Object-like macros whose body is a name, possibly qualified (`sgemm_`, `at::matmul`):
     NAME -> the body's texts. From the source's `#define`s and the build's `-D` flags."""
-    out: dict[str, list[str]] = {}
-    bodies = {name: [t.text for t in body] for name, body in macros.items()}
+    bodies: dict[str, str] = {}
+    if "define" in text:
+        bodies.update((m.group(1), m.group(2).replace(" ", "").replace("\t", "")) for m in _NAME_DEFINE.finditer(text))
     for name, value in defines.items():
-        bodies.setdefault(name, [t.text for t in tokenize(value)])
-    for name, texts in bodies.items():
-        if texts and len(texts) <= 7 and texts[0] != "::" and all(
-                t == "::" if i % 2 else (t[:1].isalpha() or t[:1] == "_") for i, t in enumerate(texts)) \
-                and len(texts) % 2 == 1 and name not in texts:
-            out[name] = texts
+        bodies.setdefault(name, value.strip())
+    out: dict[str, list[str]] = {}
+    for name, body in bodies.items():
+        if _QUALIFIED.match(body) and body.count("::") <= 3 and name not in body.split("::"):
+            parts = body.split("::")
+            out[name] = [t for part in parts for t in (part, "::")][:-1]
     return out
 
 
