@@ -280,13 +280,16 @@ def test_row7_reports_carry_no_file_content_the_submission_read(tmp_path, level)
 
 
 @pytest.mark.parametrize("level", ["bwrap", "unshare", "none"])
-def test_row8_detached_children_do_not_outlive_the_run(tmp_path, level):
+def test_row8_detached_children_do_not_outlive_the_run_and_are_found(tmp_path, level):
     _level(level)
     marker = ["sleep", "86421"]
     for pid in _processes_with(marker):
         os.kill(pid, 9)
     code, report = _check(_copy(tmp_path, "fork_detached.py"), level)
-    assert report["verdict"] == "pass", report["findings"]
+    # Adopted by the worker (pid 1 of its namespace) or by the harness process that is its parent
+    # (a subreaper under `none`): a process the submission started at import and left running,
+    # where work would run outside every check (red team round 6, h03). Killed at the end.
+    assert code == 1 and "GK645" in _codes(report), report["findings"]
     assert _gone(lambda: _processes_with(marker)), "a detached child outlived the run"
 
 

@@ -179,23 +179,25 @@ def note_processes() -> None:
     _BEFORE_IMPORT.update(visible_pids())
 
 
-def _group(pid: int) -> int:
-    """The process group of `pid` (-1 when it is gone)."""
+def _parent(pid: int) -> int:
+    """The parent pid of `pid` (-1 when it is gone)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
-            return int(handle.read().rsplit(b")", 1)[1].split()[2])
+            return int(handle.read().rsplit(b")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
         return -1
 
 
 def started_processes(worker_tool: Callable[[int], bool]) -> list[int]:
     """Live processes the submission started since before its import: its children, and any new
-    process of the worker's process group (a sibling made with CLONE_PARENT, a reparented
-    daemon: red team round 6, h03e). `worker_tool(pid)` excludes torch's own helpers
-    (TorchInductor's compile workers)."""
+    child of the worker's own parent, a sibling made with CLONE_PARENT (red team round 6, h03e).
+    The worker's parent is the sandbox's or the harness's process, which starts nothing else
+    once the worker runs; a process group would also hold the processes of other checks
+    running beside this one. `worker_tool(pid)` excludes torch's own helpers (TorchInductor's
+    compile workers)."""
     found = set(child_processes())
     if _BEFORE_IMPORT:
-        me, group = os.getpid(), os.getpgrp()
+        me, parent = os.getpid(), os.getppid()
         found.update(pid for pid in visible_pids() if pid not in _BEFORE_IMPORT and pid != me
-                     and _group(pid) == group and not _zombie(pid))
+                     and _parent(pid) == parent and not _zombie(pid))
     return sorted(pid for pid in found if not worker_tool(pid))
