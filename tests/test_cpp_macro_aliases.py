@@ -54,12 +54,14 @@ def test_an_own_function_behind_a_define_is_not_a_library_call():
 
 
 def test_only_name_bodies_are_expanded_and_the_define_line_stays():
-    text = "#define OP at::matmul\n#define BLOCK 256\n#define SELF SELF\nOP(a, b); int x = BLOCK; SELF;"
+    text = ("#define OP my::matmul\n#define AT_OP at::mean\n#define BLOCK 256\n#define SELF SELF\n"
+            "OP(a, b); int x = BLOCK; SELF; AT_OP(a);")
     raw = tokenize(text)
     aliases = name_aliases(text, {"FLAG_OP": "torch::mm"})
-    assert aliases == {"OP": ["at", "::", "matmul"], "FLAG_OP": ["torch", "::", "mm"]}
+    # an ATen name behind a #define is cpp_aten_reach's ("through the macro AT_OP"); a -D flag's is expanded
+    assert aliases == {"OP": ["my", "::", "matmul"], "FLAG_OP": ["torch", "::", "mm"]}
     texts = [t.text for t in expand_aliases(raw, aliases)]
     assert texts[:2] == ["define", "OP"]  # the definition keeps its name
     use = texts.index("(")
-    assert texts[use - 3: use + 1] == ["at", "::", "matmul", "("]  # the use reads as the call it hides
+    assert texts[use - 3: use + 1] == ["my", "::", "matmul", "("]  # the use reads as the call it hides
     assert texts.count("BLOCK") == 2 and texts.count("SELF") == 3  # numbers and self-references stay

@@ -173,6 +173,7 @@ def match_close(tokens: Sequence[Token], start: int) -> int:
 
 _NAME_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+((?:::)?[A-Za-z_]\w*(?:[ \t]*::[ \t]*[A-Za-z_]\w*)*)"
                           r"[ \t]*(?://[^\n]*|/\*[^\n]*\*/[ \t]*)?$", re.M)
+_ATEN_ROOTS = frozenset({"at", "torch", "c10", "aten", ""})
 _QUALIFIED = re.compile(r"^[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*$")
 
 
@@ -181,7 +182,10 @@ def name_aliases(text: str, defines: dict[str, str]) -> dict[str, list[str]]:
     NAME -> the body's texts. From the source's `#define`s and the build's `-D` flags."""
     bodies: dict[str, str] = {}
     if "define" in text:
-        bodies.update((m.group(1), m.group(2).replace(" ", "").replace("\t", "")) for m in _NAME_DEFINE.finditer(text))
+        # A `#define` of an ATen name is left to analyses.cpp_aten_reach, which reads the macro
+        # itself (function-like ones too) and says "through the macro NAME" where it is used.
+        bodies.update((m.group(1), body) for m in _NAME_DEFINE.finditer(text)
+                      if (body := m.group(2).replace(" ", "").replace("\t", "")).split("::")[0] not in _ATEN_ROOTS)
     for name, value in defines.items():
         bodies.setdefault(name, value.strip())
     out: dict[str, list[str]] = {}

@@ -20,6 +20,8 @@ over those buffers, with the same `_version` every time.
 
 from __future__ import annotations
 
+import contextlib
+
 import hashlib
 import math
 from typing import Any, Sequence
@@ -102,10 +104,13 @@ class FreshInputs:
 
 def _fresh_object(t: torch.Tensor) -> torch.Tensor:
     """A new tensor object over the working buffer's storage, as the checking worker's
-    scheduled inputs are (gatekeeper.behaviour.schedule_subject): its `_version` is the same on
-    every call and no attribute set on an earlier call's object is there."""
-    return torch.empty(0, dtype=t.dtype, device=t.device).set_(t.untyped_storage(), t.storage_offset(),
-                                                               t.shape, t.stride())
+    scheduled inputs are (gatekeeper.behaviour.schedule_subject): at `_version` 0 on every call,
+    as a benchmark's `torch.randn` input is (`set_` below the ADInplaceOrView key does not bump
+    it), and no attribute set on an earlier call's object is there."""
+    guard = getattr(torch._C, "_AutoDispatchBelowADInplaceOrView", None)
+    with guard() if guard is not None else contextlib.nullcontext():
+        return torch.empty(0, dtype=t.dtype, device=t.device).set_(t.untyped_storage(), t.storage_offset(),
+                                                                   t.shape, t.stride())
 
 
 def distinct_within(index_count: int, bases: int, smallest_numel: int) -> bool:
