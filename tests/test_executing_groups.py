@@ -85,8 +85,10 @@ def test_mkl_at_the_nominal_shape_is_found_in_a_real_run():
                               stages="behaviour", keep_going=True, seed=7)
     executing = (report.work or {}).get("executing") or {}
     assert executing.get("own_share_of_compute", 0) > 0.05, executing  # pooled: not judged a fallback
-    assert executing.get("group", {}).get("name") == "the calls at the nominal shape", executing
-    assert any(f.rule == "GK667" and "the calls at the nominal shape" in f.message for f in report.errors())
+    # the nominal shape's checked calls, or the timing loop's (at the nominal shape too, and more samples)
+    names = ("the calls at the nominal shape", "the calls of the timing loop after the schedule")
+    assert executing.get("group", {}).get("name") in names, executing
+    assert any(f.rule == "GK667" and any(name in f.message for name in names) for f in report.errors())
 
 
 def test_torch_work_only_on_the_first_calls_is_no_finding():

@@ -148,6 +148,22 @@ def report(channel: Any, params: dict[str, Any]) -> None:
                  cpu_s=round(samples.cpu_s, 4), signals=samples.signals, calls=per_call, **attribution.to_json())
 
 
+def _before_loop(calls: Any, messages: list[dict[str, Any]]) -> Optional[tuple[int, int]]:
+    """(own, compute) samples of the calls before the timing loop, or None without a loop (or
+    when the calls cannot be matched to their labels)."""
+    from gatekeeper.behaviour.executing_groups import LOOP_LABEL, call_labels
+
+    if not isinstance(calls, list) or not calls:
+        return None
+    labels = call_labels(messages)
+    if len(labels) != len(calls) or LOOP_LABEL not in labels:
+        return None
+    rows = [row for row, label in zip(calls, labels) if label != LOOP_LABEL and isinstance(row, list)]
+    own = sum(int(row[0]) for row in rows if row)
+    compute = sum(int(x) for row in rows for x in row[:len(COMPUTE)])
+    return own, compute
+
+
 def judge(messages: list[dict[str, Any]], settings: dict[str, Any],
           location: Optional[Location]) -> tuple[Optional[dict[str, Any]], list[Finding]]:
     """(the `work.executing` section or None, findings)."""
@@ -186,6 +202,13 @@ def judge(messages: list[dict[str, Any]], settings: dict[str, Any],
         found.append(finding("GK650", stage, {"sampler": section}, location,
                              when="while forward ran", names=f"the work-attribution sampler ({what})"))
         return section, found
+    before = _before_loop(seen.get("calls"), messages)
+    if before is not None and before[1] >= MIN_SAMPLES:
+        # The checked calls alone give enough samples: they are judged alone, as before the
+        # timing loop existed; the loop's hundreds of calls count only when the run is too short
+        # without them, and as a switch (executing_groups).
+        own, compute = before
+        section["judged_without_the_timing_loop"] = True
     if compute < MIN_SAMPLES:
         section["judged"] = False
         section["why_not"] = f"{compute} compute samples over the forward calls; at least {MIN_SAMPLES} are needed"
