@@ -249,16 +249,17 @@ def timing_loop(runner: Runner, channel: Any) -> None:
     next call for the first half (`out = model(x)`) and dropped for the second (`model(x)`), fresh
     allocations unpoisoned. Each call's wall time goes to the parent (behaviour.repeat_probe: a
     memo that replays only after a streak of same calls, or only when calls come back to back, is
-    fast here), and the sampler's samples of these calls count as any call's (a run too short to
-    attribute gets its samples here). Nothing in it is value-checked; nothing tells it apart from
-    a benchmark's loop either."""
+    fast here). The sampler's samples of these calls are judged as a switch against the calls
+    before, and pooled only for a run too short to attribute without them
+    (behaviour.executing). Nothing in it is value-checked; nothing tells it apart from a
+    benchmark's loop either."""
     from gatekeeper.behaviour import executing as sampled
 
     if not sampled.active() or runner.previous is None or not str(runner.device).startswith("cpu"):
         return
     inputs, model = runner.previous, runner.model
     walls: list[float] = []
-    cpus: list[float] = []  # process CPU time per call: load from other processes does not add to it
+    cpus: list[float] = []  # the calling thread's CPU time per call: other processes' load does not add to it
     error = ""
     out: Any = None
     began = time.perf_counter()
