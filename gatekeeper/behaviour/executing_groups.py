@@ -12,7 +12,8 @@ forward call, in call order, and the calls are judged in groups as well:
                three quarters of the schedule), against which a submission that behaves only
                while watched shows;
   by loop      the calls before the timing loop after the schedule, and the loop's calls (a
-               benchmark's loop: the same tensors back to back) as a switch: convicted only
+               benchmark's loop: the same tensors back to back), whole and from its 5th, 9th,
+               17th, ... call and its middle on (a switch armed by a streak), as a switch: convicted only
                when the calls before it surely ran more own code (99% bounds apart), so the
                loop's many samples do not turn an honest torch GEMM + own epilogue, whose
                share sits near the minimum, into a conviction on one subgroup's noise;
@@ -56,12 +57,23 @@ def call_labels(messages: list[dict[str, Any]]) -> list[str]:
             watched = isinstance(m.get("work"), dict)
             labels.append(f"schedule-{m.get('index', '?')}{'' if watched else _UNWATCHED}")
         elif kind == "schedule-loop":  # the timing loop after the schedule: one label per call it made
-            labels += [_LOOP] * int(m.get("calls", 0) or 0) + ([_LOOP] if m.get("error") else [])
+            failed = bool(m.get("error"))
+            labels += [_LOOP] * int(m.get("calls", 0) or 0) + ([_LOOP] if failed and m.get("error_in") != "after" else [])
+            # then the calls on new contents right after it, timed against the loop's last calls
+            labels += [_AFTER] * int(m.get("after_calls", 0) or 0) + ([_AFTER] if failed and m.get("error_in") == "after"
+                                                                      else [])
     return labels
 
 
 _UNWATCHED = " (unwatched)"
 _LOOP = LOOP_LABEL = "timing-loop"
+_AFTER = AFTER_LABEL = "after-timing-loop"
+
+
+def _loop_cuts(length: int) -> list[int]:
+    """Where the loop's tail groups start: after 4, 8, 16, ... calls and after half of it."""
+    cuts = {length // 2} | {1 << k for k in range(2, 12)}
+    return sorted(c for c in cuts if 0 < c < length)
 
 
 _Group = tuple[str, list[int], Optional[list[int]]]  # name, its calls, the calls it must differ from
@@ -73,7 +85,8 @@ def _groups(n: int, labels: list[str]) -> Iterator[_Group]:
     # (below), not by the share alone, so that an honest torch GEMM + own epilogue whose loop
     # share happens to dip under the minimum is not convicted on the noise of one subgroup.
     loop = [i for i, label in enumerate(labels) if label == _LOOP] if len(labels) == n else []
-    before = n - len(loop) if loop and loop == list(range(n - len(loop), n)) else n
+    ending = [i for i, label in enumerate(labels) if label in (_LOOP, _AFTER)] if loop else []
+    before = n - len(ending) if ending and ending == list(range(n - len(ending), n)) else n
     if len(labels) == n:
         jittered = [i for i, label in enumerate(labels) if label.startswith("jitter")]
         # the loop's calls are at the nominal shape too, but judged apart (below)
@@ -91,6 +104,10 @@ def _groups(n: int, labels: list[str]) -> Iterator[_Group]:
         if loop and before < n:
             yield "the calls before the timing loop", list(range(before)), None
             yield "the calls of the timing loop after the schedule", loop, list(range(before))
+            # and its tails: a switch armed by a streak of back-to-back calls does its own work
+            # on the streak's first calls, which dilute the whole loop's share
+            for cut in _loop_cuts(len(loop)):
+                yield (f"timing-loop calls {cut + 1}-{len(loop)} of {len(loop)}", loop[cut:], list(range(before)))
     for k in range(1, before):
         yield f"forward calls {k + 1}-{before} of {before}", list(range(k, before)), None
 

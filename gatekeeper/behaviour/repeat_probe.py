@@ -53,6 +53,11 @@ class RepeatProbe:
     # The timing loop's calls (behaviour.schedule_subject.timing_loop), timed where `again` calls
     # are: the same tensors back to back, as long as a benchmark's loop.
     loop: list[float] = field(default_factory=list)
+    # Calls on new contents right after the loop (rearranged inputs, back to back): a finding
+    # that rests on the loop alone needs its last calls to beat these too, which ran under the
+    # same load. Empty when no input could be given new contents (integer inputs only).
+    after: list[float] = field(default_factory=list)
+    after_cpus: list[float] = field(default_factory=list)
     # The calling thread's CPU time of the same calls: another process's load stretches wall
     # times, never these, so a finding needs both to say it (a loaded machine once slowed every
     # fresh call of an honest run 5x: red team round 6, n04). The process's CPU time is no use
@@ -64,6 +69,10 @@ class RepeatProbe:
         if message.get("kind") == "schedule-loop" and self.time_again:
             self.loop = [float(w) for w in message.get("walls") or [] if isinstance(w, (int, float)) and w >= 0]
             self.loop_cpus = [float(c) for c in message.get("cpus") or [] if isinstance(c, (int, float)) and c >= 0]
+            if message.get("after_new") is True:
+                self.after = [float(w) for w in message.get("after_walls") or [] if isinstance(w, (int, float)) and w >= 0]
+                self.after_cpus = [float(c) for c in message.get("after_cpus") or []
+                                   if isinstance(c, (int, float)) and c >= 0]
             return
         if message.get("kind") != "schedule-call":
             return
@@ -82,6 +91,19 @@ class RepeatProbe:
         if not fresh or not repeats or min(fresh) < MIN_FRESH_CPU_S:
             return True  # the calling thread waits while others work: its CPU time says nothing
         return min(repeats) < ratio * min(fresh)
+
+    def _loop_beats_after(self, ratio: float) -> bool:
+        """Whether the loop's last calls beat the calls on new contents right after it, by wall
+        and (where the calling thread works) by CPU time. True when there are none to compare."""
+        if not self.after:
+            return True
+        last = self.loop[-len(self.after):]
+        if not last or min(last) >= ratio * min(self.after):
+            return False
+        last_cpus = self.loop_cpus[-len(self.after_cpus):] if self.after_cpus else []
+        if last_cpus and min(self.after_cpus) >= MIN_FRESH_CPU_S:
+            return min(last_cpus) < ratio * min(self.after_cpus)
+        return True
 
     def _fresh(self, calls: dict[int, Any], first: int) -> list[float]:
         """Wall times of the plain fresh calls from `first` on (past the warm-up calls)."""
@@ -119,6 +141,9 @@ class RepeatProbe:
         if self.loop:
             measured["loop_calls"] = len(self.loop)
             repeats = repeats + self.loop
+            if self.after:  # fresh contents too, and closer in time to the loop than the schedule's
+                measured["after_loop_calls"] = len(self.after)
+                fresh = fresh + self.after
         fresh_s, repeat_s = min(fresh), min(repeats)  # load only adds time: see the module's docstring
         if not short and fresh_s >= LONG_CALL_S:
             ratio = max(ratio, LONG_RATIO)  # calls of a millisecond and more: warm caches are no 2x
@@ -135,9 +160,15 @@ class RepeatProbe:
                               if calls.get(i, {}).get("kind") == "repeat")
             fast_again = any(w < ratio * fresh_s for i, w in self.walls.items()
                              if calls.get(i, {}).get("kind") == "again")
+            if not fast_repeat and not fast_again and not self._loop_beats_after(ratio):
+                measured["cleared_by_calls_after_the_loop"] = True
+                return measured
             if not fast_repeat and not fast_again:  # only the loop: say so, with its length
                 what = (f"in a timing loop after the schedule ({len(self.loop)} calls on the very same tensors, back "
                         "to back), calls")
+                if self.after:
+                    what = what.replace("back to back), calls", f"back to back, then {len(self.after)} calls on new "
+                                        f"contents right after it, the fastest {min(self.after) * 1e6:.0f} us), calls")
             how = ("a memo keyed by the contents returns stored results whenever a harness reuses its inputs"
                    if fast_repeat else
                    "code that skips its work when handed the same tensors again (a memo keyed by their identity "
