@@ -139,7 +139,7 @@ def test_values_torch_computed_and_own_code_handed_back_are_a_fig_leaf_on_every_
 def test_an_epilogue_or_a_one_call_self_test_is_not_a_fig_leaf():
     x = torch.randn(4, 16, 48)
     epilogue = _record(lambda: _own_double(torch.mean(x, 0)))
-    assert epilogue["result_from_torch"] is None
+    assert epilogue["result_from_torch"] == ""  # compared, and not torch's
     copied = _record(lambda: _own_scale(torch.mean(x, 0)))
     for calls in ({"nominal": epilogue, "jitter": epilogue}, {"nominal": copied, "jitter": epilogue}):
         work, found = judge(calls, ["aten::mean.dim"], "default", _NO_FLOOR, None)
@@ -174,3 +174,21 @@ def test_a_forbidden_op_run_once_as_a_self_test_is_not_the_work():
     work, found = judge({"nominal": with_torch, "jitter": with_torch}, ["aten::addmm"], "default", _NO_FLOOR, None,
                         forbidden=forbidden)
     assert any("forbids `torch.nn.functional.linear`" in f.message for f in found), [f.message for f in found]
+
+
+def test_calls_with_nothing_to_compare_do_not_clear_a_fig_leaf():
+    # seeds that scheduled a constant or a NaN input: those calls' results say nothing, and the
+    # fig-leaf was missed on them (rt4_fig_leaf_passthrough_table, 2 seeds of 4)
+    x = torch.randn(4, 16, 48)
+    copied = _record(lambda: _own_scale(torch.mean(x, 0)))
+    constant = _record(lambda: _own_scale(torch.mean(torch.zeros(4, 16, 48), 0)))
+    poisoned = x.clone()
+    poisoned[0, 0, 0] = float("nan")
+    with_nan = _record(lambda: _own_scale(torch.mean(poisoned, 0)))
+    assert constant["result_from_torch"] is None and with_nan["result_from_torch"].startswith("aten::mean")
+    work, found = judge({"nominal": copied, "zeros": constant, "nan": with_nan}, ["aten::mean.dim"], "default",
+                        _NO_FLOOR, None)
+    assert work["torch_did_the_work"], [f.message for f in found]
+    # one comparable call alone is not every call
+    work, found = judge({"nominal": copied, "zeros": constant}, ["aten::mean.dim"], "default", _NO_FLOOR, None)
+    assert not work["torch_did_the_work"]

@@ -12,8 +12,8 @@ forward call, in call order, and the calls are judged in groups as well:
                three quarters of the schedule), against which a submission that behaves only
                while watched shows;
   by loop      the calls before the timing loop after the schedule, and the loop's calls (a
-               benchmark's loop: the same tensors back to back), whole and from its 5th, 9th,
-               17th, ... call and its middle on (a switch armed by a streak), as a switch: convicted only
+               benchmark's loop: the same tensors back to back), whole and its second half (a
+               switch armed by a streak), each as a switch at half the error rate: convicted only
                when the calls before it surely ran more own code (99% bounds apart), so the
                loop's many samples do not turn an honest torch GEMM + own epilogue, whose
                share sits near the minimum, into a conviction on one subgroup's noise;
@@ -68,12 +68,7 @@ def call_labels(messages: list[dict[str, Any]]) -> list[str]:
 _UNWATCHED = " (unwatched)"
 _LOOP = LOOP_LABEL = "timing-loop"
 _AFTER = AFTER_LABEL = "after-timing-loop"
-
-
-def _loop_cuts(length: int) -> list[int]:
-    """Where the loop's tail groups start: after 4, 8, 16, ... calls and after half of it."""
-    cuts = {length // 2} | {1 << k for k in range(2, 12)}
-    return sorted(c for c in cuts if 0 < c < length)
+LOOP_GROUPS = 2  # the whole loop and its second half
 
 
 _Group = tuple[str, list[int], Optional[list[int]]]  # name, its calls, the calls it must differ from
@@ -104,10 +99,11 @@ def _groups(n: int, labels: list[str]) -> Iterator[_Group]:
         if loop and before < n:
             yield "the calls before the timing loop", list(range(before)), None
             yield "the calls of the timing loop after the schedule", loop, list(range(before))
-            # and its tails: a switch armed by a streak of back-to-back calls does its own work
-            # on the streak's first calls, which dilute the whole loop's share
-            for cut in _loop_cuts(len(loop)):
-                yield (f"timing-loop calls {cut + 1}-{len(loop)} of {len(loop)}", loop[cut:], list(range(before)))
+            # and its second half: a switch armed by a streak of back-to-back calls does its own
+            # work on the streak's first calls, which dilute the whole loop's share
+            half = len(loop) // 2
+            if half:
+                yield (f"timing-loop calls {half + 1}-{len(loop)} of {len(loop)}", loop[half:], list(range(before)))
     for k in range(1, before):
         yield f"forward calls {k + 1}-{before} of {before}", list(range(k, before)), None
 
@@ -128,11 +124,15 @@ def judge_groups(calls: Any, messages: list[dict[str, Any]], minimum: float,
             continue
         if worst is not None and compute <= worst["compute"]:
             continue
-        bound = upper_bound(own, compute, alpha)
+        # The loop's two switch groups share the error rate one group had (Bonferroni): with ten
+        # tails at 1% each, an honest torch GEMM + own epilogue (a 5-20% own share over a few
+        # dozen samples) was once convicted on one tail's noise.
+        level = alpha / LOOP_GROUPS if versus is not None else alpha
+        bound = upper_bound(own, compute, level)
         if versus is not None:  # a switch: the other calls' own share is surely above this group's
             other_own = sum(rows[i][0] for i in versus)
             other = sum(sum(rows[i][:len(COMPUTE)]) for i in versus)
-            if other < MIN_SAMPLES or 1.0 - upper_bound(other - other_own, other, alpha) <= bound:
+            if other < MIN_SAMPLES or 1.0 - upper_bound(other - other_own, other, level) <= bound:
                 continue
         if bound < MEANINGFUL_SHARE:
             worst = {"name": name, "own": own, "compute": compute, "calls": len(members),

@@ -48,18 +48,21 @@ class HeavyPrints:
                 self.prints.append((op, found[0], found[1]))
 
     def source_of(self, out: Any) -> Optional[str]:
-        """The heavy op whose output equals the returned tensor at every sampled position."""
+        """The heavy op whose output equals the returned tensor at every sampled position (NaN
+        at the same positions counts as equal); "" when the returned values can be compared and
+        none matches (the result is not a torch op's); None when there is nothing to compare
+        (no heavy op ran, or a constant result)."""
         import torch
 
         if not self.prints or not isinstance(out, torch.Tensor):
             return None
         try:
             mine = _print(out)
-            if mine is None or bool((mine[1] == mine[1][0]).all()):
+            if mine is None or bool((mine[1] == mine[1][0]).all()) or bool(mine[1].isnan().all()):
                 return None  # a constant result (all zeros) is no evidence of where it came from
             for op, key, values in self.prints:
-                if key == mine[0] and torch.equal(values, mine[1]):
+                if key == mine[0] and bool(((values == mine[1]) | (values.isnan() & mine[1].isnan())).all()):
                     return op
         except Exception:
             return None
-        return None
+        return ""

@@ -220,8 +220,11 @@ def judge(calls: dict[str, dict[str, Any]], reference_ops: list[str], profile: s
         # Every checked call returned exactly the values one of torch's contractions or
         # reductions computed in it (result_prints.py): the own code only handed them back,
         # in torch's storage or copied. A self-test that runs torch on one call is not this.
-        sources = {trial: call.get("result_from_torch") for trial, call in calls.items()}
-        if all(sources.values()):
+        # A call with nothing to compare (a constant or all-NaN result from the schedule's special
+        # values, no heavy op) is no evidence either way; one whose values differ clears it.
+        sources = {trial: call.get("result_from_torch") for trial, call in calls.items()
+                   if call.get("result_from_torch") is not None}
+        if len(sources) >= 2 and all(sources.values()):
             failing = {trial: (f"the returned tensor holds exactly the values torch's {op} computed in the call; the "
                                "submission's own code only handed them back (in torch's storage or copied): a "
                                "fig-leaf kernel", {"result_from_torch": op})
