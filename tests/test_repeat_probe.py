@@ -282,3 +282,26 @@ def test_rearranged_inputs_hold_new_contents_at_version_zero():
     assert not torch.equal(out[2], one) and out[2].shape == one.shape  # one row: rolled along its elements
     assert all(t._version == 0 for t in out[:3])
     assert not rearranged([idx], step=1)[1]
+
+
+def _short_loop_probe(fresh_wall: float, loop_walls: list[float], after_walls: list[float]) -> list:
+    calls = [{"index": i, "kind": "fresh", "dist": "normal"} for i in range(24)]
+    for i in (6, 7, 12):
+        calls[i].update(kind="repeat", base=i - 3)
+    probe = RepeatProbe({"calls": calls, "planned": 24})
+    for i in range(24):
+        probe.observe({"kind": "schedule-call", "index": i, "wall_s": fresh_wall, "cpu_s": fresh_wall})
+    probe.observe({"kind": "schedule-loop", "calls": len(loop_walls), "walls": loop_walls, "cpus": loop_walls,
+                   "after_walls": after_walls, "after_cpus": after_walls, "after_new": True, "error": ""})
+    added: list = []
+    probe.judge(lambda *a, **k: added.append(a[0]))
+    return added
+
+
+def test_a_memo_doing_a_third_of_the_work_on_short_calls_is_caught_against_the_calls_after_the_loop():
+    # 300 us calls: the loop at 0.37 of a fresh call, the new contents right after it at full cost
+    assert _short_loop_probe(3.0e-4, [1.1e-4] * 300, [3.0e-4] * 8) == ["GK678"]
+    # an honest epilogue: twice as fast in the loop as in the schedule, and as fast right after it
+    assert _short_loop_probe(3.0e-4, [1.5e-4] * 300, [1.6e-4] * 8) == []
+    # without calls after the loop, a quarter stays the bar on short calls
+    assert _short_loop_probe(3.0e-4, [1.1e-4] * 300, []) == []
