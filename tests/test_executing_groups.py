@@ -59,7 +59,7 @@ def test_the_timing_loop_is_a_group_of_its_own():
     labels = call_labels(messages)
     assert len(labels) == 26 + loop and labels[-1] == "timing-loop"
     worst = judge_groups(calls, messages, 0.05)
-    assert worst is not None and worst["name"] == "the calls of the timing loop after the schedule"
+    assert worst is not None and worst["name"] == "the calls of the timing loop at the end of the schedule"
     assert worst["calls"] == loop and worst["own"] == 0
 
 
@@ -76,6 +76,24 @@ def test_a_switch_armed_by_a_streak_in_the_loop_is_found_in_the_loops_tail():
     # an honest torch GEMM + own epilogue near the minimum share everywhere: no tail is apart
     honest = [[1, 0, 12, 0]] * 26 + [[1, 0, 14, 0] if i % 3 else [0, 0, 14, 0] for i in range(loop)]
     assert judge_groups(honest, messages, 0.05) is None
+
+
+def test_the_loop_sits_before_the_last_fresh_calls_and_is_judged_apart_from_them():
+    # the schedule's last 8 calls run after the loop: they are ordinary calls, in the position and
+    # nominal groups, and the loop is judged against every call outside it
+    messages = _messages([], schedule=20)
+    loop = 100
+    messages.insert(len(TRIALS) + 12, {"kind": "schedule-loop", "calls": loop, "walls": [1e-4] * loop,
+                                       "after": list(range(12, 20)), "error": ""})
+    labels = call_labels(messages)
+    assert labels[len(TRIALS) + 12] == "timing-loop" and labels[-1].startswith("schedule-19")
+    calls = [[3, 0, 0, 0]] * 18 + [[0, 0, 1, 0]] * loop + [[3, 0, 0, 0]] * 8
+    worst = judge_groups(calls, messages, 0.05)
+    assert worst is not None and worst["name"] == "the calls of the timing loop at the end of the schedule"
+    # library work on the calls after the loop shows by position, the loop left out
+    calls = [[3, 0, 0, 0]] * 18 + [[2, 0, 0, 0]] * loop + [[0, 0, 4, 0]] * 8
+    worst = judge_groups(calls, messages, 0.05)
+    assert worst is not None and worst["name"].startswith("forward calls") and "loop left out" in worst["name"]
 
 
 def test_own_work_in_every_call_is_no_finding_whatever_its_speed():
@@ -101,7 +119,7 @@ def test_mkl_at_the_nominal_shape_is_found_in_a_real_run():
     executing = (report.work or {}).get("executing") or {}
     assert executing.get("own_share_of_compute", 0) > 0.05, executing  # pooled: not judged a fallback
     # the nominal shape's checked calls, or the timing loop's (at the nominal shape too, and more samples)
-    names = ("the calls at the nominal shape", "the calls of the timing loop after the schedule")
+    names = ("the calls at the nominal shape", "the calls of the timing loop at the end of the schedule")
     assert executing.get("group", {}).get("name") in names, executing
     assert any(f.rule == "GK667" and any(name in f.message for name in names) for f in report.errors())
 

@@ -179,7 +179,7 @@ def test_a_memo_that_replays_only_in_the_timing_loop_is_caught_there():
     # call does the work, the loop's later calls are lookups.
     measured, added = _loop_probe([3e-3] * 12 + [5e-6] * 300)
     assert measured["loop_calls"] == 312 and [a[0] for a, _ in added] == ["GK678"]
-    assert "timing loop after the schedule (312 calls" in added[0][1]["detail"]
+    assert "timing loop at the end of the schedule (312 calls" in added[0][1]["detail"]
     assert "allocator" in added[0][1]["how"]
 
 
@@ -198,7 +198,7 @@ def test_a_streak_memo_is_caught_by_the_loop_and_a_per_version_packing_passes():
     hacked = gatekeeper.check(ROOT / "fixtures/submissions/rt6_memo_after_streak_cpp.py", PROBLEM, stages="behaviour")
     assert {f.rule for f in hacked.errors() if f.stage.value == "behaviour"} == {"GK678"}, \
         [(f.rule, f.message) for f in hacked.errors()]
-    assert "timing loop after the schedule" in next(f.message for f in hacked.errors() if f.rule == "GK678")
+    assert "timing loop at the end of the schedule" in next(f.message for f in hacked.errors() if f.rule == "GK678")
     honest = gatekeeper.check(ROOT / "fixtures/submissions/rt6_packs_weight_per_version.py", PROBLEM,
                               stages="behaviour")
     assert honest.verdict.value == "pass", [(f.rule, f.message) for f in honest.findings]
@@ -232,15 +232,19 @@ def test_load_that_stretched_only_the_fresh_calls_wall_time_is_not_a_memo():
     assert _loop_probe_cpu(5.0e-3, 2.0e-5, 1.0e-3, 1.0e-5) == ["GK678"]
 
 
-def _loop_probe_after(loop_walls: list[float], after_walls: list[float], new: bool = True) -> tuple[dict, list]:
-    calls = [{"index": i, "kind": "fresh", "dist": "normal"} for i in range(24)]
+def _loop_probe_after(loop_walls: list[float], after_walls: list[float]) -> tuple[dict, list]:
+    """A 32-call schedule whose last calls (plain fresh ones) ran right after the loop."""
+    calls = [{"index": i, "kind": "fresh", "dist": "normal"} for i in range(24 + len(after_walls))]
     for i in (6, 7, 12):
         calls[i].update(kind="repeat", base=i - 3)
-    probe = RepeatProbe({"calls": calls, "planned": 24})
+    probe = RepeatProbe({"calls": calls, "planned": len(calls)})
     for i in range(24):
         probe.observe({"kind": "schedule-call", "index": i, "wall_s": 2.2e-3, "cpu_s": 2e-5})
-    probe.observe({"kind": "schedule-loop", "calls": len(loop_walls) + len(after_walls), "walls": loop_walls,
-                   "after_walls": after_walls, "after_new": new, "error": ""})
+    after = list(range(24, 24 + len(after_walls)))
+    probe.observe({"kind": "schedule-loop", "calls": len(loop_walls), "walls": loop_walls, "after": after,
+                   "error": ""})
+    for i, wall in zip(after, after_walls):
+        probe.observe({"kind": "schedule-call", "index": i, "wall_s": wall, "cpu_s": 2e-5})
     added: list = []
     measured = probe.judge(lambda *a, **k: added.append((a, k)))
     return measured, added
@@ -248,60 +252,43 @@ def _loop_probe_after(loop_walls: list[float], after_walls: list[float], new: bo
 
 def test_a_loop_faster_than_the_schedule_under_load_is_cleared_by_the_calls_right_after_it():
     # CI of 2026-12-06: another busy process slowed every fresh call of the schedule to 2.2 ms;
-    # the loop met a quiet moment (1 ms) and was slow again at its end, as were the new
-    # contents right after it (same load)
+    # the loop met a quiet moment (1 ms) and was slow again at its end, as were the fresh calls
+    # right after it (same load)
     measured, added = _loop_probe_after([2.0e-3] * 100 + [1.0e-3] * 100 + [2.0e-3] * 100, [2.1e-3] * 8)
     assert not added and measured["cleared_by_calls_after_the_loop"] and measured["after_loop_calls"] == 8
-    # the same new contents as fast as the loop: they lower the fresh calls' fastest time
+    # the fresh calls after the loop as fast as the loop: they lower the fresh calls' fastest time
     measured, added = _loop_probe_after([1.0e-3] * 300, [1.05e-3] * 8)
     assert not added and measured["fresh_fastest_s"] == 1.05e-3
 
 
-def test_a_loop_memo_still_beats_the_new_contents_right_after_it():
+def test_a_loop_memo_still_beats_the_fresh_calls_right_after_it():
     measured, added = _loop_probe_after([2.2e-3] * 12 + [5e-6] * 300, [2.1e-3] * 8)
     assert [a[0] for a, _ in added] == ["GK678"]
-    assert "then 8 calls on new contents right after it, the fastest 2100 us" in added[0][1]["detail"]
+    assert "the 8 fresh calls right after it took 2100 us at the fastest" in added[0][1]["detail"]
 
 
-def test_calls_after_the_loop_that_repeat_contents_do_not_count():
-    # integer inputs only: nothing could be given new contents, so the loop is judged as before
-    measured, added = _loop_probe_after([2.2e-3] * 12 + [5e-6] * 300, [5e-6] * 8, new=False)
+def test_a_schedule_that_ended_otherwise_judges_the_loop_as_before():
+    # a trimmed schedule whose last calls are not plain fresh ones: none ran after the loop
+    measured, added = _loop_probe_after([2.2e-3] * 12 + [5e-6] * 300, [])
     assert [a[0] for a, _ in added] == ["GK678"] and "after_loop_calls" not in measured
 
 
-def test_rearranged_inputs_hold_new_contents_at_version_zero():
-    import torch
+def test_the_last_plain_fresh_calls_of_a_schedule_run_after_the_loop():
+    from gatekeeper.behaviour.schedule_subject import AFTER_CALLS, _after_loop
+    from gatekeeper.problem.schedule import AFTER_LOOP, MIN_CALLS, plan_schedule
 
-    from gatekeeper.behaviour.schedule_subject import rearranged
-
-    a, idx, one = torch.randn(4, 3), torch.tensor([2, 0, 1]), torch.randn(1, 5)
-    out, changed = rearranged([a, idx, one, 7], step=0)
-    assert changed and out[3] == 7
-    assert not torch.equal(out[0], a) and torch.equal(out[0].sort(dim=0).values, a.sort(dim=0).values)
-    assert torch.equal(out[1], idx) and out[1] is not idx  # indices copied, never rearranged
-    assert not torch.equal(out[2], one) and out[2].shape == one.shape  # one row: rolled along its elements
-    assert all(t._version == 0 for t in out[:3])
-    assert not rearranged([idx], step=1)[1]
-
-
-def _short_loop_probe(fresh_wall: float, loop_walls: list[float], after_walls: list[float]) -> list:
-    calls = [{"index": i, "kind": "fresh", "dist": "normal"} for i in range(24)]
-    for i in (6, 7, 12):
-        calls[i].update(kind="repeat", base=i - 3)
-    probe = RepeatProbe({"calls": calls, "planned": 24})
-    for i in range(24):
-        probe.observe({"kind": "schedule-call", "index": i, "wall_s": fresh_wall, "cpu_s": fresh_wall})
-    probe.observe({"kind": "schedule-loop", "calls": len(loop_walls), "walls": loop_walls, "cpus": loop_walls,
-                   "after_walls": after_walls, "after_cpus": after_walls, "after_new": True, "error": ""})
-    added: list = []
-    probe.judge(lambda *a, **k: added.append(a[0]))
-    return added
-
-
-def test_a_memo_doing_a_third_of_the_work_on_short_calls_is_caught_against_the_calls_after_the_loop():
-    # 300 us calls: the loop at 0.37 of a fresh call, the new contents right after it at full cost
-    assert _short_loop_probe(3.0e-4, [1.1e-4] * 300, [3.0e-4] * 8) == ["GK678"]
-    # an honest epilogue: twice as fast in the loop as in the schedule, and as fast right after it
-    assert _short_loop_probe(3.0e-4, [1.5e-4] * 300, [1.6e-4] * 8) == []
-    # without calls after the loop, a quarter stays the bar on short calls
-    assert _short_loop_probe(3.0e-4, [1.1e-4] * 300, []) == []
+    assert AFTER_CALLS == AFTER_LOOP
+    for seed in range(40):
+        plan = plan_schedule(seed, ["normal", "zeros"])
+        for count in (len(plan.steps), 64, MIN_CALLS + AFTER_LOOP):
+            steps = plan.trimmed(count).steps
+            entries = [{"index": s.index, "kind": s.kind, "dist": s.dist} for s in steps]
+            after = _after_loop(entries)
+            # the tail is plain fresh but for the probe's own calls, which stay where they were
+            kept = [s for s in steps[-AFTER_LOOP:] if s.kind != "fresh" or s.dist != "normal"]
+            assert all(s.kind in ("repeat", "again") or any(r.base == s.index for r in steps) for s in kept)
+            assert [e["index"] for e in after] == [s.index for s in steps[len(steps) - len(after):]]
+            assert all(s.kind == "fresh" and s.dist == "normal" for s in steps[len(steps) - len(after):])
+        assert [s.kind for s in plan.trimmed(MIN_CALLS).steps] == [s.kind for s in plan.steps[:MIN_CALLS]]
+    assert _after_loop([{"index": 0, "kind": "fresh", "dist": "normal"}]) == []  # never the whole schedule
+    assert _after_loop([{"index": 0, "kind": "fresh"}, {"index": 1, "kind": "again"}]) == []

@@ -149,16 +149,16 @@ def report(channel: Any, params: dict[str, Any]) -> None:
 
 
 def _before_loop(calls: Any, messages: list[dict[str, Any]]) -> Optional[tuple[int, int]]:
-    """(own, compute) samples of the calls before the timing loop, or None without a loop (or
+    """(own, compute) samples of the calls outside the timing loop, or None without a loop (or
     when the calls cannot be matched to their labels)."""
-    from gatekeeper.behaviour.executing_groups import AFTER_LABEL, LOOP_LABEL, call_labels
+    from gatekeeper.behaviour.executing_groups import LOOP_LABEL, call_labels
 
     if not isinstance(calls, list) or not calls:
         return None
     labels = call_labels(messages)
     if len(labels) != len(calls) or LOOP_LABEL not in labels:
         return None
-    rows = [row for row, label in zip(calls, labels) if label not in (LOOP_LABEL, AFTER_LABEL) and isinstance(row, list)]
+    rows = [row for row, label in zip(calls, labels) if label != LOOP_LABEL and isinstance(row, list)]
     own = sum(int(row[0]) for row in rows if row)
     compute = sum(int(x) for row in rows for x in row[:len(COMPUTE)])
     return own, compute

@@ -11,13 +11,13 @@ forward call, in call order, and the calls are judged in groups as well:
   by watching  the scheduled calls the dispatcher recorder did not watch (a secret
                three quarters of the schedule), against which a submission that behaves only
                while watched shows;
-  by loop      the calls before the timing loop after the schedule, and the loop's calls (a
+  by loop      the calls outside the timing loop near the end of the schedule, and the loop's calls (a
                benchmark's loop: the same tensors back to back), whole and its second half (a
                switch armed by a streak), each as a switch at half the error rate: convicted only
-               when the calls before it surely ran more own code (99% bounds apart), so the
+               when the other calls surely ran more own code (99% bounds apart), so the
                loop's many samples do not turn an honest torch GEMM + own epilogue, whose
                share sits near the minimum, into a conviction on one subgroup's noise;
-  by position  every run of calls from call k+1 to the last before the loop (a switch after
+  by position  every run of calls from call k+1 to the last, the loop left out (a switch after
                any number of calls splits the run there). Runs from the first call are not judged: an honest
                kernel may check itself against torch on its first call (a self-test outside the
                result), and that work sits at the start, never only at the end.
@@ -56,18 +56,13 @@ def call_labels(messages: list[dict[str, Any]]) -> list[str]:
             # a scheduled call the recorder watched brings its work: the others ran unwatched
             watched = isinstance(m.get("work"), dict)
             labels.append(f"schedule-{m.get('index', '?')}{'' if watched else _UNWATCHED}")
-        elif kind == "schedule-loop":  # the timing loop after the schedule: one label per call it made
-            failed = bool(m.get("error"))
-            labels += [_LOOP] * int(m.get("calls", 0) or 0) + ([_LOOP] if failed and m.get("error_in") != "after" else [])
-            # then the calls on new contents right after it, timed against the loop's last calls
-            labels += [_AFTER] * int(m.get("after_calls", 0) or 0) + ([_AFTER] if failed and m.get("error_in") == "after"
-                                                                      else [])
+        elif kind == "schedule-loop":  # the timing loop: one label per call it made
+            labels += [_LOOP] * int(m.get("calls", 0) or 0) + ([_LOOP] if m.get("error") else [])
     return labels
 
 
 _UNWATCHED = " (unwatched)"
 _LOOP = LOOP_LABEL = "timing-loop"
-_AFTER = AFTER_LABEL = "after-timing-loop"
 LOOP_GROUPS = 2  # the whole loop and its second half
 
 
@@ -75,17 +70,17 @@ _Group = tuple[str, list[int], Optional[list[int]]]  # name, its calls, the call
 
 
 def _groups(n: int, labels: list[str]) -> Iterator[_Group]:
-    # The timing loop's calls come last. Position groups stop before it: its hundreds of calls
-    # at the end would make "the last calls" mean "the loop", and the loop is judged as a switch
-    # (below), not by the share alone, so that an honest torch GEMM + own epilogue whose loop
-    # share happens to dip under the minimum is not convicted on the noise of one subgroup.
+    # The timing loop runs near the end of the schedule, before its last plain fresh calls.
+    # Position groups leave it out: its hundreds of calls would make "the last calls" mean "the
+    # loop", and the loop is judged as a switch (below), not by the share alone, so that an
+    # honest torch GEMM + own epilogue whose loop share happens to dip under the minimum is not
+    # convicted on the noise of one subgroup.
     loop = [i for i, label in enumerate(labels) if label == _LOOP] if len(labels) == n else []
-    ending = [i for i, label in enumerate(labels) if label in (_LOOP, _AFTER)] if loop else []
-    before = n - len(ending) if ending and ending == list(range(n - len(ending), n)) else n
+    others = [i for i in range(n) if i not in set(loop)]
     if len(labels) == n:
         jittered = [i for i, label in enumerate(labels) if label.startswith("jitter")]
         # the loop's calls are at the nominal shape too, but judged apart (below)
-        yield "the calls at the nominal shape", [i for i in range(before) if i not in set(jittered)], None
+        yield "the calls at the nominal shape", [i for i in others if i not in set(jittered)], None
         if jittered:
             yield "the calls at jittered shapes", jittered, None
             for label in dict.fromkeys(labels[i] for i in jittered):
@@ -95,17 +90,18 @@ def _groups(n: int, labels: list[str]) -> Iterator[_Group]:
         unwatched = [i for i, label in enumerate(labels) if label.endswith(_UNWATCHED)]
         if unwatched and len(unwatched) < n:
             yield "the scheduled calls the recorder did not watch", unwatched, None
-        # A benchmark's loop (behaviour.schedule_subject.timing_loop) against every call before it.
-        if loop and before < n:
-            yield "the calls before the timing loop", list(range(before)), None
-            yield "the calls of the timing loop after the schedule", loop, list(range(before))
+        # A benchmark's loop (behaviour.schedule_subject.timing_loop) against every other call.
+        if loop and others:
+            yield "the calls outside the timing loop", others, None
+            yield "the calls of the timing loop at the end of the schedule", loop, others
             # and its second half: a switch armed by a streak of back-to-back calls does its own
             # work on the streak's first calls, which dilute the whole loop's share
             half = len(loop) // 2
             if half:
-                yield (f"timing-loop calls {half + 1}-{len(loop)} of {len(loop)}", loop[half:], list(range(before)))
-    for k in range(1, before):
-        yield f"forward calls {k + 1}-{before} of {before}", list(range(k, before)), None
+                yield (f"timing-loop calls {half + 1}-{len(loop)} of {len(loop)}", loop[half:], others)
+    for k in range(1, len(others)):
+        yield f"forward calls {k + 1}-{len(others)} of {len(others)} (the timing loop left out)" if loop else \
+            f"forward calls {k + 1}-{n} of {n}", others[k:], None
 
 
 def judge_groups(calls: Any, messages: list[dict[str, Any]], minimum: float,

@@ -53,11 +53,10 @@ class RepeatProbe:
     # The timing loop's calls (behaviour.schedule_subject.timing_loop), timed where `again` calls
     # are: the same tensors back to back, as long as a benchmark's loop.
     loop: list[float] = field(default_factory=list)
-    # Calls on new contents right after the loop (rearranged inputs, back to back): a finding
-    # that rests on the loop alone needs its last calls to beat these too, which ran under the
-    # same load. Empty when no input could be given new contents (integer inputs only).
-    after: list[float] = field(default_factory=list)
-    after_cpus: list[float] = field(default_factory=list)
+    # The schedule's last plain fresh calls, which ran right after the loop (their indices): a
+    # finding that rests on the loop alone needs its last calls to beat these too, which ran
+    # under the same load. Empty when the schedule ended otherwise (a short or trimmed one).
+    after_indices: list[int] = field(default_factory=list)
     # The calling thread's CPU time of the same calls: another process's load stretches wall
     # times, never these, so a finding needs both to say it (a loaded machine once slowed every
     # fresh call of an honest run 5x: red team round 6, n04). The process's CPU time is no use
@@ -69,10 +68,7 @@ class RepeatProbe:
         if message.get("kind") == "schedule-loop" and self.time_again:
             self.loop = [float(w) for w in message.get("walls") or [] if isinstance(w, (int, float)) and w >= 0]
             self.loop_cpus = [float(c) for c in message.get("cpus") or [] if isinstance(c, (int, float)) and c >= 0]
-            if message.get("after_new") is True:
-                self.after = [float(w) for w in message.get("after_walls") or [] if isinstance(w, (int, float)) and w >= 0]
-                self.after_cpus = [float(c) for c in message.get("after_cpus") or []
-                                   if isinstance(c, (int, float)) and c >= 0]
+            self.after_indices = [int(i) for i in message.get("after") or [] if isinstance(i, int)][:64]
             return
         if message.get("kind") != "schedule-call":
             return
@@ -92,17 +88,24 @@ class RepeatProbe:
             return True  # the calling thread waits while others work: its CPU time says nothing
         return min(repeats) < ratio * min(fresh)
 
+    @property
+    def after(self) -> list[float]:
+        """Wall times of the fresh calls that ran right after the loop."""
+        return [self.walls[i] for i in self.after_indices if i in self.walls]
+
     def _loop_beats_after(self, ratio: float) -> bool:
-        """Whether the loop's last calls beat the calls on new contents right after it, by wall
-        and (where the calling thread works) by CPU time. True when there are none to compare."""
-        if not self.after:
+        """Whether the loop's last calls beat the fresh calls right after it, by wall and (where
+        the calling thread works) by CPU time. True when there are none to compare."""
+        after = self.after
+        if not after:
             return True
-        last = self.loop[-len(self.after):]
-        if not last or min(last) >= ratio * min(self.after):
+        last = self.loop[-len(after):]
+        if not last or min(last) >= ratio * min(after):
             return False
-        last_cpus = self.loop_cpus[-len(self.after_cpus):] if self.after_cpus else []
-        if last_cpus and min(self.after_cpus) >= MIN_FRESH_CPU_S:
-            return min(last_cpus) < ratio * min(self.after_cpus)
+        after_cpus = [self.cpus[i] for i in self.after_indices if i in self.cpus]
+        last_cpus = self.loop_cpus[-len(after_cpus):] if after_cpus else []
+        if last_cpus and min(after_cpus) >= MIN_FRESH_CPU_S:
+            return min(last_cpus) < ratio * min(after_cpus)
         return True
 
     def _fresh(self, calls: dict[int, Any], first: int) -> list[float]:
@@ -141,18 +144,11 @@ class RepeatProbe:
         if self.loop:
             measured["loop_calls"] = len(self.loop)
             repeats = repeats + self.loop
-            if self.after:  # fresh contents too, and closer in time to the loop than the schedule's
+            if self.after:
                 measured["after_loop_calls"] = len(self.after)
-                fresh = fresh + self.after
         fresh_s, repeat_s = min(fresh), min(repeats)  # load only adds time: see the module's docstring
         if not short and fresh_s >= LONG_CALL_S:
             ratio = max(ratio, LONG_RATIO)  # calls of a millisecond and more: warm caches are no 2x
-        # The loop's calls are judged at half a fresh call whatever its length when the calls on
-        # new contents right after it say the same: they ran back to back too, as warm as the
-        # loop (an honest epilogue of 300 us ran 2x faster in the loop than in the schedule,
-        # never faster than right after it), so a memo that still does a third of the work is
-        # caught on short calls too.
-        loop_ratio = max(ratio, LONG_RATIO) if self.after and not short else ratio
         measured.update(fresh_fastest_s=round(fresh_s, 7), repeat_fastest_s=round(repeat_s, 7),
                         fresh_median_s=round(median(fresh), 7), repeat_median_s=round(median(repeats), 7),
                         judged=True)
@@ -168,15 +164,15 @@ class RepeatProbe:
             what = ("calls on the very tensors of the call before, unmodified (what a timing loop passes), or on "
                     "new tensors repeating an earlier call's contents," if fast_again else
                     "calls whose inputs repeat an earlier call's contents (new tensors, same values)")
-        elif self.loop and min(self.loop) < loop_ratio * fresh_s and self._cpu_agrees(calls, first, timed, loop_ratio):
-            if not self._loop_beats_after(loop_ratio):
+        elif self.loop and min(self.loop) < ratio * fresh_s and self._cpu_agrees(calls, first, timed, ratio):
+            if not self._loop_beats_after(ratio):
                 measured["cleared_by_calls_after_the_loop"] = True
                 return measured
-            what = (f"in a timing loop after the schedule ({len(self.loop)} calls on the very same tensors, back "
+            what = (f"in a timing loop at the end of the schedule ({len(self.loop)} calls on the very same tensors, back "
                     "to back), calls")
             if self.after:
-                what = what.replace("back to back), calls", f"back to back, then {len(self.after)} calls on new "
-                                    f"contents right after it, the fastest {min(self.after) * 1e6:.0f} us), calls")
+                what = what.replace("back to back), calls", f"back to back; the {len(self.after)} fresh calls right "
+                                    f"after it took {min(self.after) * 1e6:.0f} us at the fastest), calls")
         else:
             return measured
         how = ("a memo keyed by the contents returns stored results whenever a harness reuses its inputs"

@@ -11,7 +11,7 @@ import time
 from typing import Any, Callable
 
 from gatekeeper.problem.jitter import Jitter, JitterSpec
-from gatekeeper.problem.schedule import BUDGET_BYTES, Schedule, budgeted_count
+from gatekeeper.problem.schedule import BUDGET_BYTES, Schedule, budgeted_count, plain_tail
 from gatekeeper.problem.values import apply_distribution, near_duplicate
 from gatekeeper.sandbox.loading import load_module
 from gatekeeper.sandbox.tensors import pack_tree
@@ -91,6 +91,7 @@ def schedule_calls(problem_path: str, source: str, init_seed: int, names: list[s
         if step.index in (0, 3):  # the budget, from the first calls' size and time
             per_call = (time.perf_counter() - began) / (step.index + 1)
             count = budgeted_count(len(schedule.steps), size, per_call)
+            plain_tail(schedule.steps[:count])  # the calls after the timing loop: the budgeted schedule's last
     trimmed = schedule.trimmed(len(calls))
     return {"calls": calls, "timed_from": trimmed.timed_from, "planned": len(schedule.steps), "skipped": skipped[:20]}
 

@@ -225,15 +225,21 @@ def run_schedule(model: Any, channel: Any, device: str, fed: dict[str, Any], att
     baseline = identities()
     runner = Runner(model, channel, device, attribute)
     timed_from = int(fed.get("timed_from", 0))
-    for entry in fed.get("calls", []):
+    calls = list(fed.get("calls", []))
+    after = _after_loop(calls) if loop_runs(runner) else []
+    for entry in calls:
         if entry["index"] >= timed_from and not fed.get("decoy_planted"):
             plant_decoy()
             fed["decoy_planted"] = True
             baseline = identities()
+        if after and entry is after[0]:
+            runner._check_last()
+            timing_loop(runner, channel, [e["index"] for e in after])
         channel.phase("schedule", call=entry["index"])  # the time limit is per call: large problems run too
         runner.call(entry)
     runner._check_last()
-    timing_loop(runner, channel)
+    if not after:
+        timing_loop(runner, channel, [])
     now = identities()
     if changed(baseline, now):
         channel.send("tampering", when="during the call schedule", names=changed(baseline, now))
@@ -241,85 +247,63 @@ def run_schedule(model: Any, channel: Any, device: str, fed: dict[str, Any], att
 
 LOOP_S = 1.0  # wall time of the timing loop at most
 LOOP_CALLS = 1000  # ... and calls at most: a benchmark's loop is hundreds of calls long
-AFTER_CALLS = 8  # fresh contents right after the loop: what its last calls are timed against
+AFTER_CALLS = 8  # the schedule's last plain fresh calls, run right after the loop (problem.schedule.AFTER_LOOP)
 
 
-def rearranged(inputs: list[Any], step: int) -> tuple[list[Any], bool]:
-    """New tensors holding new contents made of the old ones: every floating input rolled by
-    whole rows (a valid row stays a valid row) or, when it has one row, by elements. Integer
-    inputs (indices, offsets) are copied as they are: rearranged they could go out of range.
-    Returns (inputs, whether any contents changed). Out-of-place results are at `_version` 0."""
-    import torch
-
-    out, changed = [], False
-    for t in inputs:
-        if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.numel() < 2:
-            out.append(t.clone() if isinstance(t, torch.Tensor) else t)
-            continue
-        dim = next((d for d in range(t.dim()) if t.shape[d] > 1), 0)
-        out.append(torch.roll(t, shifts=1 + step % (t.shape[dim] - 1), dims=dim).contiguous())
-        changed = True
-    return out, changed
-
-
-def timing_loop(runner: Runner, channel: Any) -> None:
-    """After the schedule, on the CPU: the last call's very tensors passed back to back, as a
-    benchmark's timing loop passes them: no checks between the calls, the output held across the
-    next call for the first half (`out = model(x)`) and dropped for the second (`model(x)`), fresh
-    allocations unpoisoned. Each call's wall time goes to the parent (behaviour.repeat_probe: a
-    memo that replays only after a streak of same calls, or only when calls come back to back, is
-    fast here). Right after it, AFTER_CALLS calls on new contents, back to back too: the loop's
-    last calls are judged against them, which ran under the same load from other processes
-    (fastest calls a second apart are not: with another busy process on two cores, an honest
-    worker-thread GEMM's loop once ran 2.2x faster than every fresh call of the schedule).
-    The sampler's samples of all these calls are judged as a switch against the calls before,
-    and pooled only for a run too short to attribute without them (behaviour.executing).
-    Nothing in it is value-checked; nothing tells it apart from a benchmark's loop either."""
+def loop_runs(runner: Runner) -> bool:
+    """Whether the timing loop runs in this worker: on the CPU, with the sampler armed."""
     from gatekeeper.behaviour import executing as sampled
 
-    if not sampled.active() or runner.previous is None or not str(runner.device).startswith("cpu"):
+    return sampled.active() and str(runner.device).startswith("cpu")
+
+
+def _after_loop(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The schedule's trailing plain fresh calls (AFTER_CALLS at most, and never all of it):
+    they run right after the timing loop, as checked as every call."""
+    tail: list[dict[str, Any]] = []
+    for entry in reversed(calls[1:]):
+        if len(tail) == AFTER_CALLS or entry.get("kind") != "fresh" or entry.get("dist", "normal") != "normal":
+            break
+        tail.insert(0, entry)
+    return tail
+
+
+def timing_loop(runner: Runner, channel: Any, after: list[int]) -> None:
+    """On the CPU, before the schedule's last plain fresh calls (`after`, their indices; or at
+    its end): the previous call's very tensors passed back to back, as a benchmark's timing loop
+    passes them: no checks between the calls, the output held across the next call for the
+    first half (`out = model(x)`) and dropped for the second (`model(x)`), fresh allocations
+    unpoisoned. Each call's wall time goes to the parent (behaviour.repeat_probe: a memo that
+    replays only after a streak of same calls, or only when calls come back to back, is fast
+    here). The loop's last calls are judged against the `after` calls, which ran under the same
+    load from other processes (fastest calls a second apart are not: with another busy process
+    on two cores, an honest worker-thread GEMM's loop once ran 2.2x faster than every fresh call
+    of the schedule); those are ordinary scheduled calls, value-checked, so a submission gains
+    nothing by telling them apart. The sampler's samples of the loop are judged as a switch
+    against the other calls, and pooled only for a run too short to attribute without them
+    (behaviour.executing). Nothing in the loop is value-checked; nothing tells it apart from a
+    benchmark's loop either."""
+    if not loop_runs(runner) or runner.previous is None:
         return
     inputs, model = runner.previous, runner.model
     walls: list[float] = []
     cpus: list[float] = []  # the calling thread's CPU time per call: other processes' load does not add to it
-    after: list[float] = []
-    after_cpus: list[float] = []
-    changed = after_started = False
     error = ""
     out: Any = None
-
-    def timed(args: list[Any], into: list[float], cpu_into: list[float]) -> bool:
-        nonlocal out, error
-        start, cpu0 = time.perf_counter(), time.thread_time()
-        try:
-            with executing():
-                out = model(*args)
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"[:500]
-            return False
-        into.append(time.perf_counter() - start)
-        cpu_into.append(time.thread_time() - cpu0)
-        return True
-
     began = time.perf_counter()
     with unpoisoned(True):
         while len(walls) < LOOP_CALLS and time.perf_counter() - began < LOOP_S:
             if len(walls) * 2 >= LOOP_CALLS or (time.perf_counter() - began) * 2 >= LOOP_S:
                 out = None  # the second half: each result dropped before the next call
-            if not timed(inputs, walls, cpus):
-                break
-        for step in range(AFTER_CALLS if not error else 0):
-            after_started, out = True, None
+            start, cpu0 = time.perf_counter(), time.thread_time()
             try:
-                args, changed = rearranged(inputs, step)
-            except Exception:  # an input torch cannot roll: the loop is judged without them
+                with executing():
+                    out = model(*inputs)
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"[:500]
                 break
-            if not timed(args, after, after_cpus):
-                break
+            walls.append(time.perf_counter() - start)
+            cpus.append(time.thread_time() - cpu0)
     del out
-    # `calls` counts the loop's and `after_calls` the new contents' calls that returned; an error
-    # ended the part `error_in` names (behaviour.executing_groups labels every call by these)
-    channel.send("schedule-loop", calls=len(walls), after_calls=len(after), error_in="after" if after_started else "loop",
-                 walls=[round(w, 7) for w in walls],
-                 cpus=[round(c, 7) for c in cpus], after_walls=[round(w, 7) for w in after],
-                 after_cpus=[round(c, 7) for c in after_cpus], after_new=changed, error=error)
+    channel.send("schedule-loop", calls=len(walls), walls=[round(w, 7) for w in walls],
+                 cpus=[round(c, 7) for c in cpus], after=list(after), error=error)

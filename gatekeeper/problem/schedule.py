@@ -83,7 +83,29 @@ class Schedule:
 
     def trimmed(self, count: int) -> "Schedule":
         count = max(0, min(count, len(self.steps)))
-        return Schedule(self.steps[:count], min(self.timed_from, max(count - 1, 0)))
+        return Schedule(plain_tail([Step(**asdict(s)) for s in self.steps[:count]]),
+                        min(self.timed_from, max(count - 1, 0)))
+
+
+# The last calls of a schedule are plain fresh ones: on the CPU the submission's worker
+# runs them right after its timing loop (behaviour.schedule_subject.timing_loop), and the loop's
+# last calls are timed against them, under the same load from other processes. They are
+# value-checked like every call: nothing tells them from the calls before the loop.
+AFTER_LOOP = 8
+
+
+def plain_tail(steps: list[Step]) -> list[Step]:
+    """Makes the last AFTER_LOOP steps plain fresh calls, past the first MIN_CALLS (where the
+    value distributions are judged), leaving the repeated-contents probe's calls as they are:
+    a repeat, an `again` call, and a repeat's base. The worker runs the trailing plain fresh
+    calls after the loop, however many there are."""
+    if len(steps) < MIN_CALLS + AFTER_LOOP:
+        return steps
+    bases = {s.base for s in steps if s.kind == "repeat"}
+    for step in steps[-AFTER_LOOP:]:
+        if step.kind not in ("repeat", "again") and step.index not in bases:
+            step.kind, step.dist, step.base = "fresh", "normal", None
+    return steps
 
 
 def plan_schedule(seed: int, distributions: list[str], low: int = LOW, high: int = HIGH) -> Schedule:
@@ -117,7 +139,7 @@ def plan_schedule(seed: int, distributions: list[str], low: int = LOW, high: int
             step.kind, step.base, step.dist = kind, base, dist
         _cover_distributions(steps, dists, seed)
     _late_again_runs(steps, seed)  # after: the value distributions are judged in the first MIN_CALLS only
-    return Schedule(steps, timed_from)
+    return Schedule(plain_tail(steps), timed_from)
 
 
 def _covered(steps: list[Step], dists: list[str]) -> bool:
