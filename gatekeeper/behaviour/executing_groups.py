@@ -14,7 +14,7 @@ forward call, in call order, and the calls are judged in groups as well:
   by loop      the calls outside the timing loop near the end of the schedule, and the loop's calls (a
                benchmark's loop: the same tensors back to back), whole and its second half (a
                switch armed by a streak), each as a switch at half the error rate: convicted only
-               when the other calls surely ran more own code (99% bounds apart), so the
+               when the other calls surely ran four times its share of own code at least (99% bounds), so the
                loop's many samples do not turn an honest torch GEMM + own epilogue, whose
                share sits near the minimum, into a conviction on one subgroup's noise;
   by position  every run of calls from call k+1 to the last, the loop left out (a switch after
@@ -64,6 +64,7 @@ def call_labels(messages: list[dict[str, Any]]) -> list[str]:
 _UNWATCHED = " (unwatched)"
 _LOOP = LOOP_LABEL = "timing-loop"
 LOOP_GROUPS = 2  # the whole loop and its second half
+SWITCH_FACTOR = 0.25  # a switch: the group's own share surely under a quarter of the others' (99%)
 
 
 _Group = tuple[str, list[int], Optional[list[int]]]  # name, its calls, the calls it must differ from
@@ -128,7 +129,10 @@ def judge_groups(calls: Any, messages: list[dict[str, Any]], minimum: float,
         if versus is not None:  # a switch: the other calls' own share is surely above this group's
             other_own = sum(rows[i][0] for i in versus)
             other = sum(sum(rows[i][:len(COMPUTE)]) for i in versus)
-            if other < MIN_SAMPLES or 1.0 - upper_bound(other - other_own, other, level) <= bound:
+            # ... and by a factor: an honest torch GEMM + own epilogue runs a smaller own share in
+            # a tight loop than on checked calls (5% against 20-50% over a few dozen samples, once
+            # 99% apart), while a switch to a library leaves next to no own code at all
+            if other < MIN_SAMPLES or bound >= SWITCH_FACTOR * (1.0 - upper_bound(other - other_own, other, level)):
                 continue
         if bound < MEANINGFUL_SHARE:
             worst = {"name": name, "own": own, "compute": compute, "calls": len(members),
