@@ -274,7 +274,7 @@ def test_a_schedule_that_ended_otherwise_judges_the_loop_as_before():
 
 
 def test_the_last_plain_fresh_calls_of_a_schedule_run_after_the_loop():
-    from gatekeeper.behaviour.schedule_subject import AFTER_CALLS, _after_loop
+    from gatekeeper.behaviour.after_loop import AFTER_CALLS, after_loop_entries as _after_loop
     from gatekeeper.problem.schedule import AFTER_LOOP, MIN_CALLS, plan_schedule
 
     assert AFTER_CALLS == AFTER_LOOP
@@ -292,3 +292,13 @@ def test_the_last_plain_fresh_calls_of_a_schedule_run_after_the_loop():
         assert [s.kind for s in plan.trimmed(MIN_CALLS).steps] == [s.kind for s in plan.steps[:MIN_CALLS]]
     assert _after_loop([{"index": 0, "kind": "fresh", "dist": "normal"}]) == []  # never the whole schedule
     assert _after_loop([{"index": 0, "kind": "fresh"}, {"index": 1, "kind": "again"}]) == []
+
+
+def test_a_memo_doing_a_third_of_the_work_on_calls_under_a_millisecond_is_caught_against_the_calls_after_the_loop():
+    # red team round 6, h09, when its fresh calls ran at 0.98 ms: under a quarter is the bar for
+    # the schedule's own repeats there, half for a loop that the back-to-back calls after it time
+    measured, added = _loop_probe_after([9.8e-4] * 12 + [2.9e-4] * 300, [9.8e-4] * 8)
+    assert [a[0] for a, _ in added] == ["GK678"]
+    # an honest loop as fast as the calls after it, though twice as fast as the checked calls
+    measured, added = _loop_probe_after([4.0e-4] * 300, [4.2e-4] * 8)
+    assert not added

@@ -18,6 +18,7 @@ import traceback
 import types
 from typing import Any, Iterator, Optional
 
+from gatekeeper.behaviour.after_loop import after_loop_entries, run_after_loop
 from gatekeeper.behaviour.executing import executing, scan_blocked_threads
 from gatekeeper.behaviour.attribution import Recorder
 from gatekeeper.runtime.kernel_owner import LaunchesOnly
@@ -226,7 +227,7 @@ def run_schedule(model: Any, channel: Any, device: str, fed: dict[str, Any], att
     runner = Runner(model, channel, device, attribute)
     timed_from = int(fed.get("timed_from", 0))
     calls = list(fed.get("calls", []))
-    after = _after_loop(calls) if loop_runs(runner) else []
+    after = after_loop_entries(calls) if loop_runs(runner) else []
     for entry in calls:
         if entry["index"] >= timed_from and not fed.get("decoy_planted"):
             plant_decoy()
@@ -235,10 +236,12 @@ def run_schedule(model: Any, channel: Any, device: str, fed: dict[str, Any], att
         if after and entry is after[0]:
             runner._check_last()
             timing_loop(runner, channel, [e["index"] for e in after])
+            run_after_loop(runner, after)  # the schedule's last calls, back to back as the loop's
+            break
         channel.phase("schedule", call=entry["index"])  # the time limit is per call: large problems run too
         runner.call(entry)
-    runner._check_last()
     if not after:
+        runner._check_last()
         timing_loop(runner, channel, [])
     now = identities()
     if changed(baseline, now):
@@ -247,25 +250,11 @@ def run_schedule(model: Any, channel: Any, device: str, fed: dict[str, Any], att
 
 LOOP_S = 1.0  # wall time of the timing loop at most
 LOOP_CALLS = 1000  # ... and calls at most: a benchmark's loop is hundreds of calls long
-AFTER_CALLS = 8  # the schedule's last plain fresh calls, run right after the loop (problem.schedule.AFTER_LOOP)
-
-
 def loop_runs(runner: Runner) -> bool:
     """Whether the timing loop runs in this worker: on the CPU, with the sampler armed."""
     from gatekeeper.behaviour import executing as sampled
 
     return sampled.active() and str(runner.device).startswith("cpu")
-
-
-def _after_loop(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The schedule's trailing plain fresh calls (AFTER_CALLS at most, and never all of it):
-    they run right after the timing loop, as checked as every call."""
-    tail: list[dict[str, Any]] = []
-    for entry in reversed(calls[1:]):
-        if len(tail) == AFTER_CALLS or entry.get("kind") != "fresh" or entry.get("dist", "normal") != "normal":
-            break
-        tail.insert(0, entry)
-    return tail
 
 
 def timing_loop(runner: Runner, channel: Any, after: list[int]) -> None:

@@ -1,0 +1,77 @@
+"""The calls right after the timing loop (submission side): the schedule's last plain fresh
+calls, run back to back as the loop's calls are, then checked like every scheduled call.
+
+The loop's last calls are timed against them (behaviour.repeat_probe). They ran under the same
+load from other processes, and as warm: their inputs are built before the first of them, no
+check runs between them but the copy of each output (inputs digested before and after, threads
+counted once they have all returned), and fresh allocations are not NaN-filled, as in the loop. Their values
+go to the parent and are judged as any scheduled call's, so a submission that told them apart
+(new tensors right after a streak) could not answer them with anything fast and wrong.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Any
+
+from gatekeeper.behaviour.executing import executing
+from gatekeeper.behaviour.observe import Census, input_digests
+
+AFTER_CALLS = 8  # as problem.schedule.AFTER_LOOP
+
+
+def after_loop_entries(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The schedule's trailing plain fresh calls (AFTER_CALLS at most, and never all of it)."""
+    tail: list[dict[str, Any]] = []
+    for entry in reversed(calls[1:]):
+        if len(tail) == AFTER_CALLS or entry.get("kind") != "fresh" or entry.get("dist", "normal") != "normal":
+            break
+        tail.insert(0, entry)
+    return tail
+
+
+def run_after_loop(runner: Any, entries: list[dict[str, Any]]) -> None:
+    """Runs `entries` back to back, then reports each as the schedule's other calls are."""
+    import torch
+
+    from gatekeeper.behaviour.schedule_subject import build_inputs, unpoisoned
+    from gatekeeper.sandbox.tensors import pack, pack_tree
+
+    channel = runner.channel
+    prepared = []
+    for entry in entries:
+        inputs = build_inputs("fresh", entry["inputs"], None, runner.device)
+        prepared.append((entry, inputs, input_digests(inputs),
+                         [t.data_ptr() if isinstance(t, torch.Tensor) else 0 for t in inputs]))
+    census = Census()
+    ran: list[tuple[Any, ...]] = []
+    with unpoisoned(True):
+        for entry, inputs, before, addresses in prepared:
+            channel.phase("schedule", call=entry["index"])  # the time limit is per call
+            try:
+                began, cpu0 = time.perf_counter(), time.thread_time()
+                with executing():
+                    out = runner.model(*inputs)
+                wall, cpu = time.perf_counter() - began, time.thread_time() - cpu0
+                # Copied at once: an output kept in a buffer the next call rewrites (a persistent
+                # output, honest under `default`) holds this call's values only until then.
+                packed = pack_tree(out) if isinstance(out, torch.Tensor) else [pack(t) for t in out] \
+                    if isinstance(out, (list, tuple)) and all(isinstance(t, torch.Tensor) for t in out) else None
+                ran.append((entry, inputs, before, addresses, out, packed, wall, cpu, None))
+            except Exception as exc:
+                ran.append((entry, inputs, before, addresses, None, None, 0.0, 0.0, (exc, traceback.format_exc())))
+    after = Census(census).counts
+    for entry, inputs, before, addresses, out, packed, wall, cpu, failed in ran:
+        index = entry["index"]
+        if failed is not None:
+            exc, trace = failed
+            channel.send("schedule-error", index=index, type=type(exc).__name__, message=str(exc)[:1000],
+                         traceback=trace[-2000:])
+            continue
+        channel.send("schedule-call", index=index, output=packed, threads_before=census.counts, threads_after=after,
+                     addresses=addresses, wall_s=wall, cpu_s=cpu,
+                     mutated=[i for i, (b, a) in enumerate(zip(before, input_digests(inputs))) if b != a],
+                     aliases=runner._aliases(inputs, out, None))
+    runner.previous = prepared[-1][1] if prepared else runner.previous
+    runner.last = None
