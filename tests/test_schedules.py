@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from gatekeeper.behaviour.schedule_judge import ScheduleJudge
-from gatekeeper.behaviour.schedule_subject import build_inputs, plant_decoy
+from gatekeeper.behaviour.schedule_inputs import build_inputs
+from gatekeeper.behaviour.schedule_subject import plant_decoy
 from gatekeeper.problem.implicit import small_input_constants
 from gatekeeper.problem.jitter import JitterSpec
 from gatekeeper.problem.plan import plan_trials

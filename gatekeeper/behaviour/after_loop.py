@@ -17,6 +17,7 @@ from typing import Any
 
 from gatekeeper.behaviour.executing import executing
 from gatekeeper.behaviour.observe import Census, input_digests
+from gatekeeper.behaviour.schedule_inputs import build_inputs, unpoisoned
 
 AFTER_CALLS = 8  # as problem.schedule.AFTER_LOOP
 
@@ -35,7 +36,6 @@ def run_after_loop(runner: Any, entries: list[dict[str, Any]]) -> None:
     """Runs `entries` back to back, then reports each as the schedule's other calls are."""
     import torch
 
-    from gatekeeper.behaviour.schedule_subject import build_inputs, unpoisoned
     from gatekeeper.sandbox.tensors import pack, pack_tree
 
     channel = runner.channel

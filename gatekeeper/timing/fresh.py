@@ -104,7 +104,7 @@ class FreshInputs:
 
 def _fresh_object(t: torch.Tensor) -> torch.Tensor:
     """A new tensor object over the working buffer's storage, as the checking worker's
-    scheduled inputs are (gatekeeper.behaviour.schedule_subject): at `_version` 0 on every call,
+    scheduled inputs are (gatekeeper.behaviour.schedule_inputs): at `_version` 0 on every call,
     as a benchmark's `torch.randn` input is (`set_` below the ADInplaceOrView key does not bump
     it), and no attribute set on an earlier call's object is there."""
     guard = getattr(torch._C, "_AutoDispatchBelowADInplaceOrView", None)
