@@ -25,35 +25,12 @@ static volatile int gk_recording = 0;
 
 /* Signals by receiving thread (open addressing on the tid). A process-wide CPU timer's signal
  * goes to the thread whose CPU time made it expire, unless that thread blocks it: a thread that
- * works but receives none hides its work (compared with its CPU time in pc_sampler.py).
- * A signal that was held pending arrives when some thread unblocks it, on the return of that
- * system call: those are counted apart (gk_tid_user counts the others, delivered in user code
- * while the thread ran), or a thread that blocks the signal only while it computes would be
- * credited with every signal that waited for its unblock (under load, when no other thread
- * could take them at once: red team round 6, h12). */
+ * works but receives none hides its work (compared with its CPU time in pc_sampler.py). */
 #define GK_TIDS 1024
 static volatile int gk_tid_keys[GK_TIDS];
 static volatile int gk_tid_counts[GK_TIDS];
-static volatile int gk_tid_user[GK_TIDS];
 
-/* Whether the interrupted instruction follows a system call instruction: the signal was
- * delivered on that call's return (a pending signal delivered at an unblock, or one that came
- * while the thread was in the kernel), not in the middle of user code. */
-static int gk_at_syscall_return(uintptr_t pc) {
-#if defined(__x86_64__)
-    if ((pc & 0xfff) < 2) return 0;  /* never read across into a page that may not be mapped */
-    const volatile unsigned char *p = (const volatile unsigned char *)(pc - 2);
-    return p[0] == 0x0f && p[1] == 0x05;
-#elif defined(__aarch64__)
-    if ((pc & 0xfff) < 4) return 0;
-    return *(const volatile uint32_t *)(pc - 4) == 0xd4000001u;
-#else
-    (void)pc;
-    return 0;
-#endif
-}
-
-static void gk_count_tid(int user) {
+static void gk_count_tid(void) {
     int tid = (int)syscall(SYS_gettid);
     unsigned h = (unsigned)tid * 2654435761u;
     for (int k = 0; k < GK_TIDS; ++k) {
@@ -68,7 +45,6 @@ static void gk_count_tid(int user) {
         }
         if (key == tid) {
             __atomic_fetch_add(&gk_tid_counts[slot], 1, __ATOMIC_RELAXED);
-            if (user) __atomic_fetch_add(&gk_tid_user[slot], 1, __ATOMIC_RELAXED);
             return;
         }
     }
@@ -76,7 +52,6 @@ static void gk_count_tid(int user) {
 
 int gk_tid_key(int i) { return i >= 0 && i < GK_TIDS ? gk_tid_keys[i] : 0; }
 int gk_tid_count(int i) { return i >= 0 && i < GK_TIDS ? gk_tid_counts[i] : 0; }
-int gk_tid_user_count(int i) { return i >= 0 && i < GK_TIDS ? gk_tid_user[i] : 0; }
 int gk_tid_slots(void) { return GK_TIDS; }
 
 static void gk_handler(int sig, siginfo_t *info, void *context) {
@@ -89,7 +64,7 @@ static void gk_handler(int sig, siginfo_t *info, void *context) {
     pc = (uintptr_t)uc->uc_mcontext.pc;
 #endif
     __atomic_fetch_add(&gk_signals, 1, __ATOMIC_RELAXED);
-    gk_count_tid(pc != 0 && !gk_at_syscall_return(pc));
+    gk_count_tid();
     if (!gk_recording) return;
     int i = __atomic_fetch_add(&gk_n, 1, __ATOMIC_RELAXED);
     if (i < GK_CAP) gk_pcs[i] = pc;
@@ -132,7 +107,7 @@ int gk_signals_seen(void) { return gk_signals; }
 uintptr_t gk_pc(int i) { return gk_pcs[i]; }
 void gk_reset(void) {
     gk_n = 0; gk_signals = 0;
-    for (int i = 0; i < GK_TIDS; ++i) { gk_tid_keys[i] = 0; gk_tid_counts[i] = 0; gk_tid_user[i] = 0; }
+    for (int i = 0; i < GK_TIDS; ++i) { gk_tid_keys[i] = 0; gk_tid_counts[i] = 0; }
 }
 
 /* Outside the handler: the object and nearest symbol of an address. */

@@ -87,9 +87,8 @@ def build_sampler() -> Optional[Path]:
 HIDING_MIN_S, HIDING_SHARE = 0.02, 0.05
 
 
-def thread_cpu(user_only: bool = False) -> dict[int, tuple[str, float]]:
-    """tid -> (name, CPU seconds so far) for every thread of this process (user mode only
-    with `user_only`)."""
+def thread_cpu() -> dict[int, tuple[str, float]]:
+    """tid -> (name, CPU seconds so far) for every thread of this process."""
     tick = os.sysconf("SC_CLK_TCK")
     out: dict[int, tuple[str, float]] = {}
     try:
@@ -102,7 +101,7 @@ def thread_cpu(user_only: bool = False) -> dict[int, tuple[str, float]]:
                 raw = fh.read(4096)
             name = raw[raw.index(b"(") + 1: raw.rindex(b")")].decode("utf-8", "replace")
             fields = raw.rsplit(b")", 1)[1].split()
-            out[int(tid)] = (name, (int(fields[11]) + (0 if user_only else int(fields[12]))) / tick)
+            out[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / tick)
         except (OSError, ValueError, IndexError):
             continue
     return out
@@ -157,7 +156,7 @@ class Sampler:
         self.lib.gk_resolve.argtypes = [ctypes.c_size_t, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
         self.interval_us = interval_us
         self._cpu0 = 0.0
-        self._user0: dict[int, tuple[str, float]] = {}
+        self._threads0: dict[int, tuple[str, float]] = {}
         self._names: dict[int, tuple[str, str]] = {}
 
     @staticmethod
@@ -169,7 +168,7 @@ class Sampler:
         self.lib.gk_reset()
         self.lib.gk_record(0)
         self._cpu0 = self._cpu()
-        self._user0 = thread_cpu(user_only=True)
+        self._threads0 = thread_cpu()
         if self.lib.gk_start(self.interval_us) != 0:
             raise OSError("the sampler's SIGPROF timer could not be armed")
 
@@ -188,28 +187,23 @@ class Sampler:
                        int(self.lib.gk_signals_seen()), self._hiding(cpu))
 
     def _hiding(self, cpu: float) -> list[tuple[str, float]]:
-        """Threads whose user-mode CPU time over the phase should have drawn signals in user code
-        and did not (fewer than a tenth of the timer periods that expired in it): they block
-        SIGPROF while they work (red team round 6, h07 and h12, which blocked it only while
-        computing). Only signals delivered in user code count for a thread: a signal held while
-        a thread computed masked arrives at its unblock, on a system call's return, and counting
-        it there credited h12's worker under load. Needs 20 ms and 5% of the CPU."""
-        counts: dict[int, int] = {}  # signals delivered in user code, by thread
-        total_signals = 0  # every delivery: one per timer period of the process's CPU time
+        """Threads whose CPU time over the phase should have drawn signals and did not (fewer than
+        a tenth of what their share implies): they block SIGPROF while they work (red team round
+        6, h07 and h12, which blocked it only while computing). Needs 20 ms and 5% of the CPU."""
+        counts: dict[int, int] = {}
         for i in range(int(self.lib.gk_tid_slots())):
             key = int(self.lib.gk_tid_key(i))
             if key:
-                counts[key] = int(self.lib.gk_tid_user_count(i))
-                total_signals += int(self.lib.gk_tid_count(i))
-        used_by = {tid: (name, used - self._user0.get(tid, ("", 0.0))[1])
-                   for tid, (name, used) in thread_cpu(user_only=True).items()}
+                counts[key] = int(self.lib.gk_tid_count(i))
+        total_signals = sum(counts.values())
         if cpu <= 0 or not total_signals:
             return []
         out = []
-        for tid, (name, used) in used_by.items():
+        for tid, (name, used) in thread_cpu().items():
+            used -= self._threads0.get(tid, ("", 0.0))[1]
             if used < max(HIDING_MIN_S, HIDING_SHARE * cpu):
                 continue
-            expected = total_signals * used / cpu  # the periods that expired in its user-mode time
+            expected = total_signals * used / cpu
             # 20 expected signals at least: an honest thread's count is Poisson around that, and
             # under a tenth of it (0 or 1) happens with a chance of about 1e-8
             if expected >= 20 and counts.get(tid, 0) < 0.1 * expected:
