@@ -4,9 +4,9 @@ calls, run back to back as the loop's calls are, then checked like every schedul
 The loop's last calls are timed against them (behaviour.repeat_probe). They ran under the same
 load from other processes, and as warm: their inputs are built before the first of them, no
 check runs between them but the copy of each output (inputs digested before and after, threads
-counted once they have all returned), and fresh allocations are not NaN-filled, as in the loop. Their values
-go to the parent and are judged as any scheduled call's, so a submission that told them apart
-(new tensors right after a streak) could not answer them with anything fast and wrong.
+counted once they have all returned), and fresh allocations are not NaN-filled, as in the loop.
+Their values go to the parent and are judged as any scheduled call's, so a submission that told
+them apart (new tensors right after a streak) could not answer them with anything fast and wrong.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 from gatekeeper.behaviour.executing import executing
 from gatekeeper.behaviour.observe import Census, input_digests
 from gatekeeper.behaviour.schedule_inputs import build_inputs, unpoisoned
-
-AFTER_CALLS = 8  # as problem.schedule.AFTER_LOOP
+from gatekeeper.problem.schedule import AFTER_LOOP as AFTER_CALLS
+from gatekeeper.sandbox.tensors import pack_output
 
 
 def after_loop_entries(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -35,8 +35,6 @@ def after_loop_entries(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def run_after_loop(runner: Any, entries: list[dict[str, Any]]) -> None:
     """Runs `entries` back to back, then reports each as the schedule's other calls are."""
     import torch
-
-    from gatekeeper.sandbox.tensors import pack, pack_tree
 
     channel = runner.channel
     prepared = []
@@ -56,8 +54,7 @@ def run_after_loop(runner: Any, entries: list[dict[str, Any]]) -> None:
                 wall, cpu = time.perf_counter() - began, time.thread_time() - cpu0
                 # Copied at once: an output kept in a buffer the next call rewrites (a persistent
                 # output, honest under `default`) holds this call's values only until then.
-                packed = pack_tree(out) if isinstance(out, torch.Tensor) else [pack(t) for t in out] \
-                    if isinstance(out, (list, tuple)) and all(isinstance(t, torch.Tensor) for t in out) else None
+                packed = pack_output(out)
                 ran.append((entry, inputs, before, addresses, out, packed, wall, cpu, None))
             except Exception as exc:
                 ran.append((entry, inputs, before, addresses, None, None, 0.0, 0.0, (exc, traceback.format_exc())))

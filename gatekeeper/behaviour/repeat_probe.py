@@ -174,11 +174,10 @@ class RepeatProbe:
             if not self._loop_beats_after(loop_ratio):
                 measured["cleared_by_calls_after_the_loop"] = True
                 return measured
-            what = (f"in a timing loop at the end of the schedule ({len(self.loop)} calls on the very same tensors, back "
-                    "to back), calls")
-            if self.after:
-                what = what.replace("back to back), calls", f"back to back; the {len(self.after)} fresh calls right "
-                                    f"after it took {min(self.after) * 1e6:.0f} us at the fastest), calls")
+            after = (f"; the {len(self.after)} fresh calls right after it took {min(self.after) * 1e6:.0f} us at the "
+                     "fastest" if self.after else "")
+            what = (f"in a timing loop at the end of the schedule ({len(self.loop)} calls on the very same tensors, "
+                    f"back to back{after}), calls")
         else:
             return measured
         how = ("a memo keyed by the contents returns stored results whenever a harness reuses its inputs"

@@ -26,7 +26,7 @@ from gatekeeper.runtime.kernel_owner import LaunchesOnly
 from gatekeeper.behaviour.observe import (
     Census, changed, identities, input_digests, overlaps, storage_range, tensors_of,
 )
-from gatekeeper.sandbox.tensors import digest, pack, pack_tree
+from gatekeeper.sandbox.tensors import digest, pack_output
 
 # What a timing worker holds that a submission could look for: a module with the reference
 # `Model` (an nn.Module subclass), get_inputs / get_init_inputs, and the timing method.
@@ -125,8 +125,7 @@ class Runner:
             scan_blocked_threads()  # between calls: a thread started in this one may hide from the sampler
             if recorder is not None:
                 recorder.finish_device()
-            packed = pack_tree(out) if isinstance(out, torch.Tensor) else [pack(t) for t in out] \
-                if isinstance(out, (list, tuple)) and all(isinstance(t, torch.Tensor) for t in out) else None
+            packed = pack_output(out)
         except Exception as exc:
             if recorder is not None:
                 recorder.finish_device()

@@ -108,6 +108,18 @@ def pack_tree(value: Any) -> Any:
     return value
 
 
+def pack_output(out: Any) -> Any:
+    """A forward call's output as the parent compares it: a tensor, or a list or tuple of
+    tensors, packed; None for anything else."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return pack_tree(out)
+    if isinstance(out, (list, tuple)) and all(isinstance(t, torch.Tensor) for t in out):
+        return [pack(t) for t in out]
+    return None
+
+
 def unpack_tree(value: Any, device: str = "cpu", consume: bool = False) -> Any:
     """`consume`: a worker reads these tensors for the last time; their transfer files go
     once read (a multi-GiB input then occupies the disk only while it is needed)."""
