@@ -246,6 +246,21 @@ def test_judge_names_the_mechanism_of_each_wrong_call():
     assert _judge(kinds, {8, 9}) == ["GK673"]  # the near-duplicate inherits its base's structure
 
 
+def test_calls_on_a_wrong_calls_very_inputs_are_judged_as_it():
+    # `again` calls hand the tensors of the call before once more, a repeat its contents: wrong
+    # because their base was, they are no plain error (a random seed once made the clamp of
+    # value_sniff_clamp_gemm_cpp GK677 through a run of `again` calls after a near-duplicate).
+    kinds = list(PLAIN)
+    kinds[5] = ("near-one", "normal", 4)
+    kinds[6], kinds[7] = ("again", "normal", 5), ("again", "normal", 6)
+    assert _judge(kinds, {5, 6, 7}, cached=False) == ["GK673"]
+    kinds[9] = ("fresh", "outliers", None)
+    kinds[10] = ("repeat", "normal", 9)
+    assert _judge(kinds, {9, 10}) == ["GK673"]
+    # Right where the base was right: an `again` call's own error stays a plain one.
+    assert _judge(kinds, {6}) == ["GK677"]
+
+
 def test_a_stale_answer_is_told_from_a_wrong_one():
     from gatekeeper.behaviour.compare import stale_where_wrong
 

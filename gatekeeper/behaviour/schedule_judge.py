@@ -10,6 +10,7 @@ from gatekeeper.behaviour.compare import compare, error_ratio, fair_compare, sta
 
 ARMING_PREFIX = 8  # a correct run of at least this many calls before the first wrong one
 TIMED_WINDOW = 16  # a memo switched on when the process looks timed may need a few calls to fill
+_SAME_INPUTS = ("again", "repeat")  # kinds whose inputs hold their base call's values (problem.schedule)
 
 
 @dataclass
@@ -165,7 +166,9 @@ class ScheduleJudge:
             reuse = _wrong_at_used_addresses(ordered)
         overwrite = [o for o in wrong if o.kind == "overwrite" and o.dist == "normal" and previous.get(o.index) in ok]
         special = {o.index for o in near + dists + reuse + overwrite}
-        inherited = {o.index for o in wrong if o.kind.startswith("near") and o.base not in ok}  # as its base
+        # A near-duplicate of a wrong call, and a call on the very inputs of one (`again`, `repeat`),
+        # is judged as that call: its wrong answer shows nothing the base did not.
+        inherited = {o.index for o in wrong if o.base not in ok and (o.kind.startswith("near") or o.kind in _SAME_INPUTS)}
         plain = [o for o in wrong if o.index not in special and o.index not in inherited]
         if near:
             one = any(o.kind == "near-one" for o in near)
