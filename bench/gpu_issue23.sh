@@ -58,6 +58,8 @@
 #                                                # run-time fig-leaf fingerprint and forbidden ops, then gpu_e2e.py
 #   bash bench/gpu_issue23.sh round12            # the third red-team round: the schedule's `again` calls on a GPU host,
 #                                                # honest CUDA graphs through the whole pipeline, gpu_e2e.py
+#   bash bench/gpu_issue23.sh round14            # GPU fixtures (250 s), fig-leaf and graph cases, the seed e2e after
+#                                                # the calls after the loop and again calls judged as their base
 #   bash bench/gpu_issue23.sh round13            # again runs unpoisoned, output dropped right before the call, more runs;
 #                                                # round 12's checks again with the stale-block pair (rt6_*)
 #   bash bench/gpu_issue23.sh round11b           # the result fingerprint's copy kernels left out of the call's work;
@@ -378,6 +380,23 @@ case "${1:-}" in
       date -u +%T
     } 2>&1 | tee "$OUT/round13.log"
     tar czf "$OUT/round13_reports.tar.gz" -C "$W" . 2>/dev/null ;;
+  round14)
+    # The sessions of 2026-12-06 afternoon and evening (CPU-side work): the calls after the timing
+    # loop (a plain tail of the schedule), the fig-leaf prints' nothing-to-compare calls, again/repeat
+    # calls judged as their base. First the GPU fixture suite side by side (whole pipeline, stops after
+    # behaviour), then the seed end to end and the graph and fig-leaf cases, one at a time.
+    W=/tmp/gk-round14; mkdir -p "$W"
+    GATEKEEPER_ISOLATION=bwrap timeout 330 python3 bench/gpu_fixtures.py --out "$OUT" --jobs 10 --budget 250 \
+      > "$OUT/fixtures.log" 2>&1
+    tail -n 5 "$OUT/fixtures.log"
+    { date -u +%T
+      check_cases "$W" rt4_gpu_fig_leaf_passthrough:seed_mean seed_honest_generic:seed_mean \
+        honest_cached_graph_identity:seed_mean cached_graph_replay:seed_mean
+      date -u +%T
+      GATEKEEPER_ISOLATION=bwrap OUT="$W" timeout -k 5 150 python3 bench/gpu_e2e.py
+      date -u +%T
+    } 2>&1 | tee "$OUT/round14.log"
+    tar czf "$OUT/round14_reports.tar.gz" -C "$W" . 2>/dev/null ;;
   round11b)
     # The result fingerprint's own copy kernels out of the call's kernels (CUPTI paused), and a
     # torch GEMM + own Triton epilogue (policy: a warning under default) not taken for a copy.
