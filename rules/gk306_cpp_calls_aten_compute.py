@@ -67,6 +67,20 @@ class CppCallsAtenCompute(TorchFallbackRule):
                     '''Replaces torch::mean(x, 0) and at::sum(x) with { a kernel }.'''
                     return _ext.f(x)
         """)),
+        # ATen's thread pool runs the submission's own loop (red team round 6, a GEMM handed to a
+        # worker thread): `at::launch` schedules a callable, it computes nothing itself
+        Valid(snippet("""
+            src = r'''
+            #include <torch/extension.h>
+            #include <ATen/Parallel.h>
+            torch::Tensor f(torch::Tensor x) {
+              auto y = torch::empty_like(x);
+              float* py = y.data_ptr<float>(); const float* px = x.data_ptr<float>();
+              at::launch([=] { for (int64_t i = 0; i < 64; ++i) py[i] = 2.f * px[i]; });
+              return y;
+            }
+            '''
+        """)),
     ]
     INVALID = [
         Invalid(snippet("""
@@ -93,4 +107,15 @@ class CppCallsAtenCompute(TorchFallbackRule):
             }
             '''
         """), line=4, message="the C++ source calls `Tensor::matmul`"),
+        # ATen's compute inside a callable handed to its thread pool is still ATen's
+        Invalid(snippet("""
+            src = r'''
+            #include <torch/extension.h>
+            torch::Tensor f(torch::Tensor a, torch::Tensor b) {
+              torch::Tensor c;
+              at::launch([&] { c = at::matmul(a, b); });
+              return c;
+            }
+            '''
+        """), line=5, message="the C++ source calls `at::matmul`"),
     ]
