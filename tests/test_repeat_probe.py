@@ -302,3 +302,19 @@ def test_a_memo_doing_a_third_of_the_work_on_calls_under_a_millisecond_is_caught
     # an honest loop as fast as the calls after it, though twice as fast as the checked calls
     measured, added = _loop_probe_after([4.0e-4] * 300, [4.2e-4] * 8)
     assert not added
+
+
+def test_the_last_call_after_the_loop_is_read_again_for_work_landing_after_return():
+    # Values written into the output after its copy at return (a thread finishing the work
+    # later) show as a change; an output left as returned, or one that is not a tensor, does not.
+    import torch
+
+    from gatekeeper.behaviour.after_loop import _changed_since_return
+    from gatekeeper.sandbox.tensors import pack_output
+
+    out = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    packed = pack_output(out)
+    assert not _changed_since_return(out, packed)
+    out[2, 3] = -1.0
+    assert _changed_since_return(out, packed)
+    assert not _changed_since_return((out, out), pack_output((out, out)))

@@ -7,6 +7,9 @@ check runs between them but the copy of each output (inputs digested before and 
 counted once they have all returned), and fresh allocations are not NaN-filled, as in the loop.
 Their values go to the parent and are judged as any scheduled call's, so a submission that told
 them apart (new tensors right after a streak) could not answer them with anything fast and wrong.
+Once they have all returned, the last call's output is read again (work still landing in it
+after its call returned, GK675), and each output's storage is compared with the call before's
+output, as for the other scheduled calls.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from gatekeeper.behaviour.executing import executing
 from gatekeeper.behaviour.observe import Census, input_digests
 from gatekeeper.behaviour.schedule_inputs import build_inputs, unpoisoned
 from gatekeeper.problem.schedule import AFTER_LOOP as AFTER_CALLS
-from gatekeeper.sandbox.tensors import pack_output
+from gatekeeper.sandbox.tensors import digest, pack_output
 
 
 def after_loop_entries(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -59,16 +62,39 @@ def run_after_loop(runner: Any, entries: list[dict[str, Any]]) -> None:
             except Exception as exc:
                 ran.append((entry, inputs, before, addresses, None, None, 0.0, 0.0, (exc, traceback.format_exc())))
     after = Census(census).counts
-    for entry, inputs, before, addresses, out, packed, wall, cpu, failed in ran:
+    previous_out = None  # the call before's output, held by `ran` (no honest reuse of its storage)
+    for position, (entry, inputs, before, addresses, out, packed, wall, cpu, failed) in enumerate(ran):
         index = entry["index"]
         if failed is not None:
             exc, trace = failed
             channel.send("schedule-error", index=index, type=type(exc).__name__, message=str(exc)[:1000],
                          traceback=trace[-2000:])
+            previous_out = None
             continue
+        if position == len(ran) - 1 and _changed_since_return(out, packed):
+            channel.send("schedule-late", index=index)
         channel.send("schedule-call", index=index, output=packed, threads_before=census.counts, threads_after=after,
                      addresses=addresses, wall_s=wall, cpu_s=cpu,
                      mutated=[i for i, (b, a) in enumerate(zip(before, input_digests(inputs))) if b != a],
-                     aliases=runner._aliases(inputs, out, None))
+                     aliases=runner._aliases(inputs, out, previous_out))
+        previous_out = out
     runner.previous = prepared[-1][1] if prepared else runner.previous
     runner.last = None
+
+
+def _changed_since_return(out: Any, packed: Any) -> bool:
+    """Whether the last call's output changed after its copy at return: work still landing in
+    it after forward returned (GK675). Read once the run is over, so nothing runs between the
+    calls; only the last call's, which no later call may have rewritten (an earlier output may
+    sit in storage the next call reuses honestly, as scratch or as a persistent buffer)."""
+    import hashlib
+
+    import torch
+
+    if not isinstance(out, torch.Tensor) or not isinstance(packed, dict):
+        return False
+    early = packed["file"]["sha256"] if "file" in packed else hashlib.sha256(packed["data"]).hexdigest()
+    try:
+        return digest(out) != early
+    except Exception:  # a tensor that cannot be read back now: nothing to compare
+        return False
