@@ -39,6 +39,7 @@ SHORT_RATIO = 0.15
 MIN_FRESH_CPU_S = 100e-6  # the calling thread's CPU on a fresh call, for its CPU times to count
 LONG_CALL_S, LONG_RATIO = 1e-3, 0.5  # a fresh call of 1 ms or more: a repeat under half of it (h09: 0.35)
 MIN_FRESH_S = 200e-6  # a fastest fresh call below this: timer noise and call overhead decide, not judged
+LOOP_TAIL = 16  # the loop's last calls judged against the calls right after it: at least this many
 
 
 @dataclass
@@ -95,17 +96,25 @@ class RepeatProbe:
 
     def _loop_beats_after(self, ratio: float) -> bool:
         """Whether the loop's last calls beat the fresh calls right after it, by wall and (where
-        the calling thread works) by CPU time. True when there are none to compare."""
+        the calling thread works) by CPU time: most of them, not one. True when there are none
+        to compare.
+
+        Most: on a loaded machine a call's time is quantised by the scheduler's ticks (an honest
+        worker-thread GEMM on two busy cores ran about 1 ms when both its threads held a core and
+        4 ms when one waited a tick), so the fastest of eight calls is a draw. The fastest of the
+        loop's last calls once beat all eight after it by 4x (962 us against 3,879 us) on honest
+        code, a GK678 on about one loaded run in seven. A memo, armed by a streak or by a dropped
+        result, is fast on nearly every call of the loop's end: the median of its last calls."""
         after = self.after
         if not after:
             return True
-        last = self.loop[-len(after):]
-        if not last or min(last) >= ratio * min(after):
+        last = self.loop[-max(2 * len(after), LOOP_TAIL):]
+        if not last or median(last) >= ratio * min(after):
             return False
         after_cpus = [self.cpus[i] for i in self.after_indices if i in self.cpus]
-        last_cpus = self.loop_cpus[-len(after_cpus):] if after_cpus else []
+        last_cpus = self.loop_cpus[-max(2 * len(after_cpus), LOOP_TAIL):] if after_cpus else []
         if last_cpus and min(after_cpus) >= MIN_FRESH_CPU_S:
-            return min(last_cpus) < ratio * min(after_cpus)
+            return median(last_cpus) < ratio * min(after_cpus)
         return True
 
     def _fresh(self, calls: dict[int, Any], first: int) -> list[float]:
