@@ -101,9 +101,9 @@ class RepeatProbe:
 
         Most: on a loaded machine a call's time is quantised by the scheduler's ticks (an honest
         worker-thread GEMM on two busy cores ran about 1 ms when both its threads held a core and
-        4 ms when one waited a tick), so the fastest of eight calls is a draw. The fastest of the
-        loop's last calls once beat all eight after it by 4x (962 us against 3,879 us) on honest
-        code, a GK678 on about one loaded run in seven. A memo, armed by a streak or by a dropped
+        4 ms when one waited a tick), so the fastest of a few calls is a draw. The fastest of the
+        loop's last seven calls once beat all seven after it by 4x (962 us against 3,879 us): a
+        GK678 on that honest code, in loaded runs only. A memo, armed by a streak or by a dropped
         result, is fast on nearly every call of the loop's end: the median of its last calls."""
         after = self.after
         if not after:
