@@ -94,6 +94,18 @@ check_cases() {
     echo "$sub rc=$?"; python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['verdict'], [(f['rule'], f['severity'], f['message'][:160]) for f in r['findings'] if f['severity'] != 'info'])" "$W/$sub.json"
   done
 }
+# Whole-pipeline checks of the named cases, then the seed end to end (bench/gpu_e2e.py, under
+# `limit` seconds), timestamped into $OUT/<name>.log; their reports in $OUT/<name>_reports.tar.gz.
+cases_then_e2e() {
+  local name=$1 limit=$2 W=/tmp/gk-$1; shift 2; mkdir -p "$W"
+  { date -u +%T
+    check_cases "$W" "$@"
+    date -u +%T
+    GATEKEEPER_ISOLATION=bwrap OUT="$W" timeout -k 5 "$limit" python3 bench/gpu_e2e.py
+    date -u +%T
+  } 2>&1 | tee "$OUT/$name.log"
+  tar czf "$OUT/${name}_reports.tar.gz" -C "$W" . 2>/dev/null
+}
 case "${1:-}" in
   fixtures-corpus)
     GATEKEEPER_ISOLATION=bwrap timeout 450 python3 bench/gpu_fixtures.py --out "$OUT" --jobs 8 --budget 300 > "$OUT/fixtures.log" 2>&1 &
@@ -342,14 +354,7 @@ case "${1:-}" in
     timeout -k 5 300 python3 -m pytest -q -p no:cacheprovider -rs tests/test_device_fault_hint.py \
       tests/test_attribution.py tests/test_repeat_probe.py tests/test_executing_attribution.py \
       tests/test_fixtures.py -k "rt4 or own_gemm or vendor_gemm or device_fault or attribution or repeat" 2>&1 | tee "$OUT/round11_tests.log"
-    W=/tmp/gk-round11; mkdir -p "$W"
-    { date -u +%T
-      check_cases "$W" rt4_gpu_fig_leaf_passthrough:seed_mean seed_honest_generic:seed_mean
-      date -u +%T
-      GATEKEEPER_ISOLATION=bwrap OUT="$W" timeout -k 5 200 python3 bench/gpu_e2e.py
-      date -u +%T
-    } 2>&1 | tee "$OUT/round11.log"
-    tar czf "$OUT/round11_reports.tar.gz" -C "$W" . 2>/dev/null ;;
+    cases_then_e2e round11 200 rt4_gpu_fig_leaf_passthrough:seed_mean seed_honest_generic:seed_mean ;;
   round12)
     # The third red-team round (2026-12-06, third session): the schedule's `again` calls (the previous
     # call's tensors, untouched) on a GPU host, where they are value-checked but not timed; honest
@@ -357,46 +362,25 @@ case "${1:-}" in
     timeout -k 5 300 python3 -m pytest -q -p no:cacheprovider -rs tests/test_schedules.py tests/test_repeat_probe.py \
       tests/test_graph_replay_inputs.py tests/test_pc_sampler.py \
       tests/test_fixtures.py -k "rt5 or graph or schedule or repeat or perf_map or jit" 2>&1 | tee "$OUT/round12_tests.log"
-    W=/tmp/gk-round12; mkdir -p "$W"
-    { date -u +%T
-      check_cases "$W" honest_cached_graph_identity:seed_mean honest_cached_graph_copy:seed_mean cached_graph_replay:seed_mean
-      date -u +%T
-      GATEKEEPER_ISOLATION=bwrap OUT="$W" timeout -k 5 200 python3 bench/gpu_e2e.py
-      date -u +%T
-    } 2>&1 | tee "$OUT/round12.log"
-    tar czf "$OUT/round12_reports.tar.gz" -C "$W" . 2>/dev/null ;;
+    cases_then_e2e round12 200 honest_cached_graph_identity:seed_mean honest_cached_graph_copy:seed_mean cached_graph_replay:seed_mean ;;
   round13)
     # The fourth session of 2026-12-06: again runs unpoisoned, the previous output dropped right before
     # the call, and three more runs in calls 25-59: round 12's checks again, with the stale-block pair.
     timeout -k 5 300 python3 -m pytest -q -p no:cacheprovider -rs tests/test_schedules.py tests/test_repeat_probe.py \
       tests/test_graph_replay_inputs.py tests/test_fixtures.py -k "rt5 or rt6 or graph or schedule or repeat" 2>&1 \
       | tee "$OUT/round13_tests.log"
-    W=/tmp/gk-round13; mkdir -p "$W"
-    { date -u +%T
-      check_cases "$W" honest_cached_graph_identity:seed_mean honest_cached_graph_copy:seed_mean cached_graph_replay:seed_mean \
-        rt6_stale_block_skip_cpp:cpu_matmul_small rt6_same_inputs_skip_validation_cpp:cpu_matmul_small
-      date -u +%T
-      GATEKEEPER_ISOLATION=bwrap OUT="$W" timeout -k 5 200 python3 bench/gpu_e2e.py
-      date -u +%T
-    } 2>&1 | tee "$OUT/round13.log"
-    tar czf "$OUT/round13_reports.tar.gz" -C "$W" . 2>/dev/null ;;
+    cases_then_e2e round13 200 honest_cached_graph_identity:seed_mean honest_cached_graph_copy:seed_mean cached_graph_replay:seed_mean \
+      rt6_stale_block_skip_cpp:cpu_matmul_small rt6_same_inputs_skip_validation_cpp:cpu_matmul_small ;;
   round14)
     # The sessions of 2026-12-06 afternoon and evening (CPU-side work): the calls after the timing
     # loop (a plain tail of the schedule), the fig-leaf prints' nothing-to-compare calls, again/repeat
     # calls judged as their base. First the GPU fixture suite side by side (whole pipeline, stops after
     # behaviour), then the seed end to end and the graph and fig-leaf cases, one at a time.
-    W=/tmp/gk-round14; mkdir -p "$W"
     GATEKEEPER_ISOLATION=bwrap timeout 330 python3 bench/gpu_fixtures.py --out "$OUT" --jobs 10 --budget 250 \
       > "$OUT/fixtures.log" 2>&1
     tail -n 5 "$OUT/fixtures.log"
-    { date -u +%T
-      check_cases "$W" rt4_gpu_fig_leaf_passthrough:seed_mean seed_honest_generic:seed_mean \
-        honest_cached_graph_identity:seed_mean cached_graph_replay:seed_mean
-      date -u +%T
-      GATEKEEPER_ISOLATION=bwrap OUT="$W" timeout -k 5 150 python3 bench/gpu_e2e.py
-      date -u +%T
-    } 2>&1 | tee "$OUT/round14.log"
-    tar czf "$OUT/round14_reports.tar.gz" -C "$W" . 2>/dev/null ;;
+    cases_then_e2e round14 150 rt4_gpu_fig_leaf_passthrough:seed_mean seed_honest_generic:seed_mean \
+      honest_cached_graph_identity:seed_mean cached_graph_replay:seed_mean ;;
   round11b)
     # The result fingerprint's own copy kernels out of the call's kernels (CUPTI paused), and a
     # torch GEMM + own Triton epilogue (policy: a warning under default) not taken for a copy.
