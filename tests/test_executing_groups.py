@@ -63,6 +63,28 @@ def test_the_timing_loop_is_a_group_of_its_own():
     assert worst["calls"] == loop and worst["own"] == 0
 
 
+def test_the_loops_probes_are_labelled_where_they_ran_inside_it():
+    # behaviour.timing_loop: the loop message, then one message per probe; the probes ran after
+    # 20 and 50 loop calls and at the loop's end
+    messages = [{"kind": "schedule-call", "index": i} for i in range(3)]
+    messages.append({"kind": "schedule-loop", "calls": 60, "after": [3, 4, 5], "probes_at": [20, 50, 60],
+                     "error": ""})
+    messages += [{"kind": "schedule-call", "index": 3}, {"kind": "schedule-late", "index": 4},
+                 {"kind": "schedule-call", "index": 4}, {"kind": "schedule-error", "index": 5},
+                 {"kind": "executing"}, {"kind": "schedule-call", "index": 0}]
+    labels = call_labels(messages)
+    assert len(labels) == 3 + 60 + 3
+    assert [i for i, label in enumerate(labels) if label != "timing-loop"] == [0, 1, 2, 23, 54, 65]
+    assert labels[23] == "schedule-3 (unwatched)" and labels[65] == "schedule-5 (unwatched)"
+    # a loop call that raised ended the loop: it ran before the probes made at the end
+    messages[3] = dict(messages[3], calls=59, probes_at=[20, 50, 59], error="RuntimeError: boom")
+    labels = call_labels(messages)
+    assert len(labels) == 66 and labels[-2:] == ["timing-loop", "schedule-5 (unwatched)"]
+    # positions that make no sense: the probes as if at the loop's end
+    messages[3] = dict(messages[3], calls=60, error="", probes_at=[50, 20, 60])
+    assert call_labels(messages)[-3:] == ["schedule-3 (unwatched)", "schedule-4 (unwatched)", "schedule-5 (unwatched)"]
+
+
 def test_a_switch_armed_by_a_streak_in_the_loop_is_found_in_the_loops_tail():
     # CI of 2026-12-06 (rt6_library_in_streak_cpp): the own GEMM on the loop's first 12 calls
     # (the streak that arms the switch), MKL after: 6% own over the whole loop, 0% in its second half

@@ -232,8 +232,10 @@ def test_load_that_stretched_only_the_fresh_calls_wall_time_is_not_a_memo():
     assert _loop_probe_cpu(5.0e-3, 2.0e-5, 1.0e-3, 1.0e-5) == ["GK678"]
 
 
-def _loop_probe_after(loop_walls: list[float], after_walls: list[float]) -> tuple[dict, list]:
-    """A 32-call schedule whose last calls (plain fresh ones) ran right after the loop."""
+def _loop_probe_after(loop_walls: list[float], after_walls: list[float],
+                      probes_at: list[int] | None = None) -> tuple[dict, list]:
+    """A 32-call schedule whose last calls (plain fresh ones) were the loop's probes: at
+    `probes_at` (loop calls before each), or all at its end when not given."""
     calls = [{"index": i, "kind": "fresh", "dist": "normal"} for i in range(24 + len(after_walls))]
     for i in (6, 7, 12):
         calls[i].update(kind="repeat", base=i - 3)
@@ -242,6 +244,7 @@ def _loop_probe_after(loop_walls: list[float], after_walls: list[float]) -> tupl
         probe.observe({"kind": "schedule-call", "index": i, "wall_s": 2.2e-3, "cpu_s": 2e-5})
     after = list(range(24, 24 + len(after_walls)))
     probe.observe({"kind": "schedule-loop", "calls": len(loop_walls), "walls": loop_walls, "after": after,
+                   "probes_at": probes_at if probes_at is not None else [len(loop_walls)] * len(after),
                    "error": ""})
     for i, wall in zip(after, after_walls):
         probe.observe({"kind": "schedule-call", "index": i, "wall_s": wall, "cpu_s": 2e-5})
@@ -255,7 +258,7 @@ def test_a_loop_faster_than_the_schedule_under_load_is_cleared_by_the_calls_righ
     # the loop met a quiet moment (1 ms) and was slow again at its end, as were the fresh calls
     # right after it (same load)
     measured, added = _loop_probe_after([2.0e-3] * 100 + [1.0e-3] * 100 + [2.0e-3] * 100, [2.1e-3] * 8)
-    assert not added and measured["cleared_by_calls_after_the_loop"] and measured["after_loop_calls"] == 8
+    assert not added and measured["cleared_by_loop_probes"] and measured["loop_probe_calls"] == 8
     # the fresh calls after the loop as fast as the loop: they lower the fresh calls' fastest time
     measured, added = _loop_probe_after([1.0e-3] * 300, [1.05e-3] * 8)
     assert not added and measured["fresh_fastest_s"] == 1.05e-3
@@ -264,17 +267,18 @@ def test_a_loop_faster_than_the_schedule_under_load_is_cleared_by_the_calls_righ
 def test_a_loop_memo_still_beats_the_fresh_calls_right_after_it():
     measured, added = _loop_probe_after([2.2e-3] * 12 + [5e-6] * 300, [2.1e-3] * 8)
     assert [a[0] for a, _ in added] == ["GK678"]
-    assert "the 8 fresh calls right after it took 2100 us at the fastest" in added[0][1]["detail"]
+    assert "its 8 probes, the same tensors with new contents" in added[0][1]["detail"]
+    assert "took 2100 us at the fastest" in added[0][1]["detail"]
 
 
 def test_a_schedule_that_ended_otherwise_judges_the_loop_as_before():
     # a trimmed schedule whose last calls are not plain fresh ones: none ran after the loop
     measured, added = _loop_probe_after([2.2e-3] * 12 + [5e-6] * 300, [])
-    assert [a[0] for a, _ in added] == ["GK678"] and "after_loop_calls" not in measured
+    assert [a[0] for a, _ in added] == ["GK678"] and "loop_probe_calls" not in measured
 
 
 def test_the_last_plain_fresh_calls_of_a_schedule_run_after_the_loop():
-    from gatekeeper.behaviour.after_loop import AFTER_CALLS, after_loop_entries as _after_loop
+    from gatekeeper.behaviour.timing_loop import PROBE_CALLS as AFTER_CALLS, probe_entries as _after_loop
     from gatekeeper.problem.schedule import AFTER_LOOP, MIN_CALLS, plan_schedule
 
     assert AFTER_CALLS == AFTER_LOOP
@@ -309,7 +313,7 @@ def test_the_last_call_after_the_loop_is_read_again_for_work_landing_after_retur
     # later) show as a change; an output left as returned, or one that is not a tensor, does not.
     import torch
 
-    from gatekeeper.behaviour.after_loop import _changed_since_return
+    from gatekeeper.behaviour.timing_loop import _changed_since_return
     from gatekeeper.sandbox.tensors import pack_output
 
     out = torch.arange(12, dtype=torch.float32).reshape(3, 4)
@@ -326,7 +330,7 @@ def test_a_lucky_loop_call_under_load_does_not_convict_honest_code():
     # the loop's last calls was lucky (962 us), all seven after it were not (3,879 us at best).
     loop = ([3.95e-3] * 20 + [0.962e-3]) * 9 + [3.95e-3] * 5 + [0.962e-3] + [3.95e-3] * 6
     measured, added = _loop_probe_after(loop, [3.879e-3, 3.9e-3, 4.0e-3, 3.95e-3, 3.96e-3, 3.99e-3, 4.1e-3])
-    assert not added and measured["cleared_by_calls_after_the_loop"]
+    assert not added and measured["cleared_by_loop_probes"]
     # Before, the fastest of the loop's last calls was compared: the same data convicted it.
     from statistics import median
     assert min(loop[-7:]) < 0.5 * 3.879e-3 and median(loop[-16:]) >= 0.5 * 3.879e-3
@@ -337,3 +341,44 @@ def test_a_memo_fast_on_most_calls_of_the_loops_end_is_still_caught():
     loop = [2.2e-3] * 12 + ([2.0e-4] * 4 + [2.2e-3]) * 60
     measured, added = _loop_probe_after(loop, [2.2e-3] * 8)
     assert [a[0] for a, _ in added] == ["GK678"]
+
+
+# Probes spread over a 1,000-call loop as behaviour.schedule_checks.loop_probe_fractions draws them
+# (one in each seventh, 16 calls at least apart), the last at the loop's end.
+_SPREAD = [80, 230, 380, 500, 650, 800, 930, 1000]
+
+
+def test_a_memo_dropped_before_the_loops_end_is_caught_by_the_probes_inside_it():
+    # Armed after a streak, dropped after its 500th replay: the loop's last calls do the work.
+    loop = [2.2e-3] * 12 + [5e-6] * 500 + [2.2e-3] * 488
+    measured, added = _loop_probe_after(loop, [2.1e-3] * 8, _SPREAD)
+    assert [a[0] for a, _ in added] == ["GK678"]
+    # Judged by the loop's tail alone (probes all at the end, as before 2026-12-07) it was cleared.
+    measured, added = _loop_probe_after(loop, [2.1e-3] * 8)
+    assert not added and measured["cleared_by_loop_probes"]
+
+
+def test_one_quiet_stretch_of_an_honest_loop_is_not_a_memo():
+    # an honest loop under load: one window met a quiet moment (1 ms), the others and the probes did not
+    loop = [2.2e-3] * 370 + [1.0e-3] * 10 + [2.2e-3] * 620
+    measured, added = _loop_probe_after(loop, [2.1e-3] * 8, _SPREAD)
+    assert not added and measured["cleared_by_loop_probes"]
+    # nor is a loop as fast as its probes (a tight loop's warm caches are the probes' too)
+    measured, added = _loop_probe_after([4.0e-4] * 1000, [4.2e-4] * 8, _SPREAD)
+    assert not added
+
+
+def test_probe_positions_that_make_no_sense_fall_back_to_the_loops_tail():
+    loop = [2.2e-3] * 12 + [5e-6] * 988
+    for bad in ([5, 3, 1000], [2000] * 8, ["x"] * 8):
+        measured, added = _loop_probe_after(loop, [2.1e-3] * 8, bad)
+        assert [a[0] for a, _ in added] == ["GK678"]
+
+
+def test_the_loop_probes_fall_one_in_each_span_of_the_loop():
+    from gatekeeper.behaviour.schedule_checks import loop_probe_fractions
+
+    for seed in range(50):
+        fractions = loop_probe_fractions(seed, 7)
+        assert all(k / 7 < f < (k + 1) / 7 for k, f in enumerate(fractions))
+    assert loop_probe_fractions(1, 7) == loop_probe_fractions(1, 7) != loop_probe_fractions(2, 7)

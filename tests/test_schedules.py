@@ -207,10 +207,13 @@ def _reference(kinds):
     return {"calls": calls, "timed_from": 10}
 
 
-def _judge(kinds, wrong, addresses=None, cached=True):
+def _judge(kinds, wrong, addresses=None, cached=True, loop=None):
     """`wrong` calls return -1, except wrong near-duplicates: their base's result when `cached`
-    (what a cache keyed on sampled elements returns), else a value that is neither."""
+    (what a cache keyed on sampled elements returns), else a value that is neither. `loop`: the
+    timing loop's message, observed before the calls (its probes are reported after it)."""
     judge = ScheduleJudge(_reference(kinds), lambda dtype: (1e-5, 1e-5))
+    if loop is not None:
+        judge.observe(dict(loop, kind="schedule-loop"))
     for index in range(len(kinds)):
         kind, _, base = kinds[index]
         value = float(index) if index not in wrong else float(base) if cached and kind.startswith("near") else -1.0
@@ -259,6 +262,17 @@ def test_calls_on_a_wrong_calls_very_inputs_are_judged_as_it():
     assert _judge(kinds, {9, 10}) == ["GK673"]
     # Right where the base was right: an `again` call's own error stays a plain one.
     assert _judge(kinds, {6}) == ["GK677"]
+
+
+def test_a_loop_probe_written_into_the_loops_tensors_is_judged_as_an_overwrite():
+    # behaviour.timing_loop: the last plain fresh calls write their values into the loop's own
+    # tensors; a memo keyed on identity that ignores `_version` answers them with the loop's result
+    probes = {"after": [16, 17, 18, 19], "in_place": [16, 17, 18, 19], "calls": 400}
+    assert _judge(list(PLAIN), {17, 18}, loop=probes) == ["GK611"]
+    assert _judge(list(PLAIN), {16, 17, 18, 19}, loop=probes) == ["GK611"]  # every probe: each follows the loop
+    # a probe that got new tensors (a shape that did not fit) stays a plain fresh call
+    found = _judge(list(PLAIN), {17, 18}, loop=dict(probes, in_place=[16]))
+    assert found and "GK611" not in found
 
 
 def test_a_stale_answer_is_told_from_a_wrong_one():

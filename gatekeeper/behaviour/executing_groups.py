@@ -29,9 +29,10 @@ of its calls is almost all library code.
 
 The calls are matched to their labels by order: each forward call sends exactly one of
 `call`/`call-error` (trials) or `schedule-call`/`schedule-error` (the schedule), and the
-timing loop one `schedule-loop` for all its calls, in the order they ran, before the `executing` message (the parent's copies of recorded scheduled
-calls, `work_messages`, come after it). When the counts differ (a run cut short) only the
-position groups are judged.
+timing loop one `schedule-loop` for all its calls, followed by one message for each of its
+probes, which ran among the loop's calls (`probes_at`); all before the `executing` message
+(the parent's copies of recorded scheduled calls, `work_messages`, come after it). When the
+counts differ (a run cut short) only the position groups are judged.
 """
 
 from __future__ import annotations
@@ -43,21 +44,59 @@ from gatekeeper.behaviour.sample_shares import ALPHA, COMPUTE, MEANINGFUL_SHARE,
 _CALL_KINDS = ("call", "call-error", "schedule-call", "schedule-error")
 
 
+def _label(m: dict[str, Any]) -> str:
+    if m.get("kind") in ("call", "call-error"):
+        return str(m.get("trial", "?"))
+    # a scheduled call the recorder watched brings its work: the others ran unwatched
+    watched = isinstance(m.get("work"), dict)
+    return f"schedule-{m.get('index', '?')}{'' if watched else _UNWATCHED}"
+
+
+def _loop_labels(loop: dict[str, Any], probes: list[str]) -> list[str]:
+    """The loop's calls with its probes (the scheduled calls reported after it) where they ran
+    (`probes_at`: loop calls before each; behaviour.timing_loop). A loop call that raised ended
+    the loop: it is placed after the loop's other calls, before the probes made at the end."""
+    count = int(loop.get("calls", 0) or 0)
+    at = [a for a in loop.get("probes_at") or [] if isinstance(a, int)]
+    if len(at) != len(probes) or at != sorted(at) or any(not 0 <= a <= count for a in at):
+        at = [count] * len(probes)  # unknown: at the end, where the probes ran before 2026-12-07
+    failed = bool(loop.get("error"))
+    labels: list[str] = []
+    made = 0  # loop calls labelled so far
+    for position, probe in zip(at, probes):
+        if position == count and failed:
+            labels += [_LOOP] * (count - made) + [_LOOP]
+            made, failed = count, False
+        labels += [_LOOP] * (position - made) + [probe]
+        made = position
+    return labels + [_LOOP] * (count - made) + ([_LOOP] if failed else [])
+
+
 def call_labels(messages: list[dict[str, Any]]) -> list[str]:
     """The forward calls' labels in the order they ran: a trial's name, or `schedule-<index>`."""
     labels = []
+    shown = []  # the messages the worker sent, up to `executing` (copies the parent appends come after it)
     for m in messages:
-        kind = m.get("kind")
-        if kind == "executing":  # the worker's last message; copies the parent appends come after it
+        if m.get("kind") == "executing":
             break
-        if kind in ("call", "call-error"):
-            labels.append(str(m.get("trial", "?")))
-        elif kind in ("schedule-call", "schedule-error"):
-            # a scheduled call the recorder watched brings its work: the others ran unwatched
-            watched = isinstance(m.get("work"), dict)
-            labels.append(f"schedule-{m.get('index', '?')}{'' if watched else _UNWATCHED}")
-        elif kind == "schedule-loop":  # the timing loop: one label per call it made
-            labels += [_LOOP] * int(m.get("calls", 0) or 0) + ([_LOOP] if m.get("error") else [])
+        shown.append(m)
+    i = 0
+    while i < len(shown):
+        m = shown[i]
+        kind = m.get("kind")
+        if kind in _CALL_KINDS:
+            labels.append(_label(m))
+        elif kind == "schedule-loop":  # the timing loop: one label per call it made, its probes among them
+            count = len([a for a in m.get("after") or [] if isinstance(a, int)])
+            following = [x for x in shown[i + 1:] if x.get("kind") in _CALL_KINDS][:count]
+            if len(following) < count:
+                following = []  # a run cut short: the probes' messages are labelled where they come
+            labels += _loop_labels(m, [_label(x) for x in following])
+            while following and i + 1 < len(shown):  # past the probes' own messages, placed already
+                i += 1
+                if shown[i] is following[-1]:
+                    break
+        i += 1
     return labels
 
 

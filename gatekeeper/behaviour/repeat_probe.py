@@ -39,7 +39,7 @@ SHORT_RATIO = 0.15
 MIN_FRESH_CPU_S = 100e-6  # the calling thread's CPU on a fresh call, for its CPU times to count
 LONG_CALL_S, LONG_RATIO = 1e-3, 0.5  # a fresh call of 1 ms or more: a repeat under half of it (h09: 0.35)
 MIN_FRESH_S = 200e-6  # a fastest fresh call below this: timer noise and call overhead decide, not judged
-LOOP_TAIL = 16  # the loop's last calls judged against the calls right after it: at least this many
+LOOP_TAIL = 16  # the loop calls just before each probe that it is compared with
 
 
 @dataclass
@@ -51,12 +51,12 @@ class RepeatProbe:
     # (the same ones), so it is faster there with all the work done: not judged by time until
     # the launches of the call back it (a gap in docs/threat-model.md).
     time_again: bool = True
-    # The timing loop's calls (behaviour.schedule_subject.timing_loop), timed where `again` calls
+    # The timing loop's calls (behaviour.timing_loop), timed where `again` calls
     # are: the same tensors back to back, as long as a benchmark's loop.
     loop: list[float] = field(default_factory=list)
-    # The schedule's last plain fresh calls, which ran right after the loop (their indices): a
-    # finding that rests on the loop alone needs its last calls to beat these too, which ran
-    # under the same load. Empty when the schedule ended otherwise (a short or trimmed one).
+    # The schedule's last plain fresh calls, the loop's probes (their indices): a finding that
+    # rests on the loop alone needs the loop's calls just before each to beat these too, which
+    # ran under the same load. Empty when the schedule ended otherwise (a short or trimmed one).
     after_indices: list[int] = field(default_factory=list)
     # The calling thread's CPU time of the same calls: another process's load stretches wall
     # times, never these, so a finding needs both to say it (a loaded machine once slowed every
@@ -64,12 +64,19 @@ class RepeatProbe:
     # here: its other threads' share is only brought up to date at the scheduler's tick.
     cpus: dict[int, float] = field(default_factory=dict)
     loop_cpus: list[float] = field(default_factory=list)
+    # Where the probes ran (behaviour.timing_loop): the number of loop calls before each.
+    probes_at: list[int] = field(default_factory=list)
 
     def observe(self, message: dict[str, Any]) -> None:
         if message.get("kind") == "schedule-loop" and self.time_again:
             self.loop = [float(w) for w in message.get("walls") or [] if isinstance(w, (int, float)) and w >= 0]
             self.loop_cpus = [float(c) for c in message.get("cpus") or [] if isinstance(c, (int, float)) and c >= 0]
             self.after_indices = [int(i) for i in message.get("after") or [] if isinstance(i, int)][:64]
+            at = [int(p) for p in message.get("probes_at") or [] if isinstance(p, int)]
+            # Where each probe ran in the loop (loop calls before it); without it (or malformed)
+            # the loop's tail is judged, as for probes that all ran at its end.
+            ok = len(at) == len(self.after_indices) and all(0 <= a <= b <= len(self.loop) for a, b in zip(at, at[1:] + [len(self.loop)]))
+            self.probes_at = at if ok else []
             return
         if message.get("kind") != "schedule-call":
             return
@@ -91,31 +98,50 @@ class RepeatProbe:
 
     @property
     def after(self) -> list[float]:
-        """Wall times of the fresh calls that ran right after the loop."""
+        """Wall times of the loop's probes (the schedule's last plain fresh calls)."""
         return [self.walls[i] for i in self.after_indices if i in self.walls]
 
-    def _loop_beats_after(self, ratio: float) -> bool:
-        """Whether the loop's last calls beat the fresh calls right after it, by wall and (where
-        the calling thread works) by CPU time: most of them, not one. True when there are none
-        to compare.
+    def _windows(self, probes: int) -> list[range]:
+        """The loop calls the probes are compared with: up to LOOP_TAIL just before each probe
+        (from the last probe on), one window each; one window of the loop's tail where the
+        positions are unknown (or every probe ran at its end)."""
+        n = len(self.loop)
+        at = [a for a in self.probes_at if a - LOOP_TAIL // 2 >= 0]
+        if not at or len(set(at)) == 1:
+            return [range(max(n - max(2 * probes, LOOP_TAIL), 0), n)]
+        windows, start = [], 0
+        for a in sorted(set(at)):
+            windows.append(range(max(start, a - LOOP_TAIL), a))
+            start = a
+        return windows
 
-        Most: on a loaded machine a call's time is quantised by the scheduler's ticks (an honest
-        worker-thread GEMM on two busy cores ran about 1 ms when both its threads held a core and
-        4 ms when one waited a tick), so the fastest of a few calls is a draw. The fastest of the
-        loop's last seven calls once beat all seven after it by 4x (962 us against 3,879 us): a
-        GK678 on that honest code, in loaded runs only. A memo, armed by a streak or by a dropped
-        result, is fast on nearly every call of the loop's end: the median of its last calls."""
+    def _loop_beats_after(self, ratio: float) -> bool:
+        """Whether the loop's calls just before its probes beat the probes, by wall and (where
+        the calling thread works) by CPU time: in two windows at least and a quarter of them,
+        judged by each window's median, never by one call. True when there are no probes.
+
+        The probes (behaviour.timing_loop) are the same tensors with new contents, at positions
+        drawn from the run's secret across the whole loop: as warm as the loop's calls and under
+        the same load. A memo hits on the loop's calls and misses on the probes, in whichever
+        part of the loop it is active; honest code takes the same time on both. Two windows: one
+        quiet moment of the machine is not a memo.
+
+        Medians: on a loaded machine a call's time is quantised by the scheduler's ticks (an
+        honest worker-thread GEMM on two busy cores ran about 1 ms when both its threads held a
+        core and 4 ms when one waited a tick), so the fastest of a few calls is a draw. The
+        fastest of the loop's last seven calls once beat all seven probes by 4x (962 us against
+        3,879 us): a GK678 on that honest code, in loaded runs only. A memo is fast on nearly
+        every call before a probe."""
         after = self.after
         if not after:
             return True
-        last = self.loop[-max(2 * len(after), LOOP_TAIL):]
-        if not last or median(last) >= ratio * min(after):
-            return False
+        windows = self._windows(len(after))
+        need = 1 if len(windows) == 1 else max(2, -(-len(windows) // 4))
+        fast = [w for w in windows if len(w) and median(self.loop[i] for i in w) < ratio * min(after)]
         after_cpus = [self.cpus[i] for i in self.after_indices if i in self.cpus]
-        last_cpus = self.loop_cpus[-max(2 * len(after_cpus), LOOP_TAIL):] if after_cpus else []
-        if last_cpus and min(after_cpus) >= MIN_FRESH_CPU_S:
-            return median(last_cpus) < ratio * min(after_cpus)
-        return True
+        if after_cpus and len(self.loop_cpus) == len(self.loop) and min(after_cpus) >= MIN_FRESH_CPU_S:
+            fast = [w for w in fast if median(self.loop_cpus[i] for i in w) < ratio * min(after_cpus)]
+        return len(fast) >= need
 
     def _fresh(self, calls: dict[int, Any], first: int) -> list[float]:
         """Wall times of the plain fresh calls from `first` on (past the warm-up calls)."""
@@ -154,13 +180,13 @@ class RepeatProbe:
             measured["loop_calls"] = len(self.loop)
             repeats = repeats + self.loop
             if self.after:
-                measured["after_loop_calls"] = len(self.after)
+                measured["loop_probe_calls"] = len(self.after)
         fresh_s, repeat_s = min(fresh), min(repeats)  # load only adds time: see the module's docstring
         if not short and fresh_s >= LONG_CALL_S:
             ratio = max(ratio, LONG_RATIO)  # calls of a millisecond and more: warm caches are no 2x
-        # The loop is judged at half a fresh call whatever the call's length when the fresh calls
-        # right after it say the same: they ran back to back, unpoisoned, as warm as the loop
-        # (behaviour.after_loop), so the 2x a tight loop gives honest calls of a few hundred
+        # The loop is judged at half a fresh call whatever the call's length when its probes say
+        # the same: they ran inside it, on its tensors, unpoisoned, as warm as its calls
+        # (behaviour.timing_loop), so the 2x a tight loop gives honest calls of a few hundred
         # microseconds over checked ones is not there; a memo that does a third of the work on
         # calls just under 1 ms (h09 at 0.98 ms) is caught.
         loop_ratio = max(ratio, LONG_RATIO) if self.after else ratio
@@ -181,10 +207,10 @@ class RepeatProbe:
                     "calls whose inputs repeat an earlier call's contents (new tensors, same values)")
         elif self.loop and min(self.loop) < loop_ratio * fresh_s and self._cpu_agrees(calls, first, timed, loop_ratio):
             if not self._loop_beats_after(loop_ratio):
-                measured["cleared_by_calls_after_the_loop"] = True
+                measured["cleared_by_loop_probes"] = True
                 return measured
-            after = (f"; the {len(self.after)} fresh calls right after it took {min(self.after) * 1e6:.0f} us at the "
-                     "fastest" if self.after else "")
+            after = (f"; its {len(self.after)} probes, the same tensors with new contents at points drawn from the "
+                     f"run's secret, took {min(self.after) * 1e6:.0f} us at the fastest" if self.after else "")
             what = (f"in a timing loop at the end of the schedule ({len(self.loop)} calls on the very same tensors, "
                     f"back to back{after}), calls")
         else:

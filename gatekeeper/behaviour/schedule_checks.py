@@ -28,6 +28,15 @@ def recorded_indices(seed: int, indices: list[int]) -> set[int]:
     return set(rng.sample(sorted(indices), count))
 
 
+def loop_probe_fractions(seed: int, count: int) -> list[float]:
+    """Where in the CPU timing loop its probes fall (behaviour.timing_loop), drawn from the
+    run's secret: one in each of `count` equal spans of the loop, at a random point of its
+    middle. The last probe runs at the loop's end besides these, so a memo that is active in
+    any part of the loop meets one."""
+    rng = random.Random(derive(seed, "loop-probes"))
+    return [round((k + rng.uniform(0.2, 0.8)) / count, 4) for k in range(max(count, 0))]
+
+
 def work_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The recorded scheduled calls' work, shaped like a named trial's call message."""
     return [{"kind": "call", "trial": f"scheduled call {m['index']}", "work": m["work"]} for m in messages

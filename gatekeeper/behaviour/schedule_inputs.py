@@ -1,5 +1,5 @@
 """The inputs of a scheduled call, as the submission's worker builds them (behaviour.schedule_subject,
-behaviour.after_loop): fresh tensors at `_version` 0, values written in place into the previous
+behaviour.timing_loop): fresh tensors at `_version` 0, values written in place into the previous
 call's tensors, new tensor objects over the previous call's storage, or the previous call's
 tensors again; and the switch that runs a call as a timing loop would, without the poison."""
 
@@ -47,6 +47,32 @@ def _over(storage: Any, like: Any) -> Any:
         return torch.empty(0, dtype=like.dtype, device=like.device).set_(storage, 0, like.shape, like.stride())
 
 
+def _fits(old: Any, new: Any) -> bool:
+    import torch
+
+    return isinstance(old, torch.Tensor) and isinstance(new, torch.Tensor) and old.shape == new.shape \
+        and old.dtype == new.dtype and old.device == new.device
+
+
+def write_in_place(previous: list[Any], fresh: list[Any]) -> tuple[list[Any], bool]:
+    """`fresh`'s values in `previous`'s very tensors (same objects, `_version` bumped, as an
+    `overwrite` call's); a tensor that does not fit is passed as the new one. Returns the
+    inputs and whether every tensor was written in place."""
+    import torch
+
+    if len(previous) != len(fresh):
+        return list(fresh), False
+    out, in_place = [], True
+    for old, new in zip(previous, fresh):
+        if _fits(old, new):
+            old.copy_(new)
+            out.append(old)
+        else:
+            in_place = in_place and not isinstance(new, torch.Tensor)
+            out.append(new)
+    return out, in_place
+
+
 def build_inputs(kind: str, packed: list[Any], previous: Optional[list[Any]], device: str) -> list[Any]:
     import torch
 
@@ -57,8 +83,7 @@ def build_inputs(kind: str, packed: list[Any], previous: Optional[list[Any]], de
         return [_over(t.untyped_storage(), t) if isinstance(t, torch.Tensor) else t for t in fresh]
     out = []
     for old, new in zip(previous, fresh):
-        if not (isinstance(old, torch.Tensor) and isinstance(new, torch.Tensor) and old.shape == new.shape
-                and old.dtype == new.dtype):
+        if not _fits(old, new):
             out.append(_over(new.untyped_storage(), new) if isinstance(new, torch.Tensor) else new)
         elif kind == "overwrite":
             old.copy_(new)  # the same objects, new values

@@ -61,10 +61,15 @@ class ScheduleJudge:
     max_error_ratio: Optional[float] = None  # the error budget (GK668) on every call; None: off
     ratios: dict[int, dict[str, Any]] = field(default_factory=dict)  # the calls over the budget
     outputs: dict[int, Any] = field(default_factory=dict)  # the submission's, for near-duplicates' bases
+    # The timing loop's probes that wrote their values into the loop's own tensors (behaviour.
+    # timing_loop): planned as fresh calls, they ran as `overwrite` calls and are judged as such.
+    in_place: set[int] = field(default_factory=set)
 
     def observe(self, message: dict[str, Any]) -> None:
         kind = message.get("kind")
-        if kind == "schedule-late":
+        if kind == "schedule-loop":
+            self.in_place = {int(i) for i in message.get("in_place") or [] if isinstance(i, int)}
+        elif kind == "schedule-late":
             self.late.append(int(message["index"]))
         elif kind == "schedule-error":
             self.errors.append(message)
@@ -93,7 +98,8 @@ class ScheduleJudge:
             self.outputs[index] = message.get("output")  # held by the run's messages anyway
             raw = message.get("addresses")
             addresses = tuple(a for a in raw if isinstance(a, int) and a) if isinstance(raw, list) else ()
-            self.outcomes[index] = Outcome(index, ref["kind"], dist, ref.get("base"), ok, detail, addresses)
+            call_kind = "overwrite" if index in self.in_place and ref["kind"] == "fresh" else ref["kind"]
+            self.outcomes[index] = Outcome(index, call_kind, dist, ref.get("base"), ok, detail, addresses)
 
     def _budget(self, index: int, ref: dict[str, Any], output: Any) -> None:
         """The error budget of the named trials (GK668), on a scheduled call: the error against
@@ -151,6 +157,11 @@ class ScheduleJudge:
         if not wrong:
             return
         previous = {o.index: p.index for p, o in zip(ordered, ordered[1:])}
+        if self.in_place:
+            # The loop's calls ran between its probes, on the same tensors: each probe follows the
+            # call whose tensors the loop took (the last before the loop), not the probe before.
+            before = [o.index for o in ordered if o.index < min(self.in_place)]
+            previous.update({i: before[-1] for i in self.in_place if before})
         # Each wrong call in one bucket, by what was special about its input.
         changed = [o for o in wrong if o.kind.startswith("near") and o.base in ok]
         near = [o for o in changed if self._stale(o)]  # the base's result: a cache (GK671)

@@ -18,8 +18,8 @@ import traceback
 import types
 from typing import Any, Optional
 
-from gatekeeper.behaviour.after_loop import after_loop_entries, run_after_loop
 from gatekeeper.behaviour.schedule_inputs import build_inputs, unpoisoned
+from gatekeeper.behaviour.timing_loop import probe_entries, timing_loop
 from gatekeeper.behaviour.executing import executing, scan_blocked_threads
 from gatekeeper.behaviour.attribution import Recorder
 from gatekeeper.runtime.kernel_owner import LaunchesOnly
@@ -169,72 +169,28 @@ def run_schedule(model: Any, channel: Any, device: str, fed: dict[str, Any], att
     runner = Runner(model, channel, device, attribute)
     timed_from = int(fed.get("timed_from", 0))
     calls = list(fed.get("calls", []))
-    after = after_loop_entries(calls) if loop_runs(runner) else []
+    looped = loop_runs(runner)
+    probes = probe_entries(calls) if looped else []
+    fractions = [f for f in fed.get("loop_probes") or [] if isinstance(f, (int, float))]
     for entry in calls:
         if entry["index"] >= timed_from and not fed.get("decoy_planted"):
             plant_decoy()
             fed["decoy_planted"] = True
             baseline = identities()
-        if after and entry is after[0]:
-            runner._check_last()
-            timing_loop(runner, channel, [e["index"] for e in after])
-            run_after_loop(runner, after)  # the schedule's last calls, back to back as the loop's
-            break
+        if probes and entry is probes[0]:
+            break  # the schedule's last calls are the timing loop's probes
         channel.phase("schedule", call=entry["index"])  # the time limit is per call: large problems run too
         runner.call(entry)
-    if not after:
+    if looped:
         runner._check_last()
-        timing_loop(runner, channel, [])
+        timing_loop(runner, channel, probes, fractions)
     now = identities()
     if changed(baseline, now):
         channel.send("tampering", when="during the call schedule", names=changed(baseline, now))
 
 
-LOOP_S = 1.0  # wall time of the timing loop at most
-LOOP_CALLS = 1000  # ... and calls at most: a benchmark's loop is hundreds of calls long
 def loop_runs(runner: Runner) -> bool:
     """Whether the timing loop runs in this worker: on the CPU, with the sampler armed."""
     from gatekeeper.behaviour import executing as sampled
 
     return sampled.active() and str(runner.device).startswith("cpu")
-
-
-def timing_loop(runner: Runner, channel: Any, after: list[int]) -> None:
-    """On the CPU, before the schedule's last plain fresh calls (`after`, their indices; or at
-    its end): the previous call's very tensors passed back to back, as a benchmark's timing loop
-    passes them: no checks between the calls, the output held across the next call for the
-    first half (`out = model(x)`) and dropped for the second (`model(x)`), fresh allocations
-    unpoisoned. Each call's wall time goes to the parent (behaviour.repeat_probe: a memo that
-    replays only after a streak of same calls, or only when calls come back to back, is fast
-    here). The loop's last calls are judged against the `after` calls, which ran under the same
-    load from other processes (fastest calls a second apart are not: with another busy process
-    on two cores, an honest worker-thread GEMM's loop once ran 2.2x faster than every fresh call
-    of the schedule); those are ordinary scheduled calls, value-checked, so a submission gains
-    nothing by telling them apart. The sampler's samples of the loop are judged as a switch
-    against the other calls, and pooled only for a run too short to attribute without them
-    (behaviour.executing). Nothing in the loop is value-checked; nothing tells it apart from a
-    benchmark's loop either."""
-    if not loop_runs(runner) or runner.previous is None:
-        return
-    inputs, model = runner.previous, runner.model
-    walls: list[float] = []
-    cpus: list[float] = []  # the calling thread's CPU time per call: other processes' load does not add to it
-    error = ""
-    out: Any = None
-    began = time.perf_counter()
-    with unpoisoned(True):
-        while len(walls) < LOOP_CALLS and time.perf_counter() - began < LOOP_S:
-            if len(walls) * 2 >= LOOP_CALLS or (time.perf_counter() - began) * 2 >= LOOP_S:
-                out = None  # the second half: each result dropped before the next call
-            start, cpu0 = time.perf_counter(), time.thread_time()
-            try:
-                with executing():
-                    out = model(*inputs)
-            except Exception as exc:
-                error = f"{type(exc).__name__}: {exc}"[:500]
-                break
-            walls.append(time.perf_counter() - start)
-            cpus.append(time.thread_time() - cpu0)
-    del out
-    channel.send("schedule-loop", calls=len(walls), walls=[round(w, 7) for w in walls],
-                 cpus=[round(c, 7) for c in cpus], after=list(after), error=error)
