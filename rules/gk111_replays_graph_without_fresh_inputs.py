@@ -116,6 +116,27 @@ class ReplaysGraphWithoutFreshInputs(Rule):
                     graph.replay()
                     return out.clone()
         """)),
+        # replayed only when the very objects it was captured on come back, tested in a generator
+        # over the stored and the given inputs, or in a helper of the file (round 7 of 2026-12-07)
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def _same(self, x, r):
+                    return self.seen is not None and x is self.seen[0] and r is self.seen[1]
+                def forward(self, x, r):
+                    if self.graph is not None and all(a is b for a, b in zip(self.seen, (x, r))):
+                        self.graph.replay()
+                        return self.out
+                    if self.graph is not None and self._same(x, r):
+                        self.graph.replay()
+                        return self.out
+                    self.out, self.seen = torch.empty_like(x), (x, r)
+                    self.graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(self.graph):
+                        kernel[(1,)](x, r, self.out)
+                    self.graph.replay()
+                    return self.out
+        """)),
     ]
     INVALID = [
         # buffers made like the input and stored under its shape: nothing copies the input in
@@ -184,6 +205,21 @@ class ReplaysGraphWithoutFreshInputs(Rule):
                     self.graph.replay()
                     return self.out
         """), line=5, message="never copies its inputs (x)"),
+        # `x is not None` tests no identity: any new input replays the graph of the first one
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if self.graph is not None and x is not None:
+                        self.graph.replay()
+                        return self.out
+                    self.out = torch.empty_like(x)
+                    self.graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(self.graph):
+                        kernel[(1,)](x, self.out)
+                    self.graph.replay()
+                    return self.out
+        """), line=5, message="never copies its inputs (x)"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:
@@ -192,6 +228,7 @@ class ReplaysGraphWithoutFreshInputs(Rule):
         self.pending: list[tuple[cst.Call, str]] = []  # replays without a fresh input, decided in finish
         self.live_capture = False  # some graph capture launches on a function parameter itself
         self.helpers: dict[str, tuple[list[str], Optional[str], set[str]]] = {}  # see graph_inputs.helper_summary
+        self.identity_helpers: dict[str, list[int]] = {}  # a function of the file -> its positional params tested by `is`
         if "replay" not in self.ctx.text:  # no `.replay()` to judge: the handlers are not called for this file
             self.switch_off_inherited(ReplaysGraphWithoutFreshInputs, _HANDLERS)
 
@@ -209,6 +246,11 @@ class ReplaysGraphWithoutFreshInputs(Rule):
         frame = self.frames.pop()
         if frame["sources"] or frame["ptrs"]:  # a helper that copies or keys on what it is handed
             self.helpers[node.name.value] = helper_summary(frame)
+        if frame["ids"]:
+            frame["ids"] = _identity_roots(frame)
+            keyed = [i for i, name in enumerate(frame["positional"]) if name in frame["ids"]]
+            if keyed:  # `def _same(self, x, r): return x is self.seen[0] and ...`: an identity test helper
+                self.identity_helpers[node.name.value] = keyed
         if node.name.value != "forward" or not frame["replays"]:
             return
         inputs = fresh_inputs(frame)
@@ -219,7 +261,7 @@ class ReplaysGraphWithoutFreshInputs(Rule):
         for replay in frame["replays"]:
             # helpers may be defined after forward: their calls are judged in finish
             self.pending.append((replay, params if not frame["ids"] & frame["params"] else "is:" + params,
-                                 frame["calls"], inputs))
+                                 frame["calls"], inputs, frame["params"]))
 
     def visit_With(self, node: cst.With) -> None:
         if self.live_capture or not self.frames:
@@ -232,14 +274,29 @@ class ReplaysGraphWithoutFreshInputs(Rule):
                     return
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
-        if self.frames and any(type(c.operator) is cst.Is for c in node.comparisons):
+        if self.frames and any(type(c.operator) in (cst.Is, cst.IsNot) for c in node.comparisons):
             sides = [node.left, *(c.comparator for c in node.comparisons)]
+            if any(type(n) is cst.Name and n.value == "None" for n in sides):
+                return  # `x is None` keys on nothing: any new input passes it
             self.frames[-1]["ids"].update(n.value for n in sides if type(n) is cst.Name)
 
+    def _identity_helper_call(self, calls: list, params: set[str]) -> bool:
+        """Forward hands its own parameters to a helper of the file at the positions that helper
+        tests by identity (`if self._same(x, r): g.replay()`)."""
+        for name, call in calls:
+            keyed = self.identity_helpers.get(name)
+            if keyed and any(i < len(call.args) and call.args[i].keyword is None and call.args[i].star == ""
+                             and type(call.args[i].value) is cst.Name and call.args[i].value.value in params
+                             for i in keyed):
+                return True
+        return False
+
     def finish(self) -> None:
-        for replay, params, calls, inputs in self.pending:
+        for replay, params, calls, inputs, names in self.pending:
             if any(hands_inputs_to_helper(call, self.helpers.get(name), inputs) for name, call in calls):
                 continue  # `self._stage(self.sx, x)`, `key = _signature(x)`: a helper copies or keys on them
+            if not params.startswith("is:") and self._identity_helper_call(calls, names):
+                params = "is:" + params
             if params.startswith("is:"):
                 if self.live_capture:
                     continue  # keyed on the very input object the graph was captured on
@@ -294,6 +351,21 @@ class ReplaysGraphWithoutFreshInputs(Rule):
     def visit_WithItem(self, node: cst.WithItem) -> None:
         if node.asname is not None:
             self._bind(node.asname.name, node.item)
+
+
+def _identity_roots(frame: dict) -> set[str]:
+    """The names compared by `is`, and what each was bound from, to a fixpoint: in
+    `all(a is b for a, b in zip(self.seen, (x, r)))` the inputs x and r are what is compared."""
+    ids = set(frame["ids"])
+    for _ in range(4):  # bindings chain rarely deeper than this
+        grown = set(ids)
+        for target, value in frame["assigns"]:
+            if any(type(n) is cst.Name and n.value in ids for n in subtree(target)):
+                grown.update(n.value for n in subtree(value) if type(n) is cst.Name)
+        if grown == ids:
+            break
+        ids = grown
+    return ids
 
 
 _HANDLERS = ("visit_FunctionDef", "leave_FunctionDef", "visit_With", "visit_Comparison", "visit_Call", "visit_Assign",

@@ -94,6 +94,14 @@ class CallsTorchFunction(TorchFallbackRule):
         """)),
     ]
     INVALID = [
+        # torch reached through a torch module's own `import torch` (round 7 of 2026-12-07)
+        Invalid(snippet("""
+            import torch
+            from torch.backends import cudnn as _backend
+            class ModelNew(torch.nn.Module):
+                def forward(self, a, b):
+                    return _backend.torch.matmul(a, b)
+        """), line=5, message="forward path calls `torch.matmul`"),
         Invalid(snippet("""
             import torch as T
             class ModelNew(T.nn.Module):

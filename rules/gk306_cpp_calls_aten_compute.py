@@ -81,6 +81,31 @@ class CppCallsAtenCompute(TorchFallbackRule):
             }
             '''
         """)),
+        # a type alias of ATen's vector class: its loads and stores are the submission's own loop
+        Valid(snippet("""
+            src = r'''
+            #include <ATen/cpu/vec/vec.h>
+            using Vec = at::vec::Vectorized<float>;
+            typedef at::vec::Vectorized<float> V2;
+            void scale(const float* x, float* y, int64_t n) {
+              for (int64_t i = 0; i + Vec::size() <= n; i += Vec::size()) (Vec::loadu(x + i) * Vec(2.f)).store(y + i);
+            }
+            '''
+        """)),
+        # the CUDA backend's stream, device and allocation helpers are no op kernels
+        Valid(snippet("""
+            src = r'''
+            #include <ATen/cuda/CUDAContext.h>
+            __global__ void k(float* y, int n) { int i = threadIdx.x; if (i < n) y[i] = 1.f; }
+            torch::Tensor f(torch::Tensor x) {
+              TORCH_CHECK(at::cuda::is_available() && at::cuda::device_count() > 0, "no GPU");
+              auto y = at::cuda::empty_strided_cuda(x.sizes(), x.strides(), x.scalar_type());
+              const int w = at::cuda::warp_size();
+              k<<<1, 8 * w, 0, at::cuda::getStreamFromPool()>>>(y.data_ptr<float>(), y.numel());
+              return y;
+            }
+            '''
+        """)),
     ]
     INVALID = [
         Invalid(snippet("""
@@ -91,6 +116,26 @@ class CppCallsAtenCompute(TorchFallbackRule):
             }
             '''
         """), line=4, message="the C++ source calls `at::matmul`"),
+        # a backend's generated kernel, below the dispatcher (round 7 of 2026-12-07)
+        Invalid(snippet("""
+            src = r'''
+            #include <ATen/CUDAFunctions.h>
+            torch::Tensor f(torch::Tensor a, torch::Tensor b) {
+              auto stream = at::cuda::getCurrentCUDAStream();
+              return at::cuda::mm(a, b);
+            }
+            '''
+        """), line=5, message="the C++ source calls `at::cuda::mm`"),
+        # an ATen op struct under another name, redispatched below the autograd keys
+        Invalid(snippet("""
+            src = r'''
+            #include <ATen/Operators.h>
+            using contraction = at::_ops::mm;
+            torch::Tensor f(torch::Tensor a, torch::Tensor b) {
+              return contraction::redispatch(c10::DispatchKeySet(c10::DispatchKey::CUDA), a, b);
+            }
+            '''
+        """), line=5, message="the C++ source calls `at::_ops::mm`"),
         Invalid(snippet("""
             src = r'''
             #include <torch/extension.h>

@@ -18,7 +18,8 @@ CPP_EVALUATORS = frozenset({"PyRun_SimpleString", "PyRun_SimpleStringFlags", "Py
 class EvaluatesCode(UseRule):
     """Runs code built at run time: the builtins `eval`, `exec` and `compile` (also as
     `builtins.exec`, `__builtins__["eval"]`, `getattr(builtins, "exec")`, or an alias
-    `e = eval`), `runpy.run_path` / `runpy.run_module`, and `code.InteractiveInterpreter`;
+    `e = eval`), `runpy.run_path` / `runpy.run_module`, `code.InteractiveInterpreter`, and
+    TorchScript compiled from a string (`torch.jit.CompilationUnit`);
     in C++/CUDA sources `py::exec` / `py::eval` and the C API's `PyRun_*` / `Py_CompileString`.
 
     Why it games the benchmark: the code that actually runs is not in the submission's
@@ -42,7 +43,9 @@ class EvaluatesCode(UseRule):
         "For a kernel, pass the C++/CUDA source as a string literal to `load_inline`."
     )
     NAMES = ("builtins.eval", "builtins.exec", "builtins.compile", "runpy", "code.interact",
-             "code.InteractiveInterpreter", "code.InteractiveConsole", "code.compile_command")
+             "code.InteractiveInterpreter", "code.InteractiveConsole", "code.compile_command",
+             # TorchScript compiled from a string: its torch ops are read by no rule
+             "torch.jit.CompilationUnit")
     VALID = [
         Valid(snippet("""
             import torch
@@ -86,6 +89,10 @@ class EvaluatesCode(UseRule):
             import builtins
             f = getattr(builtins, 'ev' 'al')
         """), line=2, message="`eval` runs code that is not in the submission's source"),
+        Invalid(snippet("""
+            import torch
+            _unit = torch.jit.CompilationUnit(TEMPLATE.format(verb="b" + "mm"))
+        """), line=2, message="`torch.jit.CompilationUnit` runs code that is not in the submission's source"),
         Invalid(snippet("""
             import runpy
             runpy.run_path('helper.py')

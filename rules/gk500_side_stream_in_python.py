@@ -127,6 +127,16 @@ class SideStreamInPython(Rule):
         """)),
     ]
     INVALID = [
+        # the device's module, asked for by device: torch.cuda on the benchmark's GPU
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    mod = torch.get_device_module(x.device)
+                    with mod.stream(mod.Stream()):
+                        y = _ext.run(x)
+                    return y
+        """), line=5, message="side stream"),
         # joined by a helper of the file whose body waits for the stream it is handed: the
         # joined warning, not the error
         Invalid(snippet("""

@@ -66,7 +66,8 @@ def _skip_template(tokens: list[Token], j: int) -> int:
 
 
 def _namespaces(tokens: list[Token], ops: TorchOps) -> tuple[dict[str, list[str]], set[str], list[list[str]]]:
-    """`namespace F = torch::nn::functional;` aliases, the names made visible unqualified by
+    """`namespace F = torch::nn::functional;` aliases (and `using f = at::_ops::mm;`, `typedef`
+    ones of an ATen function or op struct), the names made visible unqualified by
     `using namespace at;` / `using at::matmul;` ("*" for a whole namespace), and every ATen
     namespace opened by `using namespace` (its nested names are then reached by their tail:
     `cpublas::gemm` after `using namespace at::native`)."""
@@ -79,6 +80,17 @@ def _namespaces(tokens: list[Token], ops: TorchOps) -> tuple[dict[str, list[str]
             chain, _ = name_chain(tokens, i + 3)
             if chain[0] in ops.cpp_roots:
                 aliases[tokens[i + 1].text] = chain
+        elif tok.text == "using" and i + 3 < n and tokens[i + 2].text == "=" and tokens[i + 3].kind == "ident":
+            # `using mm_op = at::_ops::mm;`: a name for an ATen function or op struct (a type alias,
+            # `using Vec = at::vec::Vectorized<float>;`, is no such name: upper case, or templated)
+            chain, j = name_chain(tokens, i + 3)
+            if chain[0] in ops.cpp_roots and chain[-1][:1].islower() and j < n and tokens[j].text == ";":
+                aliases[tokens[i + 1].text] = chain
+        elif tok.text == "typedef" and i + 1 < n and tokens[i + 1].kind == "ident":
+            chain, j = name_chain(tokens, i + 1)  # `typedef at::_ops::mm mm_op;`
+            if chain[0] in ops.cpp_roots and chain[-1][:1].islower() and j + 1 < n \
+                    and tokens[j].kind == "ident" and tokens[j + 1].text == ";":
+                aliases[tokens[j].text] = chain
         elif tok.text == "using" and i + 1 < n:
             start = i + 2 if tokens[i + 1].text == "namespace" else i + 1
             if start < n and tokens[start].kind == "ident":
@@ -141,7 +153,8 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             device = _device_ranges(tokens, functions_of(source))
         return any(start <= i <= end for start, end in device)
 
-    aliases, unqualified, opened = _namespaces(tokens, ops) if source.has("using", "namespace") else ({}, set(), [])
+    aliases, unqualified, opened = _namespaces(tokens, ops) if source.has("using", "namespace", "typedef") \
+        else ({}, set(), [])
     own_namespaces = {tokens[k + 1].text for k in source.by_text["ident"].get("namespace", ())
                       if k + 2 < n and tokens[k + 1].kind == "ident" and tokens[k + 2].text == "{"} if opened else set()
     defined: Optional[set[str]] = None

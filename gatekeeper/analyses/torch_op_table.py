@@ -86,6 +86,8 @@ class TorchOps:
     cpp_roots: frozenset[str]
     cpp_allowed: tuple[str, ...]
     cpp_denied: tuple[str, ...]
+    cpp_backends: frozenset[str]
+    cpp_backend_utilities: tuple[str, ...]
     vendor_prefixes: tuple[str, ...]
     vendor_setup: tuple[str, ...]
     vendor_names: re.Pattern[str]
@@ -147,6 +149,8 @@ class TorchOps:
             return False  # types and constants: at::Tensor, at::kFloat, torch::jit::script::Module
         if _any(full, self.cpp_denied):
             return True
+        if len(chain) == 3 and chain[0] == "at" and chain[1] in self.cpp_backends and last == last.lower():
+            return not _any(last, self.cpp_backend_utilities)  # `at::cuda::mm`: the backend's own kernel
         return not _any(full, self.cpp_allowed)
 
     def vendor_call(self, ident: str) -> bool:
@@ -179,6 +183,8 @@ def torch_ops() -> TorchOps:
         cpp_roots=frozenset(cpp["compute_roots"]),
         cpp_allowed=tuple(cpp["allowed"]),
         cpp_denied=tuple(cpp["denied"]),
+        cpp_backends=frozenset(cpp["backend_namespaces"]),
+        cpp_backend_utilities=tuple(cpp["backend_utilities"]),
         vendor_prefixes=tuple(cpp["vendor_prefixes"]),
         vendor_setup=tuple(cpp["vendor_setup"]),
         vendor_names=re.compile(cpp["vendor_names"]),

@@ -14,6 +14,9 @@ from typing import Optional
 
 import libcst as cst
 
+# Calls that return torch's module for a device (torch.cuda where the benchmark runs).
+_DEVICE_MODULE_GETTERS = frozenset({"torch.get_device_module", "torch._utils._get_device_module"})
+
 _BUILTINS = frozenset(dir(builtins)) - {"None", "True", "False", "Ellipsis", "NotImplemented"}
 
 
@@ -238,10 +241,15 @@ class NameResolver:
                 if self.lookup("self") is not None and expr.attr.value in self.self_attrs:
                     return self.self_attrs[expr.attr.value]
             base = self.qualname(expr.value)
+            if base and expr.attr.value == "torch" and base.startswith("torch."):
+                return "torch"  # `torch.backends.cudnn.torch`: a torch module's import of torch is torch
             return f"{base}.{expr.attr.value}" if base else None
         if kind is cst.Call:
+            func = self.qualname(expr.func)
+            if func in _DEVICE_MODULE_GETTERS:
+                return "torch.cuda"  # `torch.get_device_module(x.device)`: torch.cuda on a GPU
             # getattr(torch, "mean") is torch.mean
-            if self.qualname(expr.func) == "builtins.getattr" and len(expr.args) >= 2:
+            if func == "builtins.getattr" and len(expr.args) >= 2:
                 base = self.qualname(expr.args[0].value)
                 attr = string_value(expr.args[1].value)
                 if base and attr and attr.isidentifier():
