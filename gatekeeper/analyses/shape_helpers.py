@@ -23,7 +23,7 @@ from gatekeeper.static.names import int_value
 from gatekeeper.static.walk import subtree
 from gatekeeper.static.syntax import in_main_guard  # noqa: F401 - re-exported to the GK2xx rules
 
-from gatekeeper.static.problem_facts import MIN_SIGNIFICANT, ProblemFacts, names_by_value
+from gatekeeper.static.problem_facts import MIN_SIGNIFICANT, ProblemFacts, dimension_labels
 
 if TYPE_CHECKING:
     from gatekeeper.static.context import FileContext
@@ -60,7 +60,8 @@ def sizes_for(problem: ProblemFacts) -> ProblemSizes:
     cached = problem.__dict__.get(_ATTR)
     if cached is not None:
         return cached
-    label = {v: k for v, k in names_by_value(problem.constants).items() if v > 1}
+    label = {v: k for v, k in dimension_labels(problem.constants, getattr(problem, "free_dims", None)).items() if v > 1}
+    nominal = set(problem.constants.values())
     dims = sorted(problem.dims)[:10]
     # A fixed dimension (one size in every declared shape: a head width of 128) is part of
     # the problem, not a free size: it explains a size only together with a free one.
@@ -69,7 +70,8 @@ def sizes_for(problem: ProblemFacts) -> ProblemSizes:
     for d in dims:
         if d in fixed:
             continue
-        out.meaning[d] = f"the problem dimension {out.names[d]} = {d}"
+        where = " in a declared shape" if d not in nominal and d in label else ""
+        out.meaning[d] = f"the problem dimension {out.names[d]} = {d}{where}"
         out.exprs[d] = out.names[d]
     for size in range(2, len(dims) + 1):
         for combo in combinations(dims, size):

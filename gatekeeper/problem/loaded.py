@@ -127,7 +127,8 @@ def with_shapes(problem: Problem, declared: DeclaredShapes, entry: Optional[str]
     facts = _with_problem(problem.facts, entry or problem.facts.entry, sidecar, list(declared.shapes))
     facts.declared_shapes, facts.fixed_dims, facts.free_dims = declared.shapes, dims.fixed, dims.free
     facts.unknown_dims, facts.shapes_unread = dims.unknown, declared.unread
-    facts.exact = derive_sizes(sorted(facts.dims), constants, derived_relations=False, fixed=facts.fixed_values)
+    facts.exact = derive_sizes(sorted(facts.dims), constants, derived_relations=False, fixed=facts.fixed_values,
+                               free=facts.free_dims)
     return dataclasses.replace(problem, sidecar=sidecar, facts=facts, shapes=declared.shapes,
                                shapes_unread=declared.unread)
 

@@ -125,7 +125,7 @@ class ProblemFacts:
         if value < MIN_SIGNIFICANT or (self.fixed_dims and value in self.fixed_values):
             return None
         if not self.derived:
-            self.derived = derive_sizes(sorted(self.dims), self.constants, fixed=self.fixed_values)
+            self.derived = derive_sizes(sorted(self.dims), self.constants, fixed=self.fixed_values, free=self.free_dims)
         return self.derived.get(value)
 
 
@@ -254,17 +254,29 @@ def names_by_value(constants: dict[str, int]) -> dict[int, str]:
     return {value: " or ".join(names[:2]) for value, names in out.items()}
 
 
+def dimension_labels(constants: dict[str, int], free: Optional[dict[str, tuple[int, ...]]] = None) -> dict[int, str]:
+    """Size -> the name it is known by: a reference constant's, else the declared-shape key that
+    takes it (HEADS = 32 in shapes.py, where the reference says 16), never the bare number."""
+    labels = {v: name for name, sizes in (free or {}).items() for v in reversed(sizes)}
+    labels.update(names_by_value(constants))
+    return labels
+
+
 def derive_sizes(dims: list[int], constants: dict[str, int], derived_relations: bool = True,
-                 fixed: frozenset[int] = frozenset()) -> dict[int, str]:
+                 fixed: frozenset[int] = frozenset(),
+                 free: Optional[dict[str, tuple[int, ...]]] = None) -> dict[int, str]:
     """Sizes explained by the dimensions `dims`; `fixed` dimensions explain a size only
-    together with a free one (HEADS*HEAD_DIM is a free size, HEAD_DIM alone is not)."""
-    names = names_by_value(constants)
+    together with a free one (HEADS*HEAD_DIM is a free size, HEAD_DIM alone is not). `free`:
+    the declared shapes' free dimensions, which name sizes no reference constant has."""
+    names = dimension_labels(constants, free)
+    nominal = set(constants.values())
     label = lambda d: names.get(d, str(d))  # noqa: E731
     dims = dims[:_MAX_DIMS]
     derived: dict[int, str] = {}
     for d in dims:
         if d not in fixed:
-            derived.setdefault(d, f"the problem dimension {label(d)} = {d}")
+            where = " in a declared shape" if d not in nominal and d in names else ""
+            derived.setdefault(d, f"the problem dimension {label(d)} = {d}{where}")
     products: list[tuple[int, str, list[int]]] = []
     for size in range(2, len(dims) + 1):
         for combo in combinations(dims, size):
