@@ -255,6 +255,14 @@ class ProblemSizeInKernelSource(Rule):
             __global__ void k(const float* x, float* y) { y[threadIdx.x] = x[threadIdx.x * kCols]; }
             '''
         """), line=2, message="The kernel source defines `kCols = 48` and uses kCols as a row stride in an index"),
+        # the size computed from constants declared together (`a = .., b = ..;`), round 7 of 2026-12-07
+        Invalid(snippet("""
+            src = '''
+            constexpr int kPanels = 6, kTail = 0;
+            constexpr int kCols = (kPanels << 3) + kTail;
+            __global__ void k(const float* x, float* y) { y[threadIdx.x] = x[threadIdx.x * kCols]; }
+            '''
+        """), line=3, message="defines `kCols = (kPanels << 3) + kTail` and uses kCols as a row stride in an index, and 48 is"),
         # the macro is computed, and the source reads sizes elsewhere
         Invalid(snippet("""
             src = '''

@@ -253,18 +253,18 @@ def _loop_probe_after(loop_walls: list[float], after_walls: list[float],
     return measured, added
 
 
-def test_a_loop_faster_than_the_schedule_under_load_is_cleared_by_the_calls_right_after_it():
+def test_a_loop_faster_than_the_schedule_under_load_is_cleared_by_its_probes():
     # CI of 2026-12-06: another busy process slowed every fresh call of the schedule to 2.2 ms;
     # the loop met a quiet moment (1 ms) and was slow again at its end, as were the fresh calls
     # right after it (same load)
     measured, added = _loop_probe_after([2.0e-3] * 100 + [1.0e-3] * 100 + [2.0e-3] * 100, [2.1e-3] * 8)
-    assert not added and measured["cleared_by_loop_probes"] and measured["loop_probe_calls"] == 8
+    assert not added and measured["loop_probe_calls"] == 8
     # the fresh calls after the loop as fast as the loop: they lower the fresh calls' fastest time
     measured, added = _loop_probe_after([1.0e-3] * 300, [1.05e-3] * 8)
     assert not added and measured["fresh_fastest_s"] == 1.05e-3
 
 
-def test_a_loop_memo_still_beats_the_fresh_calls_right_after_it():
+def test_a_loop_memo_still_beats_its_probes():
     measured, added = _loop_probe_after([2.2e-3] * 12 + [5e-6] * 300, [2.1e-3] * 8)
     assert [a[0] for a, _ in added] == ["GK678"]
     assert "its 8 probes, the same tensors with new contents" in added[0][1]["detail"]
@@ -277,7 +277,7 @@ def test_a_schedule_that_ended_otherwise_judges_the_loop_as_before():
     assert [a[0] for a, _ in added] == ["GK678"] and "loop_probe_calls" not in measured
 
 
-def test_the_last_plain_fresh_calls_of_a_schedule_run_after_the_loop():
+def test_the_last_plain_fresh_calls_of_a_schedule_are_the_loops_probes():
     from gatekeeper.behaviour.timing_loop import PROBE_CALLS as AFTER_CALLS, probe_entries as _after_loop
     from gatekeeper.problem.schedule import AFTER_LOOP, MIN_CALLS, plan_schedule
 
@@ -298,7 +298,7 @@ def test_the_last_plain_fresh_calls_of_a_schedule_run_after_the_loop():
     assert _after_loop([{"index": 0, "kind": "fresh"}, {"index": 1, "kind": "again"}]) == []
 
 
-def test_a_memo_doing_a_third_of_the_work_on_calls_under_a_millisecond_is_caught_against_the_calls_after_the_loop():
+def test_a_memo_doing_a_third_of_the_work_on_calls_under_a_millisecond_is_caught_against_the_probes():
     # red team round 6, h09, when its fresh calls ran at 0.98 ms: under a quarter is the bar for
     # the schedule's own repeats there, half for a loop that the back-to-back calls after it time
     measured, added = _loop_probe_after([9.8e-4] * 12 + [2.9e-4] * 300, [9.8e-4] * 8)
@@ -330,7 +330,7 @@ def test_a_lucky_loop_call_under_load_does_not_convict_honest_code():
     # the loop's last calls was lucky (962 us), all seven after it were not (3,879 us at best).
     loop = ([3.95e-3] * 20 + [0.962e-3]) * 9 + [3.95e-3] * 5 + [0.962e-3] + [3.95e-3] * 6
     measured, added = _loop_probe_after(loop, [3.879e-3, 3.9e-3, 4.0e-3, 3.95e-3, 3.96e-3, 3.99e-3, 4.1e-3])
-    assert not added and measured["cleared_by_loop_probes"]
+    assert not added
     # Before, the fastest of the loop's last calls was compared: the same data convicted it.
     from statistics import median
     assert min(loop[-7:]) < 0.5 * 3.879e-3 and median(loop[-16:]) >= 0.5 * 3.879e-3
@@ -359,8 +359,8 @@ def test_a_memo_dropped_before_the_loops_end_is_caught_by_the_probes_inside_it()
 
 
 def test_one_quiet_stretch_of_an_honest_loop_is_not_a_memo():
-    # an honest loop under load: one window met a quiet moment (1 ms), the others and the probes did not
-    loop = [2.2e-3] * 370 + [1.0e-3] * 10 + [2.2e-3] * 620
+    # an honest loop under load: one window met a quiet moment (0.8 ms), the others and the probes did not
+    loop = [2.2e-3] * 370 + [0.8e-3] * 10 + [2.2e-3] * 620
     measured, added = _loop_probe_after(loop, [2.1e-3] * 8, _SPREAD)
     assert not added and measured["cleared_by_loop_probes"]
     # nor is a loop as fast as its probes (a tight loop's warm caches are the probes' too)

@@ -81,6 +81,7 @@ class CppFacts:
         n = len(toks)
         assigned: dict[str, int] = {}
         skip_until = -1
+        chain_end, chain_kind = -1, ""  # the comma after a declarator's value, and its kind
         for i in source.indices(_INTERESTING):
             if i < skip_until:
                 continue
@@ -92,12 +93,16 @@ class CppFacts:
                     target = i - 1
                 if 0 <= target < n and toks[target].kind == "ident":
                     assigned[texts[target]] = assigned.get(texts[target], 0) + 1
-                if word == "=" and i >= 2 and texts[i - 2] in _DECL_PREV and toks[i - 1].kind == "ident":
+                # `constexpr int a = 64, b = 13;`: a declarator after the comma that ended the
+                # last one's value is declared with the same qualifiers
+                chained = i >= 2 and texts[i - 2] == "," and i - 2 == chain_end
+                if word == "=" and i >= 2 and (texts[i - 2] in _DECL_PREV or chained) and toks[i - 1].kind == "ident":
                     end = i + 1
                     while end < n and texts[end] not in (";", ",", "{", "}"):
                         end += 1
-                    kind = "const" if set(texts[max(0, i - 5) : i - 1]) & _CONST else "local"
+                    kind = chain_kind if chained else "const" if set(texts[max(0, i - 5) : i - 1]) & _CONST else "local"
                     self._define(texts[i - 1], kind, list(range(i + 1, end)), i - 1)
+                    chain_end, chain_kind = (end, kind) if end < n and texts[end] == "," else (-1, "")
             elif word == "define":
                 if toks[i].kind == "directive" and i + 1 < n and toks[i + 1].kind == "ident":
                     skip_until = self._macro(source.text, toks, i + 1)

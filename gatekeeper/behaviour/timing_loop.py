@@ -69,7 +69,8 @@ class _Probe:
     failed: Optional[tuple[BaseException, str]] = None
 
 
-def _call_probe(runner: Any, probe: _Probe, inputs: list[Any], position: int) -> list[Any]:
+def _call_probe(runner: Any, probe: _Probe, inputs: list[Any], position: int,
+                following: Optional[_Probe]) -> list[Any]:
     """Writes the probe's values into `inputs`, calls the model as the loop does; returns the
     inputs the loop goes on with (the same objects, unless a shape or dtype did not fit)."""
     import torch
@@ -78,7 +79,6 @@ def _call_probe(runner: Any, probe: _Probe, inputs: list[Any], position: int) ->
     probe.fresh = []
     probe.position = position
     probe.addresses = [t.data_ptr() if isinstance(t, torch.Tensor) else 0 for t in probe.inputs]
-    runner.channel.phase("schedule", call=probe.entry["index"])  # the time limit is per call
     try:
         began, cpu0 = time.perf_counter(), time.thread_time()
         with executing():
@@ -90,7 +90,15 @@ def _call_probe(runner: Any, probe: _Probe, inputs: list[Any], position: int) ->
     except Exception as exc:
         probe.failed = (exc, traceback.format_exc())
     probe.after = input_digests(probe.inputs)  # now: the loop's next call gets the same tensors
+    if following is not None:
+        # The time limit is per call: the next probe's starts now, not right before it, so that
+        # the parent's handling of the message does not land in that probe's time.
+        runner.channel.phase("schedule", call=following.entry["index"])
     return probe.inputs
+
+
+def _at(probes: list[_Probe], k: int) -> Optional[_Probe]:
+    return probes[k] if k < len(probes) else None
 
 
 def timing_loop(runner: Any, channel: Any, entries: list[dict[str, Any]], fractions: list[float]) -> None:
@@ -107,12 +115,14 @@ def timing_loop(runner: Any, channel: Any, entries: list[dict[str, Any]], fracti
     out: Any = None
     census = Census()
     done, since = 0, 0  # probes made; loop calls since the last one
+    if probes:
+        channel.phase("schedule", call=probes[0].entry["index"])
     began = time.perf_counter()
     with unpoisoned(True):
         while runner.previous is not None and len(walls) < LOOP_CALLS and time.perf_counter() - began < LOOP_S:
             progress = max(len(walls) / LOOP_CALLS, (time.perf_counter() - began) / LOOP_S)
             if done < len(inner) and since >= MIN_GAP and progress >= inner[done]:
-                inputs = _call_probe(runner, probes[done], inputs, len(walls))
+                inputs = _call_probe(runner, probes[done], inputs, len(walls), _at(probes, done + 1))
                 done, since = done + 1, 0
                 continue
             if len(walls) * 2 >= LOOP_CALLS or (time.perf_counter() - began) * 2 >= LOOP_S:
@@ -128,8 +138,8 @@ def timing_loop(runner: Any, channel: Any, entries: list[dict[str, Any]], fracti
             cpus.append(time.thread_time() - cpu0)
             since += 1
         out = None
-        for probe in probes[done:]:  # the last always, and any the loop ended before
-            inputs = _call_probe(runner, probe, inputs, len(walls))
+        for k in range(done, len(probes)):  # the last always, and any the loop ended before
+            inputs = _call_probe(runner, probes[k], inputs, len(walls), _at(probes, k + 1))
     after = Census(census).counts
     channel.send("schedule-loop", calls=len(walls), walls=[round(w, 7) for w in walls],
                  cpus=[round(c, 7) for c in cpus], after=[p.entry["index"] for p in probes],
