@@ -412,3 +412,14 @@ def test_a_size_only_a_declared_shape_takes_is_named_by_its_key():
     assert sizes.meaning[256] == "the problem dimension SEQ = 256 in a declared shape"
     assert sizes.meaning[64] == "the problem dimension SEQ = 64"
     assert facts.explain(256) == "the problem dimension SEQ = 256 in a declared shape"
+
+
+def test_a_product_with_a_size_of_two_names_brackets_them():
+    # KernelBench conv: batch_size and in_channels are both 16; 48 read "kernel_size*batch_size
+    # or in_channels = 48" (round 7 of 2026-12-07)
+    from gatekeeper.static.problem_facts import derive_sizes
+
+    constants = {"kernel_size": 3, "batch_size": 16, "in_channels": 16}
+    for relations in (False, True):
+        text = derive_sizes([3, 16], constants, derived_relations=relations)[48]
+        assert text == "kernel_size*(batch_size or in_channels) = 48"

@@ -23,7 +23,7 @@ from gatekeeper.static.names import int_value
 from gatekeeper.static.walk import subtree
 from gatekeeper.static.syntax import in_main_guard  # noqa: F401 - re-exported to the GK2xx rules
 
-from gatekeeper.static.problem_facts import MIN_SIGNIFICANT, ProblemFacts, dimension_labels
+from gatekeeper.static.problem_facts import MIN_SIGNIFICANT, ProblemFacts, dimension_labels, product_text
 
 if TYPE_CHECKING:
     from gatekeeper.static.context import FileContext
@@ -82,7 +82,7 @@ def sizes_for(problem: ProblemFacts) -> ProblemSizes:
                 product *= d
             if product in fixed:
                 continue  # the value of a fixed dimension (HEAD_DIM = 128) is never a free size, whatever product it equals
-            expr = "*".join(out.names[d] for d in combo)
+            expr = product_text([out.names[d] for d in combo])
             out.exprs.setdefault(product, expr)
             out.meaning.setdefault(product, f"{expr} = {product}")
     problem.__dict__[_ATTR] = out

@@ -262,6 +262,12 @@ def dimension_labels(constants: dict[str, int], free: Optional[dict[str, tuple[i
     return labels
 
 
+def product_text(names: list[str]) -> str:
+    """`kernel_size*(batch_size or in_channels)`: a factor that is one of several names of a
+    size is bracketed, or the product reads as something else."""
+    return "*".join(f"({n})" if " or " in n else n for n in names)
+
+
 def derive_sizes(dims: list[int], constants: dict[str, int], derived_relations: bool = True,
                  fixed: frozenset[int] = frozenset(),
                  free: Optional[dict[str, tuple[int, ...]]] = None) -> dict[int, str]:
@@ -287,9 +293,9 @@ def derive_sizes(dims: list[int], constants: dict[str, int], derived_relations: 
                 product *= d
             if not derived_relations:  # the text only for a new size (up to 1,013 combinations a problem)
                 if product not in derived:
-                    derived[product] = f"{'*'.join(label(d) for d in combo)} = {product}"
+                    derived[product] = f"{product_text([label(d) for d in combo])} = {product}"
                 continue
-            expr = "*".join(label(d) for d in combo)
+            expr = product_text([label(d) for d in combo])
             products.append((product, expr, [d for d in dims if d not in combo]))
             derived.setdefault(product, f"{expr} = {product}")
     if not derived_relations:
