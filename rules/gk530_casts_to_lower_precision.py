@@ -36,6 +36,30 @@ def lower_dtypes(problem: str) -> frozenset[str]:
     return frozenset()
 
 
+# Triton's names for the same formats as torch's.
+_SAME_FORMAT = {"float16": ("triton.language.float16", "numpy.float16", "cupy.float16", "torch.half",
+                            "torch.HalfTensor", "torch.cuda.HalfTensor"),
+                "half": ("torch.float16",), "bfloat16": ("triton.language.bfloat16", "torch.BFloat16Tensor",
+                                                         "torch.cuda.BFloat16Tensor"),
+                "float8_e4m3fn": ("triton.language.float8e4nv",), "float8_e5m2": ("triton.language.float8e5",),
+                "float8_e4m3fnuz": ("triton.language.float8e4b8",), "float8_e5m2fnuz": ("triton.language.float8e5b16",)}
+
+
+def reference_dtypes(problem: object) -> frozenset[str]:
+    """The low dtypes the reference names (`torch.float8_e4m3fn`), with their other spellings."""
+    tree = getattr(problem, "tree", None)
+    if tree is None:
+        return frozenset()
+    import ast
+
+    names = {n.attr for n in ast.walk(tree) if type(n) is ast.Attribute and type(n.value) is ast.Name
+             and n.value.id == "torch"}
+    found = {f"torch.{name}" for name in names} & (HALF | FP8)
+    for name in names:
+        found.update(_SAME_FORMAT.get(name, ()))
+    return frozenset(found)
+
+
 class CastsToLowerPrecision(Rule):
     """The submission computes in a lower precision than the problem's dtype: `.half()`,
     `.bfloat16()`, `.to(torch.float16)`, `.to(dtype=torch.bfloat16)`, `.type(torch.HalfTensor)`,
@@ -49,7 +73,8 @@ class CastsToLowerPrecision(Rule):
     float32 problem fp16/bf16/fp8 are downgrades; on a float16/bfloat16 problem only fp8 is.
     Without a problem file float32 is assumed, and the message says so.
 
-    Not flagged: `.float()` and other upcasts, comparisons of dtypes (`x.dtype == torch.half`),
+    Not flagged: a dtype the reference itself computes in (an fp8 problem's quantisation step,
+    in torch's or Triton's spelling), `.float()` and other upcasts, comparisons of dtypes (`x.dtype == torch.half`),
     dtype tables (a dict literal mapping torch to Triton dtypes), `torch.finfo(torch.float16)`,
     and Triton's `tl.float32` accumulators. A warning under `default`, an error under `strict`.
     """
@@ -130,10 +155,14 @@ class CastsToLowerPrecision(Rule):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.dtype = problem_dtype(self.ctx)[0]  # read once, not at every call
+        # A low dtype the reference itself computes in (an fp8 quantise-then-GEMM problem) is
+        # the problem's precision for that step, not a downgrade.
+        self.lower = lower_dtypes(self.dtype) - reference_dtypes(self.ctx.problem)
+
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         dtype = self.dtype
-        lower = lower_dtypes(dtype)
+        lower = self.lower
         if not lower:
             return
         if type(func) is cst.Attribute and func.attr.value in HALF_METHODS and not node.args and "torch.float16" in lower:
