@@ -14,13 +14,17 @@ from gatekeeper.static.examples import Invalid, Valid, snippet
 # dtype or an op: suspicious, not proof.
 _COMPUTE = ("torch", "triton", "numpy", "math", "cupy")
 _ACCESSORS = ("builtins.getattr", "builtins.setattr", "builtins.delattr", "operator.attrgetter")
+# Calls that hand over a module's whole namespace.
+_ENUMERATORS = ("builtins.vars", "inspect.getmembers")
 
 
 class ComputedGetattr(Rule):
     """Looks up an attribute of a module (or another imported object) by a name computed at
     run time: `getattr(os, name)`, `setattr(torch, name, f)`, `delattr(mod, n)`,
     `operator.attrgetter(name)`, `vars(mod)[name]`, `mod.__dict__[name]`,
-    `__builtins__[name]`. A name held in a module constant string counts as a literal.
+    `__builtins__[name]`, and the whole namespace handed over (`vars(mod)`, `mod.__dict__`,
+    `inspect.getmembers(mod)`: a table of its functions, picked from later by a key). A name
+    held in a module constant string counts as a literal.
 
     Why it games the benchmark: `getattr(builtins, "ev" + "al")` or
     `getattr(os, codecs.decode("flfgrz", "rot13"))` reaches a forbidden function without
@@ -63,6 +67,15 @@ class ComputedGetattr(Rule):
             def pick(obj, name):
                 return getattr(obj, name)
         """)),
+        # the submission's own objects and a literal key are no computed reach
+        Valid(snippet("""
+            import torch
+            class Cfg:
+                pass
+            def ops(ext, cfg):
+                table = {n: f for n, f in vars(ext).items() if n.startswith('gemm_')}
+                return table, vars(cfg), vars(torch)['float16'], torch.__dict__['bfloat16']
+        """)),
     ]
     INVALID = [
         Invalid(snippet("""
@@ -87,10 +100,32 @@ class ComputedGetattr(Rule):
             def g(n):
                 return __builtins__[n]
         """), line=2, message="`namespace[...]` reads `builtins.<computed>`"),
+        # a registry of a torch namespace's functions, picked by a key later (round 7 of 2026-12-07)
+        Invalid(snippet("""
+            import torch.nn.functional as F
+            _REGISTRY = {n: f for n, f in vars(F).items() if callable(f)}
+        """), line=2, message="`vars(...)` reads `torch.nn.functional.<computed>`"),
+        Invalid(snippet("""
+            import os
+            table = dict(os.__dict__)
+        """), line=2, message="`__dict__` reads `os.<computed>`"),
     ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.indexed: set[int] = set()  # namespaces read by a subscript, judged there
+        if "__dict__" not in self.ctx.text:  # most files: no attribute handler to call
+            self.switch_off_inherited(ComputedGetattr, ("visit_Attribute",))
 
     def visit_Call(self, node: cst.Call) -> None:
         func = resolve(self.ctx, node.func)
+        if func in _ENUMERATORS and node.args and id(node) not in self.indexed:
+            # `{n: f for n, f in vars(F).items()}`, `inspect.getmembers(torch)`: every attribute
+            # of the module becomes a value picked later by a key no check sees
+            owner = resolve(self.ctx, node.args[0].value)
+            if owner is not None:
+                self._report(node, f"{func.replace('builtins.', '')}(...)", owner, compute=bool(matches(owner, _COMPUTE)))
+            return
         if func not in _ACCESSORS:
             return
         if func == "operator.attrgetter":
@@ -103,7 +138,14 @@ class ComputedGetattr(Rule):
             return
         self._report(node, func.replace("builtins.", ""), owner, compute=bool(matches(owner, _COMPUTE)))
 
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "__dict__" and id(node) not in self.indexed:
+            owner = resolve(self.ctx, node.value)
+            if owner is not None:
+                self._report(node, "__dict__", owner, compute=bool(matches(owner, _COMPUTE)))
+
     def visit_Subscript(self, node: cst.Subscript) -> None:
+        self.indexed.add(id(node.value))  # `vars(m)[k]`, `m.__dict__[k]`: judged here, by the key
         if subscript_key(self.ctx, node) is not None or len(node.slice) != 1:
             return
         owner = self._namespace(node.value)
