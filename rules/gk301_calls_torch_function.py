@@ -102,6 +102,17 @@ class CallsTorchFunction(TorchFallbackRule):
                 def forward(self, a, b):
                     return _backend.torch.matmul(a, b)
         """), line=5, message="forward path calls `torch.matmul`"),
+        # handed to the class machinery as a class keyword, stored there, called in forward
+        Invalid(snippet("""
+            import torch
+            class _Family(torch.nn.Module):
+                def __init_subclass__(cls, contraction=None, **kw):
+                    super().__init_subclass__(**kw)
+                    cls._contract = staticmethod(contraction)
+            class ModelNew(_Family, contraction=torch.matmul):
+                def forward(self, a, b):
+                    return self._contract(a, b)
+        """), line=6, message="`torch.matmul`"),
         Invalid(snippet("""
             import torch as T
             class ModelNew(T.nn.Module):

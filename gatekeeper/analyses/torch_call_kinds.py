@@ -58,10 +58,18 @@ class TorchCalls:
         callable calls it: a deferred torch call where it is handed on."""
         if qual in _NOT_CALLERS:
             return
-        for arg in node.args:
-            value = arg.value
-            # positional only: keywords hand on dtypes and devices (`dtype=torch.float32`)
-            if arg.keyword is not None or arg.star or type(value) not in (cst.Name, cst.Attribute):
+        # positional only: keywords hand on dtypes and devices (`dtype=torch.float32`)
+        self._handed_on([arg.value for arg in node.args if arg.keyword is None and not arg.star])
+
+    def class_keywords(self, node: cst.ClassDef) -> None:
+        """`class ModelNew(Base, contraction=torch.matmul)`: a torch compute function handed to
+        the class machinery (`__init_subclass__`, a metaclass) as a class keyword is stored
+        there and called later (red team round 7, h08): a deferred torch call."""
+        self._handed_on([kw.value for kw in node.keywords if kw.keyword is not None and kw.keyword.value != "metaclass"])
+
+    def _handed_on(self, values: list[cst.BaseExpression]) -> None:
+        for value in values:
+            if type(value) not in (cst.Name, cst.Attribute):
                 continue
             target = self.ctx.qualname(value) or ""
             if not target.startswith("torch."):

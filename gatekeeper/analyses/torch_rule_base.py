@@ -45,7 +45,7 @@ def _matches(use: Use, patterns: tuple[str, ...] | list[str]) -> bool:
     return any(fnmatchcase(name, pattern) for pattern in patterns for name in names)
 
 
-_FEEDING = ("visit_FunctionDef", "leave_FunctionDef", "visit_Call", "visit_Assign", "visit_AnnAssign", "visit_For",
+_FEEDING = ("visit_FunctionDef", "leave_FunctionDef", "visit_Call", "visit_ClassDef", "visit_Assign", "visit_AnnAssign", "visit_For",
             "visit_BinaryOperation", "visit_AugAssign", "visit_UnaryOperation")
 
 
@@ -94,6 +94,10 @@ class TorchFallbackRule(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if self.feeds:
             self.usage.call(node)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        if self.feeds and node.keywords:
+            self.usage.class_keywords(node)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if self.feeds:
