@@ -15,6 +15,45 @@ CPP_EVALUATORS = frozenset({"PyRun_SimpleString", "PyRun_SimpleStringFlags", "Py
                             "Py_CompileString", "Py_CompileStringFlags", "PyEval_EvalCode", "PyRun_File"})
 
 
+# Standard-library entry points that run a statement given as a string, or a callable: a
+# string is code (`timeit.Timer("out.copy_(a @ b)")`), a callable is not (`timeit.Timer(f)`).
+STATEMENT_RUNNERS = ("timeit.Timer", "timeit.timeit", "timeit.repeat", "cProfile.run", "cProfile.runctx",
+                     "profile.run", "profile.runctx", "pdb.run", "pdb.runeval", "pdb.runctx")
+_STRING_NODES = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+
+
+def _is_string(ctx, expr: Optional[cst.BaseExpression], depth: int = 0) -> bool:  # type: ignore[no-untyped-def]
+    """A string-valued expression: a literal, `+`/`%` of one, `.format(...)`/`.join(...)`, `str(...)`,
+    or a name bound to one of these."""
+    if expr is None or depth > 4:
+        return False
+    if isinstance(expr, _STRING_NODES):
+        return True
+    if type(expr) is cst.BinaryOperation and type(expr.operator) in (cst.Add, cst.Modulo):
+        return _is_string(ctx, expr.left, depth + 1) or _is_string(ctx, expr.right, depth + 1)
+    if type(expr) is cst.Call:
+        func = expr.func
+        if type(func) is cst.Attribute and func.attr.value in ("format", "join", "replace", "strip", "lower", "upper"):
+            return True
+        return ctx.qualname(func) in ("builtins.str", "builtins.chr")
+    if type(expr) is cst.Name:
+        binding = ctx.resolver.lookup(expr.value)
+        return binding is not None and binding.kind in ("local", "alias") and _is_string(ctx, binding.value, depth + 1)
+    return False
+
+
+def _is_callable(ctx, expr: cst.BaseExpression) -> bool:  # type: ignore[no-untyped-def]
+    """A lambda, a function or class of the file, or a method of `self`."""
+    if type(expr) is cst.Lambda:
+        return True
+    if type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self":
+        return True
+    if type(expr) is cst.Name:
+        binding = ctx.resolver.lookup(expr.value)
+        return binding is not None and (binding.kind in ("def", "class") or type(binding.value) is cst.Lambda)
+    return False
+
+
 class EvaluatesCode(UseRule):
     """Runs code built at run time: the builtins `eval`, `exec` and `compile` (also as
     `builtins.exec`, `__builtins__["eval"]`, `getattr(builtins, "exec")`, or an alias
@@ -45,7 +84,7 @@ class EvaluatesCode(UseRule):
     NAMES = ("builtins.eval", "builtins.exec", "builtins.compile", "runpy", "code.interact",
              "code.InteractiveInterpreter", "code.InteractiveConsole", "code.compile_command",
              # TorchScript compiled from a string: its torch ops are read by no rule
-             "torch.jit.CompilationUnit")
+             "torch.jit.CompilationUnit") + STATEMENT_RUNNERS
     VALID = [
         Valid(snippet("""
             import torch
@@ -68,6 +107,12 @@ class EvaluatesCode(UseRule):
             def compile(src):
                 return src
             out = compile('k')
+        """)),
+        # timeit on a callable: what runs is the submission's own code
+        Valid(snippet("""
+            import timeit
+            def tune(plan, args):
+                return timeit.Timer(lambda: plan(*args)).timeit(number=1), timeit.timeit(tune, number=1)
         """)),
     ]
     INVALID = [
@@ -93,6 +138,18 @@ class EvaluatesCode(UseRule):
             import torch
             _unit = torch.jit.CompilationUnit(TEMPLATE.format(verb="b" + "mm"))
         """), line=2, message="`torch.jit.CompilationUnit` runs code that is not in the submission's source"),
+        # a statement string built at run time, timed once "to tune" (round 7 of 2026-12-07)
+        Invalid(snippet("""
+            import timeit
+            def tune(env):
+                plan = "out.copy_(a " + chr(64) + " b)"
+                return timeit.Timer(plan, globals=env).timeit(number=1)
+        """), line=4, message="`timeit.Timer` runs code that is not in the submission's source"),
+        Invalid(snippet("""
+            import timeit
+            def trial(plan: str, env: dict) -> float:
+                return timeit.Timer(plan, globals=env).timeit(number=1)
+        """), line=3, message="(if the statement it is given is a string)"),
         Invalid(snippet("""
             import runpy
             runpy.run_path('helper.py')
@@ -124,4 +181,17 @@ class EvaluatesCode(UseRule):
                         evidence={"name": name})
 
     def describe(self, qual: str, entry: str, node: cst.CSTNode) -> Optional[tuple[str, Optional[Severity]]]:
+        if entry in STATEMENT_RUNNERS:
+            call = self.ctx.parent(node)
+            if type(call) is not cst.Call or call.func is not node:
+                return None  # imported or named, not run here
+            given = [a.value for a in call.args if a.keyword is None][:2] + \
+                [a.value for a in call.args if a.keyword is not None and a.keyword.value in ("stmt", "setup", "cmd",
+                                                                                              "statement", "expression")]
+            if not any(_is_string(self.ctx, value) for value in given):
+                if all(_is_callable(self.ctx, value) for value in given):
+                    return None  # a callable (`timeit.Timer(lambda: f(x))`): its body is read like any code
+                # a parameter or other value whose kind the source does not show: maybe a string
+                return self.message.format(name=qual) + " (if the statement it is given is a string)", \
+                    Severity.WARNING
         return self.message.format(name=qual.replace("builtins.", "")), None
