@@ -57,8 +57,10 @@ def _is_callable(ctx, expr: cst.BaseExpression) -> bool:  # type: ignore[no-unty
 class EvaluatesCode(UseRule):
     """Runs code built at run time: the builtins `eval`, `exec` and `compile` (also as
     `builtins.exec`, `__builtins__["eval"]`, `getattr(builtins, "exec")`, or an alias
-    `e = eval`), `runpy.run_path` / `runpy.run_module`, `code.InteractiveInterpreter`, and
-    TorchScript compiled from a string (`torch.jit.CompilationUnit`);
+    `e = eval`), `runpy.run_path` / `runpy.run_module`, `code.InteractiveInterpreter`,
+    TorchScript compiled from a string (`torch.jit.CompilationUnit`), and a statement string
+    run by `timeit`, `cProfile.run`, `profile.run` or `pdb.run` (a callable given to them is
+    read like any code; a value whose kind the source does not show is a warning);
     in C++/CUDA sources `py::exec` / `py::eval` and the C API's `PyRun_*` / `Py_CompileString`.
 
     Why it games the benchmark: the code that actually runs is not in the submission's
