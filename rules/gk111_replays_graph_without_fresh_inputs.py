@@ -117,7 +117,7 @@ class ReplaysGraphWithoutFreshInputs(Rule):
                     return out.clone()
         """)),
         # replayed only when the very objects it was captured on come back, tested in a generator
-        # over the stored and the given inputs, or in a helper of the file (round 7 of 2026-12-07)
+        # over the stored and the given inputs, or in a helper of the file (round 7, 2026-12-06)
         Valid(snippet("""
             import torch
             class ModelNew(torch.nn.Module):

@@ -255,7 +255,7 @@ class ProblemSizeInKernelSource(Rule):
             __global__ void k(const float* x, float* y) { y[threadIdx.x] = x[threadIdx.x * kCols]; }
             '''
         """), line=2, message="The kernel source defines `kCols = 48` and uses kCols as a row stride in an index"),
-        # the size computed from constants declared together (`a = .., b = ..;`), round 7 of 2026-12-07
+        # the size computed from constants declared together (`a = .., b = ..;`), round 7, 2026-12-06
         Invalid(snippet("""
             src = '''
             constexpr int kPanels = 6, kTail = 0;

@@ -94,7 +94,7 @@ class CallsTorchFunction(TorchFallbackRule):
         """)),
     ]
     INVALID = [
-        # torch reached through a torch module's own `import torch` (round 7 of 2026-12-07)
+        # torch reached through a torch module's own `import torch` (round 7, 2026-12-06)
         Invalid(snippet("""
             import torch
             from torch.backends import cudnn as _backend

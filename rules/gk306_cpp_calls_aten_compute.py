@@ -116,7 +116,7 @@ class CppCallsAtenCompute(TorchFallbackRule):
             }
             '''
         """), line=4, message="the C++ source calls `at::matmul`"),
-        # a backend's generated kernel, below the dispatcher (round 7 of 2026-12-07)
+        # a backend's generated kernel, below the dispatcher (round 7, 2026-12-06)
         Invalid(snippet("""
             src = r'''
             #include <ATen/CUDAFunctions.h>

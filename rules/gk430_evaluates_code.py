@@ -141,7 +141,7 @@ class EvaluatesCode(UseRule):
             import torch
             _unit = torch.jit.CompilationUnit(TEMPLATE.format(verb="b" + "mm"))
         """), line=2, message="`torch.jit.CompilationUnit` compiles TorchScript from a string, which no static rule reads"),
-        # a statement string built at run time, timed once "to tune" (round 7 of 2026-12-07)
+        # a statement string built at run time, timed once "to tune" (round 7, 2026-12-06)
         Invalid(snippet("""
             import timeit
             def tune(env):

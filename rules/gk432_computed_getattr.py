@@ -100,7 +100,7 @@ class ComputedGetattr(Rule):
             def g(n):
                 return __builtins__[n]
         """), line=2, message="`namespace[...]` reads `builtins.<computed>`"),
-        # a registry of a torch namespace's functions, picked by a key later (round 7 of 2026-12-07)
+        # a registry of a torch namespace's functions, picked by a key later (round 7, 2026-12-06)
         Invalid(snippet("""
             import torch.nn.functional as F
             _REGISTRY = {n: f for n, f in vars(F).items() if callable(f)}

@@ -385,7 +385,7 @@ def test_an_executor_scoped_by_a_with_block_outside_the_call_is_a_warning(source
 
 
 def test_a_low_dtype_the_reference_computes_in_is_no_downgrade():
-    # an fp8 quantise-then-GEMM problem on float32 inputs (round 7 of 2026-12-07): the reference
+    # an fp8 quantise-then-GEMM problem on float32 inputs (round 7, 2026-12-06): the reference
     # casts to float8_e4m3fn itself, so the submission's cast, in torch's or Triton's spelling, is
     # the problem's own step; a cast to float16 still is a downgrade
     problem = (

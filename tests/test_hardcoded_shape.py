@@ -402,7 +402,7 @@ def test_a_parameter_shape_check_is_named_as_the_parameter_s():
 
 def test_a_size_only_a_declared_shape_takes_is_named_by_its_key():
     # KernelBench-Hard folder: SEQ is 64 in the reference and 192 or 256 in declared shapes. A
-    # literal 256 was explained as "the problem dimension 256 = 256" (round 7 of 2026-12-07).
+    # literal 256 was explained as "the problem dimension 256 = 256" (round 7, 2026-12-06).
     from gatekeeper.analyses.shape_helpers import sizes_for
     from gatekeeper.problem.loaded import load_problem
 
@@ -416,7 +416,7 @@ def test_a_size_only_a_declared_shape_takes_is_named_by_its_key():
 
 def test_a_product_with_a_size_of_two_names_brackets_them():
     # KernelBench conv: batch_size and in_channels are both 16; 48 read "kernel_size*batch_size
-    # or in_channels = 48" (round 7 of 2026-12-07)
+    # or in_channels = 48" (round 7, 2026-12-06)
     from gatekeeper.static.problem_facts import derive_sizes
 
     constants = {"kernel_size": 3, "batch_size": 16, "in_channels": 16}

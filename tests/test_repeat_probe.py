@@ -353,7 +353,7 @@ def test_a_memo_dropped_before_the_loops_end_is_caught_by_the_probes_inside_it()
     loop = [2.2e-3] * 12 + [5e-6] * 500 + [2.2e-3] * 488
     measured, added = _loop_probe_after(loop, [2.1e-3] * 8, _SPREAD)
     assert [a[0] for a, _ in added] == ["GK678"]
-    # Judged by the loop's tail alone (probes all at the end, as before 2026-12-07) it was cleared.
+    # Judged by the loop's tail alone (probes all at the end, as before round 7) it was cleared.
     measured, added = _loop_probe_after(loop, [2.1e-3] * 8)
     assert not added and measured["cleared_by_loop_probes"]
 

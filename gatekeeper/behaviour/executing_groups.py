@@ -59,7 +59,7 @@ def _loop_labels(loop: dict[str, Any], probes: list[str]) -> list[str]:
     count = int(loop.get("calls", 0) or 0)
     at = [a for a in loop.get("probes_at") or [] if isinstance(a, int)]
     if len(at) != len(probes) or at != sorted(at) or any(not 0 <= a <= count for a in at):
-        at = [count] * len(probes)  # unknown: at the end, where the probes ran before 2026-12-07
+        at = [count] * len(probes)  # unknown: at the end, where the probes ran before round 7
     failed = bool(loop.get("error"))
     labels: list[str] = []
     made = 0  # loop calls labelled so far

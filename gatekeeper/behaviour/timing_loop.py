@@ -14,9 +14,9 @@ from other processes: only `_version` and the contents change. Its output is cop
 value-checked by the parent like any scheduled call's, and its time compared with the loop's
 calls just before it (behaviour.repeat_probe).
 
-Before 2026-12-07 the probes ran after the loop on new tensors. Code that told them apart (new
-objects after a long streak) could answer them by other means, and a memo dropped before the
-loop's end cleared the comparison (docs/threat-model.md). Now a memo that hits on the loop's
+Until round 7 (2026-12-06) the probes ran after the loop on new tensors. Code that told them
+apart (new objects after a long streak) could answer them by other means, and a memo dropped
+before the loop's end cleared the comparison (docs/threat-model.md). Now a memo that hits on the loop's
 calls misses on each probe and must do the work there, wherever the probe falls. A memo that
 ignores the change returns a stale result, which the value check sees (GK611). To tell a probe
 from a loop call, code must look at `_version` or the contents, which is the memo's own test.
