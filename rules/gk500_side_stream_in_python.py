@@ -132,11 +132,9 @@ class SideStreamInPython(Rule):
             import torch
             class ModelNew(torch.nn.Module):
                 def forward(self, x):
-                    mod = torch.get_device_module(x.device)
-                    with mod.stream(mod.Stream()):
-                        y = _ext.run(x)
-                    return y
-        """), line=5, message="side stream"),
+                    with torch.get_device_module(x.device).stream(torch.get_device_module(x.device).Stream()):
+                        return _ext.run(x)
+        """), line=4, message="side stream"),
         # joined by a helper of the file whose body waits for the stream it is handed: the
         # joined warning, not the error
         Invalid(snippet("""

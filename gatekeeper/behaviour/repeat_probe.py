@@ -81,7 +81,8 @@ class RepeatProbe:
             at = [int(p) for p in message.get("probes_at") or [] if isinstance(p, int)]
             # Where each probe ran in the loop (loop calls before it); without it (or malformed)
             # the loop's tail is judged, as for probes that all ran at its end.
-            ok = len(at) == len(self.after_indices) and all(0 <= a <= b <= len(self.loop) for a, b in zip(at, at[1:] + [len(self.loop)]))
+            ends = at[1:] + [len(self.loop)]
+            ok = len(at) == len(self.after_indices) and all(0 <= a <= b <= len(self.loop) for a, b in zip(at, ends))
             self.probes_at = at if ok else []
             return
         if message.get("kind") != "schedule-call":
