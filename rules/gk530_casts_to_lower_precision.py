@@ -50,6 +50,9 @@ def reference_dtypes(problem: object) -> frozenset[str]:
     tree = getattr(problem, "tree", None)
     if tree is None:
         return frozenset()
+    cached = problem.__dict__.get("_gk530_dtypes")  # the problem is shared by many submissions
+    if cached is not None:
+        return cached
     import ast
 
     names = {n.attr for n in ast.walk(tree) if type(n) is ast.Attribute and type(n.value) is ast.Name
@@ -57,7 +60,8 @@ def reference_dtypes(problem: object) -> frozenset[str]:
     found = {f"torch.{name}" for name in names} & (HALF | FP8)
     for name in names:
         found.update(_SAME_FORMAT.get(name, ()))
-    return frozenset(found)
+    problem.__dict__["_gk530_dtypes"] = frozenset(found)
+    return problem.__dict__["_gk530_dtypes"]
 
 
 class CastsToLowerPrecision(Rule):
