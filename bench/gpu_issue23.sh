@@ -60,6 +60,8 @@
 #                                                # honest CUDA graphs through the whole pipeline, gpu_e2e.py
 #   bash bench/gpu_issue23.sh round14            # GPU fixtures (250 s), fig-leaf and graph cases, the seed e2e after
 #                                                # the calls after the loop and again calls judged as their base
+#   bash bench/gpu_issue23.sh round15            # GPU fixtures (300 s) and the seed e2e after the loop's probes moved
+#                                                # inside the loop and the seventh (static) red-team round
 #   bash bench/gpu_issue23.sh round13            # again runs unpoisoned, output dropped right before the call, more runs;
 #                                                # round 12's checks again with the stale-block pair (rt6_*)
 #   bash bench/gpu_issue23.sh round11b           # the result fingerprint's copy kernels left out of the call's work;
@@ -381,6 +383,13 @@ case "${1:-}" in
     tail -n 5 "$OUT/fixtures.log"
     cases_then_e2e round14 150 rt4_gpu_fig_leaf_passthrough:seed_mean seed_honest_generic:seed_mean \
       honest_cached_graph_identity:seed_mean cached_graph_replay:seed_mean ;;
+  round15)
+    # The sessions of 2026-12-06 evening and night: the timing loop's probes inside the loop (CPU side),
+    # the static rules of the seventh red-team round. The GPU fixture suite, then the seed end to end.
+    GATEKEEPER_ISOLATION=bwrap timeout 380 python3 bench/gpu_fixtures.py --out "$OUT" --jobs 10 --budget 300 \
+      > "$OUT/fixtures.log" 2>&1
+    tail -n 5 "$OUT/fixtures.log"
+    cases_then_e2e round15 150 seed_honest_generic:seed_mean cached_graph_replay:seed_mean ;;
   round11b)
     # The result fingerprint's own copy kernels out of the call's kernels (CUPTI paused), and a
     # torch GEMM + own Triton epilogue (policy: a warning under default) not taken for a copy.
