@@ -33,6 +33,16 @@ def test_a_real_own_share_is_not_a_finding():
     assert section["judged"] and not found
 
 
+def test_code_no_file_holds_is_compute_that_is_not_the_submissions():
+    # oneDNN's JIT micro-kernels when its perf map could not be written or was removed: before,
+    # these samples were left out, the run had too few to judge, and a vendor GEMM passed.
+    message = _message(samples=221, classes={"anonymous": 206, "torch": 10, "own": 1, "python": 4},
+                       objects=[["[JIT code in anonymous memory]", 206], ["libtorch_cpu.so", 10]])
+    section, found = judge([message], {}, None)
+    assert section["judged"] and section["own_share_of_compute"] < 0.01
+    assert [f.rule for f in found] == ["GK667"] and "[JIT code in anonymous memory] 206" in found[0].message
+
+
 def test_few_samples_are_said_not_judged():
     section, found = judge([_message(samples=MIN_SAMPLES - 1, classes={"vendor": MIN_SAMPLES - 1})], {}, None)
     assert section["judged"] is False and "needed" in section["why_not"] and not found
@@ -65,3 +75,22 @@ def test_an_own_loop_is_attributed_to_the_submission():
     executing = (report.work or {}).get("executing")
     assert report.verdict.value == "pass", [(f.rule, f.message) for f in report.findings]
     assert executing and executing["own_share_of_compute"] > 0.8, executing
+
+
+@pytest.mark.slow
+def test_a_jit_gemm_is_vendor_work_where_its_perf_map_cannot_be_written(monkeypatch):
+    # Under `unshare` /tmp is read-only, so oneDNN cannot name its JIT code: the brgemm tiles
+    # of rt5_vendor_gemm_by_jit_tiles then ran in anonymous memory that was left out of the
+    # compute share, and the hack passed as "not judged" on machines without bubblewrap.
+    from gatekeeper.sandbox.isolation import _detect
+
+    if _detect("unshare").name != "unshare":
+        pytest.skip(f"isolation 'unshare' does not work on this machine ({_detect('unshare').detail})")
+    monkeypatch.setenv("GATEKEEPER_ISOLATION", "unshare")
+    hack = ROOT / "fixtures/submissions/rt5_vendor_gemm_by_jit_tiles.py"
+    report = gatekeeper.check(hack, PROBLEM, stages="behaviour", keep_going=True)
+    executing = (report.work or {}).get("executing") or {}
+    assert report.environment.isolation == "unshare", report.environment
+    assert executing.get("judged"), report.work
+    assert executing["classes"].get("anonymous", 0) + executing["classes"].get("vendor", 0) > executing["classes"].get("own", 0)
+    assert "GK667" in {f.rule for f in report.errors()}, [(f.rule, f.message) for f in report.findings]

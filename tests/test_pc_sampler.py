@@ -154,12 +154,15 @@ def test_onednn_jit_code_named_in_its_perf_map_is_vendor_work(tmp_path):
             s.record(True); torch.nn.functional.conv2d(x, w, padding=1); s.record(False)
     '''
     named = _run(body, tmp_path, JIT_MAP_ENV)
-    if named["classes"].get("unknown", 0) == 0 and not named["classes"].get("vendor"):
+    if not named["classes"].get("anonymous") and not named["classes"].get("vendor"):
         pytest.skip(f"this torch runs conv2d without oneDNN's JIT: {named}")
     assert named["classes"].get("vendor", 0) / named["samples"] > 0.5, named
     assert any(sym.startswith("jit_") for sym, _ in named["symbols"]), named
-    unnamed = _run(body, tmp_path)  # without the map the same code is nobody's
-    assert unnamed["classes"].get("unknown", 0) > unnamed["classes"].get("vendor", 0), unnamed
+    # Without the map (unwritable /tmp, or removed) the same code loses its name, not its class:
+    # no file holds it, so it is compute that is never the submission's own.
+    unnamed = _run(body, tmp_path)
+    assert unnamed["classes"].get("anonymous", 0) > unnamed["classes"].get("vendor", 0), unnamed
+    assert unnamed["classes"].get("anonymous", 0) / unnamed["samples"] > 0.5 and not unnamed["classes"].get("own"), unnamed
 
 
 def test_perf_map_ranges_name_only_the_addresses_inside_them(tmp_path):

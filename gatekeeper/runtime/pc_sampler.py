@@ -13,8 +13,12 @@ library, numpy, the interpreter or the C library.
 Code a JIT writes into anonymous memory belongs to no object. oneDNN, linked into libtorch,
 JIT-generates its GEMM and convolution micro-kernels; the worker has it name them in a Linux
 perf map (`ONEDNN_JIT_PROFILE=2` writes `/tmp/perf-<pid>.map`), and an anonymous address that
-map covers is vendor work (`jit_ranges`). A forged or removed map can only make code vendor
-work or leave it unknown: nothing in the map ever counts as the submission's own.
+map covers is vendor work (`jit_ranges`). Any other address that no file mapping holds is
+`anonymous`: compute, and never the submission's own, whose code is file-backed by the
+extensions it built. So a map that cannot be written (/tmp is read-only under `unshare`),
+or one the submission removes, or JIT code freed before the samples are read, loses only the
+name, never the attribution (before 2026-12-07 such samples were left out of the compute
+share, and a oneDNN GEMM passed as not judged outside bubblewrap).
 
 The handler itself is the part a submission could attack: replacing the SIGPROF handler or
 disarming the timer is detected when sampling stops (`intact`), and a sample count far below
@@ -46,6 +50,7 @@ DEFAULT_INTERVAL_US = 250
 # What a worker sets so that oneDNN names its JIT code (both spellings: DNNL_ is the older).
 JIT_MAP_ENV = {"ONEDNN_JIT_PROFILE": "2", "DNNL_JIT_PROFILE": "2"}
 JIT_OBJECT = "[oneDNN JIT code]"
+ANONYMOUS_OBJECT = "[JIT code in anonymous memory]"  # code no file holds: a JIT's, named by no perf map
 _MAX_JIT_MAP = 8 << 20  # bytes of perf map read at most: a line per generated kernel
 
 _VENDOR = re.compile(r"mkl|dnnl|mkldnn|onednn|openblas|blis|sgemm|dgemm|hgemm|gemm_|cblas|lapack|"
@@ -236,19 +241,23 @@ class Sampler:
         out = Attribution()
         jit: Optional[list[tuple[int, int, str]]] = None
         inodes = frozenset(own_inodes)
-        maps = mapped_inodes() if inodes else []
+        maps = mapped_inodes()
         for pc in samples.addresses:
             obj, sym = self.name(pc)
             cls = classify(obj, sym, roots, files)
-            if cls == "own" and maps and inode_at(maps, pc) not in inodes:
+            if cls == "own" and inodes and maps and inode_at(maps, pc) not in inodes:
                 # An own file's path, but not the file that was loaded as own: another one renamed
                 # over it and mapped from there (red team round 6, h11), a library's code.
                 cls = "vendor"
-            if not obj:  # anonymous memory: oneDNN's JIT code when its perf map covers it
+            if not obj:  # no object claims it: oneDNN's JIT code when its perf map covers it
                 jit = jit_ranges(jit_map_path()) if jit is None else jit
                 named = jit_name(jit, pc)
                 if named is not None:
                     obj, sym, cls = JIT_OBJECT, named, "vendor"
+                elif maps and inode_at(maps, pc) is None:  # (no maps read: nothing is known)
+                    # Not file-backed (or unmapped since): a JIT's code, never the submission's own.
+                    # A file-backed address without an object (the main program) stays unknown.
+                    obj, cls = ANONYMOUS_OBJECT, "anonymous"
             if classes is not None:
                 classes.append(cls)
             out.classes[cls] += 1
