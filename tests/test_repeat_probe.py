@@ -204,15 +204,18 @@ def test_a_streak_memo_is_caught_by_the_loop_and_a_per_version_packing_passes():
     assert honest.verdict.value == "pass", [(f.rule, f.message) for f in honest.findings]
 
 
-def _loop_probe_cpu(fresh_wall: float, fresh_cpu: float, loop_wall: float, loop_cpu: float) -> list:
+def _loop_probe_cpu(fresh_wall: float, fresh_cpu: float, loop_wall: float, loop_cpu: float,
+                    fresh_pcpu: float | None = None, loop_pcpu: float | None = None) -> list:
     calls = [{"index": i, "kind": "fresh", "dist": "normal"} for i in range(24)]
     for i in (6, 7, 12):
         calls[i].update(kind="repeat", base=i - 3)
     probe = RepeatProbe({"calls": calls, "planned": 24})
+    process = {} if fresh_pcpu is None else {"pcpu_s": fresh_pcpu}
     for i in range(24):
-        probe.observe({"kind": "schedule-call", "index": i, "wall_s": fresh_wall, "cpu_s": fresh_cpu})
+        probe.observe({"kind": "schedule-call", "index": i, "wall_s": fresh_wall, "cpu_s": fresh_cpu, **process})
+    loop = {} if loop_pcpu is None else {"pcpus": [loop_pcpu] * 200}
     probe.observe({"kind": "schedule-loop", "calls": 200, "walls": [loop_wall] * 200, "cpus": [loop_cpu] * 200,
-                   "error": ""})
+                   "error": "", **loop})
     added: list = []
     probe.judge(lambda *a, **k: added.append(a[0]))
     return added
@@ -230,6 +233,16 @@ def test_load_that_stretched_only_the_fresh_calls_wall_time_is_not_a_memo():
     assert _loop_probe_cpu(5.0e-3, 1.0e-3, 1.0e-3, 1.0e-3) == []
     # a caller that waits while other threads work: its CPU time says nothing, the wall decides
     assert _loop_probe_cpu(5.0e-3, 2.0e-5, 1.0e-3, 1.0e-5) == ["GK678"]
+
+
+def test_a_memo_of_the_work_other_threads_do_is_seen_in_the_process_cpu_time():
+    # red team round 8 (h04, h07): the caller computes its own row block (the same CPU on every
+    # call) and sleeps while a pool thread does the rest, which a memo skips on the loop's calls.
+    # The calling thread's clock vetoed the wall; the process's clock shows the skipped work.
+    assert _loop_probe_cpu(2.0e-3, 3.0e-4, 4.0e-4, 3.0e-4) == []  # the thread's clock alone: vetoed
+    assert _loop_probe_cpu(2.0e-3, 3.0e-4, 4.0e-4, 3.0e-4, fresh_pcpu=2.0e-3, loop_pcpu=4.0e-4) == ["GK678"]
+    # honest pool code under load: the wall stretched, neither clock moved
+    assert _loop_probe_cpu(5.0e-3, 3.0e-4, 1.0e-3, 3.0e-4, fresh_pcpu=1.0e-3, loop_pcpu=1.0e-3) == []
 
 
 def _loop_probe_after(loop_walls: list[float], after_walls: list[float],
@@ -382,3 +395,26 @@ def test_the_loop_probes_fall_one_in_each_span_of_the_loop():
         fractions = loop_probe_fractions(seed, 7)
         assert all(k / 7 < f < (k + 1) / 7 for k, f in enumerate(fractions))
     assert loop_probe_fractions(1, 7) == loop_probe_fractions(1, 7) != loop_probe_fractions(2, 7)
+
+
+def test_loop_windows_are_kept_where_either_clock_sees_the_probes_slower():
+    # The loop against its probes, with the caller doing a fixed share (3e-4 s of its own CPU on
+    # every call) and a pool thread the rest: only the process's clock tells a hit from a miss.
+    def judged(loop_pcpu: float, probe_pcpu: float, loop_wall: float = 4.0e-4) -> list:
+        calls = [{"index": i, "kind": "fresh", "dist": "normal"} for i in range(32)]
+        for i in (6, 7, 12):
+            calls[i].update(kind="repeat", base=i - 3)
+        probe = RepeatProbe({"calls": calls, "planned": 32})
+        for i in range(24):
+            probe.observe({"kind": "schedule-call", "index": i, "wall_s": 2.0e-3, "cpu_s": 3e-4, "pcpu_s": 2.0e-3})
+        after = list(range(24, 32))
+        probe.observe({"kind": "schedule-loop", "calls": 1000, "walls": [loop_wall] * 1000, "cpus": [3e-4] * 1000,
+                       "pcpus": [loop_pcpu] * 1000, "after": after, "probes_at": _SPREAD, "error": ""})
+        for i in after:
+            probe.observe({"kind": "schedule-call", "index": i, "wall_s": 2.0e-3, "cpu_s": 3e-4, "pcpu_s": probe_pcpu})
+        added: list = []
+        probe.judge(lambda *a, **k: added.append(a[0]))
+        return added
+
+    assert judged(4.0e-4, 2.0e-3) == ["GK678"]  # the pool's work skipped in the loop
+    assert judged(2.0e-3, 2.0e-3) == []  # the loop's wall under load, the work the same by both clocks

@@ -117,11 +117,12 @@ class Runner:
             # digest is a buffer of its size) and would take the freed block first.
             previous_out = None
         try:
-            began, cpu0 = time.perf_counter(), time.thread_time()
+            began, cpu0, pcpu0 = time.perf_counter(), time.thread_time(), time.process_time()
             with recorder if recorder is not None else contextlib.nullcontext(), executing(), \
                     unpoisoned(entry["kind"] == "again"):
                 out = self.model(*inputs)
             wall, cpu = time.perf_counter() - began, time.thread_time() - cpu0
+            pcpu = time.process_time() - pcpu0
             scan_blocked_threads()  # between calls: a thread started in this one may hide from the sampler
             if recorder is not None:
                 recorder.finish_device()
@@ -144,7 +145,7 @@ class Runner:
             early = packed["file"]["sha256"] if "file" in packed else hashlib.sha256(packed["data"]).hexdigest()
             self.last = (index, out, early)  # as it was at return (a large output's file carries it)
         self.channel.send("schedule-call", index=index, output=packed, threads_before=census.counts,
-                          threads_after=after, addresses=addresses, wall_s=wall, cpu_s=cpu, **observed)
+                          threads_after=after, addresses=addresses, wall_s=wall, cpu_s=cpu, pcpu_s=pcpu, **observed)
         self.previous = inputs
 
     def _aliases(self, inputs: list[Any], out: Any, previous_out: Any) -> list[str]:

@@ -66,6 +66,7 @@ class _Probe:
     packed: Any = None
     wall: float = 0.0
     cpu: float = 0.0
+    pcpu: float = 0.0
     failed: Optional[tuple[BaseException, str]] = None
 
 
@@ -80,10 +81,11 @@ def _call_probe(runner: Any, probe: _Probe, inputs: list[Any], position: int,
     probe.position = position
     probe.addresses = [t.data_ptr() if isinstance(t, torch.Tensor) else 0 for t in probe.inputs]
     try:
-        began, cpu0 = time.perf_counter(), time.thread_time()
+        began, cpu0, pcpu0 = time.perf_counter(), time.thread_time(), time.process_time()
         with executing():
             out = runner.model(*probe.inputs)
         probe.wall, probe.cpu = time.perf_counter() - began, time.thread_time() - cpu0
+        probe.pcpu = time.process_time() - pcpu0
         # Copied at once: an output kept in a buffer the next call rewrites (a persistent
         # output, honest under `default`) holds this call's values only until then.
         probe.packed, probe.out = pack_output(out), out
@@ -111,6 +113,7 @@ def timing_loop(runner: Any, channel: Any, entries: list[dict[str, Any]], fracti
     inputs: list[Any] = list(runner.previous) if runner.previous is not None else []
     walls: list[float] = []
     cpus: list[float] = []  # the calling thread's CPU time per call: other processes' load does not add to it
+    pcpus: list[float] = []  # the whole process's: work the caller hands to other threads (red team round 8)
     error = ""
     out: Any = None
     census = Census()
@@ -127,7 +130,7 @@ def timing_loop(runner: Any, channel: Any, entries: list[dict[str, Any]], fracti
                 continue
             if len(walls) * 2 >= LOOP_CALLS or (time.perf_counter() - began) * 2 >= LOOP_S:
                 out = None  # the second half: each result dropped before the next call
-            start, cpu0 = time.perf_counter(), time.thread_time()
+            start, cpu0, pcpu0 = time.perf_counter(), time.thread_time(), time.process_time()
             try:
                 with executing():
                     out = runner.model(*inputs)
@@ -136,13 +139,14 @@ def timing_loop(runner: Any, channel: Any, entries: list[dict[str, Any]], fracti
                 break
             walls.append(time.perf_counter() - start)
             cpus.append(time.thread_time() - cpu0)
+            pcpus.append(time.process_time() - pcpu0)
             since += 1
         out = None
         for k in range(done, len(probes)):  # the last always, and any the loop ended before
             inputs = _call_probe(runner, probes[k], inputs, len(walls), _at(probes, k + 1))
     after = Census(census).counts
     channel.send("schedule-loop", calls=len(walls), walls=[round(w, 7) for w in walls],
-                 cpus=[round(c, 7) for c in cpus], after=[p.entry["index"] for p in probes],
+                 cpus=[round(c, 7) for c in cpus], pcpus=[round(c, 7) for c in pcpus], after=[p.entry["index"] for p in probes],
                  probes_at=[p.position for p in probes], in_place=[p.entry["index"] for p in probes if p.in_place],
                  error=error)
     previous_out = None  # the probe before's output, held by `probes` (no honest reuse of its storage)
@@ -157,7 +161,7 @@ def timing_loop(runner: Any, channel: Any, entries: list[dict[str, Any]], fracti
         if k == len(probes) - 1 and _changed_since_return(probe.out, probe.packed):
             channel.send("schedule-late", index=index)
         channel.send("schedule-call", index=index, output=probe.packed, threads_before=census.counts,
-                     threads_after=after, addresses=probe.addresses, wall_s=probe.wall, cpu_s=probe.cpu,
+                     threads_after=after, addresses=probe.addresses, wall_s=probe.wall, cpu_s=probe.cpu, pcpu_s=probe.pcpu,
                      mutated=[i for i, (b, a) in enumerate(zip(probe.before, probe.after)) if b != a],
                      aliases=runner._aliases(probe.inputs, probe.out, previous_out))
         previous_out = probe.out
