@@ -6,6 +6,7 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
+from gatekeeper.analyses.call_sites import call_sites, conditional, name_references
 from gatekeeper.analyses.own_definitions import delegates_to_own_code
 from gatekeeper.analyses.body_fingerprint import fingerprint, import_map, import_map_ast, index_module, reference_fingerprint
 from gatekeeper.analyses.reference_names import model_names
@@ -194,10 +195,15 @@ class CopiesReferenceForward(Rule):
     category = Category.REFERENCE_REUSE
     severity = Severity.ERROR
     needs_problem = True
+    # A copy that is not certain to run in the timed call (a guarded fallback, a helper block,
+    # a self-test) is settled by who did the timed work.
+    confirmed_by = "GK667"
     summary = "a function's body is the reference forward with names changed"
     message = "`{func}` has the same body as the reference's `{ref}` after renaming: it runs the reference computation."
     outside_note = (" Nothing in the model's call reaches it (a self-test, set-up or unused code), so it is "
                     "held as likely, not certain.")
+    guarded_note = (" Every call of it sits behind a condition (a fallback beside the kernel): held as likely, "
+                    "and the run-time check of who did the timed work (GK667) settles it.")
     hint = (
         "Replace the copied PyTorch body with a call to your own kernel (for example an "
         "extension built with `load_inline`) that computes the same result."
@@ -264,6 +270,18 @@ class CopiesReferenceForward(Rule):
                 r = T.matmul(a, b)
                 return T.relu(r) * 2.0
         """), line=2, message="`_fallback` has the same body as the reference's `Model.forward` after renaming"),
+        # a copy reached only behind a guard, next to the launch: likely, settled at run time
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def _reference(self, a, b):
+                    c = torch.matmul(a, b)
+                    return torch.relu(c) * 2.0
+                def forward(self, a, b):
+                    if a.shape[1] % 32:
+                        return self._reference(a, b)
+                    return _ext.matmul_relu_scale(a, b, 2.0)
+        """), line=3, message="Every call of it sits behind a condition"),
         # the reference block's layers and forward; an unused own attribute does not change that
         Invalid(snippet("""
             import torch
@@ -328,10 +346,20 @@ class CopiesReferenceForward(Rule):
                 return
 
     def finish(self) -> None:
+        sites = call_sites(self.ctx, {key for _, key, *_ in self._copies}) if self._copies else {}
         for node, key, func, ref, confidence in self._copies:
             message, evidence = self.message.format(func=func, ref=ref), {"reference": ref}
+            calls = sites.get(key, [])
             if self.ctx.is_init_only(key):
                 message += self.outside_note
                 evidence["runs"] = "outside the model's call"
+                confidence = Confidence.LIKELY if confidence is None else confidence
+            elif calls and not node.name.value == "forward" and all(conditional(self.ctx, c) for c, _ in calls) \
+                    and len(calls) == name_references(self.ctx.module, node.name.value) - 1:
+                # `if not fits: return self._reference(x)` next to a launch: a fallback, which runs
+                # on the benchmark's calls only if the guard picks it; who did the timed work is
+                # measured (GK667). Only where every reference to the name is a guarded call.
+                message += self.guarded_note
+                evidence["runs"] = "only behind a condition"
                 confidence = Confidence.LIKELY if confidence is None else confidence
             self.report(node, message, evidence=evidence, confidence=confidence)

@@ -6,11 +6,12 @@ import libcst as cst
 
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.python_stream_exprs import (
-    creation_target, is_current_stream, is_stream_parameter, is_stream_reference, module_streams,
+    capture_stream_argument, creation_target, is_current_stream, is_stream_parameter, is_stream_reference,
+    is_join, module_streams, stream_identity,
 )
 from gatekeeper.analyses.stream_joins import (
     DEVICE_SYNC, JOIN_METHODS, STREAM_CTORS, STREAM_SWITCHES, Path, StreamFrame, StreamUse, branch_path,
-    element_join_path, stream_verdicts,
+    drop_capture_only, element_join_path, stream_verdicts,
 )
 from gatekeeper.static.syntax import argument, is_self_attr, self_attr
 from gatekeeper.static.rule import Rule
@@ -89,6 +90,17 @@ class SideStreamInPython(Rule):
         "`torch.cuda.current_stream().wait_stream(s)`."
     )
     VALID = [
+        # a private stream only ever captured on; the graph replays on the current stream
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    s, g = torch.cuda.Stream(), torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(g, stream=s):
+                        y = _ext.run(x)
+                    g.replay()
+                    return y.clone()
+        """)),
         # a helper that runs on whatever stream its caller passes, called with the current one
         Valid(snippet("""
             import torch
@@ -127,6 +139,18 @@ class SideStreamInPython(Rule):
         """)),
     ]
     INVALID = [
+        # captured on the private stream, then also replayed there and never joined
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    s, g = torch.cuda.Stream(), torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(g, stream=s):
+                        y = _ext.run(x)
+                    with torch.cuda.stream(s):
+                        g.replay()
+                    return y
+        """), line=7, message="other than the caller's current stream"),
         # the device's module, asked for by device: torch.cuda on the benchmark's GPU
         Invalid(snippet("""
             import torch
@@ -258,6 +282,7 @@ class SideStreamInPython(Rule):
         # calls of the file's own functions: (caller frame, seq, path, callee key, call), for
         # helpers that join (`_join(s)` whose body waits for its argument), settled in finish
         self.helper_calls: list[tuple[StreamFrame, int, Path, str, cst.Call]] = []
+        self.captured: set[str] = set()  # streams passed as a graph capture's `stream=`
 
     # helpers -------------------------------------------------------------------------
     def _tick(self) -> int:
@@ -266,16 +291,7 @@ class SideStreamInPython(Rule):
 
     def _stream_identity(self, expr: cst.BaseExpression) -> Optional[str]:
         """The name of a stream variable or attribute this expression refers to."""
-        if type(expr) is cst.Name:
-            if expr.value in self.frames[-1].local_streams:
-                return expr.value
-            if expr.value in self.module_streams and len(self.frames) > 0:
-                binding = self.ctx.resolver.lookup(expr.value)
-                if binding is None or binding is self.ctx.resolver.module_scope.names.get(expr.value):
-                    return expr.value
-        elif is_self_attr(expr) and expr.attr.value in self.stream_attrs:
-            return self_attr(expr)
-        return None
+        return stream_identity(self.ctx, expr, self.frames[-1].local_streams, self.module_streams, self.stream_attrs)
 
     def _add_use(self, node: cst.CSTNode, kind: str, identity: Optional[str] = None) -> StreamUse:
         use = StreamUse(node, self._tick(), kind, identity, branch_path(self.ctx, node))
@@ -293,7 +309,7 @@ class SideStreamInPython(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if type(func) is cst.Attribute and func.attr.value in JOIN_METHODS:
-            if self._is_join(node, func):
+            if is_join(self.ctx, func, self._stream_identity(func.value) is not None):
                 seq, path = self._tick(), branch_path(self.ctx, node)
                 self.frames[-1].joins.append((seq, path))
                 joined = func.value if func.attr.value == "synchronize" else argument(node, 0, "stream")
@@ -364,25 +380,26 @@ class SideStreamInPython(Rule):
             if is_stream_reference(self.ctx, node):
                 identity = self._stream_identity(node)
                 if identity is not None:
-                    self._add_use(node, "ref", identity)
+                    self._reference(node, identity)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         key = self_attr(node)
         if self.join_depth == 0 and node.attr.value in self.stream_attrs and key is not None \
                 and is_stream_reference(self.ctx, node):
-            self._add_use(node, "ref", key)
+            self._reference(node, key)
 
-    def _is_join(self, node: cst.Call, func: cst.Attribute) -> bool:
-        receiver = func.value
-        if func.attr.value == "synchronize":
-            # the current stream synchronising itself does not wait for a side stream
-            return not is_current_stream(self.ctx, receiver) or self.ctx.qualname(receiver) == "torch.cuda"
-        # `side.wait_stream(current)` makes the side stream wait: the opposite of a join
-        return self._stream_identity(receiver) is None
+    def _reference(self, node: cst.CSTNode, identity: str) -> None:
+        # `torch.cuda.graph(g, stream=s)` captures on `s`: capture records a graph and runs
+        # nothing, and the graph is judged where it is replayed (as GK501 does for C++ capture).
+        if capture_stream_argument(self.ctx, node):
+            self.captured.add(identity)
+        else:
+            self._add_use(node, "ref", identity)
 
     # verdicts -------------------------------------------------------------------------
     def finish(self) -> None:
-        for use, where, bad, what, maybe in stream_verdicts(self.ctx, self.done + self.frames, self.helper_calls):
+        frames = drop_capture_only(self.done + self.frames, self.captured)
+        for use, where, bad, what, maybe in stream_verdicts(self.ctx, frames, self.helper_calls):
             self._emit(use, where, bad, what, maybe)
 
     def _emit(self, use: StreamUse, function: str, bad: bool, what: str, maybe: bool = False) -> None:

@@ -11,7 +11,7 @@ import libcst as cst
 
 from gatekeeper.analyses.stream_joins import CURRENT_STREAM, STREAM_CTORS
 from gatekeeper.static.context import FileContext
-from gatekeeper.static.syntax import store_key
+from gatekeeper.static.syntax import is_self_attr, self_attr, store_key
 
 
 def module_streams(ctx: FileContext) -> set[str]:
@@ -53,12 +53,63 @@ def is_stream_reference(ctx: FileContext, node: cst.CSTNode) -> bool:
     return type(parent) not in (cst.Param, cst.ImportAlias, cst.Global, cst.Nonlocal)
 
 
+def stream_identity(ctx: FileContext, expr: cst.BaseExpression, local_streams: set[str], module_streams: set[str],
+                    stream_attrs: set[str]) -> Optional[str]:
+    """The name of a stream variable or attribute `expr` refers to (GK500): a local stream of
+    the function, a module-level one not shadowed, or a `self.` attribute holding one."""
+    if type(expr) is cst.Name:
+        if expr.value in local_streams:
+            return expr.value
+        if expr.value in module_streams:
+            binding = ctx.resolver.lookup(expr.value)
+            if binding is None or binding is ctx.resolver.module_scope.names.get(expr.value):
+                return expr.value
+    elif is_self_attr(expr) and expr.attr.value in stream_attrs:
+        return self_attr(expr)
+    return None
+
+
+def is_join(ctx: FileContext, func: cst.Attribute, receiver_is_side_stream: bool) -> bool:
+    """Whether `<receiver>.<JOIN_METHOD>(...)` joins a side stream back (GK500)."""
+    if func.attr.value == "synchronize":
+        # the current stream synchronising itself does not wait for a side stream
+        return not is_current_stream(ctx, func.value) or ctx.qualname(func.value) == "torch.cuda"
+    # `side.wait_stream(current)` makes the side stream wait: the opposite of a join
+    return not receiver_is_side_stream
+
+
+GRAPH_CAPTURES = frozenset({"torch.cuda.graph", "torch.cuda.graphs.graph"})
+
+
+def capture_stream_argument(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """Whether `node` is the stream a CUDA graph capture records on: `torch.cuda.graph(g,
+    stream=node)` (its third positional parameter)."""
+    arg = ctx.parent(node)
+    if type(arg) is not cst.Arg or arg.value is not node or arg.star:
+        return False
+    call = ctx.parent(arg)
+    if type(call) is not cst.Call or ctx.qualname(call.func) not in GRAPH_CAPTURES:
+        return False
+    if arg.keyword is not None:
+        return arg.keyword.value == "stream"
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return len(positional) > 2 and positional[2] is arg
+
+
 def creation_target(ctx: FileContext, node: cst.Call) -> Optional[str]:
     parent = ctx.parent(node)
     if type(parent) is cst.Assign and len(parent.targets) == 1:
         return store_key(parent.targets[0].target)
     if type(parent) is cst.AnnAssign and type(parent.target) is cst.Name:
         return parent.target.value
+    if type(parent) is cst.Element:  # `s, g = torch.cuda.Stream(), torch.cuda.CUDAGraph()`
+        values, assign = ctx.parent(parent), ctx.parent(ctx.parent(parent))
+        if type(values) is cst.Tuple and type(assign) is cst.Assign and len(assign.targets) == 1 \
+                and type(assign.targets[0].target) is cst.Tuple:
+            names = assign.targets[0].target.elements
+            index = next((i for i, e in enumerate(values.elements) if e is parent), -1)
+            if len(names) == len(values.elements) and 0 <= index and type(names[index]) is cst.Element:
+                return store_key(names[index].value)
     return None
 
 

@@ -184,6 +184,17 @@ def has_switch(frame: StreamFrame, identity: Optional[str]) -> bool:
     return any(u.kind == "switch" and u.identity == identity for u in frame.uses)
 
 
+def drop_capture_only(frames: list[StreamFrame], captured: set[str]) -> list[StreamFrame]:
+    """`frames` without the creation of a stream that is only ever a graph capture's stream
+    (`torch.cuda.graph(g, stream=s)`): nothing runs on it."""
+    if captured:
+        used = {u.identity for f in frames for u in f.uses if u.kind != "create"}
+        for frame in frames:
+            frame.uses = [u for u in frame.uses
+                          if not (u.kind == "create" and u.identity in captured and u.identity not in used)]
+    return frames
+
+
 def stream_verdicts(ctx, frames: list[StreamFrame], helper_calls: list[tuple[StreamFrame, int, Path, str, cst.Call]]
                     ) -> list[tuple[StreamUse, str, bool, str, bool]]:
     """GK500's verdict on every stream use after the walk: (use, the function named in the
