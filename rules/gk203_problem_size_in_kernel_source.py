@@ -103,6 +103,15 @@ class ProblemSizeInKernelSource(Rule):
     )
     EXAMPLE_PROBLEM = _P
     VALID = [
+        # 48 KiB, the default shared-memory limit: a memory size, not D = 48
+        Valid(snippet("""
+            src = '''
+            torch::Tensor f(torch::Tensor x, int64_t k) {
+              int64_t shmem = k * k * sizeof(float);
+              TORCH_CHECK(shmem <= 48 * 1024, "tile too large for shared memory");
+              return run(x, shmem); }
+            '''
+        """)),
         Valid(snippet("""
             import triton
             import triton.language as tl

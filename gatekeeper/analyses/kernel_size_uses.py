@@ -82,7 +82,7 @@ def size_numbers(source: CppSource, problem, facts: CppFacts, roles: CppRoles, r
         in_bodies.update(const.body)
     for index in sorted(chain.from_iterable(source.by_text["number"].values())):  # the numbers, in order
         value = tokens[index].int_value
-        if value is None or value in reported or index in in_bodies:
+        if value is None or value in reported or index in in_bodies or (1024 not in problem.dims and in_kibibytes(tokens, index)):
             continue  # a literal inside a constant's definition is judged by the constant's uses
         hit = judge_cpp(problem, facts, roles, index, value)
         if hit is None:
@@ -90,6 +90,16 @@ def size_numbers(source: CppSource, problem, facts: CppFacts, roles: CppRoles, r
         why, role, reads = hit
         reported.add(value)
         yield index, value, why, role, size_confidence(certain_cpp(roles, index, value, role, why), reads)
+
+
+def in_kibibytes(tokens, index: int) -> bool:
+    """`48 * 1024`, `1024 * 48`, `48 << 10` (and MiB: `<< 20`, `* 1024 * 1024`): a memory size
+    such as the 48 KiB shared-memory default, not a dimension (red team round 8, s09). The
+    caller asks only where 1024 is not itself one of the problem's dimensions."""
+    def text(i: int) -> str:
+        return tokens[i].text if 0 <= i < len(tokens) else ""
+    after, before = (text(index + 1), text(index + 2)), (text(index - 2), text(index - 1))
+    return after in (("*", "1024"), ("<<", "10"), ("<<", "20")) or before == ("1024", "*")
 
 
 def definition_text(source: CppSource, facts: CppFacts, const: CppConstant) -> str:
