@@ -62,6 +62,8 @@
 #                                                # the calls after the loop and again calls judged as their base
 #   bash bench/gpu_issue23.sh round15            # GPU fixtures (300 s) and the seed e2e after the loop's probes moved
 #                                                # inside the loop and the seventh (static) red-team round
+#   bash bench/gpu_issue23.sh listed CASES       # the eighth round's helper files (CASES: `sub problem label` lines,
+#                                                # bench/gpu_listed.py), whole pipeline with --time, 8 at a time
 #   bash bench/gpu_issue23.sh round13            # again runs unpoisoned, output dropped right before the call, more runs;
 #                                                # round 12's checks again with the stale-block pair (rt6_*)
 #   bash bench/gpu_issue23.sh round11b           # the result fingerprint's copy kernels left out of the call's work;
@@ -390,6 +392,9 @@ case "${1:-}" in
       > "$OUT/fixtures.log" 2>&1
     tail -n 5 "$OUT/fixtures.log"
     cases_then_e2e round15 150 seed_honest_generic:seed_mean cached_graph_replay:seed_mean ;;
+  listed)
+    GATEKEEPER_ISOLATION=bwrap timeout 560 python3 bench/gpu_listed.py "$2" --out "$OUT" --jobs 8 --time --budget 520 \
+      2>&1 | tee "$OUT/listed.log" | tail -n 40 ;;
   round11b)
     # The result fingerprint's own copy kernels out of the call's kernels (CUPTI paused), and a
     # torch GEMM + own Triton epilogue (policy: a warning under default) not taken for a copy.

@@ -20,6 +20,8 @@ import libcst as cst
 
 from gatekeeper.static.walk import walk
 
+from gatekeeper.analyses.call_sites import call_sites, name_references
+
 from gatekeeper.analyses.torch_usage_model import Fallback, Kernel, UsageFacts, Use
 
 __all__ = ["Fallback", "condition_of", "find_fallbacks"]  # Fallback is defined with the model
@@ -114,12 +116,18 @@ def _following(usage: UsageFacts, stmt: cst.CSTNode) -> set[int]:
 
 
 def find_fallbacks(usage: UsageFacts) -> None:
-    """Mark `use.fallback` on every Python use that sits on a fallback path."""
+    """Mark `use.fallback` on every Python use that sits on a fallback path, directly or in a
+    helper function that only such a path calls."""
+    uses = [u for u in usage.uses if u.node is not None]
+    _mark(usage, uses)
+    _through_helpers(usage, uses)
+
+
+def _mark(usage: UsageFacts, uses: list[Use]) -> None:
     kernels: dict[int, list[tuple[str, Kernel]]] = {}
     for kernel in usage.kernels:
         for stmt, slot in _slots(kernel.path):
             kernels.setdefault(id(stmt), []).append((slot, kernel))
-    uses = [u for u in usage.uses if u.node is not None]
     for use in uses:
         for stmt, slot in _slots(use.path):
             others = [k for s, k in kernels.get(id(stmt), []) if s != slot and not (s == "handler" and slot == "body")]
@@ -128,6 +136,44 @@ def find_fallbacks(usage: UsageFacts) -> None:
                     use.fallback = _make(usage, stmt, others[0], kernel_in_body=slot != "body")
                     break
     _early_returns(usage, uses)
+
+
+def _through_helpers(usage: UsageFacts, uses: list[Use]) -> None:
+    """Torch in a helper that holds no launch and whose every call is on a fallback path is
+    fallback code too: `if not fits: return self._reference(x)` before the launch makes
+    `_reference`'s ops the fallback's (red team round 8: an fp8 GEMM's guarded reference path,
+    whose ops read as torch doing the whole op). A helper also named otherwise than by its
+    calls (stored, passed on) keeps its uses as they are."""
+    if not usage.kernels:
+        return
+    launching = {k.function for k in usage.kernels}
+    pending: dict[str, list[Use]] = {}
+    for use in uses:
+        if use.fallback is None and use.function not in launching and use.function != "<module>":
+            pending.setdefault(use.function, []).append(use)
+    if not pending:
+        return
+    sites = call_sites(usage.ctx, set(pending))
+    for key, members in pending.items():
+        calls = sites.get(key)
+        name = key.rsplit(".", 1)[-1]
+        if not calls or len(calls) != name_references(usage.ctx.module, name) - 1:
+            continue
+        probes = [Use("function", "", "", False, function=caller, node=call, path=_path_of(usage, call))
+                  for call, caller in calls]
+        _mark(usage, probes)
+        if all(p.fallback is not None for p in probes):
+            for use in members:
+                use.fallback = probes[0].fallback
+
+
+def _path_of(usage: UsageFacts, node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+    out = [node]
+    for parent in usage.ctx.ancestors(node):
+        out.append(parent)
+        if type(parent) in (cst.FunctionDef, cst.Module):
+            break
+    return tuple(out)
 
 
 def _make(usage: UsageFacts, stmt: cst.CSTNode, kernel: Kernel, *, kernel_in_body: bool) -> Fallback:
