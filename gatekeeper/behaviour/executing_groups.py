@@ -150,7 +150,8 @@ def judge_groups(calls: Any, messages: list[dict[str, Any]], minimum: float,
     classes, own_share_upper_99, calls}."""
     if not isinstance(calls, list) or not calls:
         return None
-    rows = [[int(x) for x in row][:len(COMPUTE)] if isinstance(row, list) else [0] * len(COMPUTE) for row in calls]
+    width = len(COMPUTE)  # a shorter row (a class added since it was written) counts 0 for the rest
+    rows = [([int(x) for x in row] + [0] * width)[:width] if isinstance(row, list) else [0] * width for row in calls]
     labels = call_labels(messages)
     worst: Optional[dict[str, Any]] = None
     for name, members, versus in _groups(len(rows), labels):

@@ -28,6 +28,17 @@ def recorded_indices(seed: int, indices: list[int]) -> set[int]:
     return set(rng.sample(sorted(indices), count))
 
 
+QUEUED_SHARE, MIN_QUEUED = 0.3, 2
+
+
+def queued_indices(seed: int, calls: list[dict[str, Any]]) -> set[int]:
+    """Which plain fresh calls start behind work queued on the current stream (GPU only,
+    behaviour.queued_entry): drawn from the run's secret, like the recorded calls."""
+    plain = sorted(c["index"] for c in calls if c.get("kind") == "fresh" and c.get("dist", "normal") == "normal")
+    rng = random.Random(derive(seed, "queued-calls"))
+    return set(rng.sample(plain, min(len(plain), max(MIN_QUEUED, round(QUEUED_SHARE * len(plain))))))
+
+
 def loop_probe_fractions(seed: int, count: int) -> list[float]:
     """Where in the CPU timing loop its probes fall (behaviour.timing_loop), drawn from the
     run's secret: one in each of `count` equal spans of the loop, at a random point of its

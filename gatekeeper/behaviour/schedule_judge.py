@@ -22,6 +22,7 @@ class Outcome:
     ok: bool
     detail: str = ""
     addresses: tuple[int, ...] = ()  # data pointers of the tensor inputs, as the call got them
+    queued: bool = False  # started behind work queued on the current stream (behaviour.queued_entry)
 
 
 def _rate(ordered: list[Outcome], kind: str) -> float:
@@ -99,7 +100,8 @@ class ScheduleJudge:
             raw = message.get("addresses")
             addresses = tuple(a for a in raw if isinstance(a, int) and a) if isinstance(raw, list) else ()
             call_kind = "overwrite" if index in self.in_place and ref["kind"] == "fresh" else ref["kind"]
-            self.outcomes[index] = Outcome(index, call_kind, dist, ref.get("base"), ok, detail, addresses)
+            self.outcomes[index] = Outcome(index, call_kind, dist, ref.get("base"), ok, detail, addresses,
+                                           message.get("queued") is True)
 
     def _budget(self, index: int, ref: dict[str, Any], output: Any) -> None:
         """The error budget of the named trials (GK668), on a scheduled call: the error against
@@ -176,7 +178,15 @@ class ScheduleJudge:
         if not reuse:
             reuse = _wrong_at_used_addresses(ordered)
         overwrite = [o for o in wrong if o.kind == "overwrite" and o.dist == "normal" and previous.get(o.index) in ok]
-        special = {o.index for o in near + dists + reuse + overwrite}
+        # Wrong only where the call started behind work queued on the current stream, right on
+        # the other plain calls: work not ordered after that stream (behaviour.queued_entry).
+        plain_fresh = [o for o in ordered if o.kind == "fresh" and o.dist == "normal"]
+        queued = [o for o in wrong if o.queued and o.kind == "fresh" and o.dist == "normal"]
+        if queued and any(not o.queued for o in plain_fresh) and all(o.ok for o in plain_fresh if not o.queued):
+            add("GK641", "schedule", self._evidence(queued), where=self._where(queued), detail=queued[0].detail)
+        else:
+            queued = []
+        special = {o.index for o in near + dists + reuse + overwrite + queued}
         # A near-duplicate of a wrong call, and a call on the very inputs of one (`again`, `repeat`),
         # is judged as that call: its wrong answer shows nothing the base did not.
         inherited = {o.index for o in wrong if o.base not in ok and (o.kind.startswith("near") or o.kind in _SAME_INPUTS)}

@@ -18,6 +18,7 @@ import traceback
 import types
 from typing import Any, Optional
 
+from gatekeeper.behaviour.queued_entry import queue_behind_work
 from gatekeeper.behaviour.schedule_inputs import build_inputs, unpoisoned
 from gatekeeper.behaviour.timing_loop import probe_entries, timing_loop
 from gatekeeper.behaviour.executing import executing, scan_blocked_threads
@@ -116,6 +117,10 @@ class Runner:
             # Dropped only now, right before the call: the checks above allocate (an input's
             # digest is a buffer of its size) and would take the freed block first.
             previous_out = None
+        staged: list[Any] = []  # the values the current stream copies in behind a spin: kept to the end
+        if entry.get("queued"):
+            inputs, staged = queue_behind_work(inputs, self.device)
+            addresses = [t.data_ptr() if isinstance(t, torch.Tensor) else 0 for t in inputs]
         try:
             began, cpu0, pcpu0 = time.perf_counter(), time.thread_time(), time.process_time()
             with recorder if recorder is not None else contextlib.nullcontext(), executing(), \
@@ -145,7 +150,7 @@ class Runner:
             early = packed["file"]["sha256"] if "file" in packed else hashlib.sha256(packed["data"]).hexdigest()
             self.last = (index, out, early)  # as it was at return (a large output's file carries it)
         self.channel.send("schedule-call", index=index, output=packed, threads_before=census.counts,
-                          threads_after=after, addresses=addresses, wall_s=wall, cpu_s=cpu, pcpu_s=pcpu, **observed)
+                          threads_after=after, addresses=addresses, wall_s=wall, cpu_s=cpu, pcpu_s=pcpu, queued=bool(staged), **observed)
         self.previous = inputs
 
     def _aliases(self, inputs: list[Any], out: Any, previous_out: Any) -> list[str]:

@@ -18,7 +18,9 @@ from gatekeeper.runtime.checks import finding
 from gatekeeper.runtime.disk import disk_full_reason, free_bytes, is_disk_full, mentions_disk_full
 from gatekeeper.behaviour.completeness import infrastructure_failure
 from gatekeeper.behaviour.judge import Judge
-from gatekeeper.behaviour.schedule_checks import judge_calls, loop_probe_fractions, recorded_indices, work_messages
+from gatekeeper.behaviour.schedule_checks import (
+    judge_calls, loop_probe_fractions, queued_indices, recorded_indices, work_messages,
+)
 from gatekeeper.behaviour.repeat_probe import RepeatProbe
 from gatekeeper.behaviour.schedule_judge import ScheduleJudge
 from gatekeeper import progress
@@ -103,8 +105,9 @@ def feed_trials(job: Job, references: dict[str, dict[str, Any]], seed: int, devi
              close=False)
     sent = (schedule or {}).get("calls", [])
     recorded = recorded_indices(seed, [c["index"] for c in sent])  # issue 22: any call may be checked
-    calls = [{"index": c["index"], "kind": c["kind"], "inputs": c["inputs"], "record": c["index"] in recorded}
-             for c in sent]
+    queued = queued_indices(seed, sent) if device.startswith("cuda") else set()  # behaviour.queued_entry
+    calls = [{"index": c["index"], "kind": c["kind"], "inputs": c["inputs"], "record": c["index"] in recorded,
+              "queued": c["index"] in queued} for c in sent]
     # the timing loop's probes: the last plain fresh calls (behaviour.timing_loop), one short of them drawn here
     job.feed({"calls": calls, "timed_from": (schedule or {}).get("timed_from", 0),
               "loop_probes": loop_probe_fractions(seed, AFTER_LOOP - 1)})

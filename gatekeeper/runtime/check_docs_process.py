@@ -11,6 +11,15 @@ PROCESS_DOCS: dict[str, CheckDoc] = {
         "Timing events on the current stream do not see work on another stream, so it runs for free.",
         forward("with torch.cuda.stream(self.side):\n    out = ext.mean(x)\nreturn out"),
         forward("out = ext.mean(x)  # on the current stream\nreturn out")),
+    "GK641": CheckDoc(
+        "On a GPU, a call that started with work still queued on the caller's current stream (its inputs written "
+        "by that work) returned wrong values, while calls that started on an idle stream were right.",
+        "Work on a stream that does not wait for the current one runs before the timer's start event, and a "
+        "branch on a busy stream takes a path only timed calls see.",
+        forward("s = _ext.side_stream()  # cudaStreamCreate, never waits on the current stream\n"
+                "return _ext.gemm_on(s, x)"),
+        forward("s = self.side\ns.wait_stream(torch.cuda.current_stream())\nwith torch.cuda.stream(s):\n"
+                "    out = _ext.gemm(x)\ntorch.cuda.current_stream().wait_stream(s)\nreturn out")),
     "GK645": CheckDoc(
         "More Python or native threads, or child processes the call started, were alive after the call returned.",
         "A worker left running can finish the result later, outside the timed call, or tamper with the harness.",

@@ -82,6 +82,15 @@ CATALOGUE: dict[str, Check] = {c.code: c for c in [
     Check("GK640", "WorkOutlivesCall", C.STREAM_ESCAPE, E,
           "the output changed between a sync of the caller's stream and a full device sync on {trial}",
           "launch kernels on at::cuda::getCurrentCUDAStream(), or make the current stream wait for yours"),
+    Check("GK641", "IgnoresStreamOrder", C.STREAM_ESCAPE, E,
+          "{where} started with work still queued on the caller's current stream, which wrote its inputs, "
+          "and forward returned wrong values ({detail}); the calls that started on an idle stream were right: "
+          "work on another stream read the inputs before the current stream had written them. A timed call "
+          "starts behind such work, so that side stream runs before the timer starts, or the call takes "
+          "another path when the stream is busy",
+          "make every stream the call uses wait for the current one before it reads the inputs "
+          "(`side.wait_stream(torch.cuda.current_stream())`, or `cudaStreamWaitEvent` on an event recorded "
+          "on `at::cuda::getCurrentCUDAStream()`), and never branch on whether the stream is busy"),
     Check("GK645", "ThreadLeftRunning", C.THREAD_INJECTION, E,
           "{what} after the call returned on {trial}",
           "do all the work inside forward and join any worker before returning; do not fork or start processes"),
