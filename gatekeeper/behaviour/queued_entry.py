@@ -13,7 +13,9 @@ copied into a new tensor that first holds other values (NaN, or every bit flippe
 is synchronised, a spin is queued, then the copies of the real values, then forward is called
 at once. Code that orders its work after the current stream, as any caller's pipeline needs,
 reads the real values; a side stream that does not reads the other ones, and the call's
-output is wrong (GK641). A branch on whether the stream is busy takes its timed path here.
+output is wrong (GK641). A branch on whether the stream is busy takes its timed path here, and
+so does one on a cold L2 or on the allocator's size: an L2 flush as the timing stage's is
+queued last, from a buffer of the same size.
 """
 
 from __future__ import annotations
@@ -42,11 +44,30 @@ def queue_behind_work(inputs: list[Any], device: str) -> tuple[list[Any], list[A
             out.append(value)
     if not pairs:
         return inputs, []
+    device_of = pairs[0][0].device
     torch.cuda.synchronize()  # the other values are in place before anything below is queued
-    torch.cuda._sleep(_cycles(SPIN_US, pairs[0][0].device))
+    torch.cuda._sleep(_cycles(SPIN_US, device_of))
     for target, source in pairs:
         target.copy_(source, non_blocking=True)  # on the current stream, behind the spin
+    _flush(device_of)  # last: the inputs leave L2 as a timed call's have, and the allocator holds what timing's does
     return out, [source for _, source in pairs]
+
+
+_FLUSH: dict[str, Any] = {}
+
+
+def _flush(device: Any) -> None:
+    """Write a buffer of twice the L2 size, as the timing stage does before each timed call
+    (timing.method.L2Flush): the same cold cache and the same allocator footprint, so neither
+    an L2 probe on the device nor `memory_reserved()` tells this call from a timed one."""
+    import torch
+
+    key = str(device)
+    buffer = _FLUSH.get(key)
+    if buffer is None:
+        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 50 << 20
+        buffer = _FLUSH[key] = torch.empty(max(2 * l2 // 4, 1 << 20), dtype=torch.int32, device=device)
+    buffer.fill_(0)
 
 
 def _other_values(target: Any, source: Any) -> None:
