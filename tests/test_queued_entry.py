@@ -57,3 +57,14 @@ def test_wrong_only_behind_queued_work_is_work_not_ordered_after_the_stream():
 def test_wrong_on_calls_that_started_idle_too_is_judged_as_before():
     assert _judge({2, 9, 15, 4}, {2, 9, 15}) == ["GK677"]
     assert _judge(set(range(20)), {2, 9, 15}) == ["GK677"]
+
+
+def test_work_left_running_after_a_queued_call_is_a_stream_escape():
+    from gatekeeper.behaviour.schedule_checks import judge_calls
+
+    messages = [{"kind": "schedule-call", "index": i, "stream_escape": i == 7} for i in range(12)]
+    found: list[tuple[str, str]] = []
+    judge_calls(messages, {}, lambda code, trial, evidence, **fields: found.append((code, evidence["where"])))
+    assert found == [("GK640", "scheduled call 7 (1 of 12)")]
+    judge_calls([dict(m, stream_escape=False) for m in messages], {}, lambda *a, **k: found.append(a[0]))
+    assert len(found) == 1

@@ -106,6 +106,9 @@ def judge_calls(messages: list[dict[str, Any]], nominal: dict[str, Any],
         first = min(threads)
         add("GK645", "schedule", {"calls": {str(k): v for k, v in list(threads.items())[:10]}},
             what=f"{threads[first]} ({_where(sorted(threads), total)})")
+    escaped = sorted(int(m["index"]) for m in calls if m.get("stream_escape") is True)
+    if escaped:  # queued calls (behaviour.queued_entry): work left on a stream the caller does not wait for
+        add("GK640", "schedule", {"calls": escaped[:10], "where": _where(escaped, total), "queued": True})
 
 
 def _grew(before: dict[str, Any], after: dict[str, Any]) -> str:

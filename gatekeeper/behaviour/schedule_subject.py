@@ -64,6 +64,17 @@ def plant_decoy() -> None:
         torch.use_deterministic_algorithms(False)
 
 
+def _escapes(out: Any) -> bool:
+    """Whether the output still changes after the caller's stream is synchronised (a queued
+    call, where a branch on a busy stream takes its timed path): GK640 on a scheduled call."""
+    import torch
+
+    torch.cuda.current_stream().synchronize()
+    early = digest(out)
+    torch.cuda.synchronize()
+    return early != digest(out)
+
+
 class Runner:
     def __init__(self, model: Any, channel: Any, device: str, attribute: bool = True) -> None:
         self.model, self.channel, self.device = model, channel, device
@@ -132,6 +143,7 @@ class Runner:
                 out = self.model(*inputs)
             wall, cpu = time.perf_counter() - began, time.thread_time() - cpu0
             pcpu = time.process_time() - pcpu0
+            escaped = staged and isinstance(out, torch.Tensor) and _escapes(out)
             scan_blocked_threads()  # between calls: a thread started in this one may hide from the sampler
             if recorder is not None:
                 recorder.finish_device()
@@ -154,7 +166,8 @@ class Runner:
             early = packed["file"]["sha256"] if "file" in packed else hashlib.sha256(packed["data"]).hexdigest()
             self.last = (index, out, early)  # as it was at return (a large output's file carries it)
         self.channel.send("schedule-call", index=index, output=packed, threads_before=census.counts,
-                          threads_after=after, addresses=addresses, wall_s=wall, cpu_s=cpu, pcpu_s=pcpu, queued=bool(staged), **observed)
+                          threads_after=after, addresses=addresses, wall_s=wall, cpu_s=cpu, pcpu_s=pcpu,
+                          queued=bool(staged), stream_escape=bool(escaped), **observed)
         self.previous = inputs
 
     def _aliases(self, inputs: list[Any], out: Any, previous_out: Any) -> list[str]:
