@@ -22,7 +22,7 @@ from gatekeeper.static.walk import walk
 
 from gatekeeper.analyses.call_sites import call_sites, name_references
 
-from gatekeeper.analyses.torch_usage_model import Fallback, Kernel, UsageFacts, Use
+from gatekeeper.analyses.torch_usage_model import Fallback, Kernel, UsageFacts, Use, path_to_function
 
 __all__ = ["Fallback", "condition_of", "find_fallbacks"]  # Fallback is defined with the model
 
@@ -159,21 +159,12 @@ def _through_helpers(usage: UsageFacts, uses: list[Use]) -> None:
         name = key.rsplit(".", 1)[-1]
         if not calls or len(calls) != name_references(usage.ctx.module, name) - 1:
             continue
-        probes = [Use("function", "", "", False, function=caller, node=call, path=_path_of(usage, call))
+        probes = [Use("function", "", "", False, function=caller, node=call, path=path_to_function(usage.ctx, call))
                   for call, caller in calls]
         _mark(usage, probes)
         if all(p.fallback is not None for p in probes):
             for use in members:
                 use.fallback = probes[0].fallback
-
-
-def _path_of(usage: UsageFacts, node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
-    out = [node]
-    for parent in usage.ctx.ancestors(node):
-        out.append(parent)
-        if type(parent) in (cst.FunctionDef, cst.Module):
-            break
-    return tuple(out)
 
 
 def _make(usage: UsageFacts, stmt: cst.CSTNode, kernel: Kernel, *, kernel_in_body: bool) -> Fallback:

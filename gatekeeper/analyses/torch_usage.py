@@ -34,7 +34,7 @@ from gatekeeper.analyses.tensor_values import TensorValues
 from gatekeeper.analyses.torch_call_kinds import TorchCalls
 from gatekeeper.analyses.torch_op_table import TorchOps, short_op, torch_ops
 from gatekeeper.analyses.torch_usage_model import (
-    Kernel, Use, extension_module, Frame, is_container, receiver_key, tensor_params,
+    Kernel, Use, extension_module, Frame, is_container, path_to_function, receiver_key, tensor_params,
 )
 from gatekeeper.static.syntax import is_self_attr
 from gatekeeper.static.context import FileContext
@@ -241,12 +241,7 @@ class TorchUsage(TorchCalls, TensorValues):
 
 
     def _path(self, node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
-        out = [node]
-        for parent in self.ctx.ancestors(node):
-            out.append(parent)
-            if type(parent) in (cst.FunctionDef, cst.Module):
-                break
-        return tuple(out)
+        return path_to_function(self.ctx, node)
 
     def _use(self, kind: str, qual: str, node: cst.CSTNode, *, op: str, heavy: Optional[bool] = None,
              receiver: Optional[str] = None, deferred: bool = False, more_layers: int = 0) -> None:

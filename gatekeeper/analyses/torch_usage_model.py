@@ -68,6 +68,16 @@ class Use:
     more_layers: int = 0  # layer uses: other torch.nn compute layers the same call runs (a Sequential)
 
 
+def path_to_function(ctx: "FileContext", node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+    """`node` and its ancestors up to the enclosing function (or the module): a use's path."""
+    out = [node]
+    for parent in ctx.ancestors(node):
+        out.append(parent)
+        if type(parent) in (cst.FunctionDef, cst.Module):
+            break
+    return tuple(out)
+
+
 @dataclass
 class Kernel:
     what: str  # how it was launched, for messages
