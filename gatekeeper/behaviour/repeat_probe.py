@@ -66,8 +66,9 @@ class RepeatProbe:
     after_indices: list[int] = field(default_factory=list)
     # The calling thread's CPU time of the same calls: another process's load stretches wall
     # times, never these, so a finding needs both to say it (a loaded machine once slowed every
-    # fresh call of an honest run 5x: red team round 6, n04). The process's CPU time is no use
-    # here: its other threads' share is only brought up to date at the scheduler's tick.
+    # fresh call of an honest run 5x: red team round 6, n04). The process's CPU time alone
+    # would not do: another thread still running when the call returns is counted only up to
+    # the scheduler's last tick.
     cpus: dict[int, float] = field(default_factory=dict)
     loop_cpus: list[float] = field(default_factory=list)
     # The whole process's CPU time of the same calls. A caller that hands most of the work to
