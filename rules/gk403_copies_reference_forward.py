@@ -355,7 +355,7 @@ class CopiesReferenceForward(Rule):
                 evidence["runs"] = "outside the model's call"
                 confidence = Confidence.LIKELY if confidence is None else confidence
             elif calls and not node.name.value == "forward" and all(conditional(self.ctx, c) for c, _ in calls) \
-                    and len(calls) == name_references(self.ctx.module, node.name.value) - 1:
+                    and len(calls) == name_references(self.ctx.module, {node.name.value})[node.name.value] - 1:
                 # `if not fits: return self._reference(x)` next to a launch: a fallback, which runs
                 # on the benchmark's calls only if the guard picks it; who did the timed work is
                 # measured (GK667). Only where every reference to the name is a guarded call.

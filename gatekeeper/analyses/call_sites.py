@@ -97,7 +97,12 @@ def _returns(suite: cst.BaseSuite) -> bool:
     return False
 
 
-def name_references(module: cst.Module, name: str) -> int:
-    """How many names and attributes in the code spell `name` (its `def` included; strings and
-    comments not): a function referenced only by its calls is reached only there."""
-    return sum(1 for n in subtree(module) if type(n) is cst.Name and n.value == name)  # `.attr` is a Name too
+def name_references(module: cst.Module, names: set[str]) -> dict[str, int]:
+    """How often the code spells each of `names` (its `def` included; strings and comments not;
+    `.attr` is a Name too), in one walk: a function referenced only by its calls is reached
+    only there."""
+    counts = dict.fromkeys(names, 0)
+    for node in subtree(module):
+        if type(node) is cst.Name and node.value in counts:
+            counts[node.value] += 1
+    return counts

@@ -154,10 +154,12 @@ def _through_helpers(usage: UsageFacts, uses: list[Use]) -> None:
     if not pending:
         return
     sites = call_sites(usage.ctx, set(pending))
+    if not sites:
+        return
+    counts = name_references(usage.ctx.module, {key.rsplit(".", 1)[-1] for key in sites})
     for key, members in pending.items():
         calls = sites.get(key)
-        name = key.rsplit(".", 1)[-1]
-        if not calls or len(calls) != name_references(usage.ctx.module, name) - 1:
+        if not calls or len(calls) != counts[key.rsplit(".", 1)[-1]] - 1:
             continue
         probes = [Use("function", "", "", False, function=caller, node=call, path=path_to_function(usage.ctx, call))
                   for call, caller in calls]
