@@ -31,9 +31,14 @@ def call_sites(ctx: FileContext, keys: set[str]) -> dict[str, list[tuple[cst.Cal
     that names it directly. A function also reached another way (stored, passed on, looked up
     by name) has sites this does not list; callers decide what that means."""
     out: dict[str, list[tuple[cst.Call, str]]] = {}
+    names = {key.rsplit(".", 1)[-1] for key in keys}
     for node in subtree(ctx.module):
         if type(node) is not cst.Call:
             continue
+        func = node.func
+        last = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
+        if last not in names:
+            continue  # most calls: no need to find what encloses them
         owner, holder = _enclosing(ctx, node)
         key = _callee(node.func, owner)
         if key in keys:
