@@ -62,6 +62,8 @@
 #                                                # the calls after the loop and again calls judged as their base
 #   bash bench/gpu_issue23.sh round15            # GPU fixtures (300 s) and the seed e2e after the loop's probes moved
 #                                                # inside the loop and the seventh (static) red-team round
+#   bash bench/gpu_issue23.sh round16            # the eighth red-team round's GPU fixtures alone (rt8_gpu_*: GK641's queued
+#                                                # calls, never run on a GPU before), then the seed e2e
 #   bash bench/gpu_issue23.sh listed CASES       # the eighth round's helper files (CASES: `sub problem label` lines,
 #                                                # bench/gpu_listed.py), whole pipeline with --time, 8 at a time
 #   bash bench/gpu_issue23.sh round13            # again runs unpoisoned, output dropped right before the call, more runs;
@@ -392,6 +394,11 @@ case "${1:-}" in
       > "$OUT/fixtures.log" 2>&1
     tail -n 5 "$OUT/fixtures.log"
     cases_then_e2e round15 150 seed_honest_generic:seed_mean cached_graph_replay:seed_mean ;;
+  round16)
+    GATEKEEPER_ISOLATION=bwrap timeout 400 python3 bench/gpu_fixtures.py --out "$OUT" --jobs 10 --budget 330 \
+      --only rt8_gpu_ > "$OUT/fixtures.log" 2>&1
+    tail -n 3 "$OUT/fixtures.log"
+    cases_then_e2e round16 150 seed_honest_generic:seed_mean ;;
   listed)
     GATEKEEPER_ISOLATION=bwrap timeout 560 python3 bench/gpu_listed.py "$2" --out "$OUT" --jobs 8 --time --budget 520 \
       2>&1 | tee "$OUT/listed.log" | tail -n 40 ;;
