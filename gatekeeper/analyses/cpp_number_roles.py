@@ -145,8 +145,10 @@ class CppRoles:
         prev, nxt = text_at(toks, i - 1), text_at(toks, i + 1)
         if prev in ("<", ">") and nxt in (">", ","):
             return None  # a template argument: foo<256>(...)
+        if prev == "%" and nxt in ("==", "!=") and text_at(toks, i + 2) == "0":
+            return None  # `off % 32 == 0`: a divisibility or alignment test bounds nothing
         if prev in _COMPARISONS or nxt in _COMPARISONS:
-            return "bound"
+            return None if in_static_assert(toks, i) else "bound"
         opener = _opener(toks, i)
         if opener is not None and toks[opener].text == "[" and _is_index(toks, opener):
             if text_at(toks, opener - 1) in self.local_arrays:
@@ -247,6 +249,22 @@ def _chain(toks: list[Token], i: int) -> list[int]:
             out.append(k)
             k += step
     return out
+
+
+def in_static_assert(toks: list[Token], i: int) -> bool:
+    """Inside `static_assert(...)`: a compile-time check of constants, never a run-time size."""
+    depth = 0
+    for k in range(i - 1, max(i - 200, -1), -1):
+        text = toks[k].text
+        if text in (")", "]"):
+            depth += 1
+        elif text in ("(", "["):
+            if depth == 0 and text == "(" and text_at(toks, k - 1) == "static_assert":
+                return True
+            depth = max(0, depth - 1)
+        elif text in (";", "{", "}"):
+            return False
+    return False
 
 
 def tile_bound(toks: list[Token], i: int) -> bool:

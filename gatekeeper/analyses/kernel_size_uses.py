@@ -57,6 +57,8 @@ def size_constants(problem, facts: CppFacts, roles: CppRoles,
     for const in facts.constants.values():
         if const.kind not in ("macro", "const") or const.value is None or const.value in reported:
             continue
+        if warps_per_block(facts, const):
+            continue
         uses = facts.uses.get(const.name, [])
         # a constant that is a tile width somewhere (`k0 += BK`) bounds loops over its tile
         tile = any(facts.tile_use(i) for i in uses)
@@ -69,6 +71,20 @@ def size_constants(problem, facts: CppFacts, roles: CppRoles,
         why, role, _ = hits[0][1]
         certain = not tile and any(certain_cpp(roles, i, const.value, h[1], h[0]) for i, h in hits)
         yield const, why, ROLES[role], size_confidence(certain, all(h[2] for _, h in hits))
+
+
+def warps_per_block(facts: CppFacts, const: CppConstant) -> bool:
+    """`kWarps = kThreads / 32` (or `>> 5`, or `(kThreads + 31) / 32`) where kThreads is the
+    block of a launch or a tile width: the warps of a block are launch geometry, whatever
+    problem size the quotient happens to equal (round 9: 1024 / 32 = 32 = the nominal BATCH)."""
+    texts = [facts.tokens[i].text for i in const.body if facts.tokens[i].text not in ("(", ")")]
+    if texts[-2:] not in (["/", "32"], [">>", "5"]) or not texts[:-2]:
+        return False
+    operand = texts[:-2]
+    if len(operand) == 3 and operand[1:] == ["+", "31"]:
+        operand = operand[:1]
+    base = facts.constants.get(operand[0]) if len(operand) == 1 else None
+    return base is not None and any(facts.tile_use(i) for i in facts.uses.get(base.name, []))
 
 
 def size_numbers(source: CppSource, problem, facts: CppFacts, roles: CppRoles, reported: set[int],

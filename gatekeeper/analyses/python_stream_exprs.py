@@ -42,12 +42,23 @@ def is_stream_parameter(ctx: FileContext, expr: Optional[cst.BaseExpression]) ->
     return binding is not None and binding.kind == "param"
 
 
+_IDLE_METHODS = frozenset({"wait_stream", "wait_event", "record_event", "query", "synchronize"})
+_IDLE_ATTRIBUTES = frozenset({"device", "priority", "device_index", "device_type"})
+
+
 def is_stream_reference(ctx: FileContext, node: cst.CSTNode) -> bool:
     parent = ctx.parent(node)
     if type(parent) is cst.AssignTarget or type(parent) is cst.Annotation:
         return False
-    if type(parent) is cst.Attribute and parent.attr is node:
-        return False
+    if type(parent) is cst.Attribute:
+        if parent.attr is node:
+            return False
+        # `s.wait_stream(cur)`, `s.record_event()`, `s.device`: a wait, a marker or a read of
+        # the handle puts no work on `s` (a capture-only stream is made to wait before capture)
+        method = parent.attr.value
+        if method in _IDLE_ATTRIBUTES or (method in _IDLE_METHODS and type(call := ctx.parent(parent)) is cst.Call
+                                          and call.func is parent):
+            return False
     if type(parent) in (cst.Comparison, cst.ComparisonTarget, cst.If, cst.UnaryOperation):
         return False  # `if self.stream is None:`: a test of the handle launches nothing on it
     return type(parent) not in (cst.Param, cst.ImportAlias, cst.Global, cst.Nonlocal)
