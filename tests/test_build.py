@@ -102,3 +102,25 @@ def test_a_toolchain_that_cannot_build_anything_is_an_infrastructure_error_not_a
     assert build.status.value == "error" and report.exit_code == 3
     assert "cannot build even a trivial C++ extension" in build.reason
     assert not [f for f in report.findings if f.rule == "GK680"]
+
+
+def _importing(tmp_path, module: str):
+    """The honest CPU extension for cpu_seed_mean, importing `module` first."""
+    honest = (FIXTURES / "submissions" / "cpu_honest_cpp.py").read_text()
+    sub = tmp_path / "sub.py"
+    sub.write_text(f"import {module}\n" + honest)
+    return gatekeeper.check(sub, FIXTURES / "problems" / "cpu_seed_mean.py", stages="behaviour")
+
+
+def test_a_gpu_package_this_machine_lacks_is_an_error_not_a_reject(tmp_path):
+    # Round 9: every Triton submission was rejected (GK660) on a machine without triton.
+    # thunderkittens stands for any GPU programming package missing here (triton too, where absent).
+    report = _importing(tmp_path, "thunderkittens")
+    assert report.verdict.value == "error" and report.exit_code == 3, report.findings
+    stage = next(s for s in report.stages if s.status.value == "error")
+    assert "needs the `thunderkittens` package" in stage.reason
+
+
+def test_a_module_missing_everywhere_is_the_submissions_error(tmp_path):
+    report = _importing(tmp_path, "gk_no_such_module_anywhere")
+    assert report.verdict.value == "reject" and any(f.rule == "GK660" for f in report.errors())

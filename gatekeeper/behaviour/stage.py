@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from gatekeeper.runtime.failures import job_errors, model_location, needs_cuda_reason, worker_failure
+from gatekeeper.runtime.failures import job_errors, missing_stack_reason, model_location, needs_cuda_reason, worker_failure
 from gatekeeper.behaviour.evidence import runtime_evidence
 from gatekeeper.runtime.checks import finding
 from gatekeeper.runtime.disk import disk_full_reason, free_bytes, is_disk_full, mentions_disk_full
@@ -226,6 +226,7 @@ def _run_behaviour(submission: Submission, problem: Optional[Problem], config: C
     if _believable_disk_full(result, references):
         return _error(disk_full_reason("the submission's worker read its inputs"), environment)
     cuda = needs_cuda_reason(errors_text) if device == "cpu" else None
+    cuda = cuda or missing_stack_reason(result.of_kind("error") + result.of_kind("call-error"))
     if cuda:
         return _error(cuda, environment)
 

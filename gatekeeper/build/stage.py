@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from gatekeeper.runtime.failures import job_errors, model_location, needs_cuda_reason, worker_failure
+from gatekeeper.runtime.failures import job_errors, missing_stack_reason, model_location, needs_cuda_reason, worker_failure
 from gatekeeper.runtime.checks import finding
 from gatekeeper import progress
 from gatekeeper.build.cache import cuda_present, exclusive, extensions_dir, is_built, mark_built
@@ -108,7 +108,7 @@ def _outcome(result, submission: Submission, extracted: Extracted, key: str, con
         mark_built(key)
         return StageOutcome(StageStatus.PASSED, [], environment=environment)
     message = " ".join(str(e.get("message", "")) for e in errors)
-    cuda = needs_cuda_reason(message + result.stderr_tail)
+    cuda = needs_cuda_reason(message + result.stderr_tail) or missing_stack_reason(errors)
     if cuda:
         return StageOutcome(StageStatus.ERROR, reason=cuda, environment=environment)
     if "Error building extension" in message or "error:" in message:

@@ -20,6 +20,32 @@ def needs_cuda_reason(text: str) -> Optional[str]:
     return None
 
 
+# GPU programming stacks a CPU machine (or a slim image) commonly lacks. A submission written for
+# them fails to import here through no fault of its own: an infrastructure error, never a reject.
+# Only where this machine cannot import the package either (a module missing everywhere is the
+# submission's error).
+GPU_STACK_MODULES = frozenset({"triton", "cupy", "cuda", "cutlass", "cute", "pycuda", "tilelang", "thunderkittens",
+                               "nvmath", "cuda_bindings", "cuda_python", "warp", "tk", "flashinfer", "flash_attn"})
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+
+
+def missing_stack_reason(errors: list[dict]) -> Optional[str]:
+    """Why the run says nothing about the submission when it failed only because a GPU
+    programming package it imports is not installed on this machine; None otherwise."""
+    import importlib.util
+
+    for error in errors:
+        if error.get("type") not in ("ModuleNotFoundError", "ImportError"):
+            continue
+        match = _NO_MODULE.search(str(error.get("message", "")))
+        top = match.group(1).split(".")[0] if match else ""
+        if top in GPU_STACK_MODULES and importlib.util.find_spec(top) is None:
+            return (f"needs the `{top}` package, which this machine does not have: the submission imports it "
+                    f"({error.get('type')}: No module named {match.group(1)!r}); run it on a GPU machine with "
+                    f"`{top}` installed, or use --static-only here")
+    return None
+
+
 def model_location(path: str, text: str, entry: str = "ModelNew") -> Optional[Location]:
     match = re.search(rf"^class\s+{re.escape(entry)}\b", text, re.MULTILINE)
     if match is None or path == "<submission>":
