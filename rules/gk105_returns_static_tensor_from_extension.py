@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from gatekeeper.report import Category, Confidence, Severity
+from gatekeeper.analyses.cpp_output_memo import persistent_names
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
@@ -9,8 +10,9 @@ _TENSOR_TYPES = frozenset({"Tensor", "optional", "map", "unordered_map", "vector
 
 
 class ReturnsStaticTensorFromExtension(Rule):
-    """The C++ side keeps a tensor (or a container of tensors) in a `static` variable and
-    returns it: `static torch::Tensor out; if (!out.defined()) out = ...; return out;`.
+    """The C++ side keeps a tensor (or a container of tensors) in static storage (a `static`
+    or `thread_local` variable, or one declared at namespace scope: a global, or inside
+    `namespace { ... }`) and returns it: `static torch::Tensor out; if (!out.defined()) out = ...; return out;`.
 
     Why it games the benchmark: it is the Python cached-output hack moved where Python-only
     checkers do not look. Every call returns the same storage. The same holds for an entry
@@ -39,13 +41,13 @@ class ReturnsStaticTensorFromExtension(Rule):
     severity = Severity.ERROR
     confirmed_by = "GK610"
     summary = "C++ extension returns a tensor kept in a static variable"
-    message = "The extension returns `{name}`, a `static` tensor that survives between calls: every call hands back the same storage."
-    rewritten = ("The extension returns `{name}`, a `static` tensor that survives between calls; this call writes it "
+    message = "The extension returns `{name}`, a tensor in static storage (`static`, `thread_local` or namespace scope) that survives between calls: every call hands back the same storage."
+    rewritten = ("The extension returns `{name}`, a tensor in static storage (`static`, `thread_local` or namespace scope) that survives between calls; this call writes it "
                  "first, so the work is done but every call hands back the same storage (output storage reused): a "
                  "caller that keeps the previous result sees it overwritten. The two-call run-time check settles it.")
-    copy = ("The extension returns `{expr}`, a copy of `{name}`, a `static` tensor that survives between calls: "
+    copy = ("The extension returns `{expr}`, a copy of `{name}`, a tensor in static storage (`static`, `thread_local` or namespace scope) that survives between calls: "
             "unless this call rewrote it, the contents stored by an earlier call are handed back.")
-    entry = ("The extension returns `{expr}`, an entry of the `static` table `{name}` that survives between calls: "
+    entry = ("The extension returns `{expr}`, an entry of `{name}`, a table in static storage (`static`, `thread_local` or namespace scope) that survives between calls: "
              "a result stored by an earlier call is handed back without computing.")
     hint = "Allocate the output inside the function on every call (`auto out = torch::empty_like(x);`) and return that; keep only scratch buffers static."
 
@@ -79,6 +81,17 @@ class ReturnsStaticTensorFromExtension(Rule):
         """)),
     ]
     INVALID = [
+        # static storage without the keyword: a tensor declared in an anonymous namespace
+        Invalid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            namespace { at::Tensor g_out; std::vector<int64_t> g_shape; }
+            at::Tensor f(at::Tensor x) {
+              if (!g_out.defined() || g_shape != x.sizes().vec()) { g_out = x.softmax(-1); g_shape = x.sizes().vec(); }
+              return g_out;
+            }
+            '''
+        """), line=6, message="The extension returns `g_out`, a tensor in static storage"),
         Invalid(snippet("""
             src = '''
             #include <torch/extension.h>
@@ -169,6 +182,7 @@ class ReturnsStaticTensorFromExtension(Rule):
                 if text in ("(", ";", "{") and depth <= 0:
                     break
                 j += 1
+        _namespace_scope_tensors(source, statics, plain)
         if not statics:
             return
         for fn in source.functions:
@@ -209,6 +223,29 @@ class ReturnsStaticTensorFromExtension(Rule):
 
 _COPIES = frozenset({"clone", "detach", "contiguous", "to", "view", "reshape"})
 _POINTERS = frozenset({"data_ptr", "mutable_data_ptr", "data", "packed_accessor32", "packed_accessor64", "accessor"})
+
+
+def _namespace_scope_tensors(source: CppSource, statics: dict[str, int], plain: set[str]) -> None:
+    """Tensors with static storage duration declared without the keyword: at namespace scope
+    (`namespace { at::Tensor g_out; }`, a global) or `thread_local` (red team round 9). They
+    outlive the call exactly as a `static` does."""
+    tokens = source.tokens
+    ends = {tok.offset: k for k, tok in enumerate(tokens) if tok.text == ";"}
+    for name, offset in persistent_names(source).items():
+        end = ends.get(offset)
+        if name in statics or end is None:
+            continue
+        start = end
+        while start > 0 and tokens[start - 1].text not in (";", "{", "}"):
+            start -= 1
+        texts = {tok.text for tok in tokens[start:end]}
+        if "Tensor" in texts:
+            statics[name] = tokens[start].offset
+            if not texts & _CONTAINERS:
+                plain.add(name)
+
+
+_CONTAINERS = frozenset({"map", "unordered_map", "vector", "array", "deque", "list", "optional"})
 
 
 def _written_before(tokens, name: str, start: int, stop: int) -> bool:

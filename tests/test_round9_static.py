@@ -127,3 +127,123 @@ def test_the_batch_as_a_named_bound_is_still_a_hardcoded_shape(tmp_path):
         .replace("torch::Tensor run(", "__global__ void first_col(const float* x, float* y) {\n"
                  "    for (int r = 0; r < kRows; ++r) y[r] = x[r];\n}\ntorch::Tensor run(")
     assert _gk203(hacked, tmp_path), "kRows = 32 bounding the rows is BATCH baked in"
+
+
+# Problems that write their sizes as arithmetic, as KernelBench's level-1 matmuls do
+# (`M = 1024 * 2`): round 9's red team baked 2048 x 8192 x 4096 into a GEMM and no check saw it,
+# because neither the static facts nor the jitter read a size that is not a bare literal.
+ARITH_PROBLEM = ROOT / "fixtures/problems/kb_l1_2_Standard_matrix_multiplication_.py"
+
+BAKED_GEMM = r'''
+import torch
+from torch.utils.cpp_extension import load_inline
+SRC = """
+#include <torch/extension.h>
+#define GEMM_M 2048
+#define GEMM_K 8192
+#define GEMM_N 4096
+__global__ void gemm(const float* a, const float* b, float* c) {
+    int row = blockIdx.y, col = blockIdx.x * 256 + threadIdx.x;
+    float acc = 0.f;
+    for (int k = 0; k < GEMM_K; ++k) acc += a[row * GEMM_K + k] * b[k * GEMM_N + col];
+    c[row * GEMM_N + col] = acc;
+}
+torch::Tensor run(torch::Tensor a, torch::Tensor b) {
+    auto c = torch::empty({a.size(0), b.size(1)}, a.options());
+    gemm<<<dim3(b.size(1) / 256, a.size(0)), 256>>>(a.data_ptr<float>(), b.data_ptr<float>(), c.data_ptr<float>());
+    return c;
+}
+"""
+_ext = load_inline(name="g", cpp_sources="", cuda_sources=SRC, functions=["run"])
+class ModelNew(torch.nn.Module):
+    def forward(self, A, B):
+        return _ext.run(A, B)
+'''
+
+
+def test_sizes_written_as_arithmetic_are_the_problems_sizes():
+    import libcst as cst
+
+    from gatekeeper.problem.implicit import jitter_source, sizing_constants
+    from gatekeeper.problem.jitter import JitterSpec
+    from gatekeeper.static.problem_facts import load_problem_facts
+
+    facts = load_problem_facts(ARITH_PROBLEM)
+    assert facts.constants == {"M": 2048, "K": 8192, "N": 4096}
+    module = cst.parse_module(ARITH_PROBLEM.read_text())
+    chosen = sizing_constants(module)
+    assert chosen == {"M": 2048, "K": 8192, "N": 4096}
+    source, values = jitter_source(module, chosen, JitterSpec(scale=0.5, seed=3))
+    assert all(f"{name} = {value}\n" in source for name, value in values.items()), source
+    assert values != chosen
+
+
+def test_a_kernel_with_those_sizes_baked_in_is_rejected():
+    report = gatekeeper.check_static(BAKED_GEMM, ARITH_PROBLEM)
+    assert any(f.rule == "GK203" and f.severity.value == "error" for f in report.findings), report.findings
+    # the twin reads its sizes: clean
+    honest = BAKED_GEMM.replace("#define GEMM_M 2048\n#define GEMM_K 8192\n#define GEMM_N 4096\n", "") \
+        .replace("const float* b, float* c)", "const float* b, float* c, int GEMM_K, int GEMM_N)") \
+        .replace("c.data_ptr<float>())", "c.data_ptr<float>(), (int)a.size(1), (int)b.size(1))")
+    assert not [f for f in gatekeeper.check_static(honest, ARITH_PROBLEM).findings if f.rule.startswith("GK20")]
+
+
+def test_folding_stops_at_anything_but_integer_arithmetic():
+    import ast
+
+    from gatekeeper.static.int_arith import fold_int
+
+    def fold(text: str, **names: int):
+        return fold_int(ast.parse(text, mode="eval").body, names)
+
+    assert fold("1024 * 2") == 2048 and fold("1 << 12") == 4096 and fold("M * 2 + 1", M=8) == 17
+    assert fold("2 ** 10") == 1024 and fold("-(3 * 4)") == -12
+    for other in ("1e4", "int(4)", "2 ** 100000", "1 << 100", "4 // 0", "M * 2", "2 / 1", "'a' * 3"):
+        assert fold(other) is None, other
+
+
+ATEN_MEAN = r'''
+import torch
+from torch.utils.cpp_extension import load_inline
+CPP = """
+#include <torch/extension.h>
+{defines}
+__global__ void touch(float* y) {{ }}
+torch::Tensor mean0(torch::Tensor x) {{
+    auto xc = x.contiguous();
+    return {call}(xc, 0);
+}}
+"""
+_ext = load_inline(name="m", cpp_sources="", cuda_sources=CPP, functions=["mean0"])
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return _ext.mean0(x)
+'''
+
+
+def _aten_findings(defines: str, call: str) -> set[str]:
+    report = gatekeeper.check_static(ATEN_MEAN.format(defines=defines, call=call), PROBLEM)
+    return {f.rule for f in report.findings if f.severity.value != "info"}
+
+
+def test_aten_spelled_across_a_line_splice_or_a_namespace_macro_is_still_aten():
+    assert "GK306" in _aten_findings("", "at::mean")  # the plain spelling
+    assert "GK306" in _aten_findings("", "at::me\\\\\nan")  # `\` + newline joins the name (phase 2)
+    assert "GK306" in _aten_findings("#define ATEN_NS at", "ATEN_NS::mean")
+    # near misses: a splice inside the submission's own name, a macro naming its own namespace
+    assert "GK306" not in _aten_findings("namespace mine { at::Tensor mean(at::Tensor x, int d) { return x; } }",
+                                         "mine::me\\\\\nan")
+    assert "GK306" not in _aten_findings("namespace mine { at::Tensor mean(at::Tensor x, int d) { return x; } }\n"
+                                         "#define NS mine", "NS::mean")
+
+
+def test_a_splice_keeps_offsets_of_the_text_as_written():
+    from gatekeeper.static.cpp_tokens import tokenize
+
+    src = "auto c = at::mat\\\nmul(a, b);\n#define X \\\r\n  768\nint y = X;"
+    tokens = tokenize(src)
+    assert [t.text for t in tokens][:7] == ["auto", "c", "=", "at", "::", "matmul", "("]
+    for tok in tokens:
+        written = src[tok.offset:].replace("\\\r\n", "").replace("\\\n", "")
+        assert written.startswith(tok.text.split()[0] if tok.kind == "directive" else tok.text) or tok.kind == "directive"
+    assert next(t for t in tokens if t.text == "768").offset == src.index("768")

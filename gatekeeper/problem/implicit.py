@@ -18,6 +18,8 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
+from gatekeeper.static.int_arith import fold_cst_literal
+
 from gatekeeper.problem.jitter import JitterSpec, jitter_value
 
 SIZING_FUNCTIONS = ("get_inputs", "get_init_inputs")
@@ -25,12 +27,7 @@ JITTER_METHODS = ("jitter_int", "jitter")
 
 
 def _int_value(node: cst.BaseExpression) -> Optional[int]:
-    if type(node) is cst.Integer:
-        try:
-            return int(node.value.replace("_", ""), 0)
-        except ValueError:
-            return None
-    return None
+    return fold_cst_literal(node)  # `M = 1024 * 2` is a size constant as `M = 2048` is
 
 
 class _Names(cst.CSTVisitor):

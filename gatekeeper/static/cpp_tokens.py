@@ -8,6 +8,7 @@ stream (for example `at` `::` `matmul` `(`).
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from typing import NamedTuple, Optional, Sequence
 
 class Token(NamedTuple):
@@ -69,7 +70,34 @@ _new_tuple = tuple.__new__
 TokenIndex = dict[str, dict[str, list[int]]]  # kind -> text -> indices of those tokens, in order
 
 
+_SPLICE = re.compile(r"\\\r?\n")
+
+
 def tokenize(src: str) -> list[Token]:
+    """The tokens of `src` after translation phase 2: a backslash-newline joins its lines
+    everywhere, inside a name too (`at::mat\\` + newline + `mul` is `at::matmul`: red team
+    round 9). Offsets stay those of the text as written."""
+    if "\\\n" not in src and "\\\r\n" not in src:
+        return _tokenize(src)
+    cuts: list[int] = []  # spliced offsets where text was removed, and how much before them
+    removed: list[int] = []
+    parts: list[str] = []
+    last = total = 0
+    for match in _SPLICE.finditer(src):
+        parts.append(src[last:match.start()])
+        total += match.end() - match.start()
+        cuts.append(match.start() - (total - (match.end() - match.start())))
+        removed.append(total)
+        last = match.end()
+    parts.append(src[last:])
+    out: list[Token] = []
+    for tok in _tokenize("".join(parts)):
+        k = bisect_right(cuts, tok.offset) - 1
+        out.append(tok if k < 0 else _new_tuple(Token, (tok.kind, tok.text, tok.offset + removed[k])))
+    return out
+
+
+def _tokenize(src: str) -> list[Token]:
     # The hot loop of the C++ checks. Tokens are built with tuple.__new__ (Token(...) goes
     # through a Python-level __new__, about a third of the loop); a token starts where its
     # match starts, since what is dropped trails it.
@@ -185,7 +213,8 @@ def name_aliases(text: str, defines: dict[str, str]) -> dict[str, list[str]]:
         # A `#define` of an ATen name is left to analyses.cpp_aten_reach, which reads the macro
         # itself (function-like ones too) and says "through the macro NAME" where it is used.
         bodies.update((m.group(1), body) for m in _NAME_DEFINE.finditer(text)
-                      if (body := m.group(2).replace(" ", "").replace("\t", "")).split("::")[0] not in _ATEN_ROOTS)
+                      if "::" not in (body := m.group(2).replace(" ", "").replace("\t", ""))
+                      or body.split("::")[0] not in _ATEN_ROOTS)  # `#define NS at` renames the namespace: expanded
     for name, value in defines.items():
         bodies.setdefault(name, value.strip())
     out: dict[str, list[str]] = {}

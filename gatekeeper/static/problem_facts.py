@@ -27,6 +27,7 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.static.collector_pause import collector_paused
+from gatekeeper.static.int_arith import fold_int
 from gatekeeper.static.validation_pause import node_validation_paused
 
 from gatekeeper.static.walk import subtree
@@ -205,7 +206,7 @@ def _read_constants(tree: ast.Module, facts: ProblemFacts) -> None:
             target, value = stmt.target, stmt.value
         else:
             continue
-        number = _int_constant(value)
+        number = fold_int(value, facts.constants)  # `M = 1024 * 2`, `N = M * 2`: sizes too
         if type(target) is ast.Name and number is not None:
             facts.constants[target.id] = number
             if number > 1:
