@@ -9,7 +9,7 @@ from gatekeeper.analyses.stream_support import (
     asm_strings, assumed_note, call_args, idents, is_false, is_true, problem_dtype, ptx_words,
 )
 from gatekeeper.static.cpp_sources import CppSource
-from gatekeeper.static.names import string_value
+from gatekeeper.static.names import bound_string, string_value
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.syntax import argument
 from gatekeeper.static.examples import Invalid, Valid, snippet
@@ -278,12 +278,23 @@ class EnablesTF32(Rule):
         if allow is not None and is_true(allow):
             self._flag(node, "`tl.dot(..., allow_tf32=True)`", dtype)
         elif precision is not None:
-            text = string_value(precision)
+            text = bound_string(self.ctx.resolver, precision) or self._parameter_default(precision)
             if text == "tf32":
                 self._flag(node, "`tl.dot(..., input_precision=\"tf32\")`", dtype)
         elif (allow is None or not is_false(allow)) and not self._casts_operands(node):
             self.report(node, self.default_dot_message + assumed_note(self.ctx),
                         evidence={"problem_dtype": dtype}, severity=Severity.INFO)
+
+    def _parameter_default(self, expr: cst.BaseExpression) -> Optional[str]:
+        """`DOT_PRECISION: tl.constexpr = "tf32"`, a kernel parameter's string default used as
+        the precision (red team round 9: a default never passed is the precision used)."""
+        if type(expr) is not cst.Name or not self.ctx.functions:
+            return None
+        params = self.ctx.functions[-1].params
+        for param in (*params.params, *params.kwonly_params):
+            if param.name.value == expr.value and param.default is not None:
+                return string_value(param.default)
+        return None
 
     def _casts_operands(self, node: cst.Call) -> bool:
         """`tl.dot(a.to(tl.float16), b.to(...))`: the operands are not float32, so the TF32 default

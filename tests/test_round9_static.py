@@ -247,3 +247,70 @@ def test_a_splice_keeps_offsets_of_the_text_as_written():
         written = src[tok.offset:].replace("\\\r\n", "").replace("\\\n", "")
         assert written.startswith(tok.text.split()[0] if tok.kind == "directive" else tok.text) or tok.kind == "directive"
     assert next(t for t in tokens if t.text == "768").offset == src.index("768")
+
+
+def _rule_confidences(source: str, rule: str, problem: Path = PROBLEM) -> set[str]:
+    report = gatekeeper.check_static(source, problem)
+    return {f"{f.severity.value}/{f.confidence.value}" for f in report.findings if f.rule == rule}
+
+
+GETATTR_MEAN = '''
+import torch
+_OP = {op!r}
+_CFG = {{"reduce": {op!r}}}
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return getattr(x, {spelling})(dim=0)
+'''
+
+
+def test_getattr_with_a_name_bound_to_a_string_is_that_attribute():
+    for spelling in ("'mean'", "_OP", "_CFG['reduce']"):
+        found = _rule_confidences(GETATTR_MEAN.format(op="mean", spelling=spelling), "GK303")
+        assert found, spelling
+    # near miss: the bound name picks a layout method, not compute
+    assert not _rule_confidences(GETATTR_MEAN.format(op="contiguous", spelling="_OP"), "GK303")
+
+
+PARTIAL_SETATTR = '''
+import functools
+import torch
+_set = functools.partial(setattr, {owner})
+_set("elapsed_time", lambda self, end: 0.0)
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return x
+'''
+
+
+def test_a_partial_of_setattr_on_the_timer_patches_the_timer():
+    assert "error/certain" in _rule_confidences(PARTIAL_SETATTR.format(owner="torch.cuda.Event"), "GK410")
+    # near miss: the same partial on the submission's own class
+    own = "class _Tuning:\n    pass\n" + PARTIAL_SETATTR.format(owner="_Tuning")
+    assert not _rule_confidences(own, "GK410")
+
+
+TRITON_DOT = '''
+import torch
+import triton
+import triton.language as tl
+_PRECISION = {module!r}
+@triton.jit
+def mm(a, b, c, BLOCK: tl.constexpr, DOT_PRECISION: tl.constexpr = {default!r}):
+    acc = tl.dot(tl.load(a), tl.load(b), input_precision={use})
+    tl.store(c, acc)
+class ModelNew(torch.nn.Module):
+    def forward(self, A, B):
+        C = torch.empty(A.shape[0], B.shape[1], device=A.device, dtype=A.dtype)
+        mm[(1,)](A, B, C, BLOCK=64)
+        return C
+'''
+
+
+def test_tf32_reached_through_a_parameter_default_or_a_constant_is_tf32():
+    problem = ROOT / "fixtures/problems/kb_l1_8_Matmul_with_irregular_shapes_.py"
+    for module, default, use in (("ieee", "tf32", "DOT_PRECISION"), ("tf32", "ieee", "_PRECISION")):
+        assert _rule_confidences(TRITON_DOT.format(module=module, default=default, use=use), "GK532", problem), use
+    # near misses: both spellings holding "ieee"
+    for use in ("DOT_PRECISION", "_PRECISION"):
+        assert not _rule_confidences(TRITON_DOT.format(module="ieee", default="ieee", use=use), "GK532", problem), use

@@ -32,7 +32,7 @@ _SETATTR = ("builtins.setattr", "builtins.delattr", "builtins.object.__setattr__
 # Writing these changes what an object says about itself, not what it does.
 _METADATA = frozenset({"__module__", "__doc__", "__qualname__", "__name__", "__annotations__", "__wrapped__"})
 _DICT_WRITES = ("update", "setdefault", "__setitem__", "pop", "popitem", "clear", "__delitem__")
-_CALLS_OF_INTEREST = frozenset({"setattr", "delattr", "__setattr__", "__delattr__", "patch", "object",
+_CALLS_OF_INTEREST = frozenset({"setattr", "delattr", "__setattr__", "__delattr__", "patch", "object", "partial",
                                 "multiple", "dict", *_DICT_WRITES})
 
 
@@ -118,6 +118,23 @@ class PatchRule(Rule):
             self._patch_helper(node, last)
         elif last in _DICT_WRITES and type(node.func) is cst.Attribute:
             self._dict_method(node, node.func.value, last)
+        elif last == "partial" and func == "functools.partial" and node.args:
+            self._partial_setattr(node)
+
+    def _partial_setattr(self, node: cst.Call) -> None:
+        """`functools.partial(setattr, torch.cuda.Event)("elapsed_time", f)`: the partial is a
+        setattr of the bound owner, whatever name it is later called with (red team round 9)."""
+        bound = [a.value for a in node.args if a.keyword is None and a.star == ""]
+        if not bound or len(bound) < 2 or resolve(self.ctx, bound[0]) not in _SETATTR:
+            return
+        owner = resolve(self.ctx, bound[1])
+        if owner is None:
+            return
+        name = literal(self.ctx, bound[2]) if len(bound) > 2 else None
+        parent = self.ctx.parent(node)
+        if name is None and len(bound) == 2 and type(parent) is cst.Call and parent.func is node and parent.args:
+            name = literal(self.ctx, parent.args[0].value)
+        self._found(node, f"{owner}.{name or '<computed>'}", "setattr")
 
     def _setattr(self, node: cst.Call, how: str) -> None:
         first = argument(node, 0, "obj")

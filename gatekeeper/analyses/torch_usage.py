@@ -40,7 +40,7 @@ from gatekeeper.static.syntax import is_self_attr
 from gatekeeper.static.context import FileContext
 from gatekeeper.static.cpp_functions import CppFunction
 from gatekeeper.static.cpp_sources import LOADERS, CppSource
-from gatekeeper.static.names import string_value
+from gatekeeper.static.names import bound_string, string_value
 
 _ATTR = "_gk3_torch_usage"
 
@@ -223,7 +223,7 @@ class TorchUsage(TorchCalls, TensorValues):
             if self._nn_compute_class(inner):
                 self._use("layer", inner, node, op=inner.rsplit(".", 1)[-1])
             elif inner == "builtins.getattr" and len(func.args) >= 2:  # getattr(x, "mean")(0)
-                name = string_value(func.args[1].value)
+                name = bound_string(ctx.resolver, func.args[1].value)
                 if name and self.ops.method_is_compute(name) and self._may_be_tensor(func.args[0].value):
                     self._use("method", f"Tensor.{name}", node, op=name)
             return

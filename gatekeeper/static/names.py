@@ -63,6 +63,28 @@ def string_value(expr: cst.BaseExpression) -> Optional[str]:
     return None
 
 
+def bound_string(resolver: "NameResolver", expr: cst.BaseExpression) -> Optional[str]:
+    """A str literal, or what a name bound to one holds (`_OP = "matmul"`), or an entry of a
+    dict display with literal keys (`CFG["op"]`): `getattr(A, _OP)` names `A.matmul` as
+    surely as `getattr(A, "matmul")` does (red team round 9)."""
+    value = string_value(expr)
+    if value is not None:
+        return value
+    if type(expr) is cst.Name:
+        binding = resolver.lookup(expr.value)
+        if binding is not None and binding.kind == "local" and binding.value is not None:
+            return string_value(binding.value)
+    if type(expr) is cst.Subscript and type(expr.value) is cst.Name and len(expr.slice) == 1 \
+            and type(expr.slice[0].slice) is cst.Index:
+        binding = resolver.lookup(expr.value.value)
+        key = string_value(expr.slice[0].slice.value)
+        if key is not None and binding is not None and binding.kind == "local" and type(binding.value) is cst.Dict:
+            for element in binding.value.elements:
+                if type(element) is cst.DictElement and string_value(element.key) == key:
+                    return string_value(element.value)
+    return None
+
+
 def int_value(expr: cst.BaseExpression) -> Optional[int]:
     """The value of an int literal (`768`, `0x300`, `1_024`), without a compile per call."""
     if type(expr) is not cst.Integer:
@@ -251,7 +273,7 @@ class NameResolver:
             # getattr(torch, "mean") is torch.mean
             if func == "builtins.getattr" and len(expr.args) >= 2:
                 base = self.qualname(expr.args[0].value)
-                attr = string_value(expr.args[1].value)
+                attr = bound_string(self, expr.args[1].value)
                 if base and attr and attr.isidentifier():
                     return f"{base}.{attr}"
         return None
