@@ -314,3 +314,28 @@ def test_tf32_reached_through_a_parameter_default_or_a_constant_is_tf32():
     # near misses: both spellings holding "ieee"
     for use in ("DOT_PRECISION", "_PRECISION"):
         assert not _rule_confidences(TRITON_DOT.format(module="ieee", default="ieee", use=use), "GK532", problem), use
+
+
+FALLBACK = '''
+    def _kernel_ok(self, x):
+        return x.is_cuda and x.dtype == torch.float32 and x.shape[-1] % 8 == 0
+    def forward(self, x):
+        {setup}
+        if not {test}:
+            return x.mean(dim=0)
+        return _ext.run(x)
+'''
+
+
+def _gk310_messages(setup: str, test: str) -> list[str]:
+    report = gatekeeper.check_static(HEADER + FALLBACK.format(setup=setup, test=test), PROBLEM)
+    return [f.message for f in report.findings if f.rule == "GK310"]
+
+
+def test_a_guard_through_a_local_or_a_predicate_reads_the_inputs():
+    for setup, test in (("ok = x.is_cuda and x.dtype == torch.float32", "ok"), ("pass", "self._kernel_ok(x)")):
+        messages = _gk310_messages(setup, test)
+        assert messages and all("reads the input's shape" in m for m in messages), (test, messages)
+    # near miss: a flag that reads no input stays a flag
+    messages = _gk310_messages("ok = self._graph is None", "ok")
+    assert messages and all("is a flag" in m for m in messages), messages

@@ -69,20 +69,54 @@ def _returns(block: cst.BaseSuite) -> bool:
     return False
 
 
-def condition_of(node: cst.CSTNode) -> str:
-    if type(node) is cst.Try:
-        return "exception"
-    test = getattr(node, "test", None)
-    if test is None:
-        return "flag"
+def _words(expr: cst.CSTNode) -> tuple[set[str], list[cst.Call]]:
+    """The names and attribute names an expression reads, and the calls in it."""
     words: set[str] = set()
-    for entering, sub in walk(test):
+    calls: list[cst.Call] = []
+    for entering, sub in walk(expr):
         if not entering:
             continue
         if type(sub) is cst.Name:
             words.add(sub.value)
         elif type(sub) is cst.Attribute:
             words.add(sub.attr.value)
+        elif type(sub) is cst.Call:
+            calls.append(sub)
+    return words, calls
+
+
+def _predicate_words(usage: UsageFacts, node: cst.CSTNode, words: set[str], calls: list[cst.Call]) -> set[str]:
+    """What a test reads through one step of indirection: a local it names (`ok = x.is_cuda and
+    x.dtype == torch.bfloat16`; `if not ok:`) and a predicate it calls (`self._kernel_ok(q)`):
+    such a test is as much about the inputs as one written inline (round 9's honest code)."""
+    ctx = usage.ctx
+    fn = node
+    while fn is not None and type(fn) is not cst.FunctionDef:
+        fn = ctx.parent(fn)
+    more: set[str] = set()
+    if fn is not None:
+        for entering, sub in walk(fn.body):
+            if entering and type(sub) is cst.Assign and any(
+                    type(t.target) is cst.Name and t.target.value in words for t in sub.targets):
+                more |= _words(sub.value)[0]
+    called = {c.func.attr.value if type(c.func) is cst.Attribute else c.func.value
+              for c in calls if type(c.func) in (cst.Attribute, cst.Name)}
+    if called:
+        for entering, sub in walk(ctx.module):
+            if entering and type(sub) is cst.FunctionDef and sub.name.value in called:
+                more |= _words(sub.body)[0]
+    return more
+
+
+def condition_of(node: cst.CSTNode, usage: Optional[UsageFacts] = None) -> str:
+    if type(node) is cst.Try:
+        return "exception"
+    test = getattr(node, "test", None)
+    if test is None:
+        return "flag"
+    words, calls = _words(test)
+    if usage is not None and not words & (_INPUT_MARKERS | _DEVICE_MARKERS):
+        words |= _predicate_words(usage, node, words, calls)
     if words & _INPUT_MARKERS:
         return "input"
     if words & _DEVICE_MARKERS:
@@ -170,7 +204,7 @@ def _through_helpers(usage: UsageFacts, uses: list[Use]) -> None:
 
 
 def _make(usage: UsageFacts, stmt: cst.CSTNode, kernel: Kernel, *, kernel_in_body: bool) -> Fallback:
-    condition = condition_of(stmt)
+    condition = condition_of(stmt, usage)
     test = getattr(stmt, "test", None)
     truth = _constant_truth(usage, test, 0) if test is not None else None
     if truth is not None and truth != kernel_in_body:
