@@ -153,6 +153,17 @@ class ReturnsPersistentTensor(FlowRule):
         """)),
     ]
     INVALID = [
+        # a class attribute is shared by every call, like a global (red team round 9)
+        Invalid(snippet("""
+            import torch
+            class _Plan:
+                out = None
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if _Plan.out is None:
+                        _Plan.out = torch.relu(x)
+                    return _Plan.out
+        """), line=8, message="forward returns class attribute _Plan.out"),
         # the seed: lazily allocated self._y handed to an extension that returns it
         Invalid(snippet("""
             import torch

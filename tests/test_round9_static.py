@@ -339,3 +339,28 @@ def test_a_guard_through_a_local_or_a_predicate_reads_the_inputs():
     # near miss: a flag that reads no input stays a flag
     messages = _gk310_messages("ok = self._graph is None", "ok")
     assert messages and all("is a flag" in m for m in messages), messages
+
+
+CLASS_STORE = '''
+class _Box:
+    out = None
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        {body}
+'''
+
+
+def _gk101(body: str) -> set[str]:
+    source = HEADER.split("class ModelNew")[0] + CLASS_STORE.format(body=body)
+    report = gatekeeper.check_static(source, PROBLEM)
+    return {f"{f.severity.value}/{f.confidence.value}" for f in report.findings if f.rule == "GK101"}
+
+
+def test_class_and_function_attributes_are_storage_that_outlives_the_call():
+    fill_once = "if {s} is None:\n            {s} = _ext.run(x)\n        return {s}"
+    assert _gk101(fill_once.format(s="_Box.out")) == {"error/certain"}
+    assert _gk101(fill_once.format(s="type(self).out")) == {"error/certain"}
+    assert _gk101(fill_once.format(s="self.__class__.out")) == {"error/certain"}
+    # near misses: rebound to a fresh result on every call, or only a copy kept
+    assert _gk101("_Box.out = _ext.run(x)\n        return _Box.out") == set()
+    assert _gk101("y = _ext.run(x)\n        type(self).last = y\n        return y") == set()

@@ -13,7 +13,7 @@ from typing import Optional
 import libcst as cst
 
 from gatekeeper.static.context import FileContext
-from gatekeeper.static.syntax import self_attr
+from gatekeeper.static.syntax import class_attr, class_attr_root, self_attr
 
 _CONTAINER_READS = ("get", "setdefault", "pop", "__getitem__")
 # Methods that return the tensor they are called on (in-place ops and copies into it).
@@ -68,6 +68,9 @@ class PersistenceTracker:
             key = self_attr(expr)
             if key is not None and self.frames:
                 return key
+            owner = self._type_owner(expr.value) if self.frames else None
+            if owner is not None:
+                return f"{owner} {class_attr(expr)}"
             inner = self.origin(expr.value)
             return f"{inner}.{expr.attr.value}" if inner and expr.attr.value in ("data",) else None
         if type(expr) is cst.Name:
@@ -88,6 +91,19 @@ class PersistenceTracker:
             return self.origin(expr.body) or self.origin(expr.orelse)
         if type(expr) is cst.BooleanOperation:
             return self.origin(expr.left) or self.origin(expr.right)
+        return None
+
+    def _type_owner(self, expr: cst.BaseExpression) -> Optional[str]:
+        """"class attribute" for `type(self)`, `self.__class__` or a class of the module,
+        "function attribute" for a function of the module: an attribute set on either is
+        shared by every call, like a global (red team round 9: `_Plan.out`, `_mm.out`)."""
+        if class_attr_root(expr):
+            return "class attribute"
+        if type(expr) is cst.Name:
+            binding = self.ctx.resolver.lookup(expr.value)
+            if binding is not None and binding.kind in ("class", "def") \
+                    and binding is self.ctx.resolver.module_scope.names.get(expr.value):
+                return "class attribute" if binding.kind == "class" else "function attribute"
         return None
 
     def _state_kind(self, name: str) -> str:

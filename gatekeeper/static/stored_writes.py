@@ -368,7 +368,9 @@ def _local_root(func: cst.BaseExpression, names: set[str]) -> bool:
 
 def storage_key(origin: str) -> str:
     """"module global _OUT[...]" -> "_OUT"; "self._y" -> "self._y"."""
-    return origin.removeprefix("module global ").removeprefix("closure variable ").split("[")[0]
+    for prefix in ("module global ", "closure variable ", "class attribute ", "function attribute "):
+        origin = origin.removeprefix(prefix)
+    return origin.split("[")[0]
 
 
 def _unwrap(expr: cst.BaseExpression) -> cst.BaseExpression:

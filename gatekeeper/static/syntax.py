@@ -50,11 +50,32 @@ def self_attr(expr: cst.BaseExpression) -> Optional[str]:
     return f"self.{expr.attr.value}" if is_self_attr(expr) else None  # type: ignore[attr-defined]
 
 
+def class_attr_root(expr: cst.BaseExpression) -> bool:
+    """`type(self)` or `self.__class__`: the instance's class, shared by every instance."""
+    if type(expr) is cst.Call and type(expr.func) is cst.Name and expr.func.value == "type" and len(expr.args) == 1:
+        arg = expr.args[0].value
+        return type(arg) is cst.Name and arg.value == "self"
+    return is_self_attr(expr) and expr.attr.value == "__class__"  # type: ignore[attr-defined]
+
+
+def class_attr(expr: cst.BaseExpression) -> Optional[str]:
+    """"type(self).x" for `type(self).x` / `self.__class__.x`, "K.x" for `K.x` with K a bare
+    name: the key a class's (or a function's) attribute is stored under."""
+    if type(expr) is not cst.Attribute:
+        return None
+    if class_attr_root(expr.value):
+        return f"type(self).{expr.attr.value}"
+    if type(expr.value) is cst.Name and expr.value.value != "self":
+        return f"{expr.value.value}.{expr.attr.value}"
+    return None
+
+
 def store_key(target: cst.BaseExpression) -> Optional[str]:
-    """The storage a plain assignment target names: `x` -> "x", `self.x` -> "self.x", else None."""
+    """The storage a plain assignment target names: `x` -> "x", `self.x` -> "self.x",
+    `K.x` -> "K.x" (a class's or function's attribute), `type(self).x` -> "type(self).x"."""
     if type(target) is cst.Name:
         return target.value
-    return self_attr(target)
+    return self_attr(target) or class_attr(target)
 
 
 def in_main_guard(ctx: _Parents, node: cst.CSTNode) -> bool:
