@@ -364,3 +364,15 @@ def test_class_and_function_attributes_are_storage_that_outlives_the_call():
     # near misses: rebound to a fresh result on every call, or only a copy kept
     assert _gk101("_Box.out = _ext.run(x)\n        return _Box.out") == set()
     assert _gk101("y = _ext.run(x)\n        type(self).last = y\n        return y") == set()
+
+
+def test_reading_an_uninitialised_allocation_is_a_checker_probe():
+    probe = "import torch\ndef checked(x):\n    {body}\n"
+    assert _rule_confidences(probe.format(body="return torch.empty(1, dtype=torch.int32).item() == 2**31 - 1"),
+                             "GK426") == {"error/certain"}
+    assert _rule_confidences(probe.format(body="p = x.new_empty(4)\n    return bool(p[0] != p[0])"), "GK426")
+    # near misses: written before it is read; a set value; a read of metadata
+    assert not _rule_confidences(probe.format(body="b = torch.empty(1)\n    _ext.count(x, b)\n    return b.item()"),
+                                 "GK426")
+    assert not _rule_confidences(probe.format(body="return torch.zeros(1).item() == 0"), "GK426")
+    assert not _rule_confidences(probe.format(body="return torch.empty(0).dtype == x.dtype"), "GK426")
