@@ -376,3 +376,19 @@ def test_reading_an_uninitialised_allocation_is_a_checker_probe():
                                  "GK426")
     assert not _rule_confidences(probe.format(body="return torch.zeros(1).item() == 0"), "GK426")
     assert not _rule_confidences(probe.format(body="return torch.empty(0).dtype == x.dtype"), "GK426")
+
+
+def test_names_bound_by_tuple_unpacking_keep_their_values():
+    import libcst as cst
+
+    from gatekeeper.static.names import paired_values
+
+    def pair(line: str):
+        assign = cst.parse_statement(line).body[0]
+        values = paired_values(assign.targets[0].target, assign.value)
+        return None if values is None else [cst.Module([]).code_for_node(v) for v in values]
+
+    assert pair("_M, _K, _N = 1024, 2048, 512") == ["1024", "2048", "512"]
+    assert pair("[a, b] = (x, y)") == ["x", "y"]
+    for line in ("a, b = f()", "a, *b = 1, 2, 3", "a, b = 1, 2, 3", "a, b = *xs, 1"):
+        assert pair(line) is None, line

@@ -85,6 +85,18 @@ def bound_string(resolver: "NameResolver", expr: cst.BaseExpression) -> Optional
     return None
 
 
+def paired_values(target: cst.BaseExpression, value: Optional[cst.BaseExpression]
+                  ) -> Optional[list[cst.BaseExpression]]:
+    """The values a tuple assignment gives each target (`a, b = x, y`), where both sides are
+    displays of the same length without a starred element; else None."""
+    if type(target) not in (cst.Tuple, cst.List) or type(value) not in (cst.Tuple, cst.List):
+        return None
+    left, right = target.elements, value.elements  # type: ignore[union-attr]
+    if len(left) != len(right) or any(type(e) is cst.StarredElement for e in (*left, *right)):
+        return None
+    return [e.value for e in right]
+
+
 def int_value(expr: cst.BaseExpression) -> Optional[int]:
     """The value of an int literal (`768`, `0x300`, `1_024`), without a compile per call."""
     if type(expr) is not cst.Integer:
@@ -208,11 +220,12 @@ class NameResolver:
             else:
                 self.bind(target.value, Binding("local", None, value))
         elif type(target) in (cst.Tuple, cst.List):
-            for element in target.elements:
+            values = paired_values(target, value)  # `_M, _K = 1024, 2048` binds each to its own
+            for k, element in enumerate(target.elements):
                 inner = element.value
                 if type(inner) is cst.StarredElement:
                     inner = inner.value
-                self.bind_target(inner, None)
+                self.bind_target(inner, values[k] if values else None)
         elif type(target) is cst.StarredElement:
             self.bind_target(target.value, None)
         elif (
