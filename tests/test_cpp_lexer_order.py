@@ -1,11 +1,13 @@
 """The C++ lexer tries its common alternatives first (identifiers, numbers, single
 punctuation) for speed. It must give exactly the tokens of the plain ordering below
-(directive, dropped text, raw string, identifier, number, punctuation)."""
+(directive, dropped text, raw string, identifier, number, punctuation). The lexer proper is
+`_tokenize`: `tokenize` first joins backslash-newlines (translation phase 2), which the plain
+ordering does not do."""
 
 import random
 import re
 
-from gatekeeper.static.cpp_tokens import _SKIP, Token, tokenize
+from gatekeeper.static.cpp_tokens import _SKIP, Token, _tokenize as tokenize
 
 PLAIN = re.compile(
     r"""(?:
@@ -58,3 +60,18 @@ torch::Tensor f(torch::Tensor x) { k<<<(x.numel() + 255) / 256, 256>>>(x.data_pt
 '''
     assert tokenize(src) == plain_tokens(src)
     assert [t.text for t in tokenize(src)][:4] == ["include", "<", "torch", "/"]
+
+
+def test_tokens_after_splicing_point_at_their_text_as_written():
+    from gatekeeper.static.cpp_tokens import tokenize as spliced_tokenize
+
+    rng = random.Random(11)
+    for _ in range(20_000):
+        src = "".join(rng.choice(PIECES + ["\\\n", "\\\r\n"]) for _ in range(rng.randint(0, 25)))
+        joined = src.replace("\\\r\n", "").replace("\\\n", "")
+        got = spliced_tokenize(src)
+        assert [(t.kind, t.text) for t in got] == [(t.kind, t.text) for t in tokenize(joined)], src
+        for tok in got:
+            if tok.kind != "directive":
+                written = src[tok.offset:].replace("\\\r\n", "").replace("\\\n", "")
+                assert written.startswith(tok.text), (src, tok)
