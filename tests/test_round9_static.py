@@ -392,3 +392,59 @@ def test_names_bound_by_tuple_unpacking_keep_their_values():
     assert pair("[a, b] = (x, y)") == ["x", "y"]
     for line in ("a, b = f()", "a, *b = 1, 2, 3", "a, b = 1, 2, 3", "a, b = *xs, 1"):
         assert pair(line) is None, line
+
+
+STRUCT_PROBLEM = '''
+import torch
+BATCH = 3
+STATE = 16
+SEQ = 1024
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x.cumsum(dim=1)
+def get_inputs():
+    return [torch.randn(BATCH, SEQ, STATE)]
+def get_init_inputs():
+    return []
+'''
+
+PARAMS_LAUNCH = r"""
+import torch
+from torch.utils.cpp_extension import load_inline
+SRC = '''
+#include <torch/extension.h>
+struct Params {{ const float* x; float* y; int rows; int cols; }};
+__global__ void scan(Params p) {{ }}
+static void launch(const Params& p) {{
+  const size_t smem = (size_t){body_size} * sizeof(float);
+  if (smem > 48 * 1024) cudaFuncSetAttribute(scan, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  scan<<<{grid}, 128, smem>>>(p);
+}}
+torch::Tensor run(torch::Tensor x) {{
+  auto y = torch::empty_like(x);
+  Params p{{x.data_ptr<float>(), y.data_ptr<float>(), (int)x.size(0), (int)x.size(1)}};
+  launch(p);
+  return y;
+}}
+'''
+_ext = load_inline(name="s", cpp_sources="", cuda_sources=SRC, functions=["run"])
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return _ext.run(x)
+"""
+
+
+def test_a_launcher_given_a_params_struct_learns_its_sizes_at_run_time(tmp_path):
+    problem = tmp_path / "scan.py"
+    problem.write_text(STRUCT_PROBLEM)
+
+    def gk203(source: str) -> set[str]:
+        report = gatekeeper.check_static(source, problem)
+        return {f"{f.severity.value}/{f.confidence.value}" for f in report.findings if f.rule == "GK203"}
+
+    # 48 KiB next to BATCH*STATE = 48 (and SEQ = 1024): the launcher reads p.rows, so no certain verdict
+    honest = PARAMS_LAUNCH.format(body_size="p.cols", grid="p.rows")
+    assert "error/certain" not in gk203(honest)
+    # near miss: the same launcher reading none of its struct's members is told nothing
+    told_nothing = PARAMS_LAUNCH.format(body_size="4096", grid="4")
+    assert "error/certain" in gk203(told_nothing)

@@ -31,6 +31,8 @@ _INT_TYPES = frozenset({
     "int", "unsigned", "long", "short", "size_t", "int64_t", "int32_t", "uint32_t", "uint64_t",
     "index_t", "int16_t", "uint16_t", "signed",
 })
+_SCALAR_TYPES = _INT_TYPES | {"float", "double", "half", "__half", "bool", "char", "auto", "void", "cudaStream_t",
+                               "__nv_bfloat16", "bfloat16", "dim3", "Tensor"}
 _SIZE_CALLS = frozenset({"size", "sizes", "numel", "stride", "strides", "shape"})
 ALLOC_CALLS = frozenset({
     "empty", "zeros", "ones", "full", "randn", "rand", "empty_strided", "view", "reshape", "expand",
@@ -82,6 +84,7 @@ class CppRoles:
             if name is None or name + 1 >= len(toks) or toks[name + 1].text != "(":
                 continue
             info = _Function(fn.body_start, fn.body_end)
+            structs: set[str] = set()
             for group in _groups(toks, name + 2, fn.body_start):
                 texts = [t.text for t in group]
                 idents = [t.text for t in group if t.kind == "ident"]
@@ -93,6 +96,13 @@ class CppRoles:
                     info.reads_sizes = True  # an integer argument: the size, most likely
                 elif "Tensor" in texts:
                     info.pointers.add(idents[-1])
+                elif len(idents) >= 2 and not set(idents) & _SCALAR_TYPES:
+                    structs.add(idents[-1])  # `const Params& p`: sizes may come as its members
+            if not info.reads_sizes and structs:
+                body = toks[fn.body_start : fn.body_end]
+                # `p.dim`, `args->n`: a parameter struct carries the sizes (CUTLASS-style Params)
+                info.reads_sizes = any(t.text in structs and k + 1 < len(body) and body[k + 1].text in (".", "->")
+                                       for k, t in enumerate(body))
             if not info.reads_sizes:
                 body = toks[fn.body_start : fn.body_end]
                 info.reads_sizes = any(t.text in _SIZE_CALLS and k + 1 < len(body) and body[k + 1].text == "("
