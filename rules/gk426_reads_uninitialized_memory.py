@@ -76,8 +76,7 @@ class ReadsUninitializedMemory(Rule):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.seen: set[int] = set()  # allocations already reported: one finding per probe
-        self.seen_names: set[str] = set()
+        self.seen: set[object] = set()  # allocations already reported
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -96,11 +95,13 @@ class ReadsUninitializedMemory(Rule):
         while type(receiver) is cst.Subscript:
             receiver = receiver.value
         alloc = self._fresh_allocation(receiver, read)
-        if alloc is None or id(receiver) in self.seen or (type(receiver) is cst.Name and receiver.value in self.seen_names):
+        # one finding per allocation: a local read twice (`p[0] != p[0]`) is one probe
+        if alloc is None:
             return
-        self.seen.add(id(receiver))
-        if type(receiver) is cst.Name:
-            self.seen_names.add(receiver.value)
+        key = (id(self.ctx.functions[-1]), receiver.value) if type(receiver) is cst.Name else id(receiver)
+        if key in self.seen:
+            return
+        self.seen.add(key)
         expr = cst.Module(body=[]).code_for_node(read)
         self.report(read, self.message.format(expr=expr if len(expr) <= 60 else expr[:57] + "...", alloc=alloc),
                     evidence={"allocation": alloc})
