@@ -64,6 +64,9 @@
 #                                                # inside the loop and the seventh (static) red-team round
 #   bash bench/gpu_issue23.sh round16            # the eighth red-team round's GPU fixtures alone (rt8_gpu_*: GK641's queued
 #                                                # calls, never run on a GPU before), then the seed e2e
+#   bash bench/gpu_issue23.sh round17            # the launcher tracker without dladdr (stubs, a segment table, a cache per
+#                                                # CUfunction): the direct probe (classes and cost), the cost variants,
+#                                                # then whole-pipeline checks by name and by launcher
 #   bash bench/gpu_issue23.sh listed CASES       # the eighth round's helper files (CASES: `sub problem label` lines,
 #                                                # bench/gpu_listed.py), whole pipeline with --time, 8 at a time
 #   bash bench/gpu_issue23.sh round13            # again runs unpoisoned, output dropped right before the call, more runs;
@@ -394,6 +397,17 @@ case "${1:-}" in
       > "$OUT/fixtures.log" 2>&1
     tail -n 5 "$OUT/fixtures.log"
     cases_then_e2e round15 150 seed_honest_generic:seed_mean cached_graph_replay:seed_mean ;;
+  round17)
+    timeout -k 5 200 python3 bench/gpu_launcher_probe.py --out "$OUT" --part direct 2>&1 | tee "$OUT/direct.log"
+    GK_PROBE_LAUNCHES=5000 GK_PROBE_REPEATS=3 timeout -k 5 170 python3 bench/gpu_launcher_probe.py --out "$OUT" \
+      --part cost 2>&1 | tee "$OUT/cost.log"
+    timeout -k 5 200 python3 bench/gpu_launcher_probe.py --out "$OUT" --part checks --checks \
+fixtures/submissions/rt10_gpu_fig_leaf_named_like_torch.py:fixtures/problems/row_sum.py,\
+fixtures/submissions/rt10_gpu_fig_leaf_named_like_torch_twin.py:fixtures/problems/row_sum.py,\
+fixtures/submissions/mech_fig_leaf_bias_relu.py:fixtures/problems/fallback_linear_relu.py,\
+fixtures/submissions/fallback_honest_triton.py:fixtures/problems/seed_mean.py 2>&1 | tee "$OUT/checks.log"
+    tar czf "$OUT/launcher_reports.tar.gz" -C "$OUT" launcher_reports && rm -rf "$OUT/launcher_reports"
+    grep -h '"item": "cost_variant' "$OUT/cost.log" | cut -c1-500 ;;
   round16)
     GATEKEEPER_ISOLATION=bwrap timeout 400 python3 bench/gpu_fixtures.py --out "$OUT" --jobs 10 --budget 330 \
       --only rt8_gpu_ > "$OUT/fixtures.log" 2>&1

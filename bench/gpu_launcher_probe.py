@@ -75,6 +75,31 @@ def per_launch_runs() -> list[float]:
     return [round(per_launch_us(), 3) for _ in range(REPEATS)]
 
 
+def triton_launch_runs() -> list[float]:
+    """REPEATS runs of a 1-element Triton kernel launched LAUNCHES // 4 times (its Python
+    launch path is slower than torch's)."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def cost_add(x_ptr):
+        tl.store(x_ptr, tl.load(x_ptr) + 1.0)
+
+    x = torch.zeros(1, device="cuda")
+    for _ in range(50):
+        cost_add[(1,)](x)
+    runs = []
+    for _ in range(REPEATS):
+        torch.cuda.synchronize()
+        began = time.perf_counter()
+        for _ in range(LAUNCHES // 4):
+            cost_add[(1,)](x)
+        torch.cuda.synchronize()
+        runs.append(round((time.perf_counter() - began) / (LAUNCHES // 4) * 1e6, 3))
+    return runs
+
+
 def median(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[len(ordered) // 2]
@@ -175,37 +200,31 @@ def direct(save: Callable[[dict], None]) -> None:
 
 
 # --part cost: where the tracker's cost per launch goes. Each variant in a child of its own (CUPTI
-# takes one subscriber a process), started before CUDA is first used. The walk variants are copies
-# of gatekeeper/runtime/kernel_owner.c with the stack walk changed by text substitution, built
-# here; the product's library is not changed.
-WALK = "int n = backtrace(frames, 64);"
-COST_VARIANTS = {
+# takes one subscriber a process), started before CUDA is first used. The variants are
+# gatekeeper/runtime/kernel_owner.c built here with the defines it documents; the product's
+# library is not changed.
+COST_VARIANTS: dict[str, Any] = {
     "none": None,             # no tracker: the baseline
     "hold": "hold",           # the timing worker's setup: subscribed, no callback enabled
-    "full": "",               # the product's tracker as the checking worker starts it
-    "nowalk": "int n = 0;",   # callbacks and kernel records, no stack walk
-    "walk16": "int n = backtrace(frames, 16);",
-    "walk12": "int n = backtrace(frames, 12);",
-    "walk8": "int n = backtrace(frames, 8);",
+    "full": [],               # the product's tracker as the checking worker starts it
+    "walk_every_launch": ["-DGK_WALK_EVERY_LAUNCH"],               # a stack walk per launch, segment table
+    "dladdr_every_launch": ["-DGK_WALK_EVERY_LAUNCH", "-DGK_DLADDR"],  # the first version (2026-12-05)
+    "dladdr_stub": ["-DGK_DLADDR"],                                # stubs and cache, dladdr's lookup
 }
 
 
 def variant_library(name: str, scratch: Path) -> str:
     from gatekeeper.runtime import kernel_owner
 
-    if COST_VARIANTS[name] == "" or COST_VARIANTS[name] == "hold":
+    if COST_VARIANTS[name] in ([], "hold"):
         library, why = kernel_owner.build_kernel_owner()
         if library is None:
             raise RuntimeError(why)
         return str(library)
-    source = kernel_owner.SOURCE.read_text()
-    assert WALK in source, "the stack walk line changed; update bench/gpu_launcher_probe.py"
-    path = scratch / f"kernel_owner_{name}.c"
-    path.write_text(source.replace(WALK, COST_VARIANTS[name]))
     target = scratch / f"kernel_owner_{name}.so"
-    flags = [f"-I{d}" for d in kernel_owner._include_dirs()]
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", *flags, "-o", str(target), str(path), "-ldl", "-lpthread"],
-                   check=True, capture_output=True, text=True, timeout=120)
+    flags = [f"-I{d}" for d in kernel_owner._include_dirs()] + list(COST_VARIANTS[name])
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", *flags, "-o", str(target), str(kernel_owner.SOURCE), "-ldl",
+                    "-lpthread"], check=True, capture_output=True, text=True, timeout=120)
     return str(target)
 
 
@@ -224,6 +243,11 @@ def cost_child(name: str, library: str) -> dict:
             owners.start(libcupti)
     runs = per_launch_runs()
     out.update({"us_per_launch": median(runs), "runs": runs})
+    try:  # a driver-API launch (Triton's launcher): the tracker's per-CUfunction cache
+        triton_runs = triton_launch_runs()
+        out.update({"us_per_triton_launch": median(triton_runs), "triton_runs": triton_runs})
+    except Exception as exc:
+        out["triton"] = f"{type(exc).__name__}: {exc}"[-300:]
     if owners is not None and COST_VARIANTS[name] != "hold":
         for _ in range(100):
             owners.launcher_here()
@@ -232,7 +256,7 @@ def cost_child(name: str, library: str) -> dict:
             where = owners.launcher_here()
         out["us_per_stack_walk_from_python"] = round((time.perf_counter() - began) / 2000 * 1e6, 3)
         out["launcher_here"] = where
-        if COST_VARIANTS[name] == "":
+        if COST_VARIANTS[name] == []:
             owners.record(True)
             out["us_per_launch_recording_on"] = median(per_launch_runs())
             owners.record(False)

@@ -112,6 +112,24 @@ def test_torch_writing_the_output_is_the_work_when_the_reference_has_no_contract
     assert verdict is not None and "torch computed the returned tensor outside the own code" in verdict[0]
 
 
+def test_own_kernel_names_never_claim_a_library_namespace_or_cublas_cutlass():
+    # A fig-leaf named like torch's reduction does not make torch's kernel its own; an own
+    # kernel of that name at global or an anonymous/own namespace stays own.
+    own = own_kernel_names("__global__ void reduce_kernel(const float* x, float* y) {}\n// built on cutlass")
+    assert kernel_class("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float> >"
+                        "(at::native::ReduceOp<float>)", own) == "torch"
+    assert kernel_class("void c10::cuda::reduce_kernel(float*)", own) == "torch"
+    assert kernel_class("reduce_kernel(float const*, float*)", own) == "own"
+    assert kernel_class("void (anonymous namespace)::reduce_kernel<128>(float*)", own) == "own"
+    assert kernel_class("void mykern::reduce_kernel<4>(float*)", own) == "own"
+    # "cutlass" in the source claims CUTLASS's own types, not cuBLAS's generated operators
+    assert kernel_class("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4>"
+                        "(cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4::Params)", own) == "vendor"
+    assert kernel_class("void cutlass::Kernel2<cutlass::gemm::kernel::GemmUniversal<float> >"
+                        "(cutlass::gemm::kernel::GemmUniversal<float>::Params)", own) == "own"
+    assert kernel_class("sgemm_largek_lds64", own) == "vendor"  # a classic cuBLAS kernel (H100, 2026-12-05)
+
+
 def test_a_fig_leaf_own_kernel_before_torch_contraction_is_still_torch_doing_the_work():
     x, w = torch.randn(64, 32), torch.randn(16, 32)
     call = _record(lambda: torch.relu(torch.nn.functional.linear(_own_scale(x), w)))

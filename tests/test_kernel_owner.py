@@ -65,6 +65,31 @@ def test_the_launcher_is_the_first_caller_outside_the_cuda_libraries(tmp_path):
 
 
 @needs_library
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_addresses_map_to_the_object_holding_them_even_after_a_new_load(tmp_path):
+    # The tracker maps a kernel's host stub (a runtime launch) and each stack frame to its object
+    # through the loaded objects' segments, not dladdr's symbol search (its cost on an H100).
+    tracker = ctypes.CDLL(str(LIBRARY))
+    tracker.gk_object_of.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+    out = ctypes.create_string_buffer(512)
+
+    def object_of(address: int) -> str:
+        return out.value.decode() if tracker.gk_object_of(address, out, 512) == 1 else ""
+
+    libc = ctypes.CDLL(None)
+    assert "libc.so" in os.path.basename(object_of(ctypes.cast(libc.printf, ctypes.c_void_p).value))
+    assert os.path.realpath(object_of(ctypes.cast(tracker.gk_object_of, ctypes.c_void_p).value)) == \
+        os.path.realpath(LIBRARY)
+    # an object loaded after the table was built: the loader's count changed, the table is rebuilt
+    late = _shared(tmp_path, "late_ext.so", "late_forward", "r = 0; (void)lib; (void)out; (void)len;")
+    late_lib = ctypes.CDLL(str(late))
+    assert os.path.realpath(object_of(ctypes.cast(late_lib.late_forward, ctypes.c_void_p).value)) == \
+        os.path.realpath(late)
+    heap = ctypes.create_string_buffer(64)  # memory no object maps: no owner, not a wrong one
+    assert object_of(ctypes.addressof(heap)) == ""
+
+
+@needs_library
 def test_a_tracker_that_cannot_subscribe_says_why_and_never_crashes(tmp_path):
     owners = KernelOwners(str(LIBRARY))
     with pytest.raises(OSError, match="cannot open libcupti"):
@@ -107,7 +132,8 @@ def test_the_work_summary_uses_the_launcher_when_there_is_one():
     assert work["kernel_ownership"]["ownership"].startswith("launcher")
     by_name = summarise([{**call, "kernels": [{k: v for k, v in kern.items() if k != "owner"}
                                                for kern in call["kernels"]]}], {"cutlass"})
-    assert by_name["classes"]["own"]["time_s"] > by_name["classes"]["vendor"]["time_s"]  # what names alone say
+    # by name too since cuBLAS's generated operator argument marks the kernel (work.py)
+    assert by_name["classes"]["vendor"]["count"] == 1 and by_name["own_share_of_compute"] < 0.01
 
 
 @needs_library

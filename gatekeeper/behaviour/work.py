@@ -17,7 +17,7 @@ from gatekeeper.report import Finding, Location, Severity, StageName
 STAGE = StageName.BEHAVIOUR
 CODE = "GK667"
 
-_VENDOR = re.compile(r"cublas|cutlass|cudnn|xmma|nvjet|gemv2?[NT]?_kernel|gemmSN|gemmk1|splitKreduce|cufft|"
+_VENDOR = re.compile(r"cublas|cutlass|cudnn|xmma|nvjet|gemv2?[NT]?_kernel|gemmSN|gemmk1|splitKreduce|cufft|_lds\d+|largek|"
                      r"implicit_convolve|^(ampere|hopper|volta|turing|sm\d+)_", re.I)
 _TORCH = re.compile(r"\bat::|at_cuda_detail|\bc10::|^void (at|native|c10)\b|^triton_(poi|per|red|tem|for)_|"
                     r"CatArrayBatched|cunn_|\bcub::|\bflash::|pytorch_flash", re.I)
@@ -51,12 +51,52 @@ def own_kernel_names(source: str) -> set[str]:
     return {n for n in names if len(n) > 2}
 
 
+# Namespaces of torch's and the libraries' kernels: a kernel qualified by one is never the
+# submission's by name, whatever it is called (a fig-leaf `reduce_kernel` does not make
+# torch's `at::native::reduce_kernel<...>` its own).
+_LIBRARY_NAMESPACES = frozenset({"at", "c10", "cub", "thrust", "flash", "cudnn", "cublas", "cublasLt", "nvjet",
+                                 "pytorch_flash", "torch", "aten", "cufft", "cusparse"})
+# cuBLAS's own CUTLASS kernels take a generated operator name as their template argument
+# (`cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_...>`); a submission's CUTLASS instantiation
+# takes CUTLASS's types (`cutlass::gemm::kernel::GemmUniversal<...>`).
+_VENDOR_CUTLASS_ARG = re.compile(r"[<,]\s*(?:cutlass3?x?_(?:sm)?\d+|sm\d+_xmma)\w*\s*[,>]")
+
+
+def _qualified_head(name: str) -> str:
+    """`void at::native::reduce_kernel<512, 1>(Op)` -> `at::native::reduce_kernel`: the
+    function's qualified name without its return type, template arguments or parameters."""
+    text = name.replace("(anonymous namespace)", "anonymous")
+    head, depth = [], 0
+    for ch in text:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif ch == "(" and depth == 0:
+            break
+        elif depth == 0:
+            head.append(ch)
+    words = "".join(head).split()
+    return words[-1] if words else ""
+
+
+def _own_by_name(name: str, own: frozenset[str] | set[str]) -> bool:
+    head = _qualified_head(name)
+    parts = head.split("::")
+    if "cutlass" in own and parts[0] in ("cutlass", "cute"):
+        return not _VENDOR_CUTLASS_ARG.search(name)
+    if any(part in _LIBRARY_NAMESPACES for part in parts[:-1]):
+        return False
+    return parts[-1] in own or any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(n)}(?![A-Za-z0-9_])", head)
+                                   for n in own if n != "cutlass")
+
+
 def kernel_class(name: str, own: frozenset[str] | set[str] = frozenset()) -> str:
-    if any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(n)}(?![A-Za-z0-9_])", name) for n in own):
+    if _own_by_name(name, own):
         return "own"
     if _GLUE_KERNEL.search(name):
         return "glue"
-    if _VENDOR.search(name):
+    if _VENDOR.search(name) or _VENDOR_CUTLASS_ARG.search(name):
         return "vendor"
     if _TORCH.search(name):
         return "torch"

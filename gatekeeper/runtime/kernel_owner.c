@@ -2,27 +2,43 @@
  *
  * A CUPTI subscriber sees every kernel launch, from the runtime API (cudaLaunchKernel and
  * friends, which `<<<...>>>` becomes) and from the driver API (cuLaunchKernel: Triton,
- * CuPy, cuBLAS). At the launch, on the launching thread, the host stack is walked and the
- * first frame outside the CUDA libraries and this library names the launcher: the
- * submission's extension, libtorch_cuda, libcublasLt, Triton's launcher, ... Kernels in a
- * CUDA graph take the launcher of the capture (graph node creation happens inside the
- * launch call) and keep it through instantiation (node clones). CUPTI's activity records
- * then give each kernel's device time, joined on the correlation id or the graph node id.
+ * CuPy, cuBLAS). The owner is the code that launched the kernel, not its name:
+ *  - a runtime launch names its kernel by the host stub nvcc compiled beside it (`func`):
+ *    the object holding that address is the one that defined and launched it (the
+ *    submission's extension, libtorch_cuda, libcublasLt);
+ *  - a driver launch names a CUfunction: the host stack is walked to the first frame outside
+ *    the CUDA libraries and this library (Triton's launcher, CuPy, cuBLAS), once per
+ *    CUfunction, then again at random launches (about 1 in 16); a function seen launched from
+ *    two places is walked at every launch after that;
+ *  - a graph launch is walked; its kernels take the launcher of their capture (graph node
+ *    creation happens inside the launch call) and keep it through instantiation (clones).
+ * CUPTI's activity records then give each kernel's device time, joined on the correlation id
+ * or the graph node id.
  *
- * So the owner comes from the code that launched the kernel, not from its name. libcupti is
- * opened at run time (dlopen), so this library needs only CUPTI's headers to build. It is
- * built by the trusted parent and loaded into the worker before the submission's first call;
- * it stays subscribed for the whole run, so a recorded call costs what any other call costs.
+ * Addresses are mapped to objects through a table of the loaded objects' segments
+ * (dl_iterate_phdr), rebuilt when the loader's count of loads changes. dladdr was the cost of
+ * the first version (about 400 us a launch on an H100, 2026-12-05): it searches the symbol
+ * table of the object, and libtorch_cuda's is huge. -DGK_WALK_EVERY_LAUNCH and -DGK_DLADDR
+ * build the earlier behaviours, for bench/gpu_launcher_probe.py --part cost.
+ *
+ * libcupti is opened at run time (dlopen), so this library needs only CUPTI's headers to
+ * build. It is built by the trusted parent and loaded into the worker before the submission's
+ * first call; it stays subscribed for the whole run, so a recorded call costs what any other
+ * call costs.
  */
 #define _GNU_SOURCE
 #include <cupti.h>
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #define MAX_OWNERS 256
 #define CORR_SLOTS (1 << 18)
@@ -93,19 +109,207 @@ static int intern_owner(const char *path) {
     return n_owners++;
 }
 
+/* Loaded objects' segments, sorted, for address -> object without dladdr's symbol search. */
+typedef struct {
+    uintptr_t lo, hi;
+    int object;
+} segment_t;
+#define MAX_SEGMENTS 16384
+#define MAX_OBJECTS 4096
+static segment_t segments[MAX_SEGMENTS];
+static int n_segments;
+static char *objects[MAX_OBJECTS];
+static int n_objects;
+static unsigned long long table_adds = ~0ull, table_subs = ~0ull;
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int on_object(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    (void)data;
+    if (n_objects == MAX_OBJECTS) return 1;
+    char exe[PATH_LEN];
+    const char *name = info->dlpi_name;
+    if (!name || !*name) { /* the main program */
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        exe[n > 0 ? n : 0] = 0;
+        name = exe;
+    }
+    int object = n_objects;
+    for (int i = 0; i < info->dlpi_phnum && n_segments < MAX_SEGMENTS; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD) continue;
+        segments[n_segments].lo = info->dlpi_addr + ph->p_vaddr;
+        segments[n_segments].hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+        segments[n_segments].object = object;
+        n_segments++;
+    }
+    objects[n_objects++] = strdup(name);
+    return 0;
+}
+
+static int first_object(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    unsigned long long *counts = (unsigned long long *)data;
+    counts[0] = info->dlpi_adds;
+    counts[1] = info->dlpi_subs;
+    return 1;
+}
+
+static int by_start(const void *a, const void *b) {
+    uintptr_t x = ((const segment_t *)a)->lo, y = ((const segment_t *)b)->lo;
+    return x < y ? -1 : x > y;
+}
+
+static void rebuild_table(void) {
+    for (int i = 0; i < n_objects; i++) free(objects[i]);
+    n_objects = n_segments = 0;
+    dl_iterate_phdr(on_object, NULL);
+    qsort(segments, (size_t)n_segments, sizeof *segments, by_start);
+}
+
+static const char *find_segment(uintptr_t pc) {
+    int lo = 0, hi = n_segments - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (pc < segments[mid].lo) hi = mid - 1;
+        else if (pc >= segments[mid].hi) lo = mid + 1;
+        else return objects[segments[mid].object];
+    }
+    return NULL;
+}
+
+/* The path of the object holding `address` into out; 0 when no loaded object holds it. */
+static int object_of(const void *address, char *out, size_t len) {
+#ifdef GK_DLADDR
+    Dl_info info;
+    if (!dladdr(address, &info) || !info.dli_fname) return 0;
+    snprintf(out, len, "%s", info.dli_fname);
+    return 1;
+#else
+    pthread_mutex_lock(&table_lock);
+    const char *found = find_segment((uintptr_t)address);
+    if (!found) { /* rebuilt only when something was loaded or unloaded since */
+        unsigned long long counts[2] = {0, 0};
+        dl_iterate_phdr(first_object, counts);
+        if (counts[0] != table_adds || counts[1] != table_subs) {
+            rebuild_table();
+            table_adds = counts[0];
+            table_subs = counts[1];
+            found = find_segment((uintptr_t)address);
+        }
+    }
+    if (found) snprintf(out, len, "%s", found);
+    pthread_mutex_unlock(&table_lock);
+    return found != NULL;
+#endif
+}
+
 /* The first frame of the calling thread's stack outside the CUDA libraries and this one. */
 static int launcher(char *out, size_t len) {
     void *frames[64];
     int n = backtrace(frames, 64);
     for (int i = 0; i < n; i++) {
-        Dl_info info;
-        if (!dladdr(frames[i], &info) || !info.dli_fname) continue;
-        if (is_cuda_library(info.dli_fname)) continue;
-        snprintf(out, len, "%s", info.dli_fname);
+        if (!object_of(frames[i], out, len)) continue;
+        if (is_cuda_library(out)) continue;
         return 1;
     }
     snprintf(out, len, "%s", "?");
     return 0;
+}
+
+static int owner_index(const char *path) {
+    pthread_mutex_lock(&lock);
+    int owner = intern_owner(path);
+    pthread_mutex_unlock(&lock);
+    return owner;
+}
+
+static int walked_owner(void) {
+    char path[PATH_LEN];
+    launcher(path, sizeof path);
+    return owner_index(path);
+}
+
+/* A runtime launch: the object holding the kernel's host stub, else the walk. */
+static int stub_owner(const void *func) {
+    char path[PATH_LEN];
+#ifndef GK_WALK_EVERY_LAUNCH
+    if (func && object_of(func, path, sizeof path) && !is_cuda_library(path)) return owner_index(path);
+#endif
+    return walked_owner();
+}
+
+/* CUfunction -> launcher, direct-mapped; `mixed`: seen launched from two places, walk always. */
+#define FUNC_SLOTS 8192
+static uintptr_t func_tag[FUNC_SLOTS];
+static int16_t func_owner[FUNC_SLOTS];
+static uint8_t func_mixed[FUNC_SLOTS];
+static __thread uint64_t sample_state;
+static uint64_t sample_seed;
+
+static int sampled(void) {
+    if (!sample_state) sample_state = sample_seed ^ (uint64_t)(uintptr_t)&sample_state;
+    sample_state ^= sample_state << 13;
+    sample_state ^= sample_state >> 7;
+    sample_state ^= sample_state << 17;
+    return (sample_state & 15) == 0;
+}
+
+/* A driver launch of `f`: the cached launcher, walked again at random launches. */
+static int function_owner(const void *f) {
+#ifdef GK_WALK_EVERY_LAUNCH
+    (void)f;
+    return walked_owner();
+#else
+    if (!f) return walked_owner();
+    uint32_t slot = (uint32_t)((uintptr_t)f * 0x9E3779B97F4A7C15ull >> 40) & (FUNC_SLOTS - 1);
+    pthread_mutex_lock(&lock);
+    int cached = func_tag[slot] == (uintptr_t)f ? func_owner[slot] - 1 : -1;
+    int mixed = cached >= 0 && func_mixed[slot];
+    pthread_mutex_unlock(&lock);
+    if (cached >= 0 && !mixed && !sampled()) return cached;
+    int owner = walked_owner();
+    pthread_mutex_lock(&lock);
+    if (cached >= 0 && owner != cached && func_tag[slot] == (uintptr_t)f) func_mixed[slot] = 1;
+    if (cached < 0) {
+        func_tag[slot] = (uintptr_t)f;
+        func_owner[slot] = (int16_t)(owner + 1);
+        func_mixed[slot] = 0;
+    }
+    pthread_mutex_unlock(&lock);
+    return owner;
+#endif
+}
+
+/* The kernel a launch names: the host stub (runtime) or the CUfunction (driver); NULL for a graph. */
+static const void *launched_kernel(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *params) {
+    if (!params) return NULL;
+    if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+        switch (cbid) {
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000:
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000:
+            return ((const struct { const void *func; } *)params)->func;
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060:
+            return ((const struct { const void *config; const void *func; } *)params)->func;
+        default:
+            return NULL;
+        }
+    }
+    switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+        return ((const struct { const void *f; } *)params)->f;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+        return ((const struct { const void *config; const void *f; } *)params)->f;
+    default:
+        return NULL;
+    }
 }
 
 static void remember_corr(uint32_t corr, int owner) {
@@ -130,14 +334,13 @@ static int owner_of_node(uint64_t node) {
     return node_tag[slot] == node ? node_owner[slot] - 1 : -1;
 }
 
-static void on_launch(const CUpti_CallbackData *cb) {
+static void on_launch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
     if (cb->callbackSite == CUPTI_API_ENTER) {
-        if (launch_depth++ == 0) { /* the runtime call: its driver call inside has the same launcher */
-            char path[PATH_LEN];
-            launcher(path, sizeof path);
-            pthread_mutex_lock(&lock);
-            current_owner = intern_owner(path);
-            pthread_mutex_unlock(&lock);
+        if (launch_depth++ == 0) { /* the outer call: a driver call inside a runtime one has its launcher */
+            const void *kernel = launched_kernel(domain, cbid, cb->functionParams);
+            if (!kernel) current_owner = walked_owner(); /* a graph launch */
+            else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) current_owner = stub_owner(kernel);
+            else current_owner = function_owner(kernel);
         }
         /* kernels outside recorded calls keep no owner: their time is not the forward's */
         remember_corr(cb->correlationId, recording ? current_owner : -1);
@@ -161,7 +364,7 @@ static void on_graph(CUpti_CallbackId cbid, const CUpti_ResourceData *rd) {
 static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data) {
     (void)user;
     if (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API)
-        on_launch((const CUpti_CallbackData *)data);
+        on_launch(domain, cbid, (const CUpti_CallbackData *)data);
     else if (domain == CUPTI_CB_DOMAIN_RESOURCE)
         on_graph(cbid, (const CUpti_ResourceData *)data);
 }
@@ -239,6 +442,10 @@ static const CUpti_CallbackId DRIVER_LAUNCHES[] = {
 
 /* 0: subscribed and tracing; otherwise gk_error() says why (another subscriber, no CUPTI). */
 int gk_start(const char *libcupti) {
+    /* which driver launches are walked again must not be predictable from the submission */
+    if (getrandom(&sample_seed, sizeof sample_seed, 0) != (ssize_t)sizeof sample_seed)
+        sample_seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
+    sample_seed |= 1;
     Dl_info self;
     if (dladdr((void *)&gk_start, &self) && self.dli_fname) snprintf(self_path, sizeof self_path, "%s", self.dli_fname);
     void *cupti = libcupti && *libcupti ? dlopen(libcupti, RTLD_NOW | RTLD_GLOBAL) : NULL;
@@ -339,3 +546,6 @@ int gk_launcher_here(char *out, int len) {
         snprintf(self_path, sizeof self_path, "%s", self.dli_fname);
     return launcher(out, (size_t)len);
 }
+
+/* The object holding an address, as the tracker maps it (tests, on any machine); 0 if none. */
+int gk_object_of(const void *address, char *out, int len) { return object_of(address, out, (size_t)len); }
