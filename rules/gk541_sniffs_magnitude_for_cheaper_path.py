@@ -18,7 +18,8 @@ class SniffsMagnitudeForCheaperPath(Rule):
     of a constant sample of it, and picks a cheaper path: `if x.abs().amax() < 0.5:
     return _ext.taylor(x)`, `y = x.half() if x.max().item() < 100 else x`,
     `if x[0, 0].item() == 0: return torch.zeros_like(x)`. The read may go through a local
-    (`s = x.flatten()[:4096].std()`) or a predicate helper (`def _small(t): return
+    (`s = x.flatten()[:4096].std()`), the submission's own reduction (`_ext.absmax(x).item()`),
+    or a predicate helper (`def _small(t): return
     t.abs().max() < 1e-2`); the cheaper path returns without computing (zeros, the input, a
     constant), computes in fp16 / bf16 / fp8 while the other path does not, or calls a
     function named as an approximation (`taylor`, `approx`, `low_order`...). The same in
@@ -78,8 +79,25 @@ class SniffsMagnitudeForCheaperPath(Rule):
                         return _ext.safe_exp(x)
                     return _ext.exp(x)
         """)),
+        Valid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x, mask):
+                    rows = int(_ext.count_rows(mask).item())
+                    if rows > 4096:
+                        return _ext.split_pass(x, mask)
+                    return _ext.one_pass(x, mask)
+        """)),
     ]
     INVALID = [
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, x):
+                    if float(_ext.absmax(x)) < 4.0:
+                        return _ext.gelu(x.half()).float()
+                    return _ext.gelu(x)
+        """), line=4, message="computes in lower precision (`.half()`)"),
         Invalid(snippet("""
             import torch
             class ModelNew(torch.nn.Module):

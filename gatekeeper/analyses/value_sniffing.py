@@ -73,6 +73,10 @@ def root(scope: Scope, expr: cst.BaseExpression, ctx: FileContext) -> tuple[Opti
             current = current.func.value  # type: ignore[attr-defined]
         elif kind is cst.Call and current.args and (ctx.qualname(current.func) or "").rsplit(".", 1)[-1] in _VIEWS:  # type: ignore[attr-defined]
             current = current.args[0].value  # type: ignore[attr-defined]
+        elif kind is cst.Call and _own_function_of_input(scope, current, ctx):  # type: ignore[arg-type]
+            # `_ext.absmax(x)`: the submission's own reduction computes from the input as torch's would
+            current = next(a.value for a in current.args  # type: ignore[attr-defined]
+                           if root(scope, a.value, ctx)[0] is not None)
         elif kind is cst.Comparison:
             current = current.left  # type: ignore[attr-defined]  # (x == 0).all()
         elif kind is cst.UnaryOperation:
@@ -80,6 +84,25 @@ def root(scope: Scope, expr: cst.BaseExpression, ctx: FileContext) -> tuple[Opti
         else:
             return None, False
     return None, False
+
+
+_BUILTINS = frozenset({"len", "max", "min", "range", "int", "float", "bool", "abs", "sum", "tuple", "list", "id",
+                       "isinstance", "getattr", "hasattr", "type", "print", "round", "divmod", "sorted", "any", "all"})
+
+
+def _own_function_of_input(scope: Scope, call: cst.Call, ctx: FileContext) -> bool:
+    """A call of the submission's own code (an extension function, a helper, a kernel
+    wrapper) given an input: `_ext.absmax(x)`, `self.reduce(x)`. Torch's functions and
+    Python's builtins are not: their reads are the view and value lists above."""
+    func = call.func
+    if type(func) is cst.Name and func.value in _BUILTINS:
+        return False
+    qual = ctx.qualname(func) or ""
+    if qual.startswith(("torch.", "triton.", "numpy.", "math.")) or qual in _BUILTINS:
+        return False
+    if type(func) is cst.Attribute and root(scope, func.value, ctx)[0] is not None:
+        return False  # a method of the input itself (`x.size(0)`): metadata or a view, handled above
+    return any(type(a.value) is cst.Name and a.value.value in scope.derived for a in call.args)
 
 
 def _constant_index(sub: cst.Subscript) -> bool:
@@ -108,7 +131,12 @@ def value_read(scope: Scope, expr: cst.BaseExpression, ctx: FileContext) -> Opti
             if name is not None:
                 return name, sampled
         if type(func) is cst.Name and func.value in ("float", "bool", "int", "abs") and expr.args:
-            return value_read(scope, expr.args[0].value, ctx)
+            inner = expr.args[0].value
+            read = value_read(scope, inner, ctx)
+            if read is None and type(inner) is cst.Call and _own_function_of_input(scope, inner, ctx):
+                name, sampled = root(scope, inner, ctx)  # `float(_ext.absmax(x))`
+                return (name, sampled) if name is not None else None
+            return read
         if type(func) is cst.Attribute and func.attr.value in ("item", "abs"):
             return value_read(scope, func.value, ctx)
     return None
