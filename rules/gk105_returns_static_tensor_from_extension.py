@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.cpp_output_memo import persistent_names
+from gatekeeper.analyses.cpp_static_structs import member_returns, persistent_structs, tensor_structs
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
@@ -79,8 +80,36 @@ class ReturnsStaticTensorFromExtension(Rule):
             }
             '''
         """)),
+        # a struct in static storage holding only scratch; the output is fresh
+        Valid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            struct Plan { at::Tensor workspace; int tiles; };
+            static Plan& plan() { static Plan p; return p; }
+            torch::Tensor f(torch::Tensor x) {
+              auto& p = plan();
+              if (!p.workspace.defined()) p.workspace = torch::empty({4096}, x.options());
+              auto out = torch::empty_like(x);
+              k(x, p.workspace, out);
+              return out;
+            }
+            '''
+        """)),
     ]
     INVALID = [
+        # the tensor one member access away: a getter's static struct
+        Invalid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            struct Cache { at::Tensor out; };
+            static Cache& cache() { static Cache c; return c; }
+            torch::Tensor f(torch::Tensor x) {
+              auto& c = cache();
+              if (!c.out.defined()) { c.out = torch::empty_like(x); k(x, c.out); }
+              return c.out;
+            }
+            '''
+        """), line=8, message="The extension returns `cache.out`"),
         # static storage without the keyword: a tensor declared in an anonymous namespace
         Invalid(snippet("""
             src = '''
@@ -183,6 +212,7 @@ class ReturnsStaticTensorFromExtension(Rule):
                     break
                 j += 1
         _namespace_scope_tensors(source, statics, plain)
+        self._struct_members(source)
         if not statics:
             return
         for fn in source.functions:
@@ -219,6 +249,32 @@ class ReturnsStaticTensorFromExtension(Rule):
                     expr = "".join(t.text for t in tokens[k + 1:end])[:60]
                     self.report_cpp(source, tokens[k].offset, self.entry.format(expr=expr, name=table),
                                     evidence={"static": table, "returns": expr})
+
+
+    def _struct_members(self, source: CppSource) -> None:
+        """`return c.out;` where `c` is a struct in static storage (or a getter's reference to
+        one) and `out` its tensor member: the static tensor one member access away."""
+        structs = tensor_structs(source)
+        persistent = persistent_structs(source, structs) if structs else {}
+        if not persistent:
+            return
+        tokens = source.tokens
+        for fn in source.functions:
+            for hit in member_returns(source, fn, persistent, structs):
+                if _internal_getter(source, fn):
+                    continue
+                name = f"{hit.base}.{hit.member}"
+                if hit.copy:
+                    self.report_cpp(source, tokens[hit.index].offset,
+                                    self.copy.format(expr=f"{name}.{hit.copy}()", name=name),
+                                    evidence={"static": name, "returns": f"{name}.{hit.copy}()"},
+                                    confidence=Confidence.LIKELY)
+                elif _written_before(tokens, hit.member, fn.body_start, hit.member_index - 2):
+                    self.report_cpp(source, tokens[hit.index].offset, self.rewritten.format(name=name),
+                                    evidence={"static": name, "write": "opaque"}, confidence=Confidence.LIKELY)
+                else:
+                    self.report_cpp(source, tokens[hit.index].offset, self.message.format(name=name),
+                                    evidence={"static": name})
 
 
 _COPIES = frozenset({"clone", "detach", "contiguous", "to", "view", "reshape"})
