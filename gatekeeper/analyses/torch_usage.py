@@ -179,7 +179,7 @@ class TorchUsage(TorchCalls, TensorValues):
             return
         self._functions_handed_on(node, qual)
         # own kernels --------------------------------------------------------------
-        if type(func) is cst.Subscript:
+        if type(func) is cst.Subscript and qual is None:  # (`torch.__dict__["mm"]` resolves: torch's below)
             base = func.value
             base_qual = ctx.qualname(base)
             if is_self_attr(base):  # self.layers[i](x): a call of what the container holds

@@ -289,4 +289,28 @@ class NameResolver:
                 attr = bound_string(self, expr.args[1].value)
                 if base and attr and attr.isidentifier():
                     return f"{base}.{attr}"
+            # operator.attrgetter("linalg.norm")(torch) is torch.linalg.norm
+            getter = expr.func
+            if type(getter) is cst.Call and expr.args and getter.args \
+                    and self.qualname(getter.func) == "operator.attrgetter":
+                base = self.qualname(expr.args[0].value)
+                attr = bound_string(self, getter.args[0].value)
+                if base and attr and all(part.isidentifier() for part in attr.split(".")):
+                    return f"{base}.{attr}"
+        if kind is cst.Subscript:
+            return self._namespace_entry(expr)
         return None
+
+    def _namespace_entry(self, expr: cst.Subscript) -> Optional[str]:
+        """`torch.__dict__["mm"]`, `vars(torch)["mm"]`, `torch.Tensor.__dict__["mm"]`: the
+        attribute, read from the namespace's dict instead of by name."""
+        if len(expr.slice) != 1 or type(expr.slice[0].slice) is not cst.Index:
+            return None
+        holder = expr.value
+        base = None
+        if type(holder) is cst.Attribute and holder.attr.value == "__dict__":
+            base = self.qualname(holder.value)
+        elif type(holder) is cst.Call and len(holder.args) == 1 and self.qualname(holder.func) == "builtins.vars":
+            base = self.qualname(holder.args[0].value)
+        attr = bound_string(self, expr.slice[0].slice.value) if base else None
+        return f"{base}.{attr}" if base and attr and attr.isidentifier() else None
