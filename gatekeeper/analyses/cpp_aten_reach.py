@@ -15,8 +15,8 @@ torch do the work, each an invariant rather than a list of hacks:
   source registers itself (`TORCH_LIBRARY(myext, m)`) is the submission's own op;
 - TorchScript run from C++ (`torch::jit::compile`, `torch::jit::load`): the denied list of
   torch_ops.toml makes these compute calls;
-- torch reached through Python from C++ (pybind11): `py::module::import("torch")`,
-  `py::cast(x).attr("softmax")(1)`, `py::getattr(x, "matmul")`.
+- torch reached through Python from C++ (pybind11): `py::module_::import("torch").attr(
+  "matmul")`, `py::cast(x).attr("softmax")(1)`, `py::getattr(x, "matmul")`.
 
 The tokenizer drops string literals, so op names are read back from `source.text`.
 """
@@ -27,7 +27,7 @@ import re
 
 from gatekeeper.analyses.torch_op_table import TorchOps
 from gatekeeper.static.cpp_sources import CppSource
-from gatekeeper.static.cpp_tokens import Token, match_close
+from gatekeeper.static.cpp_tokens import match_close
 
 Reach = tuple[str, str, int, str]  # (kind "cpp", what, offset, op)
 
@@ -85,13 +85,15 @@ def dispatcher_reach(source: CppSource) -> list[Reach]:
 
 
 _PY_NAME = re.compile(r'"([A-Za-z_][\w.]*)"')
-_PY_LOOKUPS = frozenset({"attr", "getattr", "import"})
+_PY_LOOKUPS = ("attr", "getattr")
+_PY_IMPORT = re.compile(r'import\s*\(\s*"([\w.]+)"\s*\)\s*\.\s*$')
 
 
 def interop_reach(source: CppSource, ops: TorchOps) -> list[Reach]:
-    """Torch reached from C++ through Python (pybind11): `py::module::import("torch")
-    .attr("matmul")(a, b)`, `py::cast(x).attr("softmax")(1)`, `py::getattr(x, "sum")`. The
-    string names what runs: a module of torch, or a compute method or op."""
+    """Torch reached through Python from C++ (pybind11): `py::module_::import("torch")
+    .attr("matmul")(a, b)`, `py::cast(x).attr("softmax")(1)`, `py::getattr(x, "sum")`: the
+    string names a compute method or op. An attribute of a module other than torch imported in
+    the same expression (`import("math").attr("isfinite")`) is that module's."""
     idents = source.by_text["ident"]
     if not any(name in idents for name in _PY_LOOKUPS):
         return []
@@ -101,11 +103,11 @@ def interop_reach(source: CppSource, ops: TorchOps) -> list[Reach]:
         for i in idents.get(name, ()):
             if i + 1 >= len(tokens) or tokens[i + 1].text != "(" or (i and tokens[i - 1].text not in (".", "->", "::")):
                 continue
+            module = _PY_IMPORT.search(text, max(0, tokens[i].offset - 120), tokens[i].offset)
+            if module is not None and module.group(1).split(".")[0] != "torch":
+                continue
             close = match_close(tokens, i + 1)
             for literal in _PY_NAME.findall(text[tokens[i + 1].offset:tokens[close].offset + 1]):
-                last = literal.rsplit(".", 1)[-1]
-                if (name == "import" and literal.split(".")[0] == "torch") or \
-                        (name != "import" and (ops.method_is_compute(last) or ops.is_heavy(last))):
-                    found.append(("cpp", f"{name}(\"{literal}\") (torch through Python)", tokens[i].offset,
-                                  "torch" if name == "import" else last))
+                if ops.method_is_compute(literal) or ops.is_heavy(literal):
+                    found.append(("cpp", f'{name}("{literal}") (torch through Python)', tokens[i].offset, literal))
     return found
