@@ -16,6 +16,13 @@ class CppCallsAtenCompute(TorchFallbackRule):
     g = at::mm;`), and a macro whose expansion names one (`#define ATEN(n) at::n` then
     `ATEN(addmm)(...)`). A dispatcher lookup of an op in a namespace the source registers
     itself (`TORCH_LIBRARY(myext, m)`) is the submission's own op and is not flagged.
+    Names are read as the compiler resolves them (red team round 10): a leading `::`
+    (`::at::matmul`), namespace aliases (`namespace A = ::at; A::mm`), `using namespace at;`
+    at any scope and `using at::mm;`, a namespace that nominates `at` (`blk::mm`),
+    argument-dependent lookup (`mm(a, b)` on `at::Tensor`s when the file declares no `mm`),
+    an op struct as a template argument (`contract<at::_ops::mm>`), macros that build the
+    name (`SCOPE(at)::matmul`), `torch::jit::CompilationUnit`, `torch::jit::getAllOperators()`,
+    and torch reached through pybind11 (`py::cast(x).attr("softmax")(1)`).
 
     Why it games the benchmark: the extension compiles, so it looks like a custom kernel,
     but the work is done by torch's kernels called from C++.
@@ -106,6 +113,16 @@ class CppCallsAtenCompute(TorchFallbackRule):
             }
             '''
         """)),
+        # the file's own `mm` in its own namespace, called unqualified; `using namespace at;` for types
+        Valid(snippet("""
+            src = r'''
+            #include <torch/extension.h>
+            namespace k { torch::Tensor mm(const torch::Tensor& a, const torch::Tensor& b) { return torch::empty_like(a); } }
+            using namespace k;
+            using namespace at;
+            Tensor f(Tensor a, Tensor b) { Tensor c = mm(a, b); return c; }
+            '''
+        """)),
     ]
     INVALID = [
         Invalid(snippet("""
@@ -113,6 +130,16 @@ class CppCallsAtenCompute(TorchFallbackRule):
             #include <torch/extension.h>
             torch::Tensor f(torch::Tensor a, torch::Tensor b) {
               return at::matmul(a, b);
+            }
+            '''
+        """), line=4, message="the C++ source calls `at::matmul`"),
+        # a leading `::` and argument-dependent lookup are the same call (red team round 10)
+        Invalid(snippet("""
+            src = r'''
+            #include <torch/extension.h>
+            torch::Tensor f(torch::Tensor a, torch::Tensor b) {
+              auto c = ::at::matmul(a, b);
+              return mm(c, b);
             }
             '''
         """), line=4, message="the C++ source calls `at::matmul`"),

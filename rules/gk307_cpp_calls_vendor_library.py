@@ -7,7 +7,8 @@ from gatekeeper.static.examples import Invalid, Valid, snippet
 class CppCallsVendorLibrary(TorchFallbackRule):
     """The C++/CUDA source hands the work to a vendor library: `cublasSgemm`,
     `cublasGemmEx`, `cublasLtMatmul`, `cudnnConvolutionForward`, `cufftExecC2C`,
-    `cusparseSpMM`, `cusolverDn*`, `cutensorContract`.
+    `cusparseSpMM`, `cusolverDn*`, `cutensorContract`; also such a routine taken as a pointer
+    (`auto g = &cublasSgemm_v2; g(...)`) or named through a macro.
 
     Why it games the benchmark: the library's kernel is the same one torch calls, so the
     "custom kernel" is torch's backend with a different wrapper.
@@ -62,4 +63,14 @@ class CppCallsVendorLibrary(TorchFallbackRule):
             }
             '''
         """), line=4, message="the C++ source calls `cublasLtMatmul`"),
+        Invalid(snippet("""
+            src = r'''
+            #include <cublas_v2.h>
+            void f(cublasHandle_t h, const float* a, float* c, int n) {
+              auto g = &cublasSgemm_v2;
+              float one = 1.f;
+              g(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, n, a, n, &one, c, n);
+            }
+            '''
+        """), line=4, message="the C++ source calls `&cublasSgemm_v2`"),
     ]

@@ -21,7 +21,8 @@ import re
 from itertools import chain as chained
 from typing import Callable, Optional
 
-from gatekeeper.analyses.cpp_aten_reach import dispatcher_reach, is_reference, macro_reach, name_chain
+from gatekeeper.analyses.cpp_aten_reach import dispatcher_reach, interop_reach, is_reference
+from gatekeeper.static.cpp_names import Names, expand_macros, is_global, name_chain
 from gatekeeper.analyses.torch_op_table import TorchOps
 from gatekeeper.static.cpp_functions import CppFunction
 from gatekeeper.static.cpp_sources import CppSource
@@ -65,52 +66,6 @@ def _skip_template(tokens: list[Token], j: int) -> int:
     return j
 
 
-def _namespaces(tokens: list[Token], ops: TorchOps) -> tuple[dict[str, list[str]], set[str], list[list[str]]]:
-    """`namespace F = torch::nn::functional;` aliases (and `using f = at::_ops::mm;`, `typedef`
-    ones of an ATen function or op struct), the names made visible unqualified by
-    `using namespace at;` / `using at::matmul;` ("*" for a whole namespace), and every ATen
-    namespace opened by `using namespace` (its nested names are then reached by their tail:
-    `cpublas::gemm` after `using namespace at::native`)."""
-    aliases: dict[str, list[str]] = {}
-    unqualified: set[str] = set()
-    opened: list[list[str]] = []
-    n = len(tokens)
-    for i, tok in enumerate(tokens):
-        if tok.text == "namespace" and i + 3 < n and tokens[i + 2].text == "=" and tokens[i + 3].kind == "ident":
-            chain, _ = name_chain(tokens, i + 3)
-            if chain[0] in ops.cpp_roots:
-                aliases[tokens[i + 1].text] = chain
-        elif tok.text == "using" and i + 3 < n and tokens[i + 2].text == "=" and tokens[i + 3].kind == "ident":
-            # `using mm_op = at::_ops::mm;`: a name for an ATen function or op struct (a type alias,
-            # `using Vec = at::vec::Vectorized<float>;`, is no such name: upper case, or templated)
-            chain, j = name_chain(tokens, i + 3)
-            if chain[0] in ops.cpp_roots and chain[-1][:1].islower() and j < n and tokens[j].text == ";":
-                aliases[tokens[i + 1].text] = chain
-        elif tok.text == "typedef" and i + 1 < n and tokens[i + 1].kind == "ident":
-            chain, j = name_chain(tokens, i + 1)  # `typedef at::_ops::mm mm_op;`
-            if chain[0] in ops.cpp_roots and chain[-1][:1].islower() and j + 1 < n \
-                    and tokens[j].kind == "ident" and tokens[j + 1].text == ";":
-                aliases[tokens[j].text] = chain
-        elif tok.text == "using" and i + 1 < n:
-            start = i + 2 if tokens[i + 1].text == "namespace" else i + 1
-            if start < n and tokens[start].kind == "ident":
-                chain, _ = name_chain(tokens, start)
-                if chain[0] not in ops.cpp_roots:
-                    continue
-                if tokens[i + 1].text == "namespace":
-                    opened.append(chain)
-                    if chain in (["at"], ["torch"], ["at", "native"], ["torch", "nn", "functional"]):
-                        unqualified.add("*")
-                elif len(chain) > 1:
-                    unqualified.add(chain[-1])
-    return aliases, unqualified, opened
-
-
-# ATen's inner namespaces of compute entry points below the dispatcher, reached by their
-# tail once an enclosing namespace is opened (`std::max` after `using namespace at` is std's).
-_ATEN_INNER = frozenset({"cpublas", "blas", "cpu", "_ops", "mkldnn", "mkl", "native"})
-
-
 # torch::nn names that are not layers computing anything: the base classes an own module
 # derives from, containers, and option structs.
 _NOT_LAYERS = frozenset({"Module", "ModuleHolder", "Cloneable", "ModuleList", "ModuleDict", "Sequential",
@@ -139,85 +94,194 @@ def _op_name(name: str) -> str:
     return name
 
 
+# Unqualified names that are also the C/C++ library's and CUDA's own scalar and algorithm
+# functions: after `using namespace at;` they count only with a tensor argument (`max(x, y)` on
+# floats is CUDA's `::max`).
+_SCALAR_NAMES = frozenset({"abs", "max", "min", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "pow", "sqrt",
+                           "rsqrt", "floor", "ceil", "round", "trunc", "sin", "cos", "tan", "sinh", "cosh", "tanh",
+                           "asin", "acos", "atan", "atan2", "erf", "erfc", "fmod", "fmax", "fmin", "hypot", "lgamma",
+                           "remainder", "sort", "unique", "all", "any", "fill", "copy", "reverse", "sign", "clamp",
+                           "lerp", "div", "mul", "add", "sub", "where", "mode", "inner", "floor_divide"})
+# TorchScript's run-time types: a source that builds one compiles and runs torch code from C++.
+_SCRIPT_TYPES = frozenset({"CompilationUnit", "GraphExecutor", "InterpreterState", "Code"})
+
+
+def _by_text(tokens: list[Token]) -> dict[str, dict[str, list[int]]]:
+    index: dict[str, dict[str, list[int]]] = {"ident": {}, "number": {}, "punct": {}, "directive": {}}
+    for i, tok in enumerate(tokens):
+        index[tok.kind].setdefault(tok.text, []).append(i)
+    return index
+
+
 def scan_cpp(source: CppSource, ops: TorchOps,
              functions_of: Callable[[CppSource], list[CppFunction]]) -> tuple[bool, list[Found]]:
-    tokens = source.tokens
+    """Names are read as the compiler reads them (static/cpp_names.py): macros expanded,
+    aliases, `using`s and a leading `::` resolved, argument-dependent lookup followed."""
+    raw = source.tokens
+    has_kernel = "__global__" in source.by_text["ident"]
+    origin: dict[int, str] = {}
+    skipped: list[tuple[int, int]] = []
+    tokens, index = raw, source.by_text
+    if "define" in index["directive"]:
+        tokens, origin, skipped = expand_macros(raw, source.text)
+        if origin:
+            index = _by_text(tokens)
+        else:
+            tokens = raw
     n = len(tokens)
-    idents = source.by_text["ident"]
-    has_kernel = "__global__" in idents
+    idents = index["ident"]
     device: Optional[list[tuple[int, int]]] = None
 
     def in_device(i: int) -> bool:
         nonlocal device
         if device is None:  # computed only when a method call needs it
-            device = _device_ranges(tokens, functions_of(source))
-        return any(start <= i <= end for start, end in device)
+            device = [(raw[a].offset, raw[b].offset) for a, b in _device_ranges(raw, functions_of(source))]
+        return any(start <= tokens[i].offset <= end for start, end in device)
 
-    aliases, unqualified, opened = _namespaces(tokens, ops) if source.has("using", "namespace", "typedef") \
-        else ({}, set(), [])
-    own_namespaces = {tokens[k + 1].text for k in source.by_text["ident"].get("namespace", ())
-                      if k + 2 < n and tokens[k + 1].kind == "ident" and tokens[k + 2].text == "{"} if opened else set()
+    scoped = any(word in idents for word in ("using", "namespace", "typedef"))
+    table: Optional[Names] = None
+
+    def names() -> Names:
+        nonlocal table
+        if table is None:
+            table = Names.of(tokens)
+        return table
+
     defined: Optional[set[str]] = None
+
+    def defines(name: str) -> bool:  # a function the source defines (with a body)
+        nonlocal defined
+        if defined is None:
+            defined = {fn.name for fn in functions_of(source)}
+        return name in defined
+
+    def own(name: str) -> bool:  # or declares: a function, variable or namespace of its own
+        return defines(name) or name in names().own
+
+    def what_of(i: int, what: str) -> str:
+        return f"{what} (through the macro {origin[i]})" if i in origin else what
+
     labels: Optional[dict[str, str]] = None
     found: list[Found] = []
     resume = 0  # the end of the last qualified name: its parts are not visited again
-    puncts = source.by_text["punct"]
-    # every case below is an identifier followed by `::` or `(`: only those are visited
-    for i in sorted({k - 1 for k in chained(puncts.get("(", ()), puncts.get("::", ()))}):
-        if i < resume:
+    puncts = index["punct"]
+    skip = {k for a, b in skipped for k in range(a, b)}
+    visit = chained(puncts.get("(", ()), puncts.get("::", ()), puncts.get("<", ()) if scoped else ())
+    # every case below is an identifier followed by `::`, `(` or `<`: only those are visited
+    for i in sorted({k - 1 for k in visit}):
+        if i < resume or i in skip or i < 0:
             continue
         tok = tokens[i]
         if tok.kind != "ident":
             continue
         prev = tokens[i - 1].text if i else ""
-        # qualified call: at::matmul(  torch::nn::functional::linear(  at::_ops::mm::call(
-        if prev != "::" and i + 1 < n and tokens[i + 1].text == "::":
-            chain, j = name_chain(tokens, i)
-            if chain[0] in aliases:  # namespace F = torch::nn::functional; F::linear(...)
-                chain = aliases[chain[0]] + chain[1:]
-            elif opened and chain[0] in _ATEN_INNER and chain[0] not in own_namespaces:
+        if i + 1 < n and tokens[i + 1].text == "::" and is_global(tokens, i + 1):
+            continue  # `return ::at::mm(`: the keyword is no part of the name
+        glob = prev == "::" and is_global(tokens, i - 1)
+        # qualified call: at::matmul(  ::at::mm(  torch::nn::functional::linear(  at::_ops::mm::call(
+        if (prev != "::" or glob) and i + 1 < n and tokens[i + 1].text == "::":
+            raw_chain, j = name_chain(tokens, i)
+            chain = list(names().qualify(raw_chain)) if scoped else raw_chain
+            if scoped and not glob and chain == raw_chain:
                 # using namespace at::native; cpublas::gemm(...) (a namespace of the source's own is its own)
-                chain = next((ns + chain for ns in opened if ops.cpp_is_compute(ns + chain)), chain)
+                chain = list(names().opened_inner(i, chain) or chain)
             if len(chain) == 3 and chain[:2] == ["torch", "nn"] and _is_layer(chain[2]):
                 # `torch::nn::Linear lin(...)`, `torch::nn::Conv2d{...}`: a libtorch layer, whose
                 # forward is ATen's (`lin->forward(x)` is a method call on a module object)
-                found.append(("cpp", "::".join(chain), tok.offset, chain[2].lower()))
+                found.append(("cpp", what_of(i, "::".join(chain)), tok.offset, chain[2].lower()))
+                resume = j
+                continue
+            if chain[:2] == ["torch", "jit"] and chain[-1] in _SCRIPT_TYPES:
+                found.append(("cpp", what_of(i, "::".join(chain)), tok.offset, "torchscript"))
                 resume = j
                 continue
             after = _skip_template(tokens, j)  # at::cuda::blas::gemm<float>(...)
             called = after < n and tokens[after].text == "("
-            # `&at::addmm`, `auto f = at::relu_;`: a pointer to ATen is ATen doing the work
-            if (called or is_reference([t.text for t in tokens[max(0, i - 3):i]], tokens[j].text if j < n else "")) \
-                    and ops.cpp_is_compute(chain):
+            before = [t.text for t in tokens[max(0, i - (4 if glob else 3)):i - (1 if glob else 0)]]
+            nxt = tokens[j].text if j < n else ""
+            # `&at::addmm`, `auto f = at::relu_;`, `contract<at::_ops::mm>(...)`: a pointer to ATen, or
+            # ATen's op as a template argument, is ATen doing the work
+            if (called or is_reference(before, nxt) or _template_argument(before, nxt)) and ops.cpp_is_compute(chain):
                 what, op = "::".join(chain), _op_name(chain[-1])
                 if len(chain) > 2 and chain[1] == "_ops":
                     what, op = "::".join(chain[:3]), chain[2]
                 elif chain[:2] == ["torch", "jit"]:
                     op = "torchscript"  # the script's ops, which the source does not spell
-                found.append(("cpp", what if called else f"&{what}" if prev == "&" else what, tok.offset, op))
+                what = what if called else f"&{what}" if before[-1:] == ["&"] else what
+                found.append(("cpp", what_of(i, what), tok.offset, op))
             resume = j
             continue
-        nxt = tokens[i + 1].text if i + 1 < n else ""
+        if prev in ("::", ".", "->") and not (prev in (".", "->") and i + 1 < n and tokens[i + 1].text == "("):
+            continue
+        after = _skip_template(tokens, i + 1) if scoped else i + 1
+        nxt = tokens[after].text if after < n else ""
         if labels is None:
             labels = asm_labels(source) if ("asm" in idents or "__asm__" in idents) else {}
-        if nxt == "(" and prev not in ("::", ".", "->") and tok.text in labels and ops.vendor_call(labels[tok.text]):
+        if nxt == "(" and prev not in (".", "->") and tok.text in labels and ops.vendor_call(labels[tok.text]):
             # `void mix(...) __asm__("s" "gemm_")`: a name of the source's bound to a vendor symbol
             found.append(("vendor", f"{tok.text} (bound to {labels[tok.text]})", tok.offset, labels[tok.text]))
             continue
-        if nxt == "(" and prev not in ("::", ".", "->") and ops.vendor_call(tok.text):
-            if ops.vendor_by_name(tok.text):  # `sgemm_`: a BLAS routine unless the source defines one
-                if defined is None:
-                    defined = {fn.name for fn in functions_of(source)}
-                if tok.text in defined:
-                    continue
-            found.append(("vendor", tok.text, tok.offset, tok.text))
+        if nxt == "(" and prev not in (".", "->") and ops.vendor_call(tok.text):
+            if ops.vendor_by_name(tok.text) and defines(tok.text):
+                continue  # `sgemm_`: a BLAS routine unless the source defines one
+            found.append(("vendor", what_of(i, tok.text), tok.offset, tok.text))
         elif nxt == "(" and prev in (".", "->") and ops.method_is_compute(tok.text) and not in_device(i):
-            found.append(("cpp", f"Tensor::{tok.text}", tok.offset, tok.text))
-        elif unqualified and nxt == "(" and prev not in (".", "->", "::") and (prev == "return" or tokens[i - 1].kind != "ident") \
-                and ("*" in unqualified or tok.text in unqualified) and ops.method_is_compute(tok.text):
-            if defined is None:  # a function of the source's own with that name is not ATen's
-                defined = {fn.name for fn in functions_of(source)}
-            if tok.text not in defined and not in_device(i):
-                found.append(("cpp", f"at::{tok.text}", tok.offset, tok.text))
-    found += macro_reach(source, ops) + dispatcher_reach(source)
+            found.append(("cpp", what_of(i, f"Tensor::{tok.text}"), tok.offset, tok.text))
+        elif nxt == "(" and prev not in (".", "->") and (prev == "return" or tokens[i - 1].kind != "ident"):
+            hit = _unqualified(names, i, after, ops, own) if (scoped or ops.method_is_compute(tok.text)
+                                                              or ops.is_heavy(tok.text)) else None
+            if hit is not None and not in_device(i):
+                found.append(("cpp", what_of(i, "::".join(hit)), tok.offset, _op_name(hit[-1])))
+    found += _vendor_pointers(tokens, idents, ops) + dispatcher_reach(source) + interop_reach(source, ops)
     return has_kernel, found
+
+
+def _template_argument(before: list[str], after: str) -> bool:
+    """`contract<at::_ops::mm>(a, b)`: a name as a template's argument."""
+    return len(before) > 1 and before[-1] == "<" and after in (">", ">>", ",") and \
+        (before[-2][:1].isalnum() or before[-2][:1] == "_")
+
+
+def _unqualified(names: Callable[[], Names], i: int, open_: int, ops: TorchOps,
+                 own: Callable[[str], bool]) -> Optional[tuple[str, ...]]:
+    """What an unqualified call `name(...)` at token i resolves to when that is ATen's: a
+    `using` declaration or directive in force there, or argument-dependent lookup (an ATen
+    compute op, called with a tensor argument, that the source does not declare itself)."""
+    table = names()
+    name = table.tokens[i].text
+    if own(name):
+        return None
+    tensor: Optional[bool] = None
+    visible = table.visible(i, name)
+    if not ops.method_is_compute(name) and any(chain[0] not in ops.cpp_roots and chain[0] != "std"
+                                               and chain[-2] not in table.own for chain in visible):
+        return None  # `using namespace cute;` too, and `gemm` is no ATen op: CuTe's, as far as can be told
+    for chain in visible:
+        if not ops.cpp_is_compute(list(chain)):
+            continue
+        if len(chain) == 2 and chain[0] in ops.cpp_roots:
+            # the whole namespace: `using namespace at;` is common for its types and allocators
+            if not (ops.method_is_compute(name) or ops.is_heavy(name)):
+                continue
+            if name in _SCALAR_NAMES:
+                tensor = table.tensor_argument(open_, ops.method_returns_tensor) if tensor is None else tensor
+                if not tensor:
+                    continue
+        return chain
+    if (ops.method_is_compute(name) or ops.is_heavy(name)) and table.tensor_argument(open_, ops.method_returns_tensor):
+        return ("at", name)  # found by argument-dependent lookup in namespace at
+    return None
+
+
+def _vendor_pointers(tokens: list[Token], idents: dict[str, list[int]], ops: TorchOps) -> list[Found]:
+    """`&cublasSgemm_v2`, `auto g = cublasSgemm_v2;`: a vendor routine reached through a pointer."""
+    out: list[Found] = []
+    for name, where in idents.items():
+        if not name.startswith(ops.vendor_prefixes) or not ops.vendor_call(name):
+            continue
+        for i in where:
+            after = tokens[i + 1].text if i + 1 < len(tokens) else ""
+            before = [t.text for t in tokens[max(0, i - 3):i]]
+            if after != "(" and before[-1:] not in (["::"], ["."], ["->"]) and is_reference(before, after):
+                out.append(("vendor", f"&{name}" if before[-1:] == ["&"] else name, tokens[i].offset, name))
+    return out

@@ -11,7 +11,11 @@ import libcst as cst
 from gatekeeper.analyses.torch_usage_model import (
     CONTAINER_CLASSES, PY_BUILTINS, PY_COMPUTE, is_container, receiver_key,
 )
+from gatekeeper.static.names import string_value
 from gatekeeper.static.syntax import is_self_attr
+
+# torch functions that return an operator's callable from its name
+_OP_LOOKUPS = frozenset({"torch._C._get_operation_overload", "torch._C._jit_get_operation"})
 
 
 # Callables that take a function without calling it on tensors: type checks, introspection,
@@ -145,6 +149,14 @@ class TorchCalls:
             else:
                 self._kernel(node, qual)
             return
+        if qual in _OP_LOOKUPS and node.args:
+            # `torch._C._get_operation_overload("aten::mm", "")`: the op named by the string, as
+            # `torch.ops.aten.mm` is (red team round 10)
+            name = string_value(node.args[0].value) or ""
+            if name.count("::") == 1 and name.split("::")[0] in ops.op_namespaces:
+                ns, op = name.split("::")
+                self._use("aten", f"torch.ops.{ns}.{op.split('.')[0]}", node, op=op.split(".")[0])
+                return
         parts = qual.split(".")
         k = next((i for i, p in enumerate(parts) if p[:1].isupper()), None)
         if k is None:
