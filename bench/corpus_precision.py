@@ -74,7 +74,8 @@ def check_one(args: tuple[str, str, str]) -> dict:
         for f in report.findings
         if f.severity.value == "error"
     ]
-    return {"path": path, "verdict": report.verdict.value, "errors": errors}
+    warnings = sorted({f.rule for f in report.findings if f.severity.value == "warning"})
+    return {"path": path, "verdict": report.verdict.value, "errors": errors, "warnings": warnings}
 
 
 def table(results: list[dict], meta: dict[str, dict]) -> str:
