@@ -145,6 +145,10 @@ def test_scan_resolves_the_spelling(src, what):
     "void g() { using namespace at; } at::Tensor f(at::Tensor a) { return relu_kernel(a); }",
     # allocation, metadata and streams through aliases and leading colons
     "namespace A = ::at; at::Tensor f(at::Tensor a) { auto s = ::at::cuda::getCurrentCUDAStream(); return A::empty_like(a); }",
+    # a size read from a tensor is an int: std's min, not ATen's (corpus, opus4 level3 43_s0)
+    "using namespace torch; void f(torch::Tensor q) { const auto T = q.size(2); int t = min(256, T); }",
+    # a variable named after the library is not a routine taken by address (qwencoder level2 65_s0)
+    "void f() { cublasHandle_t cublas_handle; cublasCreate(&cublas_handle); }",
 ])
 def test_honest_spellings_stay_clean(src):
     assert _scan(src) == []

@@ -273,12 +273,15 @@ def _unqualified(names: Callable[[], Names], i: int, open_: int, ops: TorchOps,
     return None
 
 
+_VENDOR_ROUTINE = re.compile(r"(?:cublasLt|cublas|cudnn|cufft|cusparse|cusolver(?:Dn|Sp)?|curand|cutensor|nccl)[A-Z]")
+
+
 def _vendor_pointers(tokens: list[Token], idents: dict[str, list[int]], ops: TorchOps) -> list[Found]:
     """`&cublasSgemm_v2`, `auto g = cublasSgemm_v2;`: a vendor routine reached through a pointer."""
     out: list[Found] = []
     for name, where in idents.items():
-        if not name.startswith(ops.vendor_prefixes) or not ops.vendor_call(name):
-            continue
+        if not name.startswith(ops.vendor_prefixes) or not ops.vendor_call(name) or not _VENDOR_ROUTINE.match(name):
+            continue  # `cublasCreate(&cublas_handle)`: a variable named after the library, not a routine
         for i in where:
             after = tokens[i + 1].text if i + 1 < len(tokens) else ""
             before = [t.text for t in tokens[max(0, i - 3):i]]

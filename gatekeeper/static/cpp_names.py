@@ -302,13 +302,13 @@ class Names:
         name declared `Tensor`/`at::Tensor`/`torch::Tensor` (a parameter or a local of the
         enclosing function) or `auto x = at::...`/`torch::...`, passed as is or through a
         view or cast method (`a.t()`, `b.contiguous()`)."""
-        tensors = self._tensor_names(open_)
+        tensors = self._tensor_names(open_, returns_tensor)
         for arg in split_args(self.tokens, open_):
             if arg and arg[0] in tensors and (len(arg) == 1 or (len(arg) > 2 and arg[1] == "." and returns_tensor(arg[2]))):
                 return True
         return False
 
-    def _tensor_names(self, before: int) -> set[str]:
+    def _tensor_names(self, before: int, returns_tensor: Callable[[str], bool]) -> set[str]:
         toks = self.tokens
         start = max(0, before - 4000)  # the enclosing function, roughly: a bounded look back
         names: set[str] = set()
@@ -322,6 +322,11 @@ class Names:
                     names.add(toks[j].text)
             elif text == "auto" and k + 3 < before and toks[k + 2].text == "=":
                 nxt = toks[k + 3].text
-                if nxt in ("at", "torch") or (nxt == "::" and toks[k + 4].text in ("at", "torch")) or nxt in names:
+                after = [t.text for t in toks[k + 4:k + 6]]
+                if nxt in names:  # `auto y = x;`, `auto y = x.t();`, not `auto n = x.size(0);`
+                    if after[:1] == [";"] or (after[:1] == ["."] and len(after) > 1 and returns_tensor(after[1])):
+                        names.add(toks[k + 1].text)
+                elif (nxt in ("at", "torch") or (nxt == "::" and toks[k + 4].text in ("at", "torch"))) \
+                        and "cuda" not in after:  # `at::cuda::getCurrentCUDAStream()` is a stream
                     names.add(toks[k + 1].text)
         return names
