@@ -7,7 +7,7 @@ import libcst as cst
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.python_stream_exprs import (
     capture_stream_argument, creation_target, is_current_stream, is_stream_parameter, is_stream_reference,
-    is_join, module_streams, stream_identity,
+    is_join, module_streams, stream_identity, wraps_current_stream,
 )
 from gatekeeper.analyses.stream_joins import (
     DEVICE_SYNC, JOIN_METHODS, STREAM_CTORS, STREAM_SWITCHES, Path, StreamFrame, StreamUse, branch_path,
@@ -328,7 +328,7 @@ class SideStreamInPython(Rule):
             return
         if qual in DEVICE_SYNC:
             self.frames[-1].joins.append((self._tick(), branch_path(self.ctx, node)))
-        elif qual in STREAM_CTORS:
+        elif qual in STREAM_CTORS and not wraps_current_stream(self.ctx, node):
             identity = creation_target(self.ctx, node)
             self._add_use(node, "create", identity)
             if identity is not None:
@@ -360,7 +360,8 @@ class SideStreamInPython(Rule):
             identity = self._stream_identity(item.item)
             if identity is not None:
                 self.with_uses.setdefault(id(node), []).append(StreamUse(item.item, 0, "switch", identity))
-            elif type(item.item) is cst.Call and self.ctx.qualname(item.item.func) in STREAM_CTORS:
+            elif type(item.item) is cst.Call and self.ctx.qualname(item.item.func) in STREAM_CTORS \
+                    and not wraps_current_stream(self.ctx, item.item):
                 self.with_uses.setdefault(id(node), []).append(StreamUse(item.item, 0, "switch", None))
 
     def leave_With(self, node: cst.With) -> None:

@@ -34,6 +34,24 @@ def is_current_stream(ctx: FileContext, expr: Optional[cst.BaseExpression]) -> b
     return False
 
 
+_EXTERNAL = frozenset({"torch.cuda.ExternalStream", "torch.cuda.streams.ExternalStream", "cupy.cuda.ExternalStream"})
+_HANDLES = frozenset({"cuda_stream", "ptr", "stream_id"})
+
+
+def wraps_current_stream(ctx: FileContext, call: cst.Call) -> bool:
+    """`cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)`: a wrapper of the
+    caller's current stream (how CuPy or another library is made to launch on torch's
+    stream), not a side stream."""
+    if ctx.qualname(call.func) not in _EXTERNAL or not call.args:
+        return False
+    handle = call.args[0].value
+    if type(handle) is cst.Name:  # `h = torch.cuda.current_stream().cuda_stream`
+        binding = ctx.resolver.lookup(handle.value)
+        handle = binding.value if binding is not None and binding.value is not None else handle
+    return type(handle) is cst.Attribute and handle.attr.value in _HANDLES and \
+        is_current_stream(ctx, handle.value) and handle.value is not None
+
+
 def is_stream_parameter(ctx: FileContext, expr: Optional[cst.BaseExpression]) -> bool:
     """A stream that arrives as a parameter is the caller's: judged where it is created."""
     if type(expr) is not cst.Name:

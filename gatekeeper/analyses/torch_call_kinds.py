@@ -106,9 +106,15 @@ class TorchCalls:
 
     def _tensor_data(self, expr: cst.BaseExpression) -> bool:
         """A tensor, or its data as an array (`x.numpy()`, `x.cpu().detach().numpy()`)."""
-        while type(expr) is cst.Call and type(expr.func) is cst.Attribute \
-                and expr.func.attr.value in ("numpy", "cpu", "detach", "contiguous", "float", "double"):
-            expr = expr.func.value
+        for _ in range(8):
+            if type(expr) is cst.Call and type(expr.func) is cst.Attribute \
+                    and expr.func.attr.value in ("numpy", "cpu", "detach", "contiguous", "float", "double"):
+                expr = expr.func.value
+            elif type(expr) is cst.Call and expr.args and (self.ctx.qualname(expr.func) or "").rsplit(".", 1)[-1] \
+                    in _WRAPS and (self.ctx.qualname(expr.func) or "").split(".", 1)[0] in _ARRAY_LIBRARIES:
+                expr = expr.args[0].value  # `cupy.asarray(x)`, `jax.dlpack.from_dlpack(x)`: the tensor's data
+            else:
+                break
         return self.tensorish(expr)
 
     def _python_compute(self, node: cst.Call, qual: str) -> None:
@@ -119,11 +125,16 @@ class TorchCalls:
             if last in ("reduce", "einsum", "contract", "repeat"):
                 self._use("function", qual, node, op="einsum" if "einsum" in last or last == "contract" else last)
             return
-        if root == "numpy":
-            # numpy handed a tensor's data computes on the CPU instead of the submission's kernel
-            # (`np.mean(x.numpy(), axis=0)`); wrapping, copying or asking about it does not
-            if last.split(".", 1)[0] not in _NUMPY_NOT_COMPUTE and any(self._tensor_data(a.value) for a in node.args):
-                self._use("function", qual, node, op=last.rsplit(".", 1)[-1])
+        if root in _ARRAY_LIBRARIES:
+            # numpy handed a tensor's data computes on the CPU, CuPy or JAX on the GPU (cuBLAS and
+            # their own library kernels), instead of the submission's kernel (`np.mean(x.numpy(),
+            # axis=0)`, `cupy.matmul(cupy.asarray(a), cupy.asarray(b))`); wrapping, copying,
+            # asking about it, streams and the libraries' JIT kernels (the submission's own) do not
+            parts = last.split(".")
+            if parts[0] in _ARRAY_NOT_COMPUTE or parts[-1] in _ARRAY_NOT_COMPUTE:
+                return
+            if any(self._tensor_data(a.value) for a in node.args):
+                self._use("function", qual, node, op=parts[-1])
             return
         if qual == "functools.reduce":
             # `reduce(operator.add, x.unbind(0))`: the operator's arithmetic on each element
@@ -283,10 +294,17 @@ class TorchCalls:
     # C++ ------------------------------------------------------------------------------
 
 
-# numpy functions that wrap, copy, allocate or describe an array without computing on it.
-_NUMPY_NOT_COMPUTE = frozenset({
+_ARRAY_LIBRARIES = ("numpy", "cupy", "cupyx", "jax", "dpnp")
+# functions that hand a tensor's memory to an array library as it is
+_WRAPS = frozenset({"asarray", "array", "from_dlpack", "ascontiguousarray", "asanyarray", "fromDlpack"})
+# numpy / CuPy / JAX functions and modules that wrap, copy, allocate or describe an array
+# without computing on it, and the libraries' kernel builders and streams.
+_ARRAY_NOT_COMPUTE = frozenset({
     "asarray", "array", "ascontiguousarray", "asanyarray", "copy", "frombuffer", "empty", "empty_like",
     "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "shape", "ndim", "size", "dtype",
     "result_type", "can_cast", "iinfo", "finfo", "save", "savez", "load", "isfinite", "isnan", "isinf",
     "allclose", "array_equal", "testing", "random", "reshape", "ravel", "transpose", "squeeze", "expand_dims",
+    "from_dlpack", "fromDlpack", "to_dlpack", "toDlpack", "dlpack", "asnumpy", "cuda", "RawKernel", "RawModule",
+    "ElementwiseKernel", "ReductionKernel", "fuse", "jit", "get_array_module", "device_put", "block_until_ready",
+    "get_default_memory_pool", "memory", "_core", "view", "broadcast_to",
 })

@@ -191,8 +191,9 @@ class TorchFallbackRule(Rule):
             # the count of other layers is prose, so it sits outside the quoted `{what}`
             more = f" (and {use.more_layers} more torch.nn layer{'s' if use.more_layers > 1 else ''})" if use.more_layers else ""
             message = self.message.format(what=use.qual, op=use.op, why=why, more=more)
-            if use.qual.startswith("numpy."):  # the library that computes it is numpy, not torch
-                message = message.replace("so torch computes", "so numpy computes", 1)
+            library = use.qual.split(".", 1)[0]
+            if library in ("numpy", "cupy", "cupyx", "jax", "dpnp"):  # the library that computes it is not torch
+                message = message.replace("so torch computes", f"so {library} computes", 1)
             hint = self.hint
             evidence = {"op": use.op, "call": use.qual, "heavy": use.heavy, "function": use.function}
             if use.cpp is not None:

@@ -209,7 +209,8 @@ class TorchUsage(TorchCalls, TensorValues):
             if name and self.ops.method_is_compute(name):
                 self._use("method", f"Tensor.{name}", node, op=name, deferred=True)
             return
-        if qual is not None and qual.startswith(("builtins.", "operator.", "einops.", "opt_einsum.", "functools.reduce", "numpy.")):
+        if qual is not None and qual.startswith(("builtins.", "operator.", "einops.", "opt_einsum.", "functools.reduce", "numpy.",
+                                                     "cupy.", "cupyx.", "jax.", "dpnp.")):
             self._python_compute(node, qual)
             return
         if qual is not None and qual.startswith("torch."):
