@@ -47,3 +47,48 @@ def test_an_objects_own_dict_is_not_torch():
             '        s = vars(self)["scale"] * self.__dict__["scale"]\n'
             '        return _ext.relu_(a)\n')
     assert not _torch_rules(body) & {"GK301", "GK303"}
+
+
+FX_GRAPH = '''
+import torch
+import torch.fx as fx
+g = fx.Graph()
+a_, b_ = g.placeholder("a"), g.placeholder("b")
+g.output(g.call_function({op}, (a_, b_)))
+_gm = fx.GraphModule(torch.nn.Module(), g)
+class ModelNew(torch.nn.Module):
+    def forward(self, a, b):
+        return _gm(a, b)
+'''
+
+
+def test_an_aten_op_handed_to_an_fx_graph_is_torch_doing_the_work():
+    report = gatekeeper.check_static(FX_GRAPH.format(op="torch.ops.aten.mm.default"), MATMUL)
+    assert any(f.rule == "GK305" and f.severity.value == "error" for f in report.findings)
+
+
+def test_an_own_op_handed_to_an_fx_graph_is_not_aten():
+    report = gatekeeper.check_static(FX_GRAPH.format(op="torch.ops.gk_own.mm.default"), MATMUL)
+    assert not any(f.rule == "GK305" for f in report.findings)
+
+
+CUPY = '''
+import cupy
+class ModelNew(torch.nn.Module):
+    def forward(self, a, b):
+        {body}
+'''
+
+
+def test_cupy_computing_on_a_tensors_memory_is_a_library_doing_the_work():
+    body = "return torch.as_tensor(cupy.matmul(cupy.asarray(a), cupy.from_dlpack(b)), device=a.device)"
+    report = gatekeeper.check_static(HEADER + CUPY.format(body=body), MATMUL)
+    found = [f for f in report.findings if f.rule == "GK301"]
+    assert found and "so cupy computes" in found[0].message
+
+
+def test_cupy_wrapping_memory_and_streams_computes_nothing():
+    body = ("s = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)\n"
+            "        A = cupy.asarray(a)\n        return _ext.relu_(a)")
+    report = gatekeeper.check_static(HEADER + CUPY.format(body=body), MATMUL)
+    assert not any(f.rule in ("GK301", "GK500") for f in report.findings)

@@ -78,6 +78,12 @@ class TorchCalls:
             target = self.ctx.qualname(value) or ""
             if not target.startswith("torch."):
                 continue
+            namespace = self.ops.torch_op_namespace(target)
+            if namespace is not None:  # `g.call_function(torch.ops.aten.mm.default, ...)` (an fx graph)
+                ns, aten_op = namespace
+                if ns in self.ops.op_namespaces and (self.ops.method_is_compute(aten_op) or self.ops.is_heavy(aten_op)):
+                    self._use("aten", target, value, op=aten_op, deferred=True)
+                continue
             parts = target.split(".")
             op = parts[-1]
             # a name torch computes with (a tensor method's name, or a heavy op), never a dtype
