@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.cpp_output_memo import persistent_names
-from gatekeeper.analyses.cpp_static_structs import member_returns, persistent_structs, tensor_structs
+from gatekeeper.analyses.cpp_static_replay import fill_reads_an_input, replays, writes_outside_fill
+from gatekeeper.analyses.cpp_static_structs import member_returns, member_target, persistent_structs, tensor_structs
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
@@ -19,7 +20,10 @@ class ReturnsStaticTensorFromExtension(Rule):
     checkers do not look. Every call returns the same storage. The same holds for an entry
     of a `static` table of tensors (keyed on a pointer or on a fingerprint of sampled
     elements) returned directly or as a copy (`auto hit = table.find(key); ... return
-    hit->second.clone();`): a result memo in C++.
+    hit->second.clone();`): a result memo in C++. So is a static that nothing writes but its
+    fill under `if (!last.defined())`, copied into fresh storage on every call
+    (`y.copy_(last)`, `cudaMemcpy(y.data_ptr(), last.data_ptr(), ...)`), and a tensor member of
+    a struct in static storage (`static Cache& cache()`, then `return c.out;`).
 
     A static output that this call hands to a kernel or writes in place before returning
     it (`k<<<...>>>(x.data_ptr<float>(), out.data_ptr<float>()); return out;`) is output
@@ -50,6 +54,9 @@ class ReturnsStaticTensorFromExtension(Rule):
             "unless this call rewrote it, the contents stored by an earlier call are handed back.")
     entry = ("The extension returns `{expr}`, an entry of `{name}`, a table in static storage (`static`, `thread_local` or namespace scope) that survives between calls: "
              "a result stored by an earlier call is handed back without computing.")
+    replayed = ("The extension copies `{name}` into other storage (`{how}`), and `{name}` is a tensor in static storage "
+                "that nothing writes except its fill under `if (...)`: the kernel runs on the first call, and every "
+                "later call hands back a copy of the first call's result.")
     hint = "Allocate the output inside the function on every call (`auto out = torch::empty_like(x);`) and return that; keep only scratch buffers static."
 
     VALID = [
@@ -213,6 +220,7 @@ class ReturnsStaticTensorFromExtension(Rule):
                 j += 1
         _namespace_scope_tensors(source, statics, plain)
         self._struct_members(source)
+        self._stale_replays(source, plain)
         if not statics:
             return
         for fn in source.functions:
@@ -250,6 +258,25 @@ class ReturnsStaticTensorFromExtension(Rule):
                     self.report_cpp(source, tokens[k].offset, self.entry.format(expr=expr, name=table),
                                     evidence={"static": table, "returns": expr})
 
+
+    def _stale_replays(self, source: CppSource, plain: set[str]) -> None:
+        """A static tensor (or a static struct's tensor member) that only its fill writes,
+        copied into the output (`y.copy_(last)`): the first call's result in fresh storage."""
+        tokens = source.tokens
+        targets = [(name, lambda i, name=name: tokens[i].text == name and tokens[i - 1].text not in (".", "->", "::"))
+                   for name in sorted(plain)]
+        structs = tensor_structs(source)
+        persistent = persistent_structs(source, structs) if structs else {}
+        targets += [(f"<static struct>.{member}", is_target) for member, is_target in member_target(source, persistent, structs)]
+        for name, is_target in targets:
+            if writes_outside_fill(tokens, source.functions, is_target):
+                continue  # refreshed on every call: a staging copy
+            certain = fill_reads_an_input(tokens, source.functions, is_target)
+            for replay in replays(tokens, source.functions, is_target, name):
+                self.report_cpp(source, tokens[replay.index].offset, self.replayed.format(name=name, how=replay.how),
+                                evidence={"static": name, "replay": replay.how},
+                                confidence=Confidence.CERTAIN if certain else Confidence.LIKELY)
+                break
 
     def _struct_members(self, source: CppSource) -> None:
         """`return c.out;` where `c` is a struct in static storage (or a getter's reference to

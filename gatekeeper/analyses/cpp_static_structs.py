@@ -146,3 +146,24 @@ def member_returns(source: CppSource, fn, persistent: dict[str, str],  # type: i
             yield MemberReturn(k, origin, member, j + 2, "")
         elif tokens[j + 3].text == "." and j + 4 < fn.body_end and tokens[j + 4].text in _COPIES:
             yield MemberReturn(k, origin, member, j + 2, tokens[j + 4].text)
+
+
+def member_target(source: CppSource, persistent: dict[str, str], structs: dict[str, set[str]]):  # type: ignore[no-untyped-def]
+    """(member name, is_target) for each tensor member of a persistent struct: `is_target(i)`
+    says whether token i is that member read through the struct (`c.out`, `cache().out`,
+    `g->out`), with `c` any local bound to it in the sources."""
+    tokens = source.tokens
+    bases = set(persistent)
+    for k in source.by_text["punct"].get("=", ()):
+        if 1 < k < len(tokens) - 2 and tokens[k - 1].kind == "ident" and tokens[k - 2].text in ("&", "*"):
+            rhs = tokens[k + 2].text if tokens[k + 1].text in ("&", "*") else tokens[k + 1].text
+            if rhs in persistent:
+                bases.add(tokens[k - 1].text)
+    members = {m for name in persistent for m in structs.get(persistent[name], ())}
+    for member in sorted(members):
+        def is_target(i: int, member: str = member) -> bool:
+            if tokens[i].text != member or i < 2 or tokens[i - 1].text not in (".", "->"):
+                return False
+            base = tokens[i - 2].text
+            return base in bases or (base == ")" and i >= 4 and tokens[i - 3].text == "(" and tokens[i - 4].text in bases)
+        yield member, is_target
