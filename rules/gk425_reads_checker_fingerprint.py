@@ -41,6 +41,9 @@ WHAT: dict[str, str] = {
     "torch.is_deterministic_algorithms_warn_only_enabled": _DETERMINISM,
     "torch._C._get_deterministic_algorithms": _DETERMINISM,
     "torch._C._get_deterministic_algorithms_warn_only": _DETERMINISM,
+    "torch.get_deterministic_debug_mode": _DETERMINISM, "torch._C._get_deterministic_debug_mode": _DETERMINISM,
+    "torch.utils.deterministic.fill_uninitialized_memory": _DETERMINISM,
+    "torch._C._get_deterministic_fill_uninitialized_memory": _DETERMINISM,
     "torch.utils._python_dispatch._get_current_dispatch_mode": _DISPATCH,
     "torch.utils._python_dispatch._get_current_dispatch_mode_stack": _DISPATCH,
     "torch.utils._python_dispatch.is_in_torch_dispatch_mode": _DISPATCH,
@@ -63,6 +66,7 @@ CPP_WHAT: dict[str, str] = {
     "PyEval_GetProfile": _HOOK, "PyEval_GetTrace": _HOOK,  # hypothetical spellings, cheap to list
     "Py_IsolatedFlag": _INTERPRETER, "Py_GETENV": _INTERPRETER,
     "deterministicAlgorithms": _DETERMINISM, "deterministicAlgorithmsWarnOnly": _DETERMINISM,
+    "deterministicFillUninitializedMemory": _DETERMINISM, "deterministicCuDNN": _DETERMINISM,
     "dispatch_mode_enabled": _DISPATCH,
     "SIGPROF": _SAMPLER, "ITIMER_PROF": _SAMPLER, "ITIMER_VIRTUAL": _SAMPLER, "SIGVTALRM": _SAMPLER,
     "getitimer": _TIMERS, "setitimer": _TIMERS,
