@@ -240,7 +240,8 @@ class ReplaysGraphWithoutFreshInputs(Rule):
         positional = [p.name.value for p in (*ps.posonly_params, *ps.params) if p.name.value != "self"]
         star = ps.star_arg.name.value if isinstance(ps.star_arg, cst.Param) else None
         self.frames.append({"params": set(params), "sources": [], "ptrs": [], "ids": set(), "replays": [],
-                            "assigns": [], "calls": [], "positional": positional, "star": star})
+                            "assigns": [], "calls": [], "positional": positional, "star": star,
+                            "capture_ifs": set(), "source_ifs": {}})
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         frame = self.frames.pop()
@@ -253,6 +254,7 @@ class ReplaysGraphWithoutFreshInputs(Rule):
                 self.identity_helpers[node.name.value] = keyed
         if node.name.value != "forward" or not frame["replays"]:
             return
+        _drop_capture_only_copies(self.ctx, frame)
         inputs = fresh_inputs(frame)
         # a graph keyed on the live input's address replays on it: it recomputes
         if any(not content_roots(expr).isdisjoint(inputs) for expr in (*frame["sources"], *frame["ptrs"])):
@@ -264,6 +266,9 @@ class ReplaysGraphWithoutFreshInputs(Rule):
                                  frame["calls"], inputs, frame["params"]))
 
     def visit_With(self, node: cst.With) -> None:
+        if self.frames and any(type(i.item) is cst.Call and self.ctx.qualname(i.item.func) == "torch.cuda.graph"
+                               for i in node.items):
+            self.frames[-1]["capture_ifs"].update(_enclosing_ifs(self.ctx, node))
         if self.live_capture or not self.frames:
             return
         if any(type(i.item) is cst.Call and self.ctx.qualname(i.item.func) == "torch.cuda.graph" for i in node.items):
@@ -317,9 +322,14 @@ class ReplaysGraphWithoutFreshInputs(Rule):
             frame["calls"].append((method, node))  # a method of the file's own: a helper, maybe
         if method == "replay" and not node.args:
             frame["replays"].append(node)
-        elif method in ("copy_", "set_", "index_copy_", "_foreach_copy_"):  # what the copied values are computed from
+        # what the copied values are computed from; not `set_`, which points the tensor object at other
+        # storage while the graph keeps reading the storage it captured (red team round 11)
+        elif method in ("copy_", "index_copy_", "_foreach_copy_"):
             if not empty_subscript(node.func.value):  # `sx[:0].copy_(x[:0])` copies nothing
-                frame["sources"].extend(a.value for a in node.args if not empty_subscript(a.value))
+                copied = [a.value for a in node.args if not empty_subscript(a.value)]
+                frame["sources"].extend(copied)
+                for value in copied:
+                    frame["source_ifs"][id(value)] = _enclosing_ifs(self.ctx, node)
         elif method == "data_ptr":  # `x.data_ptr()`, `a.data_ptr()` for a in the inputs, `x.contiguous().data_ptr()`
             frame["ptrs"].append(node.func.value)
 
@@ -370,3 +380,25 @@ def _identity_roots(frame: dict) -> set[str]:
 
 _HANDLERS = ("visit_FunctionDef", "leave_FunctionDef", "visit_With", "visit_Comparison", "visit_Call", "visit_Assign",
              "visit_AnnAssign", "visit_For", "visit_CompFor", "visit_NamedExpr", "visit_WithItem", "finish")
+
+
+def _enclosing_ifs(ctx, node: cst.CSTNode) -> list[int]:  # type: ignore[no-untyped-def]
+    """The ids of the `if` statements around a node, innermost first, up to its function."""
+    out, current = [], ctx.parent(node)
+    while current is not None and type(current) is not cst.FunctionDef:
+        if type(current) is cst.If:
+            out.append(id(current))
+        current = ctx.parent(current)
+    return out
+
+
+def _drop_capture_only_copies(ctx, frame: dict) -> None:  # type: ignore[no-untyped-def]
+    """A copy into the graph's input made only in the branch that captures it (`if entry is None:
+    ...; sx.copy_(x); capture`) feeds the first replay only: a replay outside that branch reads
+    the first call's input again (red team round 11)."""
+    if not frame["capture_ifs"]:
+        return
+    replay_ifs = {i for replay in frame["replays"] for i in _enclosing_ifs(ctx, replay)}
+    capture_only = frame["capture_ifs"] - replay_ifs
+    frame["sources"] = [expr for expr in frame["sources"]
+                        if capture_only.isdisjoint(frame["source_ifs"].get(id(expr), ()))]

@@ -17,6 +17,10 @@ import libcst as cst
 # Calls that return torch's module for a device (torch.cuda where the benchmark runs).
 _DEVICE_MODULE_GETTERS = frozenset({"torch.get_device_module", "torch._utils._get_device_module"})
 
+# what a torch call returns, for `type(...)` of it
+_MADE_TYPES = {"torch.cuda.current_stream": "torch.cuda.Stream", "torch.cuda.default_stream": "torch.cuda.Stream",
+               "torch.cuda.Stream": "torch.cuda.Stream", "torch.cuda.Event": "torch.cuda.Event",
+               "torch.cuda.CUDAGraph": "torch.cuda.CUDAGraph", "torch.cuda.streams.Stream": "torch.cuda.Stream"}
 _BUILTINS = frozenset(dir(builtins)) - {"None", "True", "False", "Ellipsis", "NotImplemented"}
 
 
@@ -289,6 +293,14 @@ class NameResolver:
                 attr = bound_string(self, expr.args[1].value)
                 if base and attr and attr.isidentifier():
                     return f"{base}.{attr}"
+            # `torch.Tensor.mm.__get__(a)` is `a.mm`: the method, bound through the descriptor protocol
+            if func and func.endswith(".__get__") and func.startswith("torch."):
+                return func[:-len(".__get__")]
+            # `type(torch.cuda.current_stream())` is the stream class (`type(s)(priority=-1)` makes one)
+            if func == "builtins.type" and len(expr.args) == 1:
+                made = self.qualname(expr.args[0].value.func) if type(expr.args[0].value) is cst.Call else None
+                if made in _MADE_TYPES:
+                    return _MADE_TYPES[made]
             # operator.attrgetter("linalg.norm")(torch) is torch.linalg.norm
             getter = expr.func
             if type(getter) is cst.Call and expr.args and getter.args \
