@@ -92,3 +92,39 @@ def test_cupy_wrapping_memory_and_streams_computes_nothing():
             "        A = cupy.asarray(a)\n        return _ext.relu_(a)")
     report = gatekeeper.check_static(HEADER + CUPY.format(body=body), MATMUL)
     assert not any(f.rule in ("GK301", "GK500") for f in report.findings)
+
+
+ROW_SUM = ROOT / "fixtures/problems/row_sum.py"
+ENUM_KERNEL = r'''
+import torch
+from torch.utils.cpp_extension import load_inline
+_cuda = r"""
+#include <torch/extension.h>
+enum Tiling : int { kThreads = 256, kVec = 4, kCols = kThreads * kVec * 8 };
+__global__ void row_sum_kernel(const float* x, float* y) {
+    const float* row = x + (long)blockIdx.x * kCols;
+    float acc = 0.f;
+    for (int j = threadIdx.x; j < kCols; j += kThreads) acc += row[j];
+    atomicAdd(y + blockIdx.x, acc);
+}
+torch::Tensor row_sum(torch::Tensor x) {
+    auto y = torch::zeros({x.size(0)}, x.options());
+    row_sum_kernel<<<x.size(0), kThreads>>>(x.data_ptr<float>(), y.data_ptr<float>());
+    return y;
+}
+"""
+_ext = load_inline(name="e", cpp_sources="torch::Tensor row_sum(torch::Tensor x);", cuda_sources=_cuda, functions=["row_sum"])
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return _ext.row_sum(x.contiguous())
+'''
+
+
+def test_an_enumerator_is_a_constant_like_constexpr():
+    # `kCols = kThreads * kVec * 8` (8192, the problem's cols) baked in as an enumerator (round 11)
+    report = gatekeeper.check_static(ENUM_KERNEL, ROW_SUM)
+    assert any(f.rule == "GK203" and f.severity.value == "error" and "kCols" in f.message for f in report.findings)
+    honest = ENUM_KERNEL.replace("kCols = kThreads * kVec * 8", "kUnroll = 8").replace(
+        "row_sum_kernel(const float* x, float* y)", "row_sum_kernel(const float* x, float* y, long kCols)").replace(
+        "x.data_ptr<float>(), y.data_ptr<float>())", "x.data_ptr<float>(), y.data_ptr<float>(), x.size(1))")
+    assert not any(f.rule == "GK203" for f in gatekeeper.check_static(honest, ROW_SUM).findings)

@@ -29,7 +29,7 @@ _ASSIGN_OPS = frozenset({"=", "+=", "-=", "*=", "/=", "++", "--"})
 _DECL_PREV = INT_TYPES | _QUALIFIERS
 _CONST = frozenset({"const", "constexpr"})
 _RUNTIME_SIZE_READS = frozenset({"size", "sizes", "numel", "stride", "strides", "dim", "shape"})
-_INTERESTING = _ASSIGN_OPS | _RUNTIME_SIZE_READS | _VECTOR_TYPES | {"define", "<<<", "dim3"}
+_INTERESTING = _ASSIGN_OPS | _RUNTIME_SIZE_READS | _VECTOR_TYPES | {"define", "<<<", "dim3", "enum"}
 
 
 @dataclass
@@ -106,6 +106,8 @@ class CppFacts:
             elif word == "define":
                 if toks[i].kind == "directive" and i + 1 < n and toks[i + 1].kind == "ident":
                     skip_until = self._macro(source.text, toks, i + 1)
+            elif word == "enum":
+                skip_until = self._enum(toks, i)
             elif word == "<<<":
                 self.launch_starts.append(i)
             elif word == "dim3":
@@ -145,6 +147,21 @@ class CppFacts:
             else:
                 self.constants[name.text] = CppConstant(name.text, "macro", body, name_index=name_index)
         return j
+
+    def _enum(self, toks: list[Token], at: int) -> int:
+        """`enum [class] [Name] [: type] { A = 256, B = A * 4, C }`: each enumerator given a value
+        is a constant, as `constexpr int A = 256;` is (red team round 11: a baked size written
+        as an enumerator product). Returns the index after the body."""
+        j = at + 1
+        while j < len(toks) and j < at + 8 and toks[j].text not in ("{", ";"):
+            j += 1
+        if j >= len(toks) or toks[j].text != "{":
+            return at + 1
+        close = match_close(toks, j)
+        for part in _split_commas(toks, j + 1, close):
+            if len(part) > 2 and toks[part[0]].kind == "ident" and toks[part[1]].text == "=":
+                self._define(toks[part[0]].text, "const", part[2:], part[0])
+        return close + 1
 
     @property
     def uses(self) -> dict[str, list[int]]:
