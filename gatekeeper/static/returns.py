@@ -67,6 +67,7 @@ class ReturnFlow:
         self.cpp_returns: dict[str, set[int]] = {}
         self.copies: dict[str, set[tuple[str, str]]] = {}  # key -> (dest local, source local) of `dest.copy_(src)`
         self._reaching: Optional[set[str]] = None
+        self.decorators: dict[str, list[str]] = {}  # function key -> the names of its decorators
 
     @classmethod
     def shared(cls, ctx: FileContext, owner: object) -> tuple["ReturnFlow", bool]:
@@ -82,6 +83,11 @@ class ReturnFlow:
     def enter_function(self) -> None:
         self.tracker.enter_function()
         self.stack.append(_Frame(self.ctx.function_key))
+        node = self.ctx.functions[-1] if self.ctx.functions else None
+        if node is not None and node.decorators:  # `@_staged def forward`: the wrapper it returns runs instead
+            names = [_last_name(d.decorator.func if type(d.decorator) is cst.Call else d.decorator)
+                     for d in node.decorators]
+            self.decorators[self.ctx.function_key] = [n for n in names if n]
 
     def leave_function(self) -> None:
         self.tracker.leave_function()
@@ -150,6 +156,7 @@ class ReturnFlow:
         roots = [k for k in defined if k in ("ModelNew.forward", "ModelNew.__call__")]
         if not roots:
             roots = [k for k in defined if is_root(self.ctx, k)]
+        roots += [wrapper for root in list(roots) for wrapper in self._wrappers(root, defined)]
         reached: set[str] = set()
         stack = list(roots)
         while stack:
@@ -162,6 +169,20 @@ class ReturnFlow:
                     stack.extend(self._resolve(callee, defined, by_last))
         self._reaching = reached
         return reached
+
+    def _wrappers(self, key: str, defined: set[str]) -> list[str]:
+        """The functions a decorator of the file returns in place of `key` (`def _staged(fn): ...
+        def run(self, x): ...; return run`): they run as the model's call (red team round 11:
+        a memo in the decorator's closure)."""
+        out = []
+        for name in self.decorators.get(key, ()):
+            for site in self.sites.get(name, ()) if name in defined else ():
+                inner = _name(unwrap(site.value))
+                for candidate in (f"{name}.{inner}", inner) if inner is not None else ():
+                    if candidate in defined:  # a nested function's key may be its own name
+                        out.append(candidate)
+                        break
+        return out
 
     def forward_sites(self) -> Iterator[ReturnSite]:
         """Every returned value that is the model's output (or part of a returned tuple)."""
