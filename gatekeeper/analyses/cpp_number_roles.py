@@ -158,6 +158,8 @@ class CppRoles:
         if prev == "%" and nxt in ("==", "!=") and text_at(toks, i + 2) == "0":
             return None  # `off % 32 == 0`: a divisibility or alignment test bounds nothing
         if prev in _COMPARISONS or nxt in _COMPARISONS:
+            if toks[i].text == "32" and _thread_index_compared(toks, i):
+                return None  # `threadIdx.x < 32`, `lane < 32`: the first warp, the warp width
             return None if in_static_assert(toks, i) else "bound"
         opener = _opener(toks, i)
         if opener is not None and toks[opener].text == "[" and _is_index(toks, opener):
@@ -292,3 +294,17 @@ def tile_bound(toks: list[Token], i: int) -> bool:
         elif text in ("{", "}"):
             break
     return any(toks[k].text == "threadIdx" for k in _chain(toks, i - 2 if text_at(toks, i - 1) in _COMPARISONS else i + 2))
+
+
+_LANE_WORDS = frozenset({"lane", "laneid", "lane_id", "laneId", "tid", "warp_lane"})
+
+
+def _thread_index_compared(toks, i: int) -> bool:  # type: ignore[no-untyped-def]
+    """The other side of the comparison at i is a thread or lane index (`threadIdx.x < 32`,
+    `32 > lane`): the number is the warp width, whatever size of the problem it equals."""
+    op = i - 1 if text_at(toks, i - 1) in _COMPARISONS else i + 1
+    if op == i - 1:
+        side = [text_at(toks, k) for k in range(max(0, op - 3), op)]
+    else:
+        side = [text_at(toks, k) for k in range(op + 1, min(len(toks), op + 4))]
+    return "threadIdx" in side or any(word in _LANE_WORDS for word in side[-1:] + side[:1])

@@ -68,7 +68,10 @@ def _resolve(ctx: FileContext, expr: cst.BaseExpression) -> Optional[str]:
         return ctx.resolver.name_qualname(name) if ctx.resolver.may_name_a_path(name) else None
     if kind is cst.Attribute:
         base = resolve(ctx, expr.value)
-        return f"{base}.{expr.attr.value}" if base else None
+        if base:
+            return f"{base}.{expr.attr.value}"
+        # `self.timer`, `cls.target`: what the instance or the class body bound it to
+        return ctx.qualname(expr) if type(expr.value) is cst.Name and expr.value.value in ("self", "cls") else None
     if kind is cst.Subscript:
         return _subscript(ctx, expr)
     if kind is cst.Call:

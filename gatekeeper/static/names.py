@@ -279,6 +279,11 @@ class NameResolver:
             if type(expr.value) is cst.Name and expr.value.value == "self":
                 if self.lookup("self") is not None and expr.attr.value in self.self_attrs:
                     return self.self_attrs[expr.attr.value]
+            if type(expr.value) is cst.Name and expr.value.value in ("self", "cls") \
+                    and self.lookup(expr.value.value) is not None:
+                held = self._class_body_value(expr.attr.value)
+                if held is not None:
+                    return held  # `cls.target` with `target = torch.cuda.Event` in the class body
             base = self.qualname(expr.value)
             if base and expr.attr.value == "torch" and base.startswith("torch."):
                 return "torch"  # `torch.backends.cudnn.torch`: a torch module's import of torch is torch
@@ -311,6 +316,20 @@ class NameResolver:
                     return f"{base}.{attr}"
         if kind is cst.Subscript:
             return self._namespace_entry(expr)
+        return None
+
+    def _class_body_value(self, name: str) -> Optional[str]:
+        """What a name bound in the body of the enclosing class refers to, when it is a module path."""
+        for scope in reversed(self.stack):
+            if scope.kind != "class":
+                continue
+            binding = scope.names.get(name)
+            if binding is not None and binding.kind in ("alias", "import"):
+                return binding.qualname
+            if binding is not None and binding.kind == "local" and isinstance(binding.value, cst.BaseExpression) \
+                    and type(binding.value) in (cst.Name, cst.Attribute):
+                return self.qualname(binding.value)
+            return None
         return None
 
     def _namespace_entry(self, expr: cst.Subscript) -> Optional[str]:
