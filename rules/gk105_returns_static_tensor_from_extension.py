@@ -3,6 +3,7 @@ from __future__ import annotations
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.analyses.cpp_output_memo import persistent_names
 from gatekeeper.analyses.cpp_static_replay import fill_reads_an_input, replays, writes_outside_fill
+from gatekeeper.analyses.cpp_static_writes import caller_writes, in_fill_guard, internal_getter, written_before
 from gatekeeper.analyses.cpp_static_structs import member_returns, member_target, persistent_structs, tensor_structs
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
@@ -237,9 +238,10 @@ class ReturnsStaticTensorFromExtension(Rule):
                 first = tokens[k + 1].text
                 end = _statement_end(tokens, k, fn.body_end)
                 if first in statics and end == k + 2:
-                    if _internal_getter(source, fn):
+                    if internal_getter(source, fn):
                         continue  # only ever used inside the sources: scratch, never handed to Python
-                    if first in plain and _written_before(tokens, first, fn.body_start, k):
+                    if first in plain and (written_before(tokens, first, fn.body_start, k)
+                                           or caller_writes(source, fn)):
                         self.report_cpp(source, tokens[k].offset, self.rewritten.format(name=first),
                                         evidence={"static": first, "write": "opaque"}, confidence=Confidence.LIKELY)
                     else:
@@ -288,7 +290,7 @@ class ReturnsStaticTensorFromExtension(Rule):
         tokens = source.tokens
         for fn in source.functions:
             for hit in member_returns(source, fn, persistent, structs):
-                if _internal_getter(source, fn):
+                if internal_getter(source, fn):
                     continue
                 name = f"{hit.base}.{hit.member}"
                 if hit.copy:
@@ -296,7 +298,7 @@ class ReturnsStaticTensorFromExtension(Rule):
                                     self.copy.format(expr=f"{name}.{hit.copy}()", name=name),
                                     evidence={"static": name, "returns": f"{name}.{hit.copy}()"},
                                     confidence=Confidence.LIKELY)
-                elif _written_before(tokens, hit.member, fn.body_start, hit.member_index - 2):
+                elif written_before(tokens, hit.member, fn.body_start, hit.member_index - 2):
                     self.report_cpp(source, tokens[hit.index].offset, self.rewritten.format(name=name),
                                     evidence={"static": name, "write": "opaque"}, confidence=Confidence.LIKELY)
                 else:
@@ -305,7 +307,6 @@ class ReturnsStaticTensorFromExtension(Rule):
 
 
 _COPIES = frozenset({"clone", "detach", "contiguous", "to", "view", "reshape"})
-_POINTERS = frozenset({"data_ptr", "mutable_data_ptr", "data", "packed_accessor32", "packed_accessor64", "accessor"})
 
 
 def _namespace_scope_tensors(source: CppSource, statics: dict[str, int], plain: set[str]) -> None:
@@ -329,63 +330,6 @@ def _namespace_scope_tensors(source: CppSource, statics: dict[str, int], plain: 
 
 
 _CONTAINERS = frozenset({"map", "unordered_map", "vector", "array", "deque", "list", "optional"})
-
-
-def _written_before(tokens, name: str, start: int, stop: int) -> bool:
-    """Does the body hand `name` to a call or write it in place before `stop`: an argument
-    (`k(x, out)`), a pointer taken (`out.data_ptr<float>()`), an in-place method (`out.zero_()`)."""
-    for i in range(start + 1, stop):
-        if tokens[i].text != name or _in_fill_guard(tokens, name, i, start):
-            continue
-        before = tokens[i - 1].text
-        after = tokens[i + 1].text if i + 1 < stop else ""
-        if before in ("(", ",") and after in (")", ","):
-            return True
-        if after in (".", "->") and i + 2 < stop:
-            method = tokens[i + 2].text
-            if method in _POINTERS or (method.endswith("_") and not method.startswith("_")):
-                return True
-    return False
-
-
-def _in_fill_guard(tokens, name: str, i: int, start: int) -> bool:
-    """Is token `i` under `if (...name...)`, braced or not: the static filled on a miss
-    (`if (!out.defined()) { out = ...; k(x, out); }`), which is the memo, not a recompute."""
-    depth, j, opener = 0, i - 1, None
-    while j > start:  # the innermost `{` around i
-        text = tokens[j].text
-        if text == "}":
-            depth += 1
-        elif text == "{":
-            if depth == 0:
-                opener = j
-                break
-            depth -= 1
-        j -= 1
-    heads = [i] + ([opener] if opener is not None else [])
-    for end in heads:
-        k = end - 1
-        while k > start and tokens[k].text not in (";", "{", "}"):
-            k -= 1
-        head = [t.text for t in tokens[k + 1:end]]
-        if "if" in head and name in head[head.index("if"):]:
-            return True
-    return False
-
-
-def _internal_getter(source: CppSource, fn) -> bool:
-    """`fn` returns its static and is called in the sources, and every call only uses the
-    result (`counters().data_ptr()`, an argument): never returned, never kept in a variable."""
-    tokens = source.tokens
-    calls = [i for i in source.by_text["ident"].get(fn.name, ())
-             if tokens[i].offset != fn.offset and i + 1 < len(tokens) and tokens[i + 1].text == "("
-             and tokens[i - 1].text not in ("&", "*")]  # not a declaration `Tensor& counters();`
-    if not calls:
-        return False  # called from Python (exported), or unknown
-    for i in calls:
-        if tokens[i - 1].text in ("return", "=", "{") or (tokens[i - 1].text == "::" and tokens[i - 2].text == "return"):
-            return False
-    return True
 
 
 def _statement_end(tokens, start: int, limit: int) -> int:
