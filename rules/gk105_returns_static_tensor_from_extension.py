@@ -238,10 +238,10 @@ class ReturnsStaticTensorFromExtension(Rule):
                 first = tokens[k + 1].text
                 end = _statement_end(tokens, k, fn.body_end)
                 if first in statics and end == k + 2:
-                    if internal_getter(source, fn):
+                    if internal_getter(source, fn, self.ctx.cpp_sources):
                         continue  # only ever used inside the sources: scratch, never handed to Python
                     if first in plain and (written_before(tokens, first, fn.body_start, k)
-                                           or caller_writes(source, fn)):
+                                           or caller_writes(self.ctx.cpp_sources, fn)):
                         self.report_cpp(source, tokens[k].offset, self.rewritten.format(name=first),
                                         evidence={"static": first, "write": "opaque"}, confidence=Confidence.LIKELY)
                     else:
@@ -290,7 +290,7 @@ class ReturnsStaticTensorFromExtension(Rule):
         tokens = source.tokens
         for fn in source.functions:
             for hit in member_returns(source, fn, persistent, structs):
-                if internal_getter(source, fn):
+                if internal_getter(source, fn, self.ctx.cpp_sources):
                     continue
                 name = f"{hit.base}.{hit.member}"
                 if hit.copy:

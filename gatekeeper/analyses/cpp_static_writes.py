@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from gatekeeper.static.cpp_sources import CppSource
 
 _POINTERS = frozenset({"data_ptr", "mutable_data_ptr", "data", "packed_accessor32", "packed_accessor64", "accessor"})
@@ -57,37 +59,44 @@ def in_fill_guard(tokens, name: str, i: int, start: int) -> bool:
     return False
 
 
-def internal_getter(source: CppSource, fn) -> bool:
-    """`fn` returns its static and is called in the sources, and every call only uses the
-    result (`counters().data_ptr()`, an argument): never returned, never kept in a variable."""
-    tokens = source.tokens
-    calls = [i for i in source.by_text["ident"].get(fn.name, ())
-             if tokens[i].offset != fn.offset and i + 1 < len(tokens) and tokens[i + 1].text == "("
-             and tokens[i - 1].text not in ("&", "*")]  # not a declaration `Tensor& counters();`
+def internal_getter(source: CppSource, fn, others: Sequence[CppSource] = ()) -> bool:
+    """`fn` returns its static and is called in the sources (this one, or another of the file
+    that includes it), and every call only uses the result (`counters().data_ptr()`, an
+    argument): never returned, never kept in a variable."""
+    calls = [(s, i) for s in (source, *[o for o in others if o is not source])
+             for i in s.by_text["ident"].get(fn.name, ())
+             if not (s is source and s.tokens[i].offset == fn.offset) and i + 1 < len(s.tokens)
+             and s.tokens[i + 1].text == "(" and s.tokens[i - 1].text not in ("&", "*")]  # not `Tensor& c();`
     if not calls:
         return False  # called from Python (exported), or unknown
-    for i in calls:
-        k = i - 1
-        while k >= 1 and tokens[k].text == "::":  # `rs::workspace(x)`, `::ws()`: the qualification
-            k -= 2 if tokens[k - 1].kind == "ident" else 1
-        if k >= 0 and tokens[k].text in ("return", "=", "{"):
+    for s, i in calls:
+        k = _before_qualification(s.tokens, i)
+        if k >= 0 and s.tokens[k].text in ("return", "=", "{"):
             return False
     return True
 
 
-def caller_writes(source: CppSource, getter) -> bool:
-    """A caller binds the getter's result (`auto& y = rs::workspace(x);`) and writes it before
-    returning it: output storage reused with fresh values, as a static written in place is."""
-    tokens = source.tokens
-    for i in source.by_text["ident"].get(getter.name, ()):
-        if i + 1 >= len(tokens) or tokens[i + 1].text != "(":
-            continue
-        k = i - 1
-        while k >= 1 and tokens[k].text == "::":
-            k -= 2 if tokens[k - 1].kind == "ident" else 1
-        if k < 1 or tokens[k].text != "=" or tokens[k - 1].kind != "ident":
-            continue
-        caller = next((f for f in source.functions if f.body_start < i < f.body_end), None)
-        if caller is not None and written_before(tokens, tokens[k - 1].text, k, caller.body_end):
-            return True
+def _before_qualification(tokens, i: int) -> int:  # type: ignore[no-untyped-def]
+    """The index before `ns::`/`::` in front of token i (`rs::workspace(x)`)."""
+    k = i - 1
+    while k >= 1 and tokens[k].text == "::":
+        k -= 2 if tokens[k - 1].kind == "ident" else 1
+    return k
+
+
+def caller_writes(sources: Sequence[CppSource], getter) -> bool:
+    """A caller, in any source of the file, binds the getter's result (`auto& y =
+    rs::workspace(x);`) and writes it before returning it: output storage reused with fresh
+    values, as a static written in place is."""
+    for source in sources:
+        tokens = source.tokens
+        for i in source.by_text["ident"].get(getter.name, ()):
+            if i + 1 >= len(tokens) or tokens[i + 1].text != "(":
+                continue
+            k = _before_qualification(tokens, i)
+            if k < 1 or tokens[k].text != "=" or tokens[k - 1].kind != "ident":
+                continue
+            caller = next((f for f in source.functions if f.body_start < i < f.body_end), None)
+            if caller is not None and written_before(tokens, tokens[k - 1].text, k, caller.body_end):
+                return True
     return False

@@ -190,6 +190,20 @@ class SourceExtractor:
         kind = "cuda" if "__global__" in value or "<<<" in value else "cpp"
         return self._source(kind, "string literal", [Segment(0, value, node)])
 
+    def from_join(self, call: cst.Call) -> Optional[CppSource]:
+        """`"\\n".join([...lines...])` of literals that looks like C++ as a whole: one source, so a
+        function spread over the lines is read whole (red team round 11: a header written from a
+        list of lines)."""
+        pieces: list[Segment] = []
+        self._call(call, pieces, 0)
+        if not pieces or any(p.node is not None and id(p.node) in self.seen_nodes for p in pieces):
+            return None
+        value = "".join(p.text for p in pieces)
+        if len(value) < 20 or not any(m in value for m in _CPP_MARKERS):
+            return None
+        kind = "cuda" if "__global__" in value or "<<<" in value else "cpp"
+        return self._source(kind, "joined string literals", pieces)
+
     def _source(self, kind: str, origin: str, pieces: list[Segment]) -> CppSource:
         offset = 0
         for piece in pieces:

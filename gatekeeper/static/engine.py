@@ -67,7 +67,8 @@ def _run(held: RuleSet, ctx: FileContext, module: cst.Module, settings: dict[str
     for node in traversal.strings:
         if type(ctx.parents.get(node)) is cst.Expr:
             continue  # a docstring or bare string statement is prose, never compiled
-        extra = traversal.extractor.from_literal(node)
+        join = _enclosing_join(ctx, node)
+        extra = traversal.extractor.from_join(join) if join is not None else traversal.extractor.from_literal(node)
         if extra is not None:
             ctx.cpp_sources.append(extra)
     checks, finishes = held.calls()
@@ -77,3 +78,14 @@ def _run(held: RuleSet, ctx: FileContext, module: cst.Module, settings: dict[str
     for finish in finishes:
         finish()
     return ctx.materialise()
+
+
+def _enclosing_join(ctx: FileContext, node: cst.CSTNode) -> Optional[cst.Call]:
+    """The `"sep".join([...])` call whose list holds the literal, if any."""
+    element = ctx.parents.get(node)
+    holder = ctx.parents.get(element) if type(element) is cst.Element else None
+    arg = ctx.parents.get(holder) if type(holder) in (cst.List, cst.Tuple) else None
+    call = ctx.parents.get(arg) if type(arg) is cst.Arg else None
+    if type(call) is cst.Call and type(call.func) is cst.Attribute and call.func.attr.value == "join":
+        return call
+    return None
