@@ -70,8 +70,12 @@ def _resolve(ctx: FileContext, expr: cst.BaseExpression) -> Optional[str]:
         base = resolve(ctx, expr.value)
         if base:
             return f"{base}.{expr.attr.value}"
-        # `self.timer`, `cls.target`: what the instance or the class body bound it to
-        return ctx.qualname(expr) if type(expr.value) is cst.Name and expr.value.value in ("self", "cls") else None
+        # `cls.target`, `self.target`: what the class body bound it to (`target = torch.cuda.Event`);
+        # not what `__init__` stored on the instance (`self.layers = nn.ModuleList(...)` is an object)
+        if type(expr.value) is cst.Name and expr.value.value in ("self", "cls") \
+                and ctx.resolver.lookup(expr.value.value) is not None:
+            return ctx.resolver.class_body_value(expr.attr.value)
+        return None
     if kind is cst.Subscript:
         return _subscript(ctx, expr)
     if kind is cst.Call:

@@ -281,7 +281,7 @@ class NameResolver:
                     return self.self_attrs[expr.attr.value]
             if type(expr.value) is cst.Name and expr.value.value in ("self", "cls") \
                     and self.lookup(expr.value.value) is not None:
-                held = self._class_body_value(expr.attr.value)
+                held = self.class_body_value(expr.attr.value)
                 if held is not None:
                     return held  # `cls.target` with `target = torch.cuda.Event` in the class body
             base = self.qualname(expr.value)
@@ -318,7 +318,7 @@ class NameResolver:
             return self._namespace_entry(expr)
         return None
 
-    def _class_body_value(self, name: str) -> Optional[str]:
+    def class_body_value(self, name: str) -> Optional[str]:
         """What a name bound in the body of the enclosing class refers to, when it is a module path."""
         for scope in reversed(self.stack):
             if scope.kind != "class":
