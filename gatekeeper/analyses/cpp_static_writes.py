@@ -66,7 +66,7 @@ def internal_getter(source: CppSource, fn, others: Sequence[CppSource] = ()) -> 
     calls = [(s, i) for s in (source, *[o for o in others if o is not source])
              for i in s.by_text["ident"].get(fn.name, ())
              if not (s is source and s.tokens[i].offset == fn.offset) and i + 1 < len(s.tokens)
-             and s.tokens[i + 1].text == "(" and s.tokens[i - 1].text not in ("&", "*")]  # not `Tensor& c();`
+             and s.tokens[i + 1].text == "(" and not _declaration(s.tokens, i)]
     if not calls:
         return False  # called from Python (exported), or unknown
     for s, i in calls:
@@ -74,6 +74,15 @@ def internal_getter(source: CppSource, fn, others: Sequence[CppSource] = ()) -> 
         if k >= 0 and s.tokens[k].text in ("return", "=", "{"):
             return False
     return True
+
+
+def _declaration(tokens, i: int) -> bool:  # type: ignore[no-untyped-def]
+    """`torch::Tensor forward(torch::Tensor x);`, `Tensor& c();`: the name declared, not called."""
+    k = _before_qualification(tokens, i)
+    if k < 0:
+        return False
+    prev = tokens[k]
+    return prev.text in ("&", "*", ">") or (prev.kind == "ident" and prev.text not in ("return", "throw", "case", "co_return"))
 
 
 def _before_qualification(tokens, i: int) -> int:  # type: ignore[no-untyped-def]
