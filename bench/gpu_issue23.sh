@@ -67,6 +67,7 @@
 #   bash bench/gpu_issue23.sh round17            # the launcher tracker without dladdr (stubs, a segment table, a cache per
 #                                                # CUfunction): the direct probe (classes and cost), the cost variants,
 #                                                # then whole-pipeline checks by name and by launcher
+#   bash bench/gpu_issue23.sh round17a           # round17's direct probe and cost variants only
 #   bash bench/gpu_issue23.sh listed CASES       # the eighth round's helper files (CASES: `sub problem label` lines,
 #                                                # bench/gpu_listed.py), whole pipeline with --time, 8 at a time
 #   bash bench/gpu_issue23.sh round13            # again runs unpoisoned, output dropped right before the call, more runs;
@@ -407,6 +408,12 @@ fixtures/submissions/rt10_gpu_fig_leaf_named_like_torch_twin.py:fixtures/problem
 fixtures/submissions/mech_fig_leaf_bias_relu.py:fixtures/problems/fallback_linear_relu.py,\
 fixtures/submissions/fallback_honest_triton.py:fixtures/problems/seed_mean.py 2>&1 | tee "$OUT/checks.log"
     tar czf "$OUT/launcher_reports.tar.gz" -C "$OUT" launcher_reports && rm -rf "$OUT/launcher_reports"
+    grep -h '"item": "cost_variant' "$OUT/cost.log" | cut -c1-500 ;;
+  round17a)
+    # the first two parts of round17 alone (little device time left)
+    timeout -k 5 200 python3 bench/gpu_launcher_probe.py --out "$OUT" --part direct 2>&1 | tee "$OUT/direct.log"
+    GK_PROBE_LAUNCHES=5000 GK_PROBE_REPEATS=3 timeout -k 5 170 python3 bench/gpu_launcher_probe.py --out "$OUT" \
+      --part cost 2>&1 | tee "$OUT/cost.log"
     grep -h '"item": "cost_variant' "$OUT/cost.log" | cut -c1-500 ;;
   round16)
     GATEKEEPER_ISOLATION=bwrap timeout 400 python3 bench/gpu_fixtures.py --out "$OUT" --jobs 10 --budget 330 \
