@@ -30,6 +30,7 @@ from typing import Any, Iterable, Optional
 from gatekeeper.runtime.pc_sampler import _tools_dir
 
 SOURCE = Path(__file__).with_name("kernel_owner.c")
+HEADERS = [Path(__file__).with_name(n) for n in ("kernel_owner_objects.h", "kernel_owner_launches.h")]  # SOURCE's
 
 _VENDOR = re.compile(r"libcublas|libcudnn|libcufft|libcusparse|libcusolver|libcurand|libnccl|libcutensor|"
                      r"libnvjpeg|libnvblas|libcublasLt", re.I)
@@ -70,7 +71,7 @@ def build_kernel_owner() -> tuple[Optional[Path], str]:
     includes = _include_dirs()
     if not any(os.path.isfile(os.path.join(d, "cupti.h")) for d in includes):
         return None, "CUPTI's headers (cupti.h) are not installed (CUDA toolkit or the nvidia-cuda-cupti wheel)"
-    source = SOURCE.read_bytes()
+    source = SOURCE.read_bytes() + b"".join(h.read_bytes() for h in HEADERS)
     digest = hashlib.sha256(source + os.uname().machine.encode() + "|".join(includes).encode()).hexdigest()[:16]
     target = _tools_dir() / f"kernel_owner-{digest}.so"
     if target.is_file():
