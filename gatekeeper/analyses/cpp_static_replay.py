@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, NamedTuple
 
-_POINTERS = frozenset({"data_ptr", "mutable_data_ptr", "data", "packed_accessor32", "packed_accessor64", "accessor"})
+from gatekeeper.analyses.cpp_static_writes import POINTERS as _POINTERS
+
 _COPY_METHODS = frozenset({"clone", "contiguous", "to", "detach"})
 _MEMCPY = frozenset({"cudaMemcpy", "cudaMemcpyAsync", "memcpy", "cudaMemcpy2D", "cudaMemcpy2DAsync"})
 _GUARD_TESTS = frozenset({"defined", "numel", "size", "sizes", "data_ptr", "is_same_size", "dim"})

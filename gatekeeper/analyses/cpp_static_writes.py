@@ -13,7 +13,7 @@ from typing import Sequence
 
 from gatekeeper.static.cpp_sources import CppSource
 
-_POINTERS = frozenset({"data_ptr", "mutable_data_ptr", "data", "packed_accessor32", "packed_accessor64", "accessor"})
+POINTERS = frozenset({"data_ptr", "mutable_data_ptr", "data", "packed_accessor32", "packed_accessor64", "accessor"})
 
 
 
@@ -29,7 +29,7 @@ def written_before(tokens, name: str, start: int, stop: int) -> bool:
             return True
         if after in (".", "->") and i + 2 < stop:
             method = tokens[i + 2].text
-            if method in _POINTERS or (method.endswith("_") and not method.startswith("_")):
+            if method in POINTERS or (method.endswith("_") and not method.startswith("_")):
                 return True
     return False
 
