@@ -137,14 +137,14 @@ def test_the_work_summary_uses_the_launcher_when_there_is_one():
 
 
 @needs_library
-def test_the_timing_worker_only_holds_the_subscription_and_it_is_opt_in(tmp_path, monkeypatch):
+def test_the_timing_worker_only_holds_the_subscription_and_names_opt_out(tmp_path, monkeypatch):
     from gatekeeper.runtime.kernel_owner import worker_params
 
     with pytest.raises(OSError, match="cannot open libcupti"):
         KernelOwners(str(LIBRARY)).hold(str(tmp_path / "libcupti.so.404"))
-    monkeypatch.delenv("GATEKEEPER_KERNEL_OWNERSHIP", raising=False)
-    assert worker_params() == {} and worker_params(hold=True) == {}  # by name until run on the H200
-    monkeypatch.setenv("GATEKEEPER_KERNEL_OWNERSHIP", "launcher")
+    monkeypatch.setenv("GATEKEEPER_KERNEL_OWNERSHIP", "name")
+    assert worker_params() == {} and worker_params(hold=True) == {}  # kernel names, asked for
+    monkeypatch.delenv("GATEKEEPER_KERNEL_OWNERSHIP", raising=False)  # the default: by launcher
     checking, timing = worker_params(), worker_params(hold=True)
     if "kernel_owner_missing" in checking:
         assert "libcupti" in checking["kernel_owner_missing"]

@@ -55,9 +55,10 @@ def _include_dirs() -> list[str]:
 
 
 def worker_params(hold: bool = False) -> dict[str, Any]:
-    """What a CUDA worker needs to start (or, `hold`, only hold) the tracker; opt-in through
-    GATEKEEPER_KERNEL_OWNERSHIP=launcher until it has run on the H200."""
-    if os.environ.get("GATEKEEPER_KERNEL_OWNERSHIP", "name") != "launcher":
+    """What a CUDA worker needs to start (or, `hold`, only hold) the tracker. The default since
+    its GPU run of 2026-12-07 (docs/gpu-validation.md, round 17); GATEKEEPER_KERNEL_OWNERSHIP=name
+    goes back to kernel names, and a host that cannot build it falls back to them, saying why."""
+    if os.environ.get("GATEKEEPER_KERNEL_OWNERSHIP", "launcher") == "name":
         return {}
     library, why = build_kernel_owner()
     libcupti = find_libcupti()
