@@ -48,6 +48,23 @@ def test_compiler_error_maps_to_python_line():
     assert SUB.splitlines()[error.python_line - 1].strip() == "return x.bogus();"
 
 
+def test_nvcc_error_form_maps_to_python_line():
+    """nvcc writes `cuda.cu(51): error: ...` (2026-12-07, H100, CUDA 13): the message must name
+    the error, not the tail of the ninja log."""
+    path = FIXTURES / "submissions" / "r10_cpp_adl_mm_twin.py"
+    text = path.read_text()
+    extracted = extract(text.encode(), str(path))
+    wanted = next(i for i, line in enumerate(text.splitlines(), 1) if "auto C = k::mm(A, B);" in line)
+    cuda_line = 3 + next(i for i, line in enumerate(extracted.sources[-1].text.splitlines(), 1)
+                         if "auto C = k::mm(A, B);" in line)
+    output = (f"[1/3] nvcc ... -c /root/ext/m/cuda.cu -o cuda.cuda.o\nFAILED: cuda.cuda.o\n"
+              f"/root/ext/m/cuda.cu({cuda_line}): error: more than one instance of function \"k::mm\" matches\n"
+              "      auto C = mm(A, B);\n               ^\n\n1 error detected in the compilation of \"cuda.cu\".\n")
+    error = first_error(output, extracted)
+    assert error is not None and error.file == "cuda.cu" and error.line == cuda_line
+    assert error.message.startswith("more than one instance") and error.python_line == wanted
+
+
 def test_plain_python_has_nothing_to_compile():
     extracted = extract(b"import torch\nclass ModelNew(torch.nn.Module):\n    pass\n", "s.py")
     assert extracted is not None and not extracted.compiles

@@ -13,8 +13,11 @@ from typing import Optional
 
 from gatekeeper.build.sources import Extracted, python_line
 
-_ERROR = re.compile(r"^(?P<file>[^\s:]+\.(?:cpp|cu|cuh|h|hpp|cc)):(?P<line>\d+):(?:(?P<col>\d+):)?\s*(?:fatal )?error[:\s](?P<msg>.*)$",
-                    re.MULTILINE)
+# gcc/clang write `file:line:col: error: ...`; nvcc's front end writes `file(line): error: ...`
+# (and `catastrophic error` for a missing include).
+_ERROR = re.compile(r"^(?P<file>[^\s:()]+\.(?:cpp|cu|cuh|h|hpp|cc))"
+                    r"(?::(?P<line>\d+):(?:(?P<col>\d+):)?|\((?P<nvcc_line>\d+)\):)"
+                    r"\s*(?:fatal |catastrophic )?error[:\s](?P<msg>.*)$", re.MULTILINE)
 _PREFIX_LINES = {"main.cpp": 1, "cuda.cu": 3}
 
 
@@ -33,7 +36,7 @@ def first_error(output: str, extracted: Optional[Extracted]) -> Optional[Compile
     if match is None:
         return None
     file = match.group("file").rsplit("/", 1)[-1]
-    line = int(match.group("line"))
+    line = int(match.group("line") or match.group("nvcc_line"))
     column = int(match.group("col")) if match.group("col") else None
     message = match.group("msg").strip()
     source_line, py_line = "", None
