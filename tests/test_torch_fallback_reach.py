@@ -174,6 +174,23 @@ def test_a_launch_assigned_to_a_throwaway_name_still_writes_its_output():
     assert [(r, s) for r, s in mine(static_findings(source)) if r == "GK301"] == [("GK301", _W)]
 
 
+
+def test_a_launch_handed_a_container_writes_what_the_container_holds():
+    """Round 12's honest writer: `args = (x, y, ...)` then `k[grid](*args)`; the kernel writes y,
+    which is returned, so the torch path under a device condition is a fallback (a warning),
+    not the only work. A tuple holding only scratch leaves torch doing the work. (Handed an
+    input, a launch may write it in place, as when handed it directly: not certain then.)"""
+    launch = ("        args = (x, y, x.size(0))\n        _mod().f(*args)\n")
+    honest = BUILD + ("class ModelNew(nn.Module):\n    def forward(self, x):\n"
+                      "        if not x.is_cuda:\n            return torch.softmax(x, -1)\n"
+                      "        y = torch.empty_like(x)\n" + launch + "        return y\n")
+    assert not [f for f in mine(static_findings(honest)) if f[1] == _E]
+    scratch = BUILD + ("class ModelNew(nn.Module):\n    def forward(self, x):\n"
+                       "        y = torch.empty_like(x)\n        args = (y, x.size(0))\n        _mod().f(*args)\n"
+                       "        return torch.softmax(x, -1)\n")
+    assert held(static_findings(scratch)) == [("GK301", _E, "certain")]
+
+
 # --- GK110: guards that cannot change what a call computes --------------------------------
 
 GUARDED = '''import os, torch

@@ -16,6 +16,8 @@ statement counts as reaching the result):
   whose value is dropped (`torch.softmax(t)` in a warm-up loop) reaches nothing;
 - an in-place method (`y.add_(t)`, `out=y`) anywhere writes its receiver, and a call that is
   not a pure torch op (a kernel launch, a helper) may write every argument it is handed;
+- a name bound to a tuple, list, set or dict display (`args = (x, y, out)`) holds its elements:
+  a call handed the container (`k[grid](*args)`) may write each of them;
 - an assignment reaches the result when its target does; an `if`/`while`/`for`/`with`
   header when a statement under it does (control dependence). A condition whose branch only
   raises (or asserts) reaches nothing.
@@ -48,6 +50,7 @@ class _Unit:
     reads: set[str] = field(default_factory=set)
     writes: set[str] = field(default_factory=set)
     sink: bool = False
+    binds: set[str] = field(default_factory=set)  # names an assignment binds (not written through)
     children: list["_Unit"] = field(default_factory=list)  # statements under a header
     relevant: bool = False
 
@@ -142,6 +145,7 @@ class _Function:
         self.units: dict[int, _Unit] = {}  # id(small statement or header expression) -> unit
         self.all: list[_Unit] = []
         self.created: set[str] = set()  # names the function binds itself
+        self.holds: dict[str, set[str]] = {}  # args = (x, out): writing args may write x and out
         self.block(function.body, None)
 
     def add(self, key: cst.CSTNode, unit: _Unit, parent: Optional[_Unit]) -> _Unit:
@@ -207,9 +211,12 @@ class _Function:
             if kind is cst.AugAssign:
                 unit.reads |= _names(small.target)
             for target in targets:
+                if type(target) is cst.Name:
+                    self._note_container(target.value, small.value)
                 if type(target) in (cst.Name, cst.Tuple, cst.List):
                     names = _names(target)
                     unit.writes |= names
+                    unit.binds |= names
                     self.created |= names
                 else:  # obj.attr = v, out[i] = v: writes the object, reads the index
                     root = _root(target)
@@ -227,7 +234,32 @@ class _Function:
             raise _Unsupported
         self.add(small, unit, parent)
 
+    def _note_container(self, name: str, value: Optional[cst.BaseExpression]) -> None:
+        if isinstance(value, (cst.Tuple, cst.List, cst.Set)):
+            items = [e.value for e in value.elements]
+        elif isinstance(value, cst.Dict):
+            items = [e.value for e in value.elements]
+        else:
+            return
+        roots = {r for r in map(_root, items) if r}
+        if roots:
+            self.holds.setdefault(name, set()).update(roots)
+
+    def _held_too(self, writes: set[str]) -> set[str]:
+        """`writes` with every name a written container holds, transitively."""
+        out, todo = set(writes), list(writes)
+        while todo:
+            for held in self.holds.get(todo.pop(), ()):
+                if held not in out:
+                    out.add(held)
+                    todo.append(held)
+        return out
+
     def solve(self) -> None:
+        if self.holds:
+            for unit in self.all:
+                if unit.writes - unit.binds:
+                    unit.writes = unit.binds | self._held_too(unit.writes - unit.binds)
         outside = lambda names: {n for n in names if n not in self.created or n in self.globals}  # noqa: E731
         for unit in self.all:
             if unit.writes & self.globals or any(w.startswith("self.") for w in unit.writes):
