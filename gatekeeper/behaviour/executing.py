@@ -51,6 +51,8 @@ def start(params: dict[str, Any], device: str) -> None:
 BLOCKING_MIN_S, BLOCKING_SHARE = 0.02, 0.05  # CPU a blocking thread must use to hide work: 20 ms and 5%
 _OWN_THREADS: set[str] = set()  # the worker's threads before the submission was imported
 _BLOCKING: dict[str, str] = {}  # tid -> name of a later thread seen blocking SIGPROF
+_SEEN_BLOCKED: dict[str, int] = {}  # tid -> scans in a row that saw it block SIGPROF (not yet in _BLOCKING)
+BLOCKED_SCANS = 2
 
 
 def note_threads() -> None:
@@ -90,8 +92,17 @@ def scan_blocked_threads() -> None:
         # of them blocked until it sets its creator's mask, and on a loaded machine that can take
         # milliseconds (a torch pool thread seen so once was a GK650 on honest code). It has
         # hidden nothing: it is looked at again at the next scan, once it has used CPU.
+        # A thread blocks every signal for a moment whenever it starts a thread of its own
+        # (glibc's pthread_create), and a torch pool thread caught so once was a GK650 on honest
+        # code (2026-12-07, rt6_own_gemm_on_worker_thread_cpp under load): only a thread seen
+        # blocking it in consecutive scans is blocking it. One that blocks it only while it
+        # computes is the sampler's signal-count check (pc_sampler.Sampler._hiding).
         if blocked and _cpu_ticks(tid) > 0:
-            _BLOCKING[tid] = fields.get("Name", "?").strip()[:40]
+            _SEEN_BLOCKED[tid] = _SEEN_BLOCKED.get(tid, 0) + 1
+            if _SEEN_BLOCKED[tid] >= BLOCKED_SCANS:
+                _BLOCKING[tid] = fields.get("Name", "?").strip()[:40]
+        else:
+            _SEEN_BLOCKED.pop(tid, None)
 
 
 def _cpu_ticks(tid: int) -> int:
