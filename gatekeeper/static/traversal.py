@@ -13,7 +13,7 @@ from gatekeeper.static.context import FileContext
 from gatekeeper.static.cpp_sources import LOADERS, SourceExtractor
 from gatekeeper.static.names import Binding
 from gatekeeper.static.rule import SWITCHED_OFF, Rule
-from gatekeeper.static.walk import children
+from gatekeeper.static.walk import FIELD_GETTERS, LEAF_TYPES, field_getter
 
 Handler = Callable[[cst.CSTNode], object]
 
@@ -140,14 +140,15 @@ class Traversal:
         is the engine's hot path). A tuple on the stack marks leaving its node."""
         parents = self.ctx.parents
         plans = self.plans
+        getters, leaf = FIELD_GETTERS, LEAF_TYPES
         stack: list = [module]
         while stack:
             item = stack.pop()
-            if type(item) is tuple:
+            kind = type(item)
+            if kind is tuple:
                 for handler in item[1]:
                     handler(item[0])
                 continue
-            kind = type(item)
             plan = plans.get(kind)
             if plan is None:
                 plan = plans[kind] = self._plans(kind)
@@ -155,11 +156,19 @@ class Traversal:
                 handler(item)
             if plan[1]:  # most node types have nothing to do on leaving: no marker for them
                 stack.append((item, plan[1]))
-            kids = children(item)
-            for child in kids:
-                parents[child] = item
-            kids.reverse()
-            stack.extend(kids)
+            # walk.children(item), inlined; a node without child nodes (a Name) pushes nothing
+            kids = []
+            for value in (getters.get(kind) or field_getter(kind))(item):
+                value_kind = type(value)
+                if value_kind is tuple or value_kind is list:
+                    kids.extend(value)
+                elif value_kind not in leaf:
+                    kids.append(value)
+            if kids:
+                for child in kids:
+                    parents[child] = item
+                kids.reverse()
+                stack.extend(kids)
 
     # bookkeeping that rules rely on -----------------------------------------------
     def _enter_function(self, node: cst.FunctionDef) -> None:
