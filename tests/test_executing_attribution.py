@@ -94,3 +94,82 @@ def test_a_jit_gemm_is_vendor_work_where_its_perf_map_cannot_be_written(monkeypa
     assert executing.get("judged"), report.work
     assert executing["classes"].get("anonymous", 0) + executing["classes"].get("vendor", 0) > executing["classes"].get("own", 0)
     assert "GK667" in {f.rule for f in report.errors()}, [(f.rule, f.message) for f in report.findings]
+
+
+def test_a_thread_is_blocking_sigprof_only_when_two_scans_in_a_row_see_it(monkeypatch):
+    """glibc blocks every signal for a moment in pthread_create: one sighting is not blocking
+    (a torch pool thread caught so was a GK650 on honest code); a thread that keeps it blocked is."""
+    import signal
+    import threading
+
+    from gatekeeper.behaviour import executing
+
+    monkeypatch.setattr(executing, "_sampler", object())  # scans run only while a sampler is armed
+    monkeypatch.setattr(executing, "_OWN_THREADS", set(executing._tids()))
+    monkeypatch.setattr(executing, "_BLOCKING", {})
+    monkeypatch.setattr(executing, "_SEEN_BLOCKED", {})
+    state = {"block": True}
+    scanned, done = threading.Event(), threading.Event()
+
+    def worker():
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPROF})
+        end = __import__("time").process_time() + 0.05
+        while __import__("time").process_time() < end:  # CPU ticks > 0: it has run
+            pass
+        scanned.set()
+        while state["block"] and not done.wait(0.01):
+            pass
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGPROF})
+        done.wait(5)
+
+    thread = threading.Thread(target=worker, name="gk-test-blocker")
+    thread.start()
+    try:
+        assert scanned.wait(5)
+        executing.scan_blocked_threads()
+        assert executing._BLOCKING == {}  # once: could be pthread_create's moment
+        executing.scan_blocked_threads()
+        assert len(executing._BLOCKING) == 1  # (Python 3.11 leaves the OS thread name as the process's)
+    finally:
+        state["block"] = False
+        done.set()
+        thread.join(5)
+
+
+def test_a_thread_seen_blocking_once_then_unblocked_is_not_blocking(monkeypatch):
+    import signal
+    import threading
+
+    from gatekeeper.behaviour import executing
+
+    monkeypatch.setattr(executing, "_sampler", object())
+    monkeypatch.setattr(executing, "_OWN_THREADS", set(executing._tids()))
+    monkeypatch.setattr(executing, "_BLOCKING", {})
+    monkeypatch.setattr(executing, "_SEEN_BLOCKED", {})
+    step, ack, done = threading.Event(), threading.Event(), threading.Event()
+
+    def worker():
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPROF})
+        end = __import__("time").process_time() + 0.05
+        while __import__("time").process_time() < end:
+            pass
+        ack.set()
+        step.wait(5)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGPROF})
+        ack.set()
+        done.wait(5)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        assert ack.wait(5)
+        executing.scan_blocked_threads()  # blocked: one sighting
+        ack.clear()
+        step.set()
+        assert ack.wait(5)
+        executing.scan_blocked_threads()  # unblocked: the sighting is forgotten
+        executing.scan_blocked_threads()
+        assert executing._BLOCKING == {} and executing._SEEN_BLOCKED == {}
+    finally:
+        done.set()
+        thread.join(5)
