@@ -42,3 +42,28 @@ def test_library_samples_confirm_a_cpp_suspicion_as_partial_work_and_own_samples
 def test_a_python_side_suspicion_is_still_settled_by_the_recorder():
     f = _settled(False, {"judged": False, "samples": 3, "classes": {}})
     assert f.probe.outcome == ProbeOutcome.CLEARED
+
+
+def _on_gpu(cpp: bool, own_s: float, vendor_s: float) -> Finding:
+    f = _suspicion(cpp)
+    total = own_s + vendor_s
+    work = {"device": "cuda", "torch_did_the_work": False, "own_share_of_compute": own_s / total,
+            "kernel_ownership": {"ownership": "launcher (CUPTI callbacks and kernel records)"},
+            "classes": {"own": {"count": 16, "time_s": own_s, "share": own_s / total},
+                        "torch": {"count": 0, "time_s": 0.0, "share": 0.0},
+                        "vendor": {"count": 16, "time_s": vendor_s, "share": vendor_s / total},
+                        "glue": {"count": 0, "time_s": 0.0, "share": 0.0}}}
+    settle([f], [StageResult(name=StageName.BEHAVIOUR, status=StageStatus.PASSED)], Config(), work)
+    return f
+
+
+def test_on_a_gpu_vendor_kernels_confirm_a_suspicion_and_own_kernels_clear_it():
+    # H100, 2026-12-07: `&cublasSgemm_v2` beside a one-tile own kernel, cuBLAS 95% of the time;
+    # before, "cleared: own code did the work (own code 5%)"
+    vendor = _on_gpu(True, own_s=0.0086, vendor_s=0.1648)
+    assert vendor.probe.outcome == ProbeOutcome.CONFIRMED and vendor.severity == Severity.WARNING
+    assert "95%" in vendor.probe.detail and "launcher" in vendor.probe.detail
+    own = _on_gpu(True, own_s=0.1648, vendor_s=0.0020)
+    assert own.probe.outcome == ProbeOutcome.CLEARED and own.severity == Severity.INFO
+    python_side = _on_gpu(False, own_s=0.0086, vendor_s=0.1648)
+    assert python_side.probe.outcome == ProbeOutcome.CONFIRMED
