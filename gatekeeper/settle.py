@@ -104,6 +104,19 @@ def _settle_by_findings(f: Finding, runtime: Iterable[Finding]) -> None:
 BELOW_DISPATCHER_SHARE = 0.1
 
 
+# A held suspicion that torch or a vendor library does the reference's whole op while the own
+# kernels only move data (or none does real work): run-time classes that give the library the
+# majority of the compute confirm exactly that, so it is the error it claimed. Any smaller share,
+# or another situation (one op of several, a heavy op beside an own kernel), is partial work.
+WHOLE_OP_SITUATIONS = frozenset({"torch_does_whole_op", "no_own_kernel", "no_own_kernel_unseen"})
+WHOLE_OP_SHARE = 0.5
+
+
+def _partial_or_whole(f: Finding, library_share: float) -> Severity:
+    whole = f.evidence.get("situation") in WHOLE_OP_SITUATIONS and library_share >= WHOLE_OP_SHARE
+    return Severity.ERROR if whole else Severity.WARNING
+
+
 def _below_dispatcher(f: Finding) -> bool:
     return "cpp_line" in f.evidence
 
@@ -124,8 +137,11 @@ def _settle_by_samples(f: Finding, work: dict[str, Any], runtime: Iterable[Findi
                           "the dispatcher, had too few samples or saw only code it cannot place "
                           f"({int(seen.get('samples', 0))} samples)")
     elif library / compute >= BELOW_DISPATCHER_SHARE:
-        _confirm(f, Severity.WARNING, [], f"the sampled attribution saw torch or vendor code execute {library} of "
-                 f"{compute} compute samples ({library / compute:.0%}) below the dispatcher: part of the work")
+        severity = _partial_or_whole(f, library / compute)
+        _confirm(f, severity, [], f"the sampled attribution saw torch or vendor code execute {library} of "
+                 f"{compute} compute samples ({library / compute:.0%}) below the dispatcher: "
+                 + ("the reference's whole op, as the static finding says" if severity == Severity.ERROR
+                    else "part of the work"))
     else:
         _clear(f, f"the sampled attribution saw the submission's own code execute {compute - library} of {compute} "
                "compute samples: the library call was not taken on the checked calls (a choice of it made on the "
@@ -165,8 +181,11 @@ def _settle_by_kernels(f: Finding, work: dict[str, Any]) -> None:
     compute = library + time_of("own")
     ownership = (work.get("kernel_ownership") or {}).get("ownership", "kernel name")
     if compute > 0 and library / compute >= BELOW_DISPATCHER_SHARE:
-        _confirm(f, Severity.WARNING, [], f"torch and vendor kernels took {library / compute:.0%} of the compute "
-                 f"time (kernels classed by {ownership}): they did part of the work")
+        severity = _partial_or_whole(f, library / compute)
+        _confirm(f, severity, [], f"torch and vendor kernels took {library / compute:.0%} of the compute "
+                 f"time (kernels classed by {ownership}): " + (
+                     "the reference's whole op, as the static finding says" if severity == Severity.ERROR
+                     else "they did part of the work"))
     else:
         share = work.get("own_share_of_compute")
         own = f" (own code {share:.0%} of the compute time)" if isinstance(share, (int, float)) else ""

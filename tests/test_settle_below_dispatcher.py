@@ -44,8 +44,9 @@ def test_a_python_side_suspicion_is_still_settled_by_the_recorder():
     assert f.probe.outcome == ProbeOutcome.CLEARED
 
 
-def _on_gpu(cpp: bool, own_s: float, vendor_s: float) -> Finding:
+def _on_gpu(cpp: bool, own_s: float, vendor_s: float, situation: str = "reference_op") -> Finding:
     f = _suspicion(cpp)
+    f.evidence["situation"] = situation
     total = own_s + vendor_s
     work = {"device": "cuda", "torch_did_the_work": False, "own_share_of_compute": own_s / total,
             "kernel_ownership": {"ownership": "launcher (CUPTI callbacks and kernel records)"},
@@ -67,3 +68,23 @@ def test_on_a_gpu_vendor_kernels_confirm_a_suspicion_and_own_kernels_clear_it():
     assert own.probe.outcome == ProbeOutcome.CLEARED and own.severity == Severity.INFO
     python_side = _on_gpu(False, own_s=0.0086, vendor_s=0.1648)
     assert python_side.probe.outcome == ProbeOutcome.CONFIRMED
+
+
+def test_a_whole_op_suspicion_confirmed_by_a_library_majority_is_an_error():
+    """GK307 on `&cublasSgemm_v2` said cuBLAS does the reference's whole op and the own kernel
+    none of it (it redoes one row tile): cuBLAS at 95% of the time confirms exactly that.
+    A library share under half, or a suspicion of one op of several, stays partial work."""
+    whole = _on_gpu(True, own_s=0.0086, vendor_s=0.1648, situation="torch_does_whole_op")
+    assert whole.probe.outcome == ProbeOutcome.CONFIRMED and whole.severity == Severity.ERROR
+    assert "whole op" in whole.probe.detail
+    minority = _on_gpu(True, own_s=0.12, vendor_s=0.05, situation="torch_does_whole_op")
+    assert minority.probe.outcome == ProbeOutcome.CONFIRMED and minority.severity == Severity.WARNING
+    one_op = _on_gpu(True, own_s=0.0007, vendor_s=0.0598, situation="reference_op")  # at::cuda::mm + own triu
+    assert one_op.severity == Severity.WARNING
+    # the same on the CPU, by samples
+    f = _suspicion(True)
+    f.evidence["situation"] = "torch_does_whole_op"
+    work = {"device": "cpu", "torch_did_the_work": False, "own_share_of_compute": 1.0,
+            "executing": {"judged": True, "samples": 90, "classes": {"own": 10, "vendor": 80}}}
+    settle([f], [StageResult(name=StageName.BEHAVIOUR, status=StageStatus.PASSED)], Config(), work)
+    assert f.probe.outcome == ProbeOutcome.CONFIRMED and f.severity == Severity.ERROR

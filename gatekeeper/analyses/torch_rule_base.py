@@ -195,7 +195,10 @@ class TorchFallbackRule(Rule):
             if library in ("numpy", "cupy", "cupyx", "jax", "dpnp"):  # the library that computes it is not torch
                 message = message.replace("so torch computes", f"so {library} computes", 1)
             hint = self.hint
-            evidence = {"op": use.op, "call": use.qual, "heavy": use.heavy, "function": use.function}
+            # the policy row, for settling: a held "whole op" suspicion that the run-time classes
+            # confirm with a library majority is the whole op (gatekeeper/settle.py)
+            evidence = {"op": use.op, "call": use.qual, "heavy": use.heavy, "function": use.function,
+                        "situation": self.situation(use)[0]}
             if use.cpp is not None:
                 self.report_cpp(use.cpp[0], use.cpp[1], message, hint, evidence=evidence, severity=severity,
                                 confidence=confidence)
