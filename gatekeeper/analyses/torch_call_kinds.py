@@ -162,7 +162,16 @@ class TorchCalls:
             qual = self.ctx.qualname(item)
             if qual and qual.startswith("torch.") and self.ops.function_is_compute(qual):
                 return qual
+            if qual in PY_COMPUTE and qual.startswith("operator."):  # {"mm": operator.matmul}
+                return qual
         return None
+
+    def _table_call(self, node: cst.Call, qual: str) -> None:
+        """A call of what a table of torch (or operator) functions holds."""
+        if qual.startswith("operator."):
+            self._python_compute(node, qual)
+        else:
+            self._torch_call(node, qual)
 
     def _tensor_data(self, expr: cst.BaseExpression) -> bool:
         """A tensor, or its data as an array (`x.numpy()`, `x.cpu().detach().numpy()`)."""

@@ -197,7 +197,7 @@ class TorchUsage(TorchCalls, TensorValues):
                 binding = ctx.resolver.lookup(base.value)
                 table = self._torch_table(binding.value if binding is not None else None)
                 if table is not None:  # OPS["mean"](x): a dict or list of torch functions
-                    self._torch_call(node, table)
+                    self._table_call(node, table)
                 else:
                     self._kernel(node, f"{base.value}[grid]", needs_def=None if binding is None else base.value)
             elif base_qual and not base_qual.startswith(("torch.", "builtins.")):
@@ -206,7 +206,7 @@ class TorchUsage(TorchCalls, TensorValues):
         if type(func) is cst.Name and qual is None:
             table = self._table_entry(func.value)
             if table is not None:  # op = OPS["mean"]; op(x): a call of what the table holds
-                self._torch_call(node, table)
+                self._table_call(node, table)
                 return
             qual = self._star_import(func.value)
             if qual is None:
