@@ -138,8 +138,14 @@ def side_computes(tokens: Sequence[Token], start: int, end: int, quiet: set[str]
     """A side launches, calls something other than a log, or writes a name that is not a signal."""
     if start >= end:
         return False
+    skip_to = start
     for j in range(start, min(end, len(tokens))):
+        if j < skip_to:
+            continue  # inside a log call's arguments (`fprintf(stderr, "%lld", d.count())`)
         tok = tokens[j]
+        if tok.kind == "ident" and tok.text in LOG_CALLS and j + 1 < end and tokens[j + 1].text == "(":
+            skip_to = match_close(tokens, j + 1) + 1
+            continue
         if tok.text == "<<<":
             return True
         if tok.kind == "ident" and j + 1 < end and tokens[j + 1].text == "(" and tok.text not in _KEYWORDS \
