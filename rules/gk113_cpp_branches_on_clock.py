@@ -23,8 +23,8 @@ _ASM_TIMERS = ("globaltimer", "%clock", "%%clock")
 
 class CppBranchesOnClock(Rule):
     """C++ or CUDA code chooses what it computes on a clock: a value read from
-    `std::chrono::*::now()`, `clock_gettime`, `gettimeofday`, `__rdtsc`, `clock()`, device
-    `clock64()` or the `%globaltimer` register (or a difference of such readings, kept in a
+    `std::chrono::*::now()`, `clock_gettime`, `gettimeofday`, `__rdtsc`, `clock()`,
+    `time(nullptr)`, `cudaEventElapsedTime`, device `clock64()` or the `%globaltimer` register (or a difference of such readings, kept in a
     static across calls) reaches the condition of an `if` / `switch` / `?:` one of whose sides
     launches a kernel, calls a function or writes a value.
 
@@ -109,7 +109,7 @@ class CppBranchesOnClock(Rule):
     def check_cpp(self, source: CppSource) -> None:
         idents = source.by_text["ident"]
         asm_outputs = _asm_timer_outputs(source)
-        if not (idents.keys() & _CLOCK_CALLS) and _NOW not in idents and not asm_outputs:
+        if not (idents.keys() & _CLOCK_CALLS) and _NOW not in idents and "time" not in idents and not asm_outputs:
             return
         tokens = source.tokens
 
@@ -125,6 +125,9 @@ class CppBranchesOnClock(Rule):
                 return "`" + "".join(t.text for t in tokens[max(k, 0):i + 1]) + "()`"
             if tok.text in _CLOCK_CALLS and prev not in (".", "->"):
                 return f"`{tok.text}`"
+            if tok.text == "time" and prev not in (".", "->") and i + 3 < len(tokens) \
+                    and tokens[i + 2].text in ("nullptr", "NULL", "0") and tokens[i + 3].text == ")":
+                return "`time(nullptr)`"
             return None
 
         wide, globals_ = widen(source, seed)

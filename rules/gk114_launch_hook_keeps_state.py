@@ -4,7 +4,7 @@ from typing import Optional
 
 import libcst as cst
 
-from gatekeeper.analyses.launch_hooks import HOOK_TAKERS, hook_values, stateful
+from gatekeeper.analyses.launch_hooks import HOOK_METHODS, HOOK_TAKERS, hook_values, stateful
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.static.examples import Invalid, Valid, snippet
 from gatekeeper.static.rule import Rule
@@ -16,7 +16,8 @@ class LaunchHookKeepsState(Rule):
     post_hook=)` callable or a `triton.Config(pre_hook=)` that calls `next(...)` on a counter,
     writes a `global` / `nonlocal`, an item or attribute of something outside it, appends to
     a container, or reads `random` / `time` (in its own code, in a function of the file it
-    calls, or in the function a factory call returns).
+    calls, in the function a factory call returns, or in a callable object's `__call__`,
+    where `self.n += 1` is state); `kernel.add_pre_run_hook(hook)` too.
 
     Why it games the benchmark: a heuristic's value becomes a `constexpr` of the launch, so a
     heuristic that counts launches switches the compiled kernel after N calls, GK104's call
@@ -83,14 +84,23 @@ class LaunchHookKeepsState(Rule):
         super().__init__(*args, **kwargs)
         self.defs: dict[str, cst.FunctionDef] = {}
         self.calls: list[tuple[cst.Call, str]] = []
+        self.objects: dict[str, cst.FunctionDef] = {}  # class name -> its __call__
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.defs.setdefault(node.name.value, node)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        # a callable object (`"STABLE": Planner()`): its `__call__` runs on every launch
+        for stmt in node.body.body:
+            if type(stmt) is cst.FunctionDef and stmt.name.value == "__call__":
+                self.objects[node.name.value] = stmt
 
     def visit_Call(self, node: cst.Call) -> None:
         qual = self.ctx.qualname(node.func)
         if qual in HOOK_TAKERS:
             self.calls.append((node, qual))
+        elif type(node.func) is cst.Attribute and node.func.attr.value in HOOK_METHODS and node.args:
+            self.calls.append((node, f"JITFunction.{node.func.attr.value}"))
 
     def _dict_of(self, name: cst.Name) -> Optional[cst.BaseExpression]:
         binding = self.ctx.resolver.lookup(name.value)
@@ -102,6 +112,8 @@ class LaunchHookKeepsState(Rule):
                 hook: Optional[cst.CSTNode] = value
                 if type(value) is cst.Name:
                     hook = self.defs.get(value.value)
+                elif type(value) is cst.Call and type(value.func) is cst.Name and value.func.value in self.objects:
+                    hook = self.objects[value.func.value]
                 if hook is None or type(hook) not in (cst.Lambda, cst.FunctionDef, cst.Call):
                     continue
                 what = stateful(hook, self.ctx.qualname, self.defs)

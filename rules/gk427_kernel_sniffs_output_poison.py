@@ -10,7 +10,9 @@ from gatekeeper.static.rule import Rule
 class KernelSniffsOutputPoison(Rule):
     """A CUDA kernel reads an element of its output before writing it and branches on the
     value, and the launching code allocated that output uninitialised (`torch::empty`,
-    `at::empty_like`, `x.new_empty`) and did not fill it: the C++ side of GK426.
+    `at::empty_like`, `x.new_empty`) and did not fill or hand to another call first: the C++
+    side of GK426. A probe kernel that only reads the fresh buffer (and writes a flag the main
+    kernel branches on) is the same read.
 
     Why it games the benchmark: an uninitialised buffer holds whatever the allocator hands back,
     unless a checker fills fresh memory to expose outputs a kernel never wrote (NaN poisoning,
@@ -22,8 +24,9 @@ class KernelSniffsOutputPoison(Rule):
 
     Not flagged: a kernel that accumulates into an output the launcher zeroed or filled
     (`torch::zeros`, `torch::full`, `out.zero_()`, `cudaMemsetAsync`), or that a caller hands in
-    (an in-place buffer); a read of the output after the kernel wrote it; a read that feeds no
-    choice (`out[i] += v` into a zeroed buffer).
+    (an in-place buffer), or that an earlier launch or call writes (`init<<<...>>>(o)`); a read
+    of the output after the kernel wrote it; a read that feeds no choice (`out[i] += v` into a
+    zeroed buffer). Not covered: an output allocated in Python and passed in (GK676 at run time).
     """
 
     code = "GK427"

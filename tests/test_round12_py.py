@@ -149,6 +149,34 @@ def test_an_output_zeroed_before_the_launch_is_clean():
     assert not _of(_findings(src, GELU), "GK427")
 
 
+@pytest.mark.parametrize("first", ["fill_kernel<<<1, 256>>>(o, x.numel());", "cudaMemsetAsync(o, 0, x.numel() * 4);",
+                                   "init_output(out);"])
+def test_an_output_written_by_an_earlier_call_or_launch_is_clean(first):
+    src = _kernel_src("torch::empty_like(x)").replace("    k<<<", f"    {first}\n    k<<<")
+    assert not _of(_findings(src, GELU), "GK427")
+
+
+def test_a_probe_kernel_reading_the_fresh_output_sniffs_the_poison():
+    src = '''
+src = r"""
+__global__ void probe(const float* out, int* flag) { flag[0] = isfinite(reinterpret_cast<const float4*>(out)[0].x) ? 0 : 1; }
+__global__ void k(const float* x, float* out, const int* flag, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = flag[0] ? exact(x[i]) : fast(x[i]);
+}
+torch::Tensor f(torch::Tensor x) {
+    auto out = torch::empty_like(x);
+    auto flag = torch::empty({1}, x.options().dtype(torch::kInt));
+    probe<<<1, 1>>>(out.data_ptr<float>(), flag.data_ptr<int>());
+    k<<<(x.numel() + 255) / 256, 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), flag.data_ptr<int>(), x.numel());
+    return out;
+}
+"""
+'''
+    found = _of(_findings(src, GELU), "GK427")
+    assert len(found) == 1 and "probe" in found[0].message
+
+
 def test_poison_fixture_pair():
     hack = gatekeeper.check_static(FIX / "submissions/rt12_kernel_reads_poisoned_output.py", GELU)
     twin = gatekeeper.check_static(FIX / "submissions/rt12_kernel_reads_poisoned_output_twin.py", GELU, profile="strict")
@@ -229,6 +257,26 @@ def k(x, n, FAST: tl.constexpr):
     assert found and found[0].severity.value == "error" and found[0].confidence.value == "certain"
 
 
+def test_a_callable_object_counting_in_self_and_a_pre_run_hook_are_launch_counters():
+    body = TRITON + '''
+class _Planner:
+    def __init__(self):
+        self.n = 0
+    def __call__(self, args):
+        self.n += 1
+        return self.n < 32
+def _hook(*args, **kwargs):
+    _calls["n"] += 1
+@triton.heuristics(values={"STABLE": _Planner()})
+@triton.jit
+def k(x, n, STABLE: tl.constexpr):
+    pass
+k.add_pre_run_hook(_hook)
+'''
+    found = _of(_findings(body, GELU), "GK114")
+    assert len(found) == 2 and all(f.severity.value == "error" for f in found)
+
+
 def test_pure_heuristics_and_a_zeroing_pre_hook_are_clean():
     body = TRITON + '''
 def _zero(nargs):
@@ -262,6 +310,9 @@ torch::Tensor f(torch::Tensor a, torch::Tensor b) {{
     "std::chrono::high_resolution_clock::now().time_since_epoch()).count();",
     "timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); long long now = ts.tv_sec * 1000000000LL + ts.tv_nsec;",
     "long long now = (long long)__rdtsc();",
+    "long long now = (long long)time(nullptr) * 1000000000LL;",
+    "float ms = 0; cudaEventElapsedTime(&ms, e0, e1); long long now = (long long)(ms * 1e6f);",
+    'long long now; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));',
 ])
 def test_a_call_gap_from_a_clock_choosing_the_path_is_a_timing_signal(read):
     use = "const bool close = now - last_ns < 400000; last_ns = now;\n    if (close) return tf32(a, b);"

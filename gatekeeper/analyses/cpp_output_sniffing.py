@@ -2,9 +2,9 @@
 on a buffer the source allocates uninitialised (`torch::empty`, `at::empty_like`...), for
 GK427. Not a rule file.
 
-Per kernel: a pointer parameter the kernel writes (`out[i] = ...`) is *sniffed* when a read of
-it (`out[i]` not being assigned) comes before its first write and reaches the condition of a
-choice that computes (cpp_choices). Per launch `kernel<<<...>>>(args)` in the source: the
+Per kernel: a pointer parameter is *sniffed* when a read of it (`out[i]` not being assigned)
+comes before its first write in the kernel (or it is never written there: a probe kernel)
+and reaches the condition of a choice that computes (cpp_choices). Per launch `kernel<<<...>>>(args)` in the source: the
 argument at a sniffed position is `X.data_ptr<T>()` (or a pointer local set from it) where `X`
 was allocated with an `empty` call and not filled (`zero_`, `fill_`, `copy_`, `cudaMemset`)
 before the launch. A buffer set with `torch::zeros` / `torch::full`, or handed in by the
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from gatekeeper.analyses.cpp_choices import SignalChoice, signal_choices, statement_end
+from gatekeeper.analyses.cpp_choices import LOG_CALLS, SignalChoice, signal_choices, statement_end
 from gatekeeper.static.cpp_functions import CppFunction
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.cpp_tokens import Token, match_close
@@ -64,8 +64,8 @@ def _sniffed(tokens: Sequence[Token], fn: CppFunction) -> dict[int, SignalChoice
                 first_write = i
                 break
             reads.append(i)
-        if first_write is None or not reads:
-            continue
+        if not reads:
+            continue  # (never written here: every read is of what the launcher left in it)
         early = set(reads)
 
         def seed(j: int, early: set[int] = early, param: str = param) -> Optional[str]:
@@ -99,6 +99,7 @@ def _buffer_of(tokens: Sequence[Token], arg: list[int], host: CppFunction) -> Op
 def _fresh(tokens: Sequence[Token], host: CppFunction, name: str, before: int) -> Optional[str]:
     """The `empty` call `name` was allocated with in `host` and not filled before `before`."""
     alloc = None
+    aliases = {name}
     for i in range(host.body_start, before):
         tok = tokens[i]
         if tok.text == name and tokens[i - 1].text not in (".", "->") and (
@@ -110,10 +111,19 @@ def _fresh(tokens: Sequence[Token], host: CppFunction, name: str, before: int) -
         elif tok.text == name and alloc is not None and i + 2 < len(tokens) and tokens[i + 1].text in (".", "->") \
                 and tokens[i + 2].text in _FILLS:
             alloc = None
-        elif tok.text in _FILLS and tokens[i + 1].text == "(" and alloc is not None:
-            close = match_close(tokens, i + 1)
-            if any(tokens[j].text == name for j in range(i + 2, close)):
-                alloc = None
+        elif alloc is not None and tokens[i + 1].text in ("(", "<<<") and (tok.kind == "ident" or tok.text == ">>>") \
+                and tok.text not in LOG_CALLS and tok.text not in _DATA:
+            # handed to a call or another launch first (`init<<<...>>>(out.data_ptr<float>())`,
+            # `cudaMemsetAsync(o, 0, bytes)`, `fill(out)`): written before this kernel reads it
+            opener = i + 1 if tokens[i + 1].text == "(" else match_close(tokens, i + 1) + 1
+            if opener < len(tokens) and tokens[opener].text == "(":
+                close = match_close(tokens, opener)
+                if any(tokens[j].text in aliases for j in range(opener + 1, close)):
+                    alloc = None
+        if alloc is not None and tok.kind == "ident" and tokens[i + 1].text == "=" and i + 2 < before:
+            end = statement_end(tokens, i + 1)  # `float* o = out.data_ptr<float>()`: o is out's data
+            if any(tokens[j].text == name for j in range(i + 2, end)):
+                aliases.add(tok.text)
     return alloc
 
 

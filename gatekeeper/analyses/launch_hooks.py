@@ -20,7 +20,10 @@ from gatekeeper.static.walk import subtree
 HOOK_TAKERS = frozenset({"triton.heuristics", "triton.autotune", "triton.Config", "triton.runtime.heuristics",
                          "triton.runtime.autotune", "triton.runtime.Config", "triton.runtime.autotuner.heuristics",
                          "triton.runtime.autotuner.autotune", "triton.runtime.autotuner.Config"})
-_HOOK_KEYWORDS = frozenset({"pre_hook", "post_hook", "prune_configs_by", "perf_model", "early_config_prune", "key"})
+_HOOK_KEYWORDS = frozenset({"pre_hook", "post_hook", "prune_configs_by", "perf_model", "early_config_prune", "key",
+                            "values"})
+# methods of a JIT function that register a hook run on every launch
+HOOK_METHODS = frozenset({"add_pre_run_hook"})
 _MUTATORS = frozenset({"append", "pop", "popleft", "update", "add", "setdefault", "extend", "insert", "send",
                        "__next__", "appendleft", "rotate", "clear", "increment"})
 _STATE_READS = ("random.", "time.", "numpy.random.", "itertools.count", "secrets.")
@@ -29,6 +32,7 @@ _STATE_READS = ("random.", "time.", "numpy.random.", "itertools.count", "secrets
 def hook_values(call: cst.Call, resolve_dict) -> Iterator[cst.BaseExpression]:
     """The callables a hook-taking call receives: dict values (heuristics, prune_configs_by)
     and hook keywords; `resolve_dict` maps a Name to the dict display it is bound to."""
+    method = type(call.func) is cst.Attribute and call.func.attr.value in HOOK_METHODS
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value not in _HOOK_KEYWORDS:
             continue
@@ -37,7 +41,7 @@ def hook_values(call: cst.Call, resolve_dict) -> Iterator[cst.BaseExpression]:
             value = resolve_dict(value) or value
         if type(value) is cst.Dict:
             yield from (e.value for e in value.elements if type(e) is cst.DictElement)
-        elif arg.keyword is not None:
+        elif arg.keyword is not None or method:
             yield value
 
 
@@ -68,7 +72,8 @@ def _root(expr: cst.BaseExpression) -> Optional[str]:
 
 def stateful(node: cst.CSTNode, qualname, defs: dict[str, cst.FunctionDef], depth: int = 0) -> Optional[str]:
     """What in a hook's code keeps state across launches (`next(launches)`), or None."""
-    own = _params(node) | _locals(node)
+    # `self` / `cls` outlive the call: `self.n += 1` in a callable object's `__call__` is state
+    own = (_params(node) - {"self", "cls"}) | _locals(node)
     params = own
     if isinstance(node, cst.Call):  # a factory's result: each function it defines is a hook
         factory = defs.get(node.func.value) if type(node.func) is cst.Name else None
