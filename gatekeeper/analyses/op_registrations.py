@@ -62,3 +62,15 @@ def op_bodies(holder: object) -> set[str]:
 
 def is_body_decorator(qual: Optional[str]) -> bool:
     return qual in BODY_DECORATORS
+
+
+def without_own_op_calls(ctx, kernels: list) -> list:
+    """Drop `torch.ops.<ns>.<op>` launches of a namespace the file registers from Python (and no
+    C++ `TORCH_LIBRARY` of the same name defines): the call runs the registered body, whose own
+    launches are the kernel where they are; the op call is none by itself."""
+    namespaces = {ns for ns in py_namespaces(ctx)
+                  if not any(f"TORCH_LIBRARY({ns}" in s.text or f"TORCH_LIBRARY_IMPL({ns}" in s.text
+                             for s in ctx.cpp_sources)}
+    if not namespaces:
+        return kernels
+    return [k for k in kernels if not any(k.what.startswith(f"torch.ops.{ns}.") for ns in namespaces)]

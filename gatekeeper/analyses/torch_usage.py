@@ -42,7 +42,7 @@ from gatekeeper.static.cpp_functions import CppFunction
 from gatekeeper.static.cpp_sources import LOADERS, CppSource
 from gatekeeper.static.names import bound_string, string_value
 from gatekeeper.analyses.op_registrations import (
-    is_body_decorator, note_body, note_namespace, py_namespaces, registered_namespace,
+    is_body_decorator, note_body, note_namespace, registered_namespace, without_own_op_calls,
 )
 
 _ATTR = "_gk3_torch_usage"
@@ -315,7 +315,7 @@ class TorchUsage(TorchCalls, TensorValues):
         if any(k.needs_ext is not None and k.needs_ext[0] not in holders for k in self.kernels):
             for source in self.ctx.cpp_sources:
                 self.ext_functions.update(fn.name for fn in self._functions(source) if not fn.is_kernel)
-        self._drop_own_op_calls()
+        self.kernels = without_own_op_calls(self.ctx, self.kernels)  # torch.ops of a namespace the file registers
         place_kernels(self, holders)  # which launches are the own kernel doing work (launch_placement.py)
         # a method named like an extension function, on a receiver that is the extension
         self.uses = [u for u in self.uses if not (u.kind == "method" and u.receiver is not None
@@ -327,15 +327,6 @@ class TorchUsage(TorchCalls, TensorValues):
         self.uses = [u for u in self.uses if u.cpp is not None or not use_outside_result(u, lambda c: pure_call(self, c))]
         find_fallbacks(self)
         self._own = None  # it points back at this usage: kept, the pair would leave the tree to the collector
-
-    def _drop_own_op_calls(self) -> None:
-        """`torch.ops.<ns>.<op>` of a namespace this file registers from Python calls the body it
-        registered; that body's own launches are the kernel, the op call is none by itself."""
-        namespaces = {ns for ns in py_namespaces(self.ctx)
-                      if not any(f"TORCH_LIBRARY({ns}" in s.text or f"TORCH_LIBRARY_IMPL({ns}" in s.text
-                                 for s in self.ctx.cpp_sources)}
-        if namespaces:
-            self.kernels = [k for k in self.kernels if not any(k.what.startswith(f"torch.ops.{ns}.") for ns in namespaces)]
 
     def _functions(self, source: CppSource) -> list[CppFunction]:
         """C++ function definitions of a source, computed once per file."""
