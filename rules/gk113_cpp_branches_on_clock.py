@@ -38,7 +38,10 @@ class CppBranchesOnClock(Rule):
 
     Not flagged: a clock read only for a log (`if (dt > budget) fprintf(stderr, ...)`: the
     side only reports), `clock64()` in a spin or back-off loop (`while (clock64() - t0 < d)`:
-    a loop, no choice of result), and timing that never reaches a condition.
+    a loop, no choice of result), and timing that never reaches a condition. Flagged too, by
+    design: autotuning in C++ by measured time (`if (ms < best_ms) best = cfg;`), which cannot
+    be told from a timing switch by its tokens; tune with `triton.autotune` or offline and
+    choose from the shapes.
     """
 
     code = "GK113"
