@@ -27,6 +27,42 @@ _NOT_FUNCTIONS = frozenset({"float", "half", "double", "bfloat16", "int", "long"
                             "cdouble", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8"})
 
 
+# keywords whose value is a callable the callee will call (`sorted(key=)`, `map_structure(fn=)`)
+_CALLABLE_KEYWORDS = frozenset({"key", "fn", "func", "function", "op", "kernel", "impl", "callback", "target",
+                                "reducer", "combine", "binary_op", "f"})
+# calls whose result is a size, not a tensor: operands of a scalar fold
+_SIZE_CALLS = frozenset({"size", "stride", "numel", "dim", "item", "tolist", "ndimension", "nelement"})
+
+
+def _scalar_operand(host: "TorchCalls", expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """Surely sizes or plain numbers: `x.shape`, `x.shape[1:]`, `x.size()`, `range(n)`, an int
+    literal, a display of them, or a name bound to one of these."""
+    kind = type(expr)
+    if kind in (cst.Integer, cst.Float):
+        return True
+    if kind is cst.Attribute:
+        return expr.attr.value in ("shape", "ndim")
+    if kind is cst.Subscript:
+        return _scalar_operand(host, expr.value, depth + 1)
+    if kind is cst.Call:
+        if type(expr.func) is cst.Attribute and expr.func.attr.value in _SIZE_CALLS:
+            return True
+        qual = host.ctx.qualname(expr.func) or ""
+        return qual in ("builtins.range", "builtins.len", "builtins.list", "builtins.tuple") and \
+            (qual in ("builtins.range", "builtins.len") or any(_scalar_operand(host, a.value, depth + 1) for a in expr.args))
+    if kind in (cst.List, cst.Tuple):
+        return bool(expr.elements) and all(_scalar_operand(host, e.value, depth + 1) for e in expr.elements
+                                           if type(e) is not cst.StarredElement)
+    if kind is cst.Name and depth < 3:
+        binding = host.ctx.resolver.lookup(expr.value)
+        return binding is not None and binding.value is not None and _scalar_operand(host, binding.value, depth + 1)
+    return False
+
+
+def _scalar_operands(host: "TorchCalls", values: list[cst.BaseExpression]) -> bool:
+    return any(_scalar_operand(host, v) for v in values)
+
+
 class TorchCalls:
     """Needs from the host: ctx, ops, frames, holders, self_layers, self_foreign, self_calls,
     _use(), _kernel()."""
@@ -60,10 +96,21 @@ class TorchCalls:
         """A torch compute function handed to another callable (`map(torch.Tensor.sum, xs)`,
         `lib.impl("op", torch.mean, "CPU")`, `pool.submit(torch.mm, a, b)`) runs when that
         callable calls it: a deferred torch call where it is handed on."""
-        if qual in _NOT_CALLERS:
+        if qual in _NOT_CALLERS and qual != "functools.partial":
             return
-        # positional only: keywords hand on dtypes and devices (`dtype=torch.float32`)
-        self._handed_on([arg.value for arg in node.args if arg.keyword is None and not arg.star])
+        positional = [arg.value for arg in node.args if arg.keyword is None and not arg.star]
+        if qual == "functools.reduce" and len(positional) >= 2 and self.tensorish(positional[1]):
+            return  # `reduce(operator.add, x.unbind(0))` on tensors: _python_compute's use
+        if qual == "functools.partial":
+            # the first argument is the partial's own deferred call (TorchUsage.call); the rest
+            # are handed on to it: `partial(functools.reduce, operator.matmul)` (red team round 12)
+            positional = positional[1:]
+        # keywords mostly hand on dtypes and devices (`dtype=torch.float32`); a callable-taking
+        # keyword (`key=`, `fn=`) hands on a callable as surely as a positional does
+        named = [arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value in _CALLABLE_KEYWORDS]
+        if qual is not None and qual.startswith("torch.") and not self.ops.function_is_compute(qual):
+            named = []
+        self._handed_on(positional + named, scalars=_scalar_operands(self, positional))
 
     def class_keywords(self, node: cst.ClassDef) -> None:
         """`class ModelNew(Base, contraction=torch.matmul)`: a torch compute function handed to
@@ -71,11 +118,18 @@ class TorchCalls:
         there and called later (red team round 7, h08): a deferred torch call."""
         self._handed_on([kw.value for kw in node.keywords if kw.keyword is not None and kw.keyword.value != "metaclass"])
 
-    def _handed_on(self, values: list[cst.BaseExpression]) -> None:
+    def _handed_on(self, values: list[cst.BaseExpression], scalars: bool = False) -> None:
         for value in values:
-            if type(value) not in (cst.Name, cst.Attribute):
+            if type(value) not in (cst.Name, cst.Attribute, cst.Subscript):
                 continue
             target = self.ctx.qualname(value) or ""
+            if target.startswith("operator."):
+                # `reduce(operator.matmul, xs)`, `map(operator.mul, a, b)`: the operator's torch
+                # op on tensors; `reduce(operator.mul, x.shape, 1)` multiplies sizes (scalars)
+                op = PY_COMPUTE.get(target)
+                if op is not None and not scalars:
+                    self._use("function", target, value, op=op, deferred=True)
+                continue
             if not target.startswith("torch."):
                 continue
             namespace = self.ops.torch_op_namespace(target)
@@ -108,7 +162,16 @@ class TorchCalls:
             qual = self.ctx.qualname(item)
             if qual and qual.startswith("torch.") and self.ops.function_is_compute(qual):
                 return qual
+            if qual in PY_COMPUTE and qual.startswith("operator."):  # {"mm": operator.matmul}
+                return qual
         return None
+
+    def _table_call(self, node: cst.Call, qual: str) -> None:
+        """A call of what a table of torch (or operator) functions holds."""
+        if qual.startswith("operator."):
+            self._python_compute(node, qual)
+        else:
+            self._torch_call(node, qual)
 
     def _tensor_data(self, expr: cst.BaseExpression) -> bool:
         """A tensor, or its data as an array (`x.numpy()`, `x.cpu().detach().numpy()`)."""

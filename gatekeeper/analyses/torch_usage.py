@@ -41,6 +41,9 @@ from gatekeeper.static.context import FileContext
 from gatekeeper.static.cpp_functions import CppFunction
 from gatekeeper.static.cpp_sources import LOADERS, CppSource
 from gatekeeper.static.names import bound_string, string_value
+from gatekeeper.analyses.op_registrations import (
+    is_body_decorator, note_body, note_namespace, registered_namespace, without_own_op_calls,
+)
 
 _ATTR = "_gk3_torch_usage"
 
@@ -91,6 +94,9 @@ class TorchUsage(TorchCalls, TensorValues):
         kernel_def = outer_kernel or any(self._is_kernel_decorator(d) for d in node.decorators)
         if kernel_def:
             self.kernel_defs.add(node.name.value)
+        if any(is_body_decorator(self.ctx.qualname(d.decorator.func if type(d.decorator) is cst.Call else d.decorator))
+               for d in node.decorators):
+            note_body(self.ctx, self.ctx.function_key)  # @torch.library.custom_op("ns::op"): the op's body
         frame = Frame(self.ctx.function_key, kernel_def)
         if node.name.value in ("forward", "__call__") and self.ctx.classes:
             frame.tensor_names.update(tensor_params(node.params))
@@ -173,6 +179,9 @@ class TorchUsage(TorchCalls, TensorValues):
             self.loader_functions.add(ctx.function_key)
             self._record_ext_names(node)
             return
+        ns = registered_namespace(qual, node)
+        if ns is not None:  # decorators too: `@torch.library.custom_op("ns::op")`
+            note_namespace(ctx, ns)
         if self._in_kernel:
             return
         if type(ctx.parent(node)) is cst.Decorator:
@@ -188,7 +197,7 @@ class TorchUsage(TorchCalls, TensorValues):
                 binding = ctx.resolver.lookup(base.value)
                 table = self._torch_table(binding.value if binding is not None else None)
                 if table is not None:  # OPS["mean"](x): a dict or list of torch functions
-                    self._torch_call(node, table)
+                    self._table_call(node, table)
                 else:
                     self._kernel(node, f"{base.value}[grid]", needs_def=None if binding is None else base.value)
             elif base_qual and not base_qual.startswith(("torch.", "builtins.")):
@@ -197,7 +206,7 @@ class TorchUsage(TorchCalls, TensorValues):
         if type(func) is cst.Name and qual is None:
             table = self._table_entry(func.value)
             if table is not None:  # op = OPS["mean"]; op(x): a call of what the table holds
-                self._torch_call(node, table)
+                self._table_call(node, table)
                 return
             qual = self._star_import(func.value)
             if qual is None:
@@ -234,6 +243,8 @@ class TorchUsage(TorchCalls, TensorValues):
             if target.startswith("torch.") and self.ops.function_is_compute(target) \
                     and not any(p[:1].isupper() for p in target.split(".")):
                 self._use("function", target, node, op=last, deferred=True)
+            elif target.startswith("torch.Tensor.") and target.count(".") == 2 and self.ops.method_is_compute(last):
+                self._use("method", target, node, op=last, deferred=True)  # partial(torch.Tensor.mean, dim=0)
             elif target.startswith("operator.") and self.ops.method_is_compute(last):
                 self._use("function", target, node, op=last, deferred=True)  # partial(operator.matmul)
             return
@@ -304,6 +315,7 @@ class TorchUsage(TorchCalls, TensorValues):
         if any(k.needs_ext is not None and k.needs_ext[0] not in holders for k in self.kernels):
             for source in self.ctx.cpp_sources:
                 self.ext_functions.update(fn.name for fn in self._functions(source) if not fn.is_kernel)
+        self.kernels = without_own_op_calls(self.ctx, self.kernels)  # torch.ops of a namespace the file registers
         place_kernels(self, holders)  # which launches are the own kernel doing work (launch_placement.py)
         # a method named like an extension function, on a receiver that is the extension
         self.uses = [u for u in self.uses if not (u.kind == "method" and u.receiver is not None

@@ -62,6 +62,9 @@ def compute_forward_keys(ctx: CallGraph) -> frozenset[str]:
     called = {k for targets in callees.values() for k in targets}
     reached: set[str] = set()
     stack = [k for k in ctx.defined if is_root(ctx, k)]
+    # an op body registered with torch.library runs whenever the op is called: torch.ops.<ns>.<op>
+    # names no function, so the body is a root (analyses/op_registrations.py)
+    stack += [k for k in ctx.__dict__.get("_gk_op_bodies", ()) if k in ctx.defined]
     if not stack:
         # A module with no forward at all: a submission's own helper module (gatekeeper/submission_files.py),
         # whose functions the submission calls from its forward. Every function it defines may
