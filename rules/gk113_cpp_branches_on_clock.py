@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Optional
 
 from gatekeeper.analyses.cpp_choices import signal_choices
-from gatekeeper.analyses.cpp_signal_functions import widen
+from gatekeeper.analyses.cpp_signal_functions import file_scope_names, widen
 from gatekeeper.report import Category, Confidence, Severity
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.cpp_tokens import match_close
@@ -34,14 +34,15 @@ class CppBranchesOnClock(Rule):
     approximation) when timed (red team round 12: launches closer than 400 us took a TF32
     WMMA path). It is GK110's idea (a timing signal picks the path) on the C++ side.
 
-    Confidence: certain. Nothing about the inputs depends on the wall clock.
+    Confidence: certain when a reading is kept across calls (a file-scope or `static`
+    variable): that is how code measures the gap since its last call. Readings that live
+    within one call are durations of its own work, which an honest C++ autotuner compares too
+    (`if (ms < best_ms) best = cfg;`): likely, a warning under `default` that the timing
+    stage's check (GK703) settles.
 
     Not flagged: a clock read only for a log (`if (dt > budget) fprintf(stderr, ...)`: the
     side only reports), `clock64()` in a spin or back-off loop (`while (clock64() - t0 < d)`:
-    a loop, no choice of result), and timing that never reaches a condition. Flagged too, by
-    design: autotuning in C++ by measured time (`if (ms < best_ms) best = cfg;`), which cannot
-    be told from a timing switch by its tokens; tune with `triton.autotune` or offline and
-    choose from the shapes.
+    a loop, no choice of result), and timing that never reaches a condition.
     """
 
     code = "GK113"
@@ -137,13 +138,36 @@ class CppBranchesOnClock(Rule):
         start = dict(globals_)
         start.update(asm_outputs)
         seen: set[int] = set()
+        file_scope = file_scope_names(source)
         for fn in source.functions:
-            for found in signal_choices(tokens, fn.body_start, fn.body_end, wide, start):
+            tainted: dict[str, str] = {}
+            found_here = signal_choices(tokens, fn.body_start, fn.body_end, wide, start, tainted)
+            # A gap since the last call needs a reading kept across calls (file scope, a static):
+            # certain. Readings that live within one call are durations of its own work, which
+            # an honest C++ autotuner compares too (`if (ms < best_ms)`): likely, settled by GK703.
+            kept = bool(globals_) or bool(tainted.keys() & (file_scope | _local_statics(tokens, fn.body_start,
+                                                                                        fn.body_end)))
+            for found in found_here:
                 if found.offset in seen:
                     continue
                 seen.add(found.offset)
                 self.report_cpp(source, found.offset, self.message.format(what=f"the clock ({found.label})"),
-                                evidence={"clock": found.label})
+                                evidence={"clock": found.label, "kept_across_calls": kept},
+                                confidence=None if kept else Confidence.LIKELY)
+
+
+def _local_statics(tokens, lo: int, hi: int) -> set[str]:
+    """Names a function body declares `static` (`static auto last = ...;`, `static double t0;`)."""
+    out: set[str] = set()
+    for i in range(lo, hi):
+        if tokens[i].text != "static":
+            continue
+        j = i + 1
+        while j < hi and tokens[j].text not in ("=", ";", "{", "(", ","):
+            j += 1
+        if j < hi and tokens[j - 1].kind == "ident":
+            out.add(tokens[j - 1].text)
+    return out
 
 
 def _asm_timer_outputs(source: CppSource) -> dict[str, str]:

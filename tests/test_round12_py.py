@@ -332,3 +332,32 @@ def test_clock_fixture_pair():
     hack = gatekeeper.check_static(FIX / "submissions/rt12_call_gap_clock_tf32.py", problem)
     twin = gatekeeper.check_static(FIX / "submissions/rt12_call_gap_clock_tf32_twin.py", problem, profile="strict")
     assert "GK113" in {f.rule for f in hack.errors()} and not twin.findings
+
+
+def test_an_in_call_autotuner_is_likely_not_certain():
+    """Timing its own candidates within one call and keeping the fastest is an honest C++
+    autotuner's reading too: a warning under default (GK703 settles it), an error under strict.
+    Keeping a reading across calls (the gap since the last call) is certain."""
+    tune = '''
+src = r"""
+#include <cuda_runtime.h>
+torch::Tensor f(torch::Tensor a, torch::Tensor b) {
+    int best = 0; float best_ms = 1e30f;
+    for (int cfg = 0; cfg < 4; ++cfg) {
+        cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
+        cudaEventRecord(e0); launch(cfg, a, b); cudaEventRecord(e1); cudaEventSynchronize(e1);
+        float ms = 0; cudaEventElapsedTime(&ms, e0, e1);
+        if (ms < best_ms) { best_ms = ms; best = cfg; }
+    }
+    return run(best, a, b);
+}
+"""
+'''
+    found = _of(_findings(tune, MATMUL), "GK113")
+    assert found and found[0].severity.value == "warning" and found[0].confidence.value == "likely"
+    assert found[0].evidence["kept_across_calls"] is False
+    assert _of(_findings(tune, MATMUL, "strict"), "GK113")[0].severity.value == "error"
+    kept = _of(_findings(_clock_src("long long now = (long long)__rdtsc();",
+                                    "const bool close = now - last_ns < 400000; last_ns = now;\n"
+                                    "    if (close) return tf32(a, b);"), MATMUL), "GK113")
+    assert kept[0].confidence.value == "certain" and kept[0].evidence["kept_across_calls"] is True

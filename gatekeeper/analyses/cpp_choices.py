@@ -163,9 +163,11 @@ def side_computes(tokens: Sequence[Token], start: int, end: int, quiet: set[str]
 
 
 def signal_choices(tokens: Sequence[Token], lo: int, hi: int, seed: Seed,
-                   tainted: Optional[dict[str, str]] = None) -> list[SignalChoice]:
+                   tainted: Optional[dict[str, str]] = None,
+                   taint_out: Optional[dict[str, str]] = None) -> list[SignalChoice]:
     """The choices in tokens[lo:hi] whose condition reads a seed or a name tainted by one, and
-    where some side computes. `tainted` (name -> label) starts the taint (globals, statics)."""
+    where some side computes. `tainted` (name -> label) starts the taint (globals, statics);
+    `taint_out`, when given, receives every name found tainted."""
     names: dict[str, str] = dict(tainted or {})
     implicit: set[str] = set()  # assigned under a tainted choice: they carry it, but writing them computes
 
@@ -209,6 +211,8 @@ def signal_choices(tokens: Sequence[Token], lo: int, hi: int, seed: Seed,
                         implicit.add(tokens[j - 1].text)
         if len(names) == before:
             break
+    if taint_out is not None:
+        taint_out.update(names)
     out: list[SignalChoice] = []
     quiet = set(names) - implicit
     for choice in choices(tokens, lo, hi):
