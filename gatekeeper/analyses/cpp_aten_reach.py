@@ -15,8 +15,7 @@ torch do the work, each an invariant rather than a list of hacks:
   source registers itself (`TORCH_LIBRARY(myext, m)`) is the submission's own op;
 - TorchScript run from C++ (`torch::jit::compile`, `torch::jit::load`): the denied list of
   torch_ops.toml makes these compute calls;
-- torch reached through Python from C++ (pybind11): `py::module_::import("torch").attr(
-  "matmul")`, `py::cast(x).attr("softmax")(1)`, `py::getattr(x, "matmul")`.
+- (torch reached through Python from C++, pybind11 or the CPython API, is cpp_python_reach.py.)
 
 The tokenizer drops string literals, so op names are read back from `source.text`.
 """
@@ -82,32 +81,3 @@ def dispatcher_reach(source: CppSource) -> list[Reach]:
             if i + 1 < len(tokens) and tokens[i + 1].text == "(" and (i == 0 or tokens[i - 1].text in (".", "->", "::")):
                 found.append(("cpp", f"c10::Dispatcher::{tokens[i].text}", tokens[i].offset, "dispatcher_op"))
     return found if (lookups or "callBoxed" in idents or "OperatorName" in idents) else []
-
-
-_PY_NAME = re.compile(r'"([A-Za-z_][\w.]*)"')
-_PY_LOOKUPS = ("attr", "getattr")
-_PY_IMPORT = re.compile(r'import\s*\(\s*"([\w.]+)"\s*\)\s*\.\s*$')
-
-
-def interop_reach(source: CppSource, ops: TorchOps) -> list[Reach]:
-    """Torch reached through Python from C++ (pybind11): `py::module_::import("torch")
-    .attr("matmul")(a, b)`, `py::cast(x).attr("softmax")(1)`, `py::getattr(x, "sum")`: the
-    string names a compute method or op. An attribute of a module other than torch imported in
-    the same expression (`import("math").attr("isfinite")`) is that module's."""
-    idents = source.by_text["ident"]
-    if not any(name in idents for name in _PY_LOOKUPS):
-        return []
-    tokens, text = source.tokens, source.text
-    found: list[Reach] = []
-    for name in _PY_LOOKUPS:
-        for i in idents.get(name, ()):
-            if i + 1 >= len(tokens) or tokens[i + 1].text != "(" or (i and tokens[i - 1].text not in (".", "->", "::")):
-                continue
-            module = _PY_IMPORT.search(text, max(0, tokens[i].offset - 120), tokens[i].offset)
-            if module is not None and module.group(1).split(".")[0] != "torch":
-                continue
-            close = match_close(tokens, i + 1)
-            for literal in _PY_NAME.findall(text[tokens[i + 1].offset:tokens[close].offset + 1]):
-                if ops.method_is_compute(literal) or ops.is_heavy(literal):
-                    found.append(("cpp", f'{name}("{literal}") (torch through Python)', tokens[i].offset, literal))
-    return found

@@ -21,8 +21,9 @@ import re
 from itertools import chain as chained
 from typing import Callable, Optional
 
-from gatekeeper.analyses.cpp_aten_reach import dispatcher_reach, interop_reach, is_reference
-from gatekeeper.static.cpp_names import Names, expand_macros, is_global, name_chain
+from gatekeeper.analyses.cpp_aten_reach import dispatcher_reach, is_reference
+from gatekeeper.analyses.cpp_python_reach import interop_reach
+from gatekeeper.static.cpp_names import Names, expand_macros, is_global, name_chain, resolve_bindings
 from gatekeeper.analyses.torch_op_table import TorchOps
 from gatekeeper.static.cpp_functions import CppFunction
 from gatekeeper.static.cpp_sources import CppSource
@@ -77,15 +78,6 @@ def _is_layer(name: str) -> bool:
     return name[:1].isupper() and name not in _NOT_LAYERS and not name.endswith(("Options", "Impl", "FuncOptions"))
 
 
-_ASM_LABEL = re.compile(r"(\w+)\s*\([^;{}()]*\)\s*(?:__asm__|asm)\s*\(\s*((?:\"[^\"\n]*\"\s*)+)\)")
-
-
-def asm_labels(source: CppSource) -> dict[str, str]:
-    """Names the source declares with an assembler label: `void mix_rows(...) __asm__("sgemm_")`
-    calls `sgemm_` whatever the name says (string pieces are joined, as the compiler joins them)."""
-    return {m.group(1): "".join(re.findall(r'"([^"\n]*)"', m.group(2))) for m in _ASM_LABEL.finditer(source.text)}
-
-
 def _op_name(name: str) -> str:
     """`addmm_out`, `mm_outf`, `sum_out` do the op itself (into a given tensor)."""
     for suffix in ("_outf", "_out"):
@@ -121,13 +113,15 @@ def scan_cpp(source: CppSource, ops: TorchOps,
     has_kernel = "__global__" in source.by_text["ident"]
     origin: dict[int, str] = {}
     skipped: list[tuple[int, int]] = []
-    tokens, index = raw, source.by_text
+    # symbol bindings first (`weakref("cublasSgemm_v2")`), so a macro naming a bound name reads its target
+    bound_tokens, bound = resolve_bindings(raw, source.text)
+    tokens, index = bound_tokens, (_by_text(bound_tokens) if bound else source.by_text)
     if "define" in index["directive"]:
-        tokens, origin, skipped = expand_macros(raw, source.text)
+        tokens, origin, skipped = expand_macros(bound_tokens, source.text)
         if origin:
             index = _by_text(tokens)
         else:
-            tokens = raw
+            tokens = bound_tokens
     n = len(tokens)
     idents = index["ident"]
     device: Optional[list[tuple[int, int]]] = None
@@ -159,9 +153,10 @@ def scan_cpp(source: CppSource, ops: TorchOps,
         return defines(name) or name in names().own
 
     def what_of(i: int, what: str) -> str:
+        if tokens[i].offset in bound and i not in origin:  # `panel_product` declared weakref("cublasSgemm_v2")
+            return f"{bound[tokens[i].offset]} (bound to {what})"
         return f"{what} (through the macro {origin[i]})" if i in origin else what
 
-    labels: Optional[dict[str, str]] = None
     found: list[Found] = []
     resume = 0  # the end of the last qualified name: its parts are not visited again
     puncts = index["punct"]
@@ -215,14 +210,8 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             continue
         after = _skip_template(tokens, i + 1) if scoped else i + 1
         nxt = tokens[after].text if after < n else ""
-        if labels is None:
-            labels = asm_labels(source) if ("asm" in idents or "__asm__" in idents) else {}
-        if nxt == "(" and prev not in (".", "->") and tok.text in labels and ops.vendor_call(labels[tok.text]):
-            # `void mix(...) __asm__("s" "gemm_")`: a name of the source's bound to a vendor symbol
-            found.append(("vendor", f"{tok.text} (bound to {labels[tok.text]})", tok.offset, labels[tok.text]))
-            continue
         if nxt == "(" and prev not in (".", "->") and ops.vendor_call(tok.text):
-            if ops.vendor_by_name(tok.text) and defines(tok.text):
+            if ops.vendor_by_name(tok.text) and defines(tok.text) and tok.offset not in bound:
                 continue  # `sgemm_`: a BLAS routine unless the source defines one
             found.append(("vendor", what_of(i, tok.text), tok.offset, tok.text))
         elif nxt == "(" and prev in (".", "->") and ops.method_is_compute(tok.text) and not in_device(i):

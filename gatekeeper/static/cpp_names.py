@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
+from gatekeeper.static.cpp_symbols import bind_symbols
 from gatekeeper.static.cpp_tokens import Token, line_end, match_close, split_args
 
 Chain = tuple[str, ...]
@@ -330,3 +331,12 @@ class Names:
                         and "cuda" not in after:  # `at::cuda::getCurrentCUDAStream()` is a stream
                     names.add(toks[k + 1].text)
         return names
+
+
+def resolve_bindings(tokens: list[Token], text: str) -> tuple[list[Token], dict[int, str]]:
+    """Names bound to another symbol (`__attribute__((weakref("cublasSgemm_v2")))`, `alias`,
+    an `asm` label, `#pragma redefine_extname`) replaced by their target, as the linker
+    resolves them (static/cpp_symbols.py); the second value maps each rewritten token's
+    offset to the name the source wrote."""
+    out, bound = bind_symbols(tokens, text)
+    return out, ({out[i].offset: name for i, name in bound.items()} if bound else {})
