@@ -21,13 +21,15 @@ import re
 from itertools import chain as chained
 from typing import Callable, Optional
 
-from gatekeeper.analyses.cpp_aten_reach import dispatcher_reach, is_reference
+from gatekeeper.analyses.cpp_aten_reach import is_reference
+from gatekeeper.analyses.cpp_device_libraries import CUB_ROOTS, THRUST_ALGOS, device_library_op, thrust_policy_first
+from gatekeeper.analyses.cpp_dispatcher_reach import dispatcher_reach
 from gatekeeper.analyses.cpp_python_reach import interop_reach
 from gatekeeper.static.cpp_names import Names, expand_macros, is_global, name_chain, resolve_bindings
 from gatekeeper.analyses.torch_op_table import TorchOps
 from gatekeeper.static.cpp_functions import CppFunction
 from gatekeeper.static.cpp_sources import CppSource
-from gatekeeper.static.cpp_tokens import Token
+from gatekeeper.static.cpp_tokens import Token, split_args
 
 Found = tuple[str, str, int, str]  # (kind: cpp | vendor, what was called, offset, op)
 
@@ -192,6 +194,22 @@ def scan_cpp(source: CppSource, ops: TorchOps,
                 continue
             after = _skip_template(tokens, j)  # at::cuda::blas::gemm<float>(...)
             called = after < n and tokens[after].text == "("
+            lib_op = device_library_op(chain)
+            if lib_op is None and scoped and not glob and chain[0].startswith("Device"):
+                for seen in names().visible(i, chain[0]):  # using namespace cub; DeviceReduce::Sum(...)
+                    if seen[0] in CUB_ROOTS:
+                        chain = list(seen) + chain[1:]
+                        lib_op = device_library_op(chain)
+                        break
+            if lib_op is not None:
+                # a device-wide CUB/Thrust algorithm launched from host code (cpp_device_libraries.py)
+                args = split_args(tokens, after) if called else []
+                # `Sum(nullptr, bytes, ...)` only asks for the scratch size; the second call computes
+                query = chain[0] in CUB_ROOTS and bool(args) and args[0] in (["nullptr"], ["NULL"], ["0"])
+                if called and not query and not in_device(i) and thrust_policy_first(args) is not False:
+                    found.append(("vendor", what_of(i, "::".join(chain)), tok.offset, lib_op))
+                resume = j
+                continue
             before = [t.text for t in tokens[max(0, i - (4 if glob else 3)):i - (1 if glob else 0)]]
             nxt = tokens[j].text if j < n else ""
             # `&at::addmm`, `auto f = at::relu_;`, `contract<at::_ops::mm>(...)`: a pointer to ATen, or
@@ -210,6 +228,10 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             continue
         after = _skip_template(tokens, i + 1) if scoped else i + 1
         nxt = tokens[after].text if after < n else ""
+        if nxt == "(" and prev not in (".", "->") and tok.text in THRUST_ALGOS and not own(tok.text) \
+                and _thrust_unqualified(names, tokens, i, after, scoped) and not in_device(i):
+            found.append(("vendor", what_of(i, f"thrust::{tok.text}"), tok.offset, THRUST_ALGOS[tok.text]))
+            continue
         if nxt == "(" and prev not in (".", "->") and ops.vendor_call(tok.text):
             if ops.vendor_by_name(tok.text) and defines(tok.text) and tok.offset not in bound:
                 continue  # `sgemm_`: a BLAS routine unless the source defines one
@@ -221,8 +243,17 @@ def scan_cpp(source: CppSource, ops: TorchOps,
                                                               or ops.is_heavy(tok.text)) else None
             if hit is not None and not in_device(i):
                 found.append(("cpp", what_of(i, "::".join(hit)), tok.offset, _op_name(hit[-1])))
-    found += _vendor_pointers(tokens, idents, ops) + dispatcher_reach(source) + interop_reach(source, ops)
+    found += _vendor_pointers(tokens, idents, ops) + dispatcher_reach(source, ops) + interop_reach(source, ops)
     return has_kernel, found
+
+
+def _thrust_unqualified(names: Callable[[], Names], tokens: list[Token], i: int, open_: int, scoped: bool) -> bool:
+    """`reduce(thrust::device, ...)` (argument-dependent lookup on the policy) or `reduce(...)`
+    under `using namespace thrust;`, not run by one thread (`thrust::seq`)."""
+    policy = thrust_policy_first(split_args(tokens, open_))
+    if policy is not None:
+        return policy
+    return scoped and any(chain[0] == "thrust" for chain in names().visible(i, tokens[i].text))
 
 
 def _template_argument(before: list[str], after: str) -> bool:
