@@ -10,8 +10,9 @@ string literals already dropped), so `// at::matmul` or `"torch::mean"` never ma
 - `cublasSgemm(`, `cublasLtMatmul(`, `cudnnConvolutionForward(`: a vendor library doing the
   work (handle, descriptor and setup calls are fine).
 
-Device code (`__global__` / `__device__` bodies) is skipped for method calls: cooperative
-groups' `tile.any(...)` is not a tensor method.
+Device code (`__global__` / `__device__` bodies, not `__host__ __device__` ones, and the
+device arm of a `__CUDA_ARCH__` conditional: cpp_device_code.py) is skipped for method calls:
+cooperative groups' `tile.any(...)` is not a tensor method.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from itertools import chain as chained
 from typing import Callable, Optional
 
 from gatekeeper.analyses.cpp_aten_reach import is_reference
+from gatekeeper.analyses.cpp_device_code import DeviceCode
 from gatekeeper.analyses.cpp_device_libraries import CUB_ROOTS, THRUST_ALGOS, device_library_op, thrust_policy_first
 from gatekeeper.analyses.cpp_dispatcher_reach import dispatcher_reach
 from gatekeeper.analyses.cpp_python_reach import interop_reach
@@ -32,19 +34,6 @@ from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.cpp_tokens import Token, split_args
 
 Found = tuple[str, str, int, str]  # (kind: cpp | vendor, what was called, offset, op)
-
-
-def _device_ranges(tokens: list[Token], fns: list[CppFunction]) -> list[tuple[int, int]]:
-    ranges = []
-    for fn in fns:
-        # the name token sits just before the parameter list, which ends before the body
-        at = fn.body_start
-        while at > 0 and tokens[at].offset != fn.offset:
-            at -= 1
-        before = {t.text for t in tokens[max(0, at - 8) : at]}
-        if "__global__" in before or "__device__" in before:
-            ranges.append((fn.body_start, fn.body_end))
-    return ranges
 
 
 def _skip_template(tokens: list[Token], j: int) -> int:
@@ -126,13 +115,13 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             tokens = bound_tokens
     n = len(tokens)
     idents = index["ident"]
-    device: Optional[list[tuple[int, int]]] = None
+    device: Optional[DeviceCode] = None
 
     def in_device(i: int) -> bool:
         nonlocal device
-        if device is None:  # computed only when a method call needs it
-            device = [(raw[a].offset, raw[b].offset) for a, b in _device_ranges(raw, functions_of(source))]
-        return any(start <= tokens[i].offset <= end for start, end in device)
+        if device is None:  # computed only when a method call needs it (cpp_device_code.py)
+            device = DeviceCode(source, functions_of(source))
+        return device.in_device(tokens[i].offset)
 
     scoped = any(word in idents for word in ("using", "namespace", "typedef"))
     table: Optional[Names] = None
