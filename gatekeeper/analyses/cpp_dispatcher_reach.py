@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from gatekeeper.analyses.cpp_string_names import argument_strings, string_constants
+from gatekeeper.analyses.cpp_string_names import argument_strings
 from gatekeeper.analyses.torch_op_table import TorchOps
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.cpp_tokens import match_close
@@ -42,12 +42,12 @@ def _strings(source: CppSource, open_: int) -> tuple[list[str], bool]:
     strings = argument_strings(source, open_)
     aten = any(t.text == "aten" for t in tokens[open_ + 1:close])
     text = source.text
-    constants = string_constants(source)
     for tok in tokens[open_ + 1:close]:
-        if tok.kind != "ident" or tok.text in constants:
+        if tok.kind != "ident":
             continue
-        m = re.search(r"\b" + re.escape(tok.text) + r"\s*=\s*([^;]{0,400});", text[:tok.offset])
-        if m is not None and "(" not in tok.text:
+        assigned = list(re.finditer(r"\b" + re.escape(tok.text) + r"\s*=\s*([^;]{0,400});", text[:tok.offset]))
+        m = assigned[-1] if assigned else None  # the nearest assignment before the lookup
+        if m is not None:
             strings += re.findall(r'"([^"\\\n]*)"', m.group(1))
             aten |= re.search(r"\baten\b", m.group(1).replace('"aten', "")) is not None
     aten |= any(s == "aten" or s.startswith("aten::") for s in strings)
