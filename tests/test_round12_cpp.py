@@ -261,3 +261,38 @@ def test_hack_is_found_and_twin_is_clean(name, problem, rule):
     for profile in ("default", "strict"):
         twin = gatekeeper.check_static(SUBMISSIONS / f"{name}_twin.py", PROBLEMS / problem, profile=profile)
         assert not twin.findings, [(f.rule, f.message) for f in twin.findings]
+
+
+# more spellings of the same invariants ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("decl", [
+    '#define BIND(x) __attribute__((weakref(#x)))\nstatic int panel(int, int, int, int, int, int) BIND(cublasSgemm_v2);',
+    '#define TARGET "cublasSgemm_v2"\nstatic int panel(int, int, int, int, int, int) __attribute__ ((weakref(TARGET)));',
+])
+def test_a_binding_spelled_through_a_macro_is_the_vendor_routine(decl):
+    finding = _one(decl + "\n" + _GEMM_CALL, "GK307")
+    assert finding is not None and "panel (bound to cublasSgemm_v2)" in finding.message
+
+
+@pytest.mark.parametrize("call", [
+    'o.attr("__getattribute__")("matmul")(b).ptr()',
+    'PyDict_GetItemString(PyModule_GetDict(PyImport_ImportModule("torch")), "matmul")',
+])
+def test_indirect_attribute_reads_of_torch_ops_are_torch(call):
+    cpp = ('namespace py = pybind11;\n'
+           "torch::Tensor f(torch::Tensor a, torch::Tensor b) {\n  py::object o = py::cast(a);\n"
+           f"  PyObject* r = {call};\n  return py::reinterpret_steal<py::object>(r).cast<torch::Tensor>();\n}}\n")
+    assert "GK306" in _rules(cpp)
+
+
+def test_a_cub_algorithm_class_under_another_name_is_vendor_work():
+    body = "  using R = cub::DeviceReduce;\n  R::Sum(tmp, bytes, x, y, 64);"
+    finding = _one(_RUN.format(body=body), "GK307", RAGGED)
+    assert finding is not None and "cub::DeviceReduce::Sum" in finding.message
+
+
+def test_an_op_structs_name_handed_to_the_dispatcher_is_that_op():
+    cpp = (_LIB + "torch::Tensor f(torch::Tensor a, torch::Tensor b) {\n"
+           "  auto op = c10::Dispatcher::singleton().findSchemaOrThrow(at::_ops::mm::name, at::_ops::mm::overload_name)"
+           ".typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();\n  return op.call(a, b);\n}\n")
+    assert "GK306" in _rules(cpp)

@@ -51,6 +51,10 @@ def _strings(source: CppSource, open_: int) -> tuple[list[str], bool]:
             strings += re.findall(r'"([^"\\\n]*)"', m.group(1))
             aten |= re.search(r"\baten\b", m.group(1).replace('"aten', "")) is not None
     aten |= any(s == "aten" or s.startswith("aten::") for s in strings)
+    for k in range(open_ + 1, close - 2):  # `at::_ops::mm::name`: the op struct's own name string
+        if tokens[k].text == "_ops" and tokens[k + 1].text == "::" and tokens[k + 2].kind == "ident":
+            strings.append(tokens[k + 2].text)
+            aten = True
     return strings, aten
 
 

@@ -4,7 +4,9 @@
 `py::getattr(x, "sum")`, and the same through CPython (red team round 12):
 `PyObject_CallMethod(obj, "softmax", "i", -1)`, `PyObject_GetAttrString(obj, "matmul")`,
 `PyObject_GetAttr(obj, PyUnicode_FromString("sum"))`, `PyObject_CallMethodObjArgs`,
-`PyObject_VectorcallMethod`, `_PyObject_CallMethodId(obj, &PyId_softmax, ...)`. The invariant:
+`PyObject_VectorcallMethod`, `_PyObject_CallMethodId(obj, &PyId_softmax, ...)`, a module's dict
+read by key (`PyDict_GetItemString(PyModule_GetDict(torch), "mm")`), and a lookup that names the
+attribute in its call (`o.attr("__getattribute__")("matmul")`). The invariant:
 a string naming a torch compute op or method, handed as the attribute name to any attribute
 or method-call API, is torch computing from C++. The string may be a literal or a named
 constant (`constexpr const char* kEntry = "matmul"; ... .attr(kEntry)`): cpp_string_names.py.
@@ -21,6 +23,7 @@ import re
 from gatekeeper.analyses.cpp_string_names import argument_strings
 from gatekeeper.analyses.torch_op_table import TorchOps
 from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.cpp_tokens import match_close
 
 Reach = tuple[str, str, int, str]  # (kind "cpp", what, offset, op)
 
@@ -28,6 +31,12 @@ _PYBIND = ("attr", "getattr")
 # CPython's attribute reads and method calls (`PyObject_CallMethod`, `PyObject_GetAttrString`,
 # `_PyObject_CallMethodId`, `PyObject_VectorcallMethod`...); setting or deleting is not a call.
 _CPYTHON = re.compile(r"_?PyObject_\w*(?:Method|GetAttr|LookupAttr|GetOptionalAttr)\w*")
+# Module dicts read by key (`PyDict_GetItemString(PyModule_GetDict(torch), "matmul")`): counted
+# when the source takes a module's dict, not for an own kwargs dict.
+_DICT_READS = frozenset({"PyDict_GetItemString", "PyDict_GetItem", "PyDict_GetItemWithError", "PyMapping_GetItemString",
+                         "PyObject_GetItem"})
+# Attribute lookups whose *call* names the attribute: `o.attr("__getattribute__")("matmul")`.
+_INDIRECT = frozenset({"__getattribute__", "__getattr__", "getattr", "attrgetter", "methodcaller"})
 _IMPORT_INLINE = re.compile(r'[Ii]mport\w*\s*\(\s*"([\w.]+)"\s*\)\s*\.\s*$')
 _IMPORT_INTO = r'\b{name}\s*=\s*[\w:]*[Ii]mport\w*\s*\(\s*"([\w.]+)"'
 
@@ -50,6 +59,8 @@ def interop_reach(source: CppSource, ops: TorchOps) -> list[Reach]:
     calls = [(name, i) for name in _PYBIND for i in idents.get(name, ())]
     calls += [(name, i) for name, where in idents.items() if name.startswith(("PyObject_", "_PyObject_"))
               and _CPYTHON.fullmatch(name) for i in where]
+    if "PyModule_GetDict" in idents or "__dict__" in source.text:
+        calls += [(name, i) for name in _DICT_READS for i in idents.get(name, ())]
     if not calls:
         return []
     tokens, text = source.tokens, source.text
@@ -67,7 +78,11 @@ def interop_reach(source: CppSource, ops: TorchOps) -> list[Reach]:
             receiver = tokens[i + 2].text if i + 2 < len(tokens) and tokens[i + 2].kind == "ident" else ""
         if _foreign_module(text, tokens[i].offset, receiver):
             continue
-        for literal in argument_strings(source, i + 1):
+        strings = argument_strings(source, i + 1)
+        after = match_close(tokens, i + 1) + 1
+        if after < len(tokens) and tokens[after].text == "(" and _INDIRECT & set(strings):
+            strings += argument_strings(source, after)  # `.attr("__getattribute__")("matmul")`
+        for literal in strings:
             if re.fullmatch(r"[A-Za-z_][\w.]*", literal) and (ops.method_is_compute(literal) or ops.is_heavy(literal)):
                 label = f'{name}("{literal}")' if pybind else f'{name}(..., "{literal}")'
                 found.append(("cpp", f"{label} (torch through Python)", tokens[i].offset, literal))

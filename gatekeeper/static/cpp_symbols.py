@@ -20,8 +20,13 @@ from gatekeeper.static.cpp_tokens import Token
 
 _STRINGS = r'((?:"[^"\n]*"\s*)+)'
 # `__attribute__((weakref("X")))`, `((weak, alias("X")))`, `[[gnu::alias("X")]]`, `__weakref__`
-_ATTRIBUTE = re.compile(r"(?:__attribute__\s*\(\(|\[\[)[^;{}]*?\b(?:gnu\s*::\s*)?_*(?:weakref|alias)_*\s*\(\s*" + _STRINGS + r"\)")
+_ATTRIBUTE = re.compile(r"(?:__attribute__\s*\(\s*\(|\[\[)[^;{}]*?\b(?:gnu\s*::\s*)?_*(?:weakref|alias)_*\s*\(\s*" + _STRINGS + r"\)")
 _ASM_LABEL = re.compile(r"\)\s*(?:__asm__|asm)\s*\(\s*" + _STRINGS + r"\)")
+# the target named by a macro: `#define TARGET "cublasSgemm_v2"` then `weakref(TARGET)`, or a binding
+# macro that stringizes its argument: `#define BIND(x) __attribute__((weakref(#x)))` then `BIND(cublasSgemm_v2)`
+_ATTRIBUTE_MACRO = re.compile(r"(?:__attribute__\s*\(\s*\(|\[\[)[^;{}]*?\b(?:gnu\s*::\s*)?_*(?:weakref|alias)_*\s*\(\s*([A-Za-z_]\w*)\s*\)")
+_STRING_MACRO = re.compile(r'^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+"([^"\n]*)"', re.M)
+_BINDING_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)\(\s*(\w+)\s*\)[^\n]*\b(?:weakref|alias|__asm__|asm)\s*\(\s*#\s*\2\s*\)", re.M)
 _REDEFINE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+redefine_extname[ \t]+(\w+)[ \t]+(\w+)", re.M)
 _WEAK = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+weak[ \t]+(\w+)[ \t]*=[ \t]*(\w+)", re.M)
 _IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -82,7 +87,7 @@ def _statement(text: str, at: int) -> tuple[int, int]:
 
 
 def symbol_bindings(text: str) -> list[Binding]:
-    if "alias" not in text and "weakref" not in text and "asm" not in text and "pragma" not in text:
+    if "alias" not in text and "weakref" not in text and "asm" not in text and "pragma" not in text:  # the usual case
         return []
     out: list[Binding] = []
     for pattern in (_ATTRIBUTE, _ASM_LABEL):
@@ -92,6 +97,21 @@ def symbol_bindings(text: str) -> list[Binding]:
             name = _declared_name(text, start, end)
             if name and _SYMBOL.fullmatch(target) and name != target:
                 out.append(Binding(name, target, demangle(target), start, end))
+    strings = dict(_STRING_MACRO.findall(text))
+    for m in _ATTRIBUTE_MACRO.finditer(text):
+        target = strings.get(m.group(1), "")
+        start, end = _statement(text, m.start())
+        name = _declared_name(text, start, end)
+        if name and _SYMBOL.fullmatch(target) and name != target:
+            out.append(Binding(name, target, demangle(target), start, end))
+    for macro, _param in _BINDING_MACRO.findall(text):
+        for m in re.finditer(r"\b" + re.escape(macro) + r"\s*\(\s*(\w+)\s*\)", text):
+            if text[max(0, m.start() - 20):m.start()].rstrip().endswith("define"):
+                continue
+            start, end = _statement(text, m.start())
+            name = _declared_name(text.replace(m.group(0), " " * len(m.group(0))), start, end)
+            if name and name != m.group(1):
+                out.append(Binding(name, m.group(1), demangle(m.group(1)), start, end))
     for pattern in (_REDEFINE, _WEAK):
         for m in pattern.finditer(text):
             name, target = m.group(1), m.group(2)
