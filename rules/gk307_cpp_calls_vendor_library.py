@@ -21,7 +21,8 @@ class CppCallsVendorLibrary(TorchFallbackRule):
     `cudnnCreateTensorDescriptor`...), and so is including the header. Header-only template
     libraries compiled into the submission's own kernel (CUTLASS, CuTe, CUB's block- and
     warp-level collectives `cub::BlockReduce` / `cub::WarpReduce` / `cub::BlockScan`, Thrust run
-    by one thread with `thrust::seq`) are not flagged: they are the submission's code. CUB's
+    by one thread with `thrust::seq`) are not flagged (known false-positive pattern: they are the
+    submission's code, not a library call). CUB's
     scratch-size query (`Sum(nullptr, bytes, ...)`) is no second finding. Vendor calls are heavy ops under the torch-fallback policy (see GK301 and the
     table below): next to an own kernel that does real work a warning under default (a
     cuBLAS GEMM with a fused epilogue kernel is valid KernelBench), an error when the own

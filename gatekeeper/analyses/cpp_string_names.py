@@ -61,7 +61,10 @@ def argument_strings(source: CppSource, open_: int) -> list[str]:
     found = _STRING.findall(source.text[start:end])
     constants = string_constants(source)
     if constants:
-        for tok in tokens[open_ + 1:close]:
-            if tok.kind == "ident" and tok.text in constants:
+        for k in range(open_ + 1, close):
+            tok = tokens[k]
+            # a value, not a function or member spelled like one: `py::str(kName)` reads kName, not `str`
+            if tok.kind == "ident" and tok.text in constants and tokens[k + 1].text != "(" \
+                    and tokens[k - 1].text not in ("::", ".", "->"):
                 found.extend(constants[tok.text])
     return found

@@ -21,7 +21,8 @@ from gatekeeper.static.cpp_tokens import Token
 _STRINGS = r'((?:"[^"\n]*"\s*)+)'
 # `__attribute__((weakref("X")))`, `((weak, alias("X")))`, `[[gnu::alias("X")]]`, `__weakref__`
 _ATTRIBUTE = re.compile(r"(?:__attribute__\s*\(\s*\(|\[\[)[^;{}]*?\b(?:gnu\s*::\s*)?_*(?:weakref|alias)_*\s*\(\s*" + _STRINGS + r"\)")
-_ASM_LABEL = re.compile(r"\)\s*(?:__asm__|asm)\s*\(\s*" + _STRINGS + r"\)")
+# `void mix(...) __asm__("sgemm_")`: a declaration's parameter list (no nested parentheses), then the label
+_ASM_LABEL = re.compile(r"\b[A-Za-z_]\w*\s*\([^;{}()]*\)\s*(?:__asm__|asm)\s*\(\s*" + _STRINGS + r"\)")
 # the target named by a macro: `#define TARGET "cublasSgemm_v2"` then `weakref(TARGET)`, or a binding
 # macro that stringizes its argument: `#define BIND(x) __attribute__((weakref(#x)))` then `BIND(cublasSgemm_v2)`
 _ATTRIBUTE_MACRO = re.compile(r"(?:__attribute__\s*\(\s*\(|\[\[)[^;{}]*?\b(?:gnu\s*::\s*)?_*(?:weakref|alias)_*\s*\(\s*([A-Za-z_]\w*)\s*\)")
@@ -32,6 +33,8 @@ _WEAK = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+weak[ \t]+(\w+)[ \t]*=[ \t]*(\w+)
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _SYMBOL = re.compile(r"[A-Za-z_][\w$.@]*")  # a linker symbol, not inline assembly's text
 _NOT_NAMES = frozenset({"__attribute__", "asm", "__asm__", "alignas", "decltype", "__declspec", "const", "noexcept"})
+# statements that are no declaration: `if (x) asm("trap;");` binds nothing
+_KEYWORDS = frozenset({"if", "while", "for", "switch", "return", "do", "else", "case", "sizeof", "throw", "volatile"})
 
 
 class Binding(NamedTuple):
@@ -69,7 +72,9 @@ def _declared_name(text: str, start: int, end: int) -> Optional[str]:
     paren = body.find("(")
     head = body[:paren] if paren >= 0 else body.split("=")[0]
     names = [n for n in _IDENT.findall(head) if n not in _NOT_NAMES]
-    return names[-1] if names else None
+    if not names or _KEYWORDS & set(names):
+        return None
+    return names[-1]
 
 
 def _statement(text: str, at: int) -> tuple[int, int]:
@@ -92,7 +97,7 @@ def symbol_bindings(text: str) -> list[Binding]:
     out: list[Binding] = []
     for pattern in (_ATTRIBUTE, _ASM_LABEL):
         for m in pattern.finditer(text):
-            target = "".join(re.findall(r'"([^"\n]*)"', m.group(1)))
+            target = "".join(re.findall(r'"([^"\n]*)"', m.group(m.lastindex or 1)))
             start, end = _statement(text, m.start())
             name = _declared_name(text, start, end)
             if name and _SYMBOL.fullmatch(target) and name != target:
