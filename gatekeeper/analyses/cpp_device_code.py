@@ -7,7 +7,8 @@ scanner had skipped it as device code. The invariant:
 
 - device code is the body of a function marked `__global__` or `__device__` and *not*
   `__host__` (also through a macro: `#define HD __host__ __device__`, `C10_HOST_DEVICE`);
-  a `__host__ __device__` body is compiled for the host too, so it is host code;
+  a `__host__ __device__` body is compiled for the host too, so it is host code, and so is a
+  `__device__ constexpr` one (host code may call it under `--expt-relaxed-constexpr`);
 - the arm of a `__CUDA_ARCH__` conditional that the host pass compiles (`#ifndef
   __CUDA_ARCH__`, `#if !defined(__CUDA_ARCH__)`, the `#else` of `#ifdef __CUDA_ARCH__`, the
   `#else` of `#if __CUDA_ARCH__ >= 800`) is host code, wherever it sits; an arm only the
@@ -53,7 +54,8 @@ def _device_functions(source: CppSource, fns: list[CppFunction]) -> list[Span]:
         while at > 0 and tokens[at].offset != fn.offset:
             at -= 1
         marks = _marks(tokens[max(0, at - 10):at], macros)
-        if ("__global__" in marks or "__device__" in marks) and "__host__" not in marks:
+        # `__device__ constexpr` is callable from host code under --expt-relaxed-constexpr: host code too
+        if ("__global__" in marks or "__device__" in marks) and not marks & {"__host__", "constexpr"}:
             spans.append((tokens[fn.body_start].offset, tokens[fn.body_end].offset))
     return spans
 
