@@ -15,14 +15,20 @@ class CppCallsAtenCompute(TorchFallbackRule):
     reference to an ATen function (`&at::addmm`, `auto f = at::relu_;`, `std::function<...>
     g = at::mm;`), and a macro whose expansion names one (`#define ATEN(n) at::n` then
     `ATEN(addmm)(...)`). A dispatcher lookup of an op in a namespace the source registers
-    itself (`TORCH_LIBRARY(myext, m)`) is the submission's own op and is not flagged.
+    itself (`TORCH_LIBRARY(myext, m)`), named by a literal (`"myext::gemm"`) or a named constant,
+    is the submission's own op and is not flagged; any other lookup is foreign, even in a file
+    that registers a library (a name built from `c10::namespaces::aten` is ATen's op, read back
+    from the strings it spells; red team round 12).
     Names are read as the compiler resolves them (red team round 10): a leading `::`
     (`::at::matmul`), namespace aliases (`namespace A = ::at; A::mm`), `using namespace at;`
     at any scope and `using at::mm;`, a namespace that nominates `at` (`blk::mm`),
     argument-dependent lookup (`mm(a, b)` on `at::Tensor`s when the file declares no `mm`),
     an op struct as a template argument (`contract<at::_ops::mm>`), macros that build the
     name (`SCOPE(at)::matmul`), `torch::jit::CompilationUnit`, `torch::jit::getAllOperators()`,
-    and torch reached through pybind11 (`py::cast(x).attr("softmax")(1)`).
+    torch reached through pybind11 (`py::cast(x).attr("softmax")(1)`) or CPython
+    (`PyObject_CallMethod(obj, "softmax", "i", -1)`, `PyObject_GetAttrString(obj, "matmul")`),
+    the op's name a literal or a named constant (`constexpr const char* kEntry = "matmul";`),
+    and a name bound to an ATen symbol (`__attribute__((weakref("_ZN2at6matmul...")))`).
 
     Why it games the benchmark: the extension compiles, so it looks like a custom kernel,
     but the work is done by torch's kernels called from C++.
@@ -31,8 +37,10 @@ class CppCallsAtenCompute(TorchFallbackRule):
     `torch::zeros`, `x.size(0)`, `x.options()`, `x.data_ptr<float>()`, `x.contiguous()`,
     `at::cuda::getCurrentCUDAStream()`, types and constants (`at::Tensor`, `at::kFloat`).
     Comments and string literals in the C++ are ignored, and so are docstrings that mention
-    `torch::mean`. Device code (`__global__`/`__device__` bodies) is not checked for method
-    calls. Known false-positive patterns and why it does not fire on them: the
+    `torch::mean`. Device code (purely `__global__`/`__device__` bodies, and the device arm of
+    a `__CUDA_ARCH__` conditional) is not checked for method calls; a `__host__ __device__`
+    body and the host arm of a `__CUDA_ARCH__` conditional (`#if !defined(__CUDA_ARCH__)`) are
+    host code and are checked. Known false-positive patterns and why it does not fire on them: the
     submission's own C++ function named like an ATen op (`Tensor mean(Tensor x)` then
     `mean(x)`), because only calls through `at::`/`torch::` (or `using namespace at`) count;
     `return torch::mean(x, dim);` as the other return path of a function that launches a
@@ -123,8 +131,32 @@ class CppCallsAtenCompute(TorchFallbackRule):
             Tensor f(Tensor a, Tensor b) { Tensor c = mm(a, b); return c; }
             '''
         """)),
+        # a __host__ __device__ helper whose host arm is arithmetic (red team round 12's near miss)
+        Valid(snippet("""
+            src = r'''
+            template <typename T> __host__ __device__ T ceil_div(T a, T b) {
+            #ifndef __CUDA_ARCH__
+              return (a + b - 1) / b;
+            #else
+              return (a + b - 1) / b;
+            #endif
+            }
+            '''
+        """)),
     ]
     INVALID = [
+        # the host arm of a __CUDA_ARCH__ conditional in a __host__ __device__ template is host code
+        Invalid(snippet("""
+            src = r'''
+            template <typename T> __host__ __device__ T part(const T& v) {
+            #if !defined(__CUDA_ARCH__)
+              return v.sum(-1);
+            #else
+              return v;
+            #endif
+            }
+            '''
+        """), line=4, message="the C++ source calls `Tensor::sum`"),
         Invalid(snippet("""
             src = r'''
             #include <torch/extension.h>

@@ -23,6 +23,9 @@ _SAMPLER = "whether a sampling profiler is armed (a checker samples the program 
 _TIMERS = "the process's interval timers (a checker's sampling profiler arms one)"
 _ARGV = "the command line that started the process (the harness's worker or timing script)"
 _PROGRAM = "the program that started the process (the harness's worker or timing script)"
+_OBSERVER = ("whether torch's profiler or a RecordFunction observer is installed (a checker records the ops of "
+             "the calls it checks with one)")
+_CUPTI = "whether another CUPTI subscriber (a profiler, a checker's kernel tracer) is attached"
 _OBJECTS = "the shared objects loaded in the process (a checker loads its own profiling and recording libraries)"
 WHAT: dict[str, str] = {
     "sys.flags": _INTERPRETER, "sys._xoptions": _INTERPRETER,
@@ -71,8 +74,24 @@ CPP_WHAT: dict[str, str] = {
     "SIGPROF": _SAMPLER, "ITIMER_PROF": _SAMPLER, "ITIMER_VIRTUAL": _SAMPLER, "SIGVTALRM": _SAMPLER,
     "getitimer": _TIMERS, "setitimer": _TIMERS,
     "dl_iterate_phdr": _OBJECTS, "dlinfo": _OBJECTS, "_r_debug": _OBJECTS,
+    # torch's op observers and profiler (red team round 12: `RecordFunction span(...); span.isActive()`
+    # picked the own kernel while recorded and torch's otherwise); `isActive` counts on a RecordFunction
+    "hasCallbacks": _OBSERVER, "hasGlobalCallbacks": _OBSERVER, "hasThreadLocalCallbacks": _OBSERVER,
+    "isRecordFunctionEnabled": _OBSERVER, "checkRecordAllFunctions": _OBSERVER, "shouldRunRecordFunction": _OBSERVER,
+    "getStepCallbacks": _OBSERVER, "getStepCallbacksUnlessEmpty": _OBSERVER, "ThreadLocalDebugInfo": _OBSERVER,
+    "profilerEnabled": _OBSERVER, "isProfilerEnabledInMainThread": _OBSERVER, "profilerType": _OBSERVER,
+    "getProfilerConfig": _OBSERVER, "ProfilerStateBase": _OBSERVER, "isActive": _OBSERVER,
+    "cuptiSubscribe": _CUPTI, "cuptiGetCallbackState": _CUPTI, "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED": _CUPTI,
 }
 _CPP_NAMES = frozenset(CPP_WHAT)
+
+
+def _record_function_read(source: CppSource, i: int) -> bool:
+    """`span.isActive()` / `rf->isActive()` in a source that builds a `RecordFunction`: whether
+    an observer is installed. (`isActive` of the source's own types is its own business.)"""
+    tokens = source.tokens
+    return ("RecordFunction" in source.by_text["ident"] and i > 0 and tokens[i - 1].text in (".", "->", "::")
+            and i + 1 < len(tokens) and tokens[i + 1].text == "(")
 
 
 class ReadsCheckerFingerprint(UseRule):
@@ -86,7 +105,11 @@ class ReadsCheckerFingerprint(UseRule):
     deterministic-algorithms flag; from Python through any alias (`from sys import
     getprofile as gp`, `getattr(sys, "flags")`), or from C++ (`c10::impl::
     tls_is_dispatch_key_included`, `TorchDispatchModeTLS`, `PyThreadState::c_profilefunc`,
-    `at::globalContext().deterministicAlgorithms()`).
+    `at::globalContext().deterministicAlgorithms()`), including whether torch's op observers or
+    profiler are on (`at::RecordFunction rf(...); rf.isActive()`, `at::hasCallbacks()`,
+    `at::hasGlobalCallbacks()`, `c10::ThreadLocalDebugInfo`, `torch::autograd::profiler::
+    profilerEnabled()`, `isProfilerEnabledInMainThread()`) and CUPTI's subscriber state
+    (`cuptiSubscribe`'s return code says whether a profiler or tracer holds CUPTI).
 
     Why it games the benchmark: a checker records the ops of the calls it checks (a Python
     dispatch mode, a profile hook) and runs its workers in an isolated interpreter. A
@@ -116,7 +139,8 @@ class ReadsCheckerFingerprint(UseRule):
     the GK521 dispatch modes (`torch.utils._python_dispatch`, `torch.overrides`), which
     those rules report; setting the deterministic flag (`torch.use_deterministic_algorithms(
     True)`); `sys.version_info`, `sys.platform`, `torch.version.cuda` (the build, not the
-    checker); these names in comments and strings; `sys.argv` under `if __name__ ==
+    checker); these names in comments and strings; a `RecordFunction` built only to name a range (`RECORD_FUNCTION(
+    "gemm", ...)`, `rf.before("gemm")`) and never asked `isActive()`; `isActive()` of the source's own types; `sys.argv` under `if __name__ ==
     "__main__":` or read at import into names the forward path never reads (a CLI self-test).
     """
 
@@ -245,7 +269,9 @@ class ReadsCheckerFingerprint(UseRule):
 
     def check_cpp(self, source: CppSource) -> None:
         by_line: dict[str, tuple[int, str]] = {}
-        for _, tok in cpp_idents(source, _CPP_NAMES):
+        for i, tok in cpp_idents(source, _CPP_NAMES):
+            if tok.text == "isActive" and not _record_function_read(source, i):
+                continue
             line = source.line_in_source(tok.offset)
             kept = by_line.get(line)
             # `c_profilefunc != nullptr || c_tracefunc`: one finding per line, the certain one first

@@ -9,25 +9,15 @@ torch do the work, each an invariant rather than a list of hacks:
   ATen doing the work when it is called;
 - (macros that build an ATen name, `#define ATEN(n) at::n` then `ATEN(addmm)(...)`, are
   expanded before the scan: static/cpp_names.py;)
-- an operator looked up through the dispatcher by name (`c10::Dispatcher::singleton().
-  findSchemaOrThrow("aten::mean", "dim")`, `findSchema`, `findOp`, `c10::OperatorName{"aten::mm",
-  ""}` next to a lookup): the string literal names the op. A lookup of an op in a namespace the
-  source registers itself (`TORCH_LIBRARY(myext, m)`) is the submission's own op;
+- (an operator looked up through the dispatcher by name is cpp_dispatcher_reach.py;)
 - TorchScript run from C++ (`torch::jit::compile`, `torch::jit::load`): the denied list of
   torch_ops.toml makes these compute calls;
-- torch reached through Python from C++ (pybind11): `py::module_::import("torch").attr(
-  "matmul")`, `py::cast(x).attr("softmax")(1)`, `py::getattr(x, "matmul")`.
+- (torch reached through Python from C++, pybind11 or the CPython API, is cpp_python_reach.py.)
 
 The tokenizer drops string literals, so op names are read back from `source.text`.
 """
 
 from __future__ import annotations
-
-import re
-
-from gatekeeper.analyses.torch_op_table import TorchOps
-from gatekeeper.static.cpp_sources import CppSource
-from gatekeeper.static.cpp_tokens import match_close
 
 Reach = tuple[str, str, int, str]  # (kind "cpp", what, offset, op)
 
@@ -35,12 +25,6 @@ Reach = tuple[str, str, int, str]  # (kind "cpp", what, offset, op)
 _VALUE_END = frozenset({";", ",", ")", "}", "]", ":", "?"})
 # Tokens before a name that start a value: assignment, argument, initialiser, return.
 _VALUE_START = frozenset({"=", "(", ",", "{", "return", "?", ":", "["})
-# Dispatcher lookups whose argument names the operator.
-_LOOKUPS = frozenset({"findSchemaOrThrow", "findSchema", "findOp", "findOperatorByName", "getOperatorForLiteral"})
-_DISPATCH_NAMES = _LOOKUPS | {"OperatorName", "OperatorHandle", "callBoxed", "Dispatcher"}
-_OP_LITERAL = re.compile(r'"(\w+)::(\w+)(?:\.(\w+))?"')
-_LIBRARY = re.compile(r"\bTORCH_LIBRARY(?:_FRAGMENT|_IMPL)?\s*\(\s*(\w+)")
-_ATEN_NAMESPACES = frozenset({"aten", "prim", "quantized", "torchvision", "_quantized"})
 
 
 def is_reference(before: list[str], after: str) -> bool:
@@ -58,56 +42,3 @@ def is_reference(before: list[str], after: str) -> bool:
     if prev == "(" and len(before) >= 2 and before[-2] in ("decltype", "sizeof", "alignof", "typeid"):
         return False
     return True
-
-
-def dispatcher_reach(source: CppSource) -> list[Reach]:
-    """Operators looked up by name through the dispatcher (`findSchemaOrThrow("aten::mean", "dim")`)."""
-    idents = source.by_text["ident"]
-    if not any(name in idents for name in _DISPATCH_NAMES):
-        return []
-    text = source.text
-    own = set(_LIBRARY.findall(text))
-    found: list[Reach] = []
-    lookups = sorted(i for name in _LOOKUPS for i in idents.get(name, ()))
-    tokens = source.tokens
-    named = False
-    for m in _OP_LITERAL.finditer(text):
-        namespace, op = m.group(1), m.group(2)
-        if namespace in own or namespace not in _ATEN_NAMESPACES:
-            continue
-        named = True
-        found.append(("cpp", f"c10::Dispatcher op \"{namespace}::{op}\"", m.start(), op))
-    if not named and not own:
-        for i in lookups:  # a name built at run time: some op, not the source's own
-            if i + 1 < len(tokens) and tokens[i + 1].text == "(" and (i == 0 or tokens[i - 1].text in (".", "->", "::")):
-                found.append(("cpp", f"c10::Dispatcher::{tokens[i].text}", tokens[i].offset, "dispatcher_op"))
-    return found if (lookups or "callBoxed" in idents or "OperatorName" in idents) else []
-
-
-_PY_NAME = re.compile(r'"([A-Za-z_][\w.]*)"')
-_PY_LOOKUPS = ("attr", "getattr")
-_PY_IMPORT = re.compile(r'import\s*\(\s*"([\w.]+)"\s*\)\s*\.\s*$')
-
-
-def interop_reach(source: CppSource, ops: TorchOps) -> list[Reach]:
-    """Torch reached through Python from C++ (pybind11): `py::module_::import("torch")
-    .attr("matmul")(a, b)`, `py::cast(x).attr("softmax")(1)`, `py::getattr(x, "sum")`: the
-    string names a compute method or op. An attribute of a module other than torch imported in
-    the same expression (`import("math").attr("isfinite")`) is that module's."""
-    idents = source.by_text["ident"]
-    if not any(name in idents for name in _PY_LOOKUPS):
-        return []
-    tokens, text = source.tokens, source.text
-    found: list[Reach] = []
-    for name in _PY_LOOKUPS:
-        for i in idents.get(name, ()):
-            if i + 1 >= len(tokens) or tokens[i + 1].text != "(" or (i and tokens[i - 1].text not in (".", "->", "::")):
-                continue
-            module = _PY_IMPORT.search(text, max(0, tokens[i].offset - 120), tokens[i].offset)
-            if module is not None and module.group(1).split(".")[0] != "torch":
-                continue
-            close = match_close(tokens, i + 1)
-            for literal in _PY_NAME.findall(text[tokens[i + 1].offset:tokens[close].offset + 1]):
-                if ops.method_is_compute(literal) or ops.is_heavy(literal):
-                    found.append(("cpp", f'{name}("{literal}") (torch through Python)', tokens[i].offset, literal))
-    return found

@@ -10,8 +10,9 @@ string literals already dropped), so `// at::matmul` or `"torch::mean"` never ma
 - `cublasSgemm(`, `cublasLtMatmul(`, `cudnnConvolutionForward(`: a vendor library doing the
   work (handle, descriptor and setup calls are fine).
 
-Device code (`__global__` / `__device__` bodies) is skipped for method calls: cooperative
-groups' `tile.any(...)` is not a tensor method.
+Device code (`__global__` / `__device__` bodies, not `__host__ __device__` ones, and the
+device arm of a `__CUDA_ARCH__` conditional: cpp_device_code.py) is skipped for method calls:
+cooperative groups' `tile.any(...)` is not a tensor method.
 """
 
 from __future__ import annotations
@@ -21,27 +22,18 @@ import re
 from itertools import chain as chained
 from typing import Callable, Optional
 
-from gatekeeper.analyses.cpp_aten_reach import dispatcher_reach, interop_reach, is_reference
-from gatekeeper.static.cpp_names import Names, expand_macros, is_global, name_chain
+from gatekeeper.analyses.cpp_aten_reach import is_reference
+from gatekeeper.analyses.cpp_device_code import DeviceCode
+from gatekeeper.analyses.cpp_device_libraries import CUB_ROOTS, THRUST_ALGOS, device_library_op, thrust_policy_first
+from gatekeeper.analyses.cpp_dispatcher_reach import dispatcher_reach
+from gatekeeper.analyses.cpp_python_reach import interop_reach
+from gatekeeper.static.cpp_names import Names, expand_macros, is_global, name_chain, resolve_bindings
 from gatekeeper.analyses.torch_op_table import TorchOps
 from gatekeeper.static.cpp_functions import CppFunction
 from gatekeeper.static.cpp_sources import CppSource
-from gatekeeper.static.cpp_tokens import Token
+from gatekeeper.static.cpp_tokens import Token, split_args
 
 Found = tuple[str, str, int, str]  # (kind: cpp | vendor, what was called, offset, op)
-
-
-def _device_ranges(tokens: list[Token], fns: list[CppFunction]) -> list[tuple[int, int]]:
-    ranges = []
-    for fn in fns:
-        # the name token sits just before the parameter list, which ends before the body
-        at = fn.body_start
-        while at > 0 and tokens[at].offset != fn.offset:
-            at -= 1
-        before = {t.text for t in tokens[max(0, at - 8) : at]}
-        if "__global__" in before or "__device__" in before:
-            ranges.append((fn.body_start, fn.body_end))
-    return ranges
 
 
 def _skip_template(tokens: list[Token], j: int) -> int:
@@ -75,15 +67,6 @@ _NOT_LAYERS = frozenset({"Module", "ModuleHolder", "Cloneable", "ModuleList", "M
 
 def _is_layer(name: str) -> bool:
     return name[:1].isupper() and name not in _NOT_LAYERS and not name.endswith(("Options", "Impl", "FuncOptions"))
-
-
-_ASM_LABEL = re.compile(r"(\w+)\s*\([^;{}()]*\)\s*(?:__asm__|asm)\s*\(\s*((?:\"[^\"\n]*\"\s*)+)\)")
-
-
-def asm_labels(source: CppSource) -> dict[str, str]:
-    """Names the source declares with an assembler label: `void mix_rows(...) __asm__("sgemm_")`
-    calls `sgemm_` whatever the name says (string pieces are joined, as the compiler joins them)."""
-    return {m.group(1): "".join(re.findall(r'"([^"\n]*)"', m.group(2))) for m in _ASM_LABEL.finditer(source.text)}
 
 
 def _op_name(name: str) -> str:
@@ -121,22 +104,24 @@ def scan_cpp(source: CppSource, ops: TorchOps,
     has_kernel = "__global__" in source.by_text["ident"]
     origin: dict[int, str] = {}
     skipped: list[tuple[int, int]] = []
-    tokens, index = raw, source.by_text
+    # symbol bindings first (`weakref("cublasSgemm_v2")`), so a macro naming a bound name reads its target
+    bound_tokens, bound = resolve_bindings(raw, source.text)
+    tokens, index = bound_tokens, (_by_text(bound_tokens) if bound else source.by_text)
     if "define" in index["directive"]:
-        tokens, origin, skipped = expand_macros(raw, source.text)
+        tokens, origin, skipped = expand_macros(bound_tokens, source.text)
         if origin:
             index = _by_text(tokens)
         else:
-            tokens = raw
+            tokens = bound_tokens
     n = len(tokens)
     idents = index["ident"]
-    device: Optional[list[tuple[int, int]]] = None
+    device: Optional[DeviceCode] = None
 
     def in_device(i: int) -> bool:
         nonlocal device
-        if device is None:  # computed only when a method call needs it
-            device = [(raw[a].offset, raw[b].offset) for a, b in _device_ranges(raw, functions_of(source))]
-        return any(start <= tokens[i].offset <= end for start, end in device)
+        if device is None:  # computed only when a method call needs it (cpp_device_code.py)
+            device = DeviceCode(source, functions_of(source))
+        return device.in_device(tokens[i].offset)
 
     scoped = any(word in idents for word in ("using", "namespace", "typedef"))
     table: Optional[Names] = None
@@ -159,9 +144,10 @@ def scan_cpp(source: CppSource, ops: TorchOps,
         return defines(name) or name in names().own
 
     def what_of(i: int, what: str) -> str:
+        if tokens[i].offset in bound and i not in origin:  # `panel_product` declared weakref("cublasSgemm_v2")
+            return f"{bound[tokens[i].offset]} (bound to {what})"
         return f"{what} (through the macro {origin[i]})" if i in origin else what
 
-    labels: Optional[dict[str, str]] = None
     found: list[Found] = []
     resume = 0  # the end of the last qualified name: its parts are not visited again
     puncts = index["punct"]
@@ -197,6 +183,22 @@ def scan_cpp(source: CppSource, ops: TorchOps,
                 continue
             after = _skip_template(tokens, j)  # at::cuda::blas::gemm<float>(...)
             called = after < n and tokens[after].text == "("
+            lib_op = device_library_op(chain)
+            if lib_op is None and scoped and not glob and chain[0].startswith("Device"):
+                for seen in names().visible(i, chain[0]):  # using namespace cub; DeviceReduce::Sum(...)
+                    if seen[0] in CUB_ROOTS:
+                        chain = list(seen) + chain[1:]
+                        lib_op = device_library_op(chain)
+                        break
+            if lib_op is not None:
+                # a device-wide CUB/Thrust algorithm launched from host code (cpp_device_libraries.py)
+                args = split_args(tokens, after) if called else []
+                # `Sum(nullptr, bytes, ...)` only asks for the scratch size; the second call computes
+                query = chain[0] in CUB_ROOTS and bool(args) and args[0] in (["nullptr"], ["NULL"], ["0"])
+                if called and not query and not in_device(i) and thrust_policy_first(args) is not False:
+                    found.append(("vendor", what_of(i, "::".join(chain)), tok.offset, lib_op))
+                resume = j
+                continue
             before = [t.text for t in tokens[max(0, i - (4 if glob else 3)):i - (1 if glob else 0)]]
             nxt = tokens[j].text if j < n else ""
             # `&at::addmm`, `auto f = at::relu_;`, `contract<at::_ops::mm>(...)`: a pointer to ATen, or
@@ -215,14 +217,12 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             continue
         after = _skip_template(tokens, i + 1) if scoped else i + 1
         nxt = tokens[after].text if after < n else ""
-        if labels is None:
-            labels = asm_labels(source) if ("asm" in idents or "__asm__" in idents) else {}
-        if nxt == "(" and prev not in (".", "->") and tok.text in labels and ops.vendor_call(labels[tok.text]):
-            # `void mix(...) __asm__("s" "gemm_")`: a name of the source's bound to a vendor symbol
-            found.append(("vendor", f"{tok.text} (bound to {labels[tok.text]})", tok.offset, labels[tok.text]))
+        if nxt == "(" and prev not in (".", "->") and tok.text in THRUST_ALGOS and not own(tok.text) \
+                and _thrust_unqualified(names, tokens, i, after, scoped) and not in_device(i):
+            found.append(("vendor", what_of(i, f"thrust::{tok.text}"), tok.offset, THRUST_ALGOS[tok.text]))
             continue
         if nxt == "(" and prev not in (".", "->") and ops.vendor_call(tok.text):
-            if ops.vendor_by_name(tok.text) and defines(tok.text):
+            if ops.vendor_by_name(tok.text) and defines(tok.text) and tok.offset not in bound:
                 continue  # `sgemm_`: a BLAS routine unless the source defines one
             found.append(("vendor", what_of(i, tok.text), tok.offset, tok.text))
         elif nxt == "(" and prev in (".", "->") and ops.method_is_compute(tok.text) and not in_device(i):
@@ -232,8 +232,17 @@ def scan_cpp(source: CppSource, ops: TorchOps,
                                                               or ops.is_heavy(tok.text)) else None
             if hit is not None and not in_device(i):
                 found.append(("cpp", what_of(i, "::".join(hit)), tok.offset, _op_name(hit[-1])))
-    found += _vendor_pointers(tokens, idents, ops) + dispatcher_reach(source) + interop_reach(source, ops)
+    found += _vendor_pointers(tokens, idents, ops) + dispatcher_reach(source, ops) + interop_reach(source, ops)
     return has_kernel, found
+
+
+def _thrust_unqualified(names: Callable[[], Names], tokens: list[Token], i: int, open_: int, scoped: bool) -> bool:
+    """`reduce(thrust::device, ...)` (argument-dependent lookup on the policy) or `reduce(...)`
+    under `using namespace thrust;`, not run by one thread (`thrust::seq`)."""
+    policy = thrust_policy_first(split_args(tokens, open_))
+    if policy is not None:
+        return policy
+    return scoped and any(chain[0] == "thrust" for chain in names().visible(i, tokens[i].text))
 
 
 def _template_argument(before: list[str], after: str) -> bool:

@@ -8,7 +8,7 @@ Answers for the kernels the file itself defines: Triton kernels (functions under
   `tl.cumsum` / `tl.associative_scan` / atomics, or a loop that accumulates
   (`acc += ...`, `acc = acc + ...`, `m = tl.maximum(m, ...)`);
 - C++/CUDA: `__shared__` memory, warp shuffles, atomics, tensor-core or library calls
-  (`mma`, `wmma`, `cublas`, `cub::`), `__syncthreads`, or a loop body that accumulates
+  (`mma`, `wmma`, `cublas`, `cub::Block*` / `cub::Warp*`), `__syncthreads`, or a loop body that accumulates
   (`+=`, `-=`, `*=`, `fma`, `max` / `min` into a variable).
 
 The answer is None (unknown) when the file has own launches but no source to read (a
@@ -96,13 +96,21 @@ def cpp_reduces(source: CppSource) -> Optional[str]:
     tokens = source.tokens
     for index, tok in enumerate(tokens):
         text = tok.text
-        if text in _CPP_COOPERATIVE:
+        if text in _CPP_COOPERATIVE and (text != "cub" or _cub_collective(tokens, index)):
             return f"`{text}`"
         if text in ("for", "while") and index + 1 < len(tokens) and tokens[index + 1].text == "(":
             found = _loop_accumulates(tokens, index)
             if found:
                 return found
     return None
+
+
+def _cub_collective(tokens, index: int) -> bool:  # type: ignore[no-untyped-def]
+    """`cub::BlockReduce`, `cub::WarpScan`, `using namespace cub;`: CUB compiled into the own
+    kernel. Not `cub::DeviceReduce::Sum` (the library's own kernels, GK307) or an include path."""
+    if index > 0 and tokens[index - 1].text == "namespace":
+        return True
+    return index + 2 < len(tokens) and tokens[index + 1].text == "::" and not tokens[index + 2].text.startswith("Device")
 
 
 def _loop_accumulates(tokens, index: int) -> Optional[str]:  # type: ignore[no-untyped-def]

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
+from gatekeeper.static.cpp_symbols import bind_symbols
 from gatekeeper.static.cpp_tokens import Token, line_end, match_close, split_args
 
 Chain = tuple[str, ...]
@@ -36,6 +37,13 @@ ATEN_INNER = frozenset({"cpublas", "blas", "cpu", "cuda", "_ops", "mkldnn", "mkl
 _TENSOR_TYPES = frozenset({"Tensor", "TensorBase"})
 _MAX_DEPTH = 8
 _MAX_GROWTH = 20_000  # expanded tokens beyond the source's own: past this, expansion stops
+
+
+def _function_like(chain: Sequence[str]) -> bool:
+    """An alias worth following: a function or op struct (`at::_ops::mm`, lower case), or a
+    device-wide CUB algorithm's class (`using R = cub::DeviceReduce;`); not a type such as
+    `at::vec::Vectorized<float>`."""
+    return chain[-1][:1].islower() or (chain[0] in ("cub", "hipcub") and chain[-1].startswith("Device"))
 
 
 def expand_macros(tokens: list[Token], text: str) -> tuple[list[Token], dict[int, str], list[tuple[int, int]]]:
@@ -222,7 +230,7 @@ class Names:
                     k = i + 3 + (tokens[i + 3].text == "::")
                     if k < n and tokens[k].kind == "ident":
                         chain, j = name_chain(tokens, k)
-                        if chain[-1][:1].islower() and j < n and tokens[j].text == ";":
+                        if _function_like(chain) and j < n and tokens[j].text == ";":
                             names.aliases[tokens[i + 1].text] = tuple(chain)
                     continue
                 if start >= n or tokens[start].kind != "ident":
@@ -239,7 +247,7 @@ class Names:
                         names.member_names.setdefault(scope[1], {})[chain[-1]] = tuple(chain)
             elif text == "typedef" and i + 1 < n and tokens[i + 1].kind == "ident":
                 chain, j = name_chain(tokens, i + 1)  # `typedef at::_ops::mm mm_op;`
-                if chain[-1][:1].islower() and j + 1 < n and tokens[j].kind == "ident" and tokens[j + 1].text == ";":
+                if _function_like(chain) and j + 1 < n and tokens[j].kind == "ident" and tokens[j + 1].text == ";":
                     names.aliases[tokens[j].text] = tuple(chain)
             elif tok.kind == "ident" and i > 0 and i + 1 < n and tokens[i + 1].text in _DECL_AFTER:
                 prev = tokens[i - 1]
@@ -330,3 +338,12 @@ class Names:
                         and "cuda" not in after:  # `at::cuda::getCurrentCUDAStream()` is a stream
                     names.add(toks[k + 1].text)
         return names
+
+
+def resolve_bindings(tokens: list[Token], text: str) -> tuple[list[Token], dict[int, str]]:
+    """Names bound to another symbol (`__attribute__((weakref("cublasSgemm_v2")))`, `alias`,
+    an `asm` label, `#pragma redefine_extname`) replaced by their target, as the linker
+    resolves them (static/cpp_symbols.py); the second value maps each rewritten token's
+    offset to the name the source wrote."""
+    out, bound = bind_symbols(tokens, text)
+    return out, ({out[i].offset: name for i, name in bound.items()} if bound else {})
