@@ -7,7 +7,8 @@ import libcst as cst
 from gatekeeper.report import Category, Severity
 from gatekeeper.analyses.cpp_source import cpp_call_strings, cpp_calls, cpp_idents
 from gatekeeper.analyses.harness_support import UseRule
-from gatekeeper.static.cpp_sources import CppSource, beside_file
+from gatekeeper.static.beside_files import beside_file
+from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.names import string_value
 from gatekeeper.static.syntax import argument

@@ -11,7 +11,7 @@ import pytest
 
 import gatekeeper
 from gatekeeper.submission_files import MAX_MODULES, local_modules
-from gatekeeper.static.cpp_sources import beside_file
+from gatekeeper.static.beside_files import beside_file
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU_MEAN = ROOT / "fixtures/problems/cpu_mean.py"
