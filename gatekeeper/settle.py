@@ -117,6 +117,19 @@ def _partial_or_whole(f: Finding, library_share: float) -> Severity:
     return Severity.ERROR if whole else Severity.WARNING
 
 
+def _confirm_library_share(f: Finding, share: float, seen: str) -> None:
+    """Confirm a suspicion by the library's share of the compute that `seen` describes."""
+    severity = _partial_or_whole(f, share)
+    _confirm(f, severity, [], f"{seen}: " + ("the reference's whole op, as the static finding says"
+                                             if severity == Severity.ERROR else "part of the work"))
+
+
+def _clear_by_own_share(f: Finding, work: dict[str, Any]) -> None:
+    share = work.get("own_share_of_compute")
+    own = f" (own code {share:.0%} of the compute time)" if isinstance(share, (int, float)) else ""
+    _clear(f, f"the work attribution saw the submission's own code do the work{own}")
+
+
 def _below_dispatcher(f: Finding) -> bool:
     return "cpp_line" in f.evidence
 
@@ -137,11 +150,8 @@ def _settle_by_samples(f: Finding, work: dict[str, Any], runtime: Iterable[Findi
                           "the dispatcher, had too few samples or saw only code it cannot place "
                           f"({int(seen.get('samples', 0))} samples)")
     elif library / compute >= BELOW_DISPATCHER_SHARE:
-        severity = _partial_or_whole(f, library / compute)
-        _confirm(f, severity, [], f"the sampled attribution saw torch or vendor code execute {library} of "
-                 f"{compute} compute samples ({library / compute:.0%}) below the dispatcher: "
-                 + ("the reference's whole op, as the static finding says" if severity == Severity.ERROR
-                    else "part of the work"))
+        _confirm_library_share(f, library / compute, f"the sampled attribution saw torch or vendor code execute "
+                               f"{library} of {compute} compute samples ({library / compute:.0%}) below the dispatcher")
     else:
         _clear(f, f"the sampled attribution saw the submission's own code execute {compute - library} of {compute} "
                "compute samples: the library call was not taken on the checked calls (a choice of it made on the "
@@ -156,17 +166,14 @@ def _settle_by_work(f: Finding, work: Optional[dict[str, Any]], runtime: Iterabl
     if not work or "torch_did_the_work" not in work:
         f.probe.detail = f"{f.probe.detail}; not settled: the work attribution recorded no call"
         return
-    share = work.get("own_share_of_compute")
     if work.get("device") == "cuda" and not work["torch_did_the_work"]:
         _settle_by_kernels(f, work)
-        return
-    if work["torch_did_the_work"]:
+    elif work["torch_did_the_work"]:
         ids = [r.id for r in runtime if r.rule in WORK_PROBES and r.id]
         _confirm(f, Severity.ERROR, ids, "the work attribution saw torch or a vendor library do the work "
                  "that the reference does")
     else:
-        own = f" (own code {share:.0%} of the compute time)" if isinstance(share, (int, float)) else ""
-        _clear(f, f"the work attribution saw the submission's own code do the work{own}")
+        _clear_by_own_share(f, work)
 
 
 def _settle_by_kernels(f: Finding, work: dict[str, Any]) -> None:
@@ -181,15 +188,10 @@ def _settle_by_kernels(f: Finding, work: dict[str, Any]) -> None:
     compute = library + time_of("own")
     ownership = (work.get("kernel_ownership") or {}).get("ownership", "kernel name")
     if compute > 0 and library / compute >= BELOW_DISPATCHER_SHARE:
-        severity = _partial_or_whole(f, library / compute)
-        _confirm(f, severity, [], f"torch and vendor kernels took {library / compute:.0%} of the compute "
-                 f"time (kernels classed by {ownership}): " + (
-                     "the reference's whole op, as the static finding says" if severity == Severity.ERROR
-                     else "they did part of the work"))
+        _confirm_library_share(f, library / compute, f"torch and vendor kernels took {library / compute:.0%} of "
+                               f"the compute time (kernels classed by {ownership})")
     else:
-        share = work.get("own_share_of_compute")
-        own = f" (own code {share:.0%} of the compute time)" if isinstance(share, (int, float)) else ""
-        _clear(f, f"the work attribution saw the submission's own code do the work{own}")
+        _clear_by_own_share(f, work)
 
 
 def _confirm(f: Finding, severity: Severity, ids: list[str], detail: str) -> None:

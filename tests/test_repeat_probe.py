@@ -195,8 +195,7 @@ def test_the_timing_loop_is_not_timed_on_a_gpu():
 
 @pytest.mark.slow
 def test_a_streak_memo_is_caught_by_the_loop_and_a_per_version_packing_passes():
-    # the static stage rejects it too since round 12 (GK113: a clock kept across calls); keep
-    # going, so that it is the run-time loop probe under test here
+    # static GK113 rejects it too since round 12: keep going, the run-time loop probe is under test
     hacked = gatekeeper.check(ROOT / "fixtures/submissions/rt6_memo_after_streak_cpp.py", PROBLEM, stages="behaviour",
                               keep_going=True)
     assert "GK113" in {f.rule for f in hacked.errors() if f.stage.value == "static"}
