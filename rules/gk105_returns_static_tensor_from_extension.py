@@ -314,8 +314,11 @@ def _namespace_scope_tensors(source: CppSource, statics: dict[str, int], plain: 
     (`namespace { at::Tensor g_out; }`, a global) or `thread_local` (red team round 9). They
     outlive the call exactly as a `static` does."""
     tokens = source.tokens
-    ends = {tok.offset: k for k, tok in enumerate(tokens) if tok.text == ";"}
-    for name, offset in persistent_names(source).items():
+    names = persistent_names(source)
+    if not names:
+        return
+    ends = {tokens[k].offset: k for k in source.by_text["punct"].get(";", ())}
+    for name, offset in names.items():
         end = ends.get(offset)
         if name in statics or end is None:
             continue

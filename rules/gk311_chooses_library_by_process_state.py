@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import re
 from typing import Optional
 
 import libcst as cst
@@ -15,9 +14,6 @@ from gatekeeper.analyses.torch_op_table import torch_ops
 from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.rule import Rule
 from gatekeeper.static.examples import Invalid, Valid, snippet
-
-
-_PY_PROCESS_RE = re.compile("|".join(re.escape(word) for word in PY_PROCESS_WORDS))
 
 
 class ChoosesLibraryByProcessState(Rule):
@@ -188,7 +184,8 @@ class ChoosesLibraryByProcessState(Rule):
     def check_cpp(self, source: CppSource) -> None:
         idents = source.by_text["ident"]
         if self.handed is None:  # Python may hand the process over; once per file, not per source
-            self.handed = _PY_PROCESS_RE.search(self.ctx.text) is not None
+            text = self.ctx.text  # a substring test per word: far quicker than one alternation regex
+            self.handed = any(word in text for word in PY_PROCESS_WORDS)
         handed = self.handed
         if not idents.keys() & PROCESS_WORDS and not handed:
             return  # no process read at all: nothing to follow (most sources)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import libcst as cst
@@ -45,6 +46,9 @@ _SAME_FORMAT = {"float16": ("triton.language.float16", "numpy.float16", "cupy.fl
                 "float8_e4m3fnuz": ("triton.language.float8e4b8",), "float8_e5m2fnuz": ("triton.language.float8e5b16",)}
 
 
+_LOW_NAME = re.compile(r"16|half|Half|float8|float4")
+
+
 def reference_dtypes(problem: object) -> frozenset[str]:
     """The low dtypes the reference names (`torch.float8_e4m3fn`), with their other spellings."""
     tree = getattr(problem, "tree", None)
@@ -53,6 +57,11 @@ def reference_dtypes(problem: object) -> frozenset[str]:
     cached = problem.__dict__.get("_gk530_dtypes")  # the problem is shared by many submissions
     if cached is not None:
         return cached
+    source = getattr(problem, "source", None)
+    if isinstance(source, str) and not _LOW_NAME.search(source):
+        # every low dtype's name holds one of these: no walk of a tree that names none
+        problem.__dict__["_gk530_dtypes"] = frozenset()
+        return problem.__dict__["_gk530_dtypes"]
     import ast
 
     names = {n.attr for n in ast.walk(tree) if type(n) is ast.Attribute and type(n.value) is ast.Name
@@ -161,7 +170,8 @@ class CastsToLowerPrecision(Rule):
         self.dtype = problem_dtype(self.ctx)[0]  # read once, not at every call
         # A low dtype the reference itself computes in (an fp8 quantise-then-GEMM problem) is
         # the problem's precision for that step, not a downgrade.
-        self.lower = lower_dtypes(self.dtype) - reference_dtypes(self.ctx.problem)
+        lower = lower_dtypes(self.dtype)
+        self.lower = lower - reference_dtypes(self.ctx.problem) if lower else lower
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
