@@ -151,3 +151,26 @@ def test_the_timing_worker_only_holds_the_subscription_and_names_opt_out(tmp_pat
     else:
         assert checking["kernel_owner"] == timing["kernel_owner"] and timing["kernel_owner_hold"] is True
         assert "kernel_owner_hold" not in checking
+
+
+def test_a_library_template_compiled_into_the_extension_is_the_library_s_work():
+    # H100, 2026-12-07 (GPU round 18): red team round 12 called `cub::DeviceSegmentedReduce::Sum`
+    # from its extension; launched from the extension's object, its kernel was classed own and
+    # the held GK307/GK309 cleared. The kernel keeps CUB's namespace, mangled as CUPTI names it.
+    cub = "_ZN3cub17CUB_300001_SM_9006detail6reduce27DeviceSegmentedReduceKernelINS2_10policy_hubIfiE"
+    call = {"wall_s": 0.01, "ops": [], "own_calls": [{"name": "ext.ragged_rowsum", "count": 1, "self_s": 0.0}],
+            "ownership": {"ownership": "launcher (CUPTI callbacks and kernel records)"},
+            "kernels": [{"name": cub, "s": 0.000195, "count": 1, "owner": "own"},
+                        {"name": "_Z22segment_offsets_kernelPKiPiS1_ii", "s": 0.000082, "count": 1, "owner": "own"},
+                        {"name": "_ZN6thrust8cuda_cub4core13_kernel_agentIN6detail8for_each", "s": 0.00001,
+                         "count": 1, "owner": "own"}]}
+    work = summarise([call], set())
+    assert work["classes"]["vendor"]["count"] == 2
+    assert abs(work["classes"]["own"]["time_s"] - 0.000082) < 1e-9  # segment_offsets_kernel alone
+    assert 0.25 < work["own_share_of_compute"] < 0.35
+    # an own CUTLASS instantiation (templates the submission configures) and an own kernel in an
+    # anonymous namespace stay its own
+    mine = {**call, "kernels": [{"name": "_ZN7cutlass6KernelINS_4gemm6kernel13GemmUniversalIE", "s": 0.009,
+                                 "count": 1, "owner": "own"},
+                                {"name": "_ZN12_GLOBAL__N_16rowsumEPKfPfi", "s": 0.001, "count": 1, "owner": "own"}]}
+    assert summarise([mine], {"cutlass"})["own_share_of_compute"] == 1.0

@@ -135,6 +135,7 @@ def wider_reference(model: Any, inputs: list[Any], out: Any, device: str) -> dic
     import torch
 
     from gatekeeper.behaviour.attribution import op_names
+    from gatekeeper.behaviour.wide_mode import widened
 
     if not (isinstance(out, torch.Tensor) and out.is_floating_point()):
         return {}
@@ -144,7 +145,7 @@ def wider_reference(model: Any, inputs: list[Any], out: Any, device: str) -> dic
     try:
         wide = model.double() if isinstance(model, torch.nn.Module) else model
         wide_inputs = [t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs]
-        with torch.no_grad(), op_names() as names:
+        with torch.no_grad(), op_names() as names, widened():
             out64 = wide(*wide_inputs)
         settle(device)
         if not isinstance(out64, torch.Tensor) or list(out64.shape) != list(out.shape):

@@ -61,6 +61,7 @@ class ScheduleJudge:
     rescued: list[int] = field(default_factory=list)  # outside the fixed atol, fair against float64
     max_error_ratio: Optional[float] = None  # the error budget (GK668) on every call; None: off
     ratios: dict[int, dict[str, Any]] = field(default_factory=dict)  # the calls over the budget
+    budgeted: list[int] = field(default_factory=list)  # the calls whose error was measured against it
     outputs: dict[int, Any] = field(default_factory=dict)  # the submission's, for near-duplicates' bases
     # The timing loop's probes that wrote their values into the loop's own tensors (behaviour.
     # timing_loop): planned as fresh calls, they ran as `overwrite` calls and are judged as such.
@@ -107,8 +108,25 @@ class ScheduleJudge:
         """The error budget of the named trials (GK668), on a scheduled call: the error against
         float64 over the honest computation's, at this call's values and scale."""
         measured = error_ratio(ref["output"], ref["output64"], output)
+        if measured is not None:
+            self.budgeted.append(index)
         if measured is not None and self.max_error_ratio is not None and measured["ratio"] > self.max_error_ratio:
             self.ratios[index] = measured
+
+    def _systematic(self) -> bool:
+        """The calls over the error budget show a lower precision rather than a tipped decision.
+        A lower precision is in the arithmetic of every call it is used on: most calls, or every
+        call from some point on (a downgrade that waits for the timing loop). A call here and
+        there among calls within the budget is a discrete decision that rounding or a tie tipped
+        the other way (top-p's cutoff token; H100 2026-12-07: 1 of 8 calls at 15,505x, the other
+        seven within the budget), which an honest float32 computation does as well."""
+        over = set(self.ratios)
+        if not over:
+            return False
+        if 2 * len(over) >= len(self.budgeted):
+            return True
+        tail = [i for i in self.budgeted if i >= min(over)]
+        return len(over) >= 2 and all(i in over for i in tail)
 
     def _calls(self) -> dict[int, dict[str, Any]]:
         if not hasattr(self, "_by_index"):
@@ -141,7 +159,7 @@ class ScheduleJudge:
         """Calls `add(code, trial, evidence, **fields)` (behaviour.judge.Judge.add) per finding."""
         ordered = [self.outcomes[i] for i in sorted(self.outcomes)]
         wrong = [o for o in ordered if not o.ok]
-        if self.ratios:
+        if self._systematic():
             index, worst = max(self.ratios.items(), key=lambda kv: kv[1]["ratio"])
             add("GK668", f"scheduled call {index} ({len(self.ratios)} of {len(ordered)} over the budget)",
                 {"calls": {str(i): round(r["ratio"], 1) for i, r in list(self.ratios.items())[:10]},

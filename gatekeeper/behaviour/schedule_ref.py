@@ -108,6 +108,8 @@ class _Wide:
 
         import torch
 
+        from gatekeeper.behaviour.wide_mode import widened
+
         if self.broken or not (isinstance(out, torch.Tensor) and out.is_floating_point()
                                and out.numel() <= WIDE_LIMIT):
             return None
@@ -116,7 +118,7 @@ class _Wide:
                 self.wide = copy.deepcopy(self.model).double() if isinstance(self.model, torch.nn.Module) \
                     else self.model
             wide_inputs = [t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs]
-            with torch.no_grad():
+            with torch.no_grad(), widened():  # also where the forward casts to float32 itself
                 out64 = self.wide(*wide_inputs)
         except Exception:
             self.broken = True

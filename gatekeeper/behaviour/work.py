@@ -103,12 +103,42 @@ def kernel_class(name: str, own: frozenset[str] | set[str] = frozenset()) -> str
     return "own"  # not a library's name: an extension kernel whose source we did not parse
 
 
+# A library's device-wide algorithm compiled into the submission's own module from its headers
+# (`cub::DeviceSegmentedReduce::Sum`, `thrust::sort`, ATen's reduce templates) is launched from
+# the submission's object, but the code that runs is the library's: its kernel keeps the
+# library's namespace (red team round 12's CUB call was cleared on the H100 as own work, at
+# 70% of the time). CUTLASS and CuTe are not here: instantiating them is writing the kernel.
+_TEMPLATE_LIBRARIES = {"cub": "vendor", "thrust": "vendor", "flash": "vendor", "pytorch_flash": "vendor",
+                       "at": "torch", "c10": "torch", "torch": "torch", "aten": "torch"}
+_MANGLED_PART = re.compile(r"(\d+)")
+
+
+def _top_namespace(name: str) -> str:
+    """The outermost namespace of a kernel's name, mangled (`_ZN3cub17CUB_...`) or not
+    (`void cub::...::DeviceReduceKernel<...>(...)`); "" for an unqualified name."""
+    if name.startswith("_ZN"):
+        at = 3 + (name[3:4] == "K")
+        while True:
+            length = _MANGLED_PART.match(name, at)
+            if length is None:
+                return ""
+            part = name[length.end():length.end() + int(length[1])]
+            if part != "_GLOBAL__N_1":  # an anonymous namespace: the next one names it
+                return part
+            at = length.end() + int(length[1])
+    head = _qualified_head(name)
+    return head.split("::", 1)[0] if "::" in head else ""
+
+
 def _kernel_class(kernel: dict[str, Any], own: frozenset[str] | set[str]) -> str:
     """By the launcher when CUPTI's tracker saw the launch (gatekeeper/runtime/kernel_owner.py),
-    else by the name. A torch-launched copy or fill is glue either way."""
+    else by the name. A torch-launched copy or fill is glue either way; an own launch of a
+    library template's kernel is that library's."""
     owner = kernel.get("owner")
     if owner is None:
         return kernel_class(kernel["name"], own)
+    if owner == "own":
+        return _TEMPLATE_LIBRARIES.get(_top_namespace(kernel["name"]), "own")
     return "glue" if owner == "torch" and _GLUE_KERNEL.search(kernel["name"]) else owner
 
 
