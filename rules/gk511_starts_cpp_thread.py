@@ -88,6 +88,14 @@ class StartsCppThread(Rule):
             }
             '''
         """)),
+        Valid(snippet("""
+            src = r'''
+            torch::Tensor f(torch::Tensor x, torch::Tensor w) {
+              auto wc = w.detach().contiguous();  // a tensor's detach: no thread
+              return own_linear(x, wc);
+            }
+            '''
+        """)),
     ]
     INVALID = [
         Invalid(snippet("""
@@ -137,13 +145,16 @@ class StartsCppThread(Rule):
         if not idents(source) & _TRIGGERS:
             return
         tokens = source.tokens
+        # `x.detach()` is a thread's only where the source makes threads at all: a tensor's
+        # `w.detach()` (at::Tensor::detach) starts nothing (red team round 13's honest twin)
+        makes_threads = bool(idents(source) & (_STD_STARTERS | _C_STARTERS))
         funcs = None
         for i, tok in enumerate(tokens):
             if tok.kind != "ident":
                 continue
             name = self._starter(tokens, i)
             if name is None:
-                if tok.text in _DETACH and _is_call(tokens, i):
+                if tok.text in _DETACH and _is_call(tokens, i) and (makes_threads or tok.text != "detach"):
                     self.report_cpp(source, tok.offset, self.message.format(name=tok.text, how="detached and never joined"),
                                     evidence={"starts": tok.text, "joined": False})
                 continue

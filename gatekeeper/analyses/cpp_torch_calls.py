@@ -36,6 +36,10 @@ from gatekeeper.static.cpp_tokens import Token, split_args
 Found = tuple[str, str, int, str]  # (kind: cpp | vendor, what was called, offset, op)
 
 
+# Words after which `name(` is a call, not a declarator (`Tensor sgemm(Tensor a)` declares).
+_BEFORE_A_CALL = frozenset({"return", "co_return", "co_await", "else", "do", "case", "throw", "not", "and", "or"})
+
+
 def _skip_template(tokens: list[Token], j: int) -> int:
     """Index after `<...>` at j (template arguments), or j when there are none."""
     if j >= len(tokens) or tokens[j].text != "<":
@@ -222,6 +226,8 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             found.append(("vendor", what_of(i, f"thrust::{tok.text}"), tok.offset, THRUST_ALGOS[tok.text]))
             continue
         if nxt == "(" and prev not in (".", "->") and ops.vendor_call(tok.text):
+            if tokens[i - 1].kind == "ident" and prev not in _BEFORE_A_CALL:
+                continue  # `torch::Tensor sgemm(torch::Tensor a, ...)`: a declarator, not a call
             if ops.vendor_by_name(tok.text) and defines(tok.text) and tok.offset not in bound:
                 continue  # `sgemm_`: a BLAS routine unless the source defines one
             found.append(("vendor", what_of(i, tok.text), tok.offset, tok.text))
