@@ -311,3 +311,21 @@ def test_a_callable_fetched_at_run_time_makes_no_own_kernel_likely_not_certain(b
     pure = ("import torch\nimport torch.nn as nn\nclass ModelNew(nn.Module):\n"
             "    def forward(self, x):\n        fn = getattr(self, 'impl')\n        return torch.relu(fn(x))\n")
     assert held(static_findings(pure)) == [("GK301", _E, "certain")]
+
+
+def test_a_private_holder_class_s_getter_reaches_the_own_launch():
+    # round 13's honest selective scan: `_Lazy.get().f(...)`, the extension built in a
+    # classmethod of a class whose name starts with an underscore (was "no kernel of its own")
+    src = BUILD + '''
+class _Lazy:
+    ext = None
+    @classmethod
+    def get(cls):
+        if cls.ext is None:
+            cls.ext = load_inline(name="m3", cpp_sources="", cuda_sources=_SRC, functions=["f"])
+        return cls.ext
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.relu(_Lazy.get().f(x))
+'''
+    assert mine(static_findings(src)) == [("GK301", _W)]

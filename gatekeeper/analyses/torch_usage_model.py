@@ -126,9 +126,18 @@ def receiver_key(expr: cst.BaseExpression) -> Optional[str]:
         return self_attr(expr)
     if type(expr) is cst.Call and type(expr.func) is cst.Name:
         return f"call:{expr.func.value}"
-    if type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value[:1].isupper():
-        return f"{expr.value.value}.{expr.attr.value}"  # a class attribute: Fn.ext = load_inline(...)
+    if type(expr) is cst.Call and type(expr.func) is cst.Attribute and _class_like(expr.func.value):
+        # `_Lazy.get().f(...)`: a class's getter (a classmethod or staticmethod that builds the
+        # extension and returns it), keyed as the function the loader call sits in
+        return f"call:{expr.func.value.value}.{expr.func.attr.value}"  # type: ignore[attr-defined]
+    if type(expr) is cst.Attribute and _class_like(expr.value):
+        return f"{expr.value.value}.{expr.attr.value}"  # type: ignore[attr-defined]  # a class attribute: Fn.ext = load_inline(...)
     return None
+
+
+def _class_like(expr: cst.BaseExpression) -> bool:
+    """A name spelled as a class (`Fn`, `_Lazy`): a leading underscore keeps it private, not lower."""
+    return type(expr) is cst.Name and expr.value.lstrip("_")[:1].isupper()
 
 
 def is_container(value: Optional[cst.BaseExpression]) -> bool:
