@@ -144,6 +144,9 @@ def _selftest(check: str, forward: str) -> str:
     "if not torch.allclose(ext.f(t), torch.softmax(t, -1)):\n            raise RuntimeError('self-test failed')",
     "assert torch.allclose(ext.f(t), torch.softmax(t, -1), atol=1e-5)",
     "for _ in range(3):\n            torch.softmax(t, -1)",  # a warm-up whose result is dropped
+    # round 13: the set-up cast to a dtype; `torch.bfloat16` handed to `.to()` is no store into torch
+    "w = (torch.randn(8, 8) * 0.1).to(torch.bfloat16)\n        got = ext.f(w)\n"
+    "        if not torch.allclose(got, torch.softmax(w.float(), -1)):\n            raise RuntimeError('bad')",
 ])
 def test_torch_outside_the_result_is_not_a_fallback(check):
     honest = _selftest(check, "        return _ext().f(x.contiguous())")

@@ -53,7 +53,8 @@ def place_kernels(usage, holders: set[str]) -> None:  # usage: TorchUsage (impor
     forward = [k for k in forward if not _stored_lambda(k.path)]
     usage.token_kernels = [k for k in forward if is_token_launch(usage, k)]
     forward = [k for k in forward if not any(k is t for t in usage.token_kernels)]
-    usage.idle_kernels = [k for k in forward if outside_result(k.path, lambda c: pure_call(usage, c))]
+    usage.idle_kernels = [k for k in forward if outside_result(k.path, lambda c: pure_call(usage, c),
+                                                               lambda e: library_constant(usage, e))]
     usage.kernels = [k for k in forward if not any(k is t for t in usage.idle_kernels)]
 
 
@@ -72,6 +73,15 @@ def pure_call(usage, call: cst.Call) -> bool:
     return key is None or (key not in usage.holders and key.removeprefix("call:") not in usage.loader_functions)
 
 
+def library_constant(usage, expr: cst.BaseExpression) -> bool:  # usage: TorchUsage
+    """An attribute of torch, numpy, Triton or math (`torch.bfloat16`, `tl.float16`, `np.float32`):
+    a constant of the library, not an object a call could write for the caller."""
+    if type(expr) is not cst.Attribute:
+        return False
+    qual = usage.ctx.qualname(expr)
+    return qual is not None and qual.startswith(("torch.", "numpy.", "triton.", "math."))
+
+
 def _stored_lambda(path: tuple[cst.CSTNode, ...]) -> bool:
     """The innermost lambda around a launch is the value of an assignment."""
     for index, node in enumerate(path):
@@ -81,4 +91,4 @@ def _stored_lambda(path: tuple[cst.CSTNode, ...]) -> bool:
     return False
 
 
-__all__ = ["place_kernels", "pure_call"]
+__all__ = ["library_constant", "place_kernels", "pure_call"]

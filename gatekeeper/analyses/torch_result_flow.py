@@ -94,9 +94,14 @@ def _root(target: cst.BaseExpression) -> Optional[str]:
 
 
 Pure = Callable[[cst.Call], bool]
+# A library's attribute handed to a call (`t.to(torch.bfloat16)`, `dtype=np.float32`): a value
+# no call can write, not an object of the caller's (without it every `.to(torch.bfloat16)` made
+# the line a store into the module `torch`, and a self-test's set-up reached the result).
+Constant = Callable[[cst.BaseExpression], bool]
 
 
-def _scan(expr: Optional[cst.CSTNode], pure: Pure, receivers: bool = False) -> tuple[set[str], set[str]]:
+def _scan(expr: Optional[cst.CSTNode], pure: Pure, receivers: bool = False,
+          constant: Optional[Constant] = None) -> tuple[set[str], set[str]]:
     """One walk: the variables an expression reads, and the roots it may write: `y.add_(t)`,
     `torch.mul(a, b, out=y)`, what it hands to a call that is not a pure torch op (a launch
     `k[grid](x, y)` or `_ext.f(x, out)` writes its arguments) and, with `receivers`, the
@@ -131,7 +136,7 @@ def _scan(expr: Optional[cst.CSTNode], pure: Pure, receivers: bool = False) -> t
             for arg in node.args:
                 if arg.keyword is not None and arg.keyword.value == "out":
                     writes.update(_names(arg.value))
-                elif impure:
+                elif impure and not (constant is not None and constant(arg.value)):
                     root = _root(arg.value)
                     if root:
                         writes.add(root)
@@ -139,8 +144,8 @@ def _scan(expr: Optional[cst.CSTNode], pure: Pure, receivers: bool = False) -> t
 
 
 class _Function:
-    def __init__(self, function: cst.FunctionDef, pure: Pure) -> None:
-        self.pure = pure
+    def __init__(self, function: cst.FunctionDef, pure: Pure, constant: Optional[Constant] = None) -> None:
+        self.pure, self.constant = pure, constant
         self.globals: set[str] = set()
         self.units: dict[int, _Unit] = {}  # id(small statement or header expression) -> unit
         self.all: list[_Unit] = []
@@ -173,14 +178,14 @@ class _Function:
             raise _Unsupported
         header = self.add(stmt, _Unit(stmt), parent)
         if type(stmt) in (cst.If, cst.While):
-            header.reads, header.writes = _scan(stmt.test, self.pure)
+            header.reads, header.writes = _scan(stmt.test, self.pure, constant=self.constant)
         elif type(stmt) is cst.For:
-            header.reads, header.writes = _scan(stmt.iter, self.pure)
+            header.reads, header.writes = _scan(stmt.iter, self.pure, constant=self.constant)
             header.writes |= _names(stmt.target)
             self.created |= _names(stmt.target)
         elif type(stmt) is cst.With:
             for item in stmt.items:
-                reads, writes = _scan(item.item, self.pure)
+                reads, writes = _scan(item.item, self.pure, constant=self.constant)
                 header.reads |= reads
                 header.writes |= writes
                 if item.asname is not None:
@@ -207,7 +212,7 @@ class _Function:
             unit.sink, unit.reads = True, _names(getattr(small, "value", None))
         elif kind in (cst.Assign, cst.AnnAssign, cst.AugAssign):
             targets = [t.target for t in small.targets] if kind is cst.Assign else [small.target]
-            unit.reads, unit.writes = _scan(small.value, self.pure)
+            unit.reads, unit.writes = _scan(small.value, self.pure, constant=self.constant)
             if kind is cst.AugAssign:
                 unit.reads |= _names(small.target)
             for target in targets:
@@ -229,7 +234,7 @@ class _Function:
             value = small.value
             if type(value) in (cst.Yield, cst.Await):
                 unit.sink = True
-            unit.reads, unit.writes = _scan(value, self.pure, receivers=True)
+            unit.reads, unit.writes = _scan(value, self.pure, receivers=True, constant=self.constant)
         elif not isinstance(small, _NEUTRAL):
             raise _Unsupported
         self.add(small, unit, parent)
@@ -282,12 +287,12 @@ class _Function:
 _CACHE: dict[int, tuple[cst.FunctionDef, Optional[_Function]]] = {}
 
 
-def _analysis(function: cst.FunctionDef, pure: Pure) -> Optional[_Function]:
+def _analysis(function: cst.FunctionDef, pure: Pure, constant: Optional[Constant] = None) -> Optional[_Function]:
     hit = _CACHE.get(id(function))
     if hit is not None and hit[0] is function:
         return hit[1]
     try:
-        result: Optional[_Function] = _Function(function, pure)
+        result: Optional[_Function] = _Function(function, pure, constant)
         result.solve()  # type: ignore[union-attr]
     except _Unsupported:
         result = None
@@ -297,7 +302,7 @@ def _analysis(function: cst.FunctionDef, pure: Pure) -> Optional[_Function]:
     return result
 
 
-def outside_result(path: tuple[cst.CSTNode, ...], pure: Pure) -> bool:
+def outside_result(path: tuple[cst.CSTNode, ...], pure: Pure, constant: Optional[Constant] = None) -> bool:
     """The value of the node at `path[0]` (its ancestors up to the enclosing function)
     cannot reach what that function returns, stores or writes. `pure(call)`: the call
     writes none of its arguments (a torch op that is not in place)."""
@@ -308,7 +313,7 @@ def outside_result(path: tuple[cst.CSTNode, ...], pure: Pure) -> bool:
             return False  # returned: reaches the result (the common case needs no analysis)
         if isinstance(node, cst.BaseSmallStatement) or isinstance(node, cst.BaseCompoundStatement):
             break
-    analysis = _analysis(path[-1], pure)  # type: ignore[arg-type]
+    analysis = _analysis(path[-1], pure, constant)  # type: ignore[arg-type]
     if analysis is None:
         return False
     for node in path:
@@ -318,8 +323,8 @@ def outside_result(path: tuple[cst.CSTNode, ...], pure: Pure) -> bool:
     return False
 
 
-def use_outside_result(use: "Use", pure: Pure) -> bool:
-    return use.node is not None and not use.deferred and outside_result(use.path, pure)
+def use_outside_result(use: "Use", pure: Pure, constant: Optional[Constant] = None) -> bool:
+    return use.node is not None and not use.deferred and outside_result(use.path, pure, constant)
 
 
 on_forget(_CACHE.clear)  # entries hold the file's nodes

@@ -26,7 +26,7 @@ import libcst as cst
 from gatekeeper.analyses.cpp_torch_calls import scan_cpp
 from gatekeeper.analyses.torch_fallback_paths import find_fallbacks
 from gatekeeper.analyses.kernel_work import torch_does_whole_op
-from gatekeeper.analyses.launch_placement import place_kernels, pure_call
+from gatekeeper.analyses.launch_placement import library_constant, place_kernels, pure_call
 from gatekeeper.analyses.own_callables import OwnCallables, native_loader
 from gatekeeper.analyses.self_attr_calls import resolve_self_calls
 from gatekeeper.analyses.torch_result_flow import use_outside_result
@@ -324,7 +324,8 @@ class TorchUsage(TorchCalls, TensorValues):
                      or (u.deferred and self._deferred(u.function))]
         # torch whose value never reaches the result (a build-time self-test, a check that
         # only raises) does not do the timed work
-        self.uses = [u for u in self.uses if u.cpp is not None or not use_outside_result(u, lambda c: pure_call(self, c))]
+        self.uses = [u for u in self.uses if u.cpp is not None or not use_outside_result(u, lambda c: pure_call(self, c),
+                                                                                     lambda e: library_constant(self, e))]
         find_fallbacks(self)
         self._own = None  # it points back at this usage: kept, the pair would leave the tree to the collector
 
