@@ -26,6 +26,7 @@ from gatekeeper.analyses.cpp_aten_reach import is_reference
 from gatekeeper.analyses.cpp_device_code import DeviceCode
 from gatekeeper.analyses.cpp_device_libraries import CUB_ROOTS, THRUST_ALGOS, device_library_op, thrust_policy_first
 from gatekeeper.analyses.cpp_dispatcher_reach import dispatcher_reach
+from gatekeeper.analyses.cpp_libtorch_objects import generated_node, member_pointer_op, registry_operations
 from gatekeeper.analyses.cpp_python_reach import interop_reach
 from gatekeeper.static.cpp_names import Names, expand_macros, is_global, name_chain, resolve_bindings
 from gatekeeper.analyses.torch_op_table import TorchOps
@@ -70,7 +71,13 @@ _NOT_LAYERS = frozenset({"Module", "ModuleHolder", "Cloneable", "ModuleList", "M
 
 
 def _is_layer(name: str) -> bool:
-    return name[:1].isupper() and name not in _NOT_LAYERS and not name.endswith(("Options", "Impl", "FuncOptions"))
+    # `LinearImpl` is the module `Linear` holds (`ConvNdImpl`, `BatchNormImplBase` its bases): the same layer
+    name = _layer_name(name)
+    return name[:1].isupper() and name not in _NOT_LAYERS and not name.endswith(("Options", "FuncOptions"))
+
+
+def _layer_name(name: str) -> str:
+    return re.sub(r"Impl(?:Base|T)?$", "", name) or name
 
 
 def _op_name(name: str) -> str:
@@ -178,7 +185,17 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             if len(chain) == 3 and chain[:2] == ["torch", "nn"] and _is_layer(chain[2]):
                 # `torch::nn::Linear lin(...)`, `torch::nn::Conv2d{...}`: a libtorch layer, whose
                 # forward is ATen's (`lin->forward(x)` is a method call on a module object)
-                found.append(("cpp", what_of(i, "::".join(chain)), tok.offset, chain[2].lower()))
+                found.append(("cpp", what_of(i, "::".join(chain)), tok.offset, _layer_name(chain[2]).lower()))
+                resume = j
+                continue
+            generated = generated_node(chain)  # torch::autograd::generated::MmBackward0: ATen's formula
+            if generated:
+                found.append(("cpp", what_of(i, "::".join(chain)), tok.offset, generated))
+                resume = j
+                continue
+            pointed = member_pointer_op(chain, [t.text for t in tokens[max(0, i - 2):i]], ops, own)
+            if pointed:  # std::invoke(&T::mm, a, b): a member pointer to a Tensor compute method
+                found.append(("cpp", what_of(i, "&" + "::".join(chain)), tok.offset, pointed))
                 resume = j
                 continue
             if chain[:2] == ["torch", "jit"] and chain[-1] in _SCRIPT_TYPES:
@@ -239,6 +256,7 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             if hit is not None and not in_device(i):
                 found.append(("cpp", what_of(i, "::".join(hit)), tok.offset, _op_name(hit[-1])))
     found += _vendor_pointers(tokens, idents, ops) + dispatcher_reach(source, ops) + interop_reach(source, ops)
+    found += registry_operations(source, source.tokens)
     return has_kernel, found
 
 

@@ -1,0 +1,80 @@
+"""libtorch compute reached through objects rather than a spelled op call. Not a rule file.
+
+Red team round 13. The invariants:
+- *A member pointer to a Tensor compute method is a call of it* (`std::invoke(&T::mm, a, b)`,
+  `std::mem_fn(&Tn::sum)`): whatever names the class (a template parameter, a `decltype`
+  alias), `&X::mm` where the source defines no `mm` of its own can only point at
+  `at::Tensor::mm` (or another library's method of that name, which computes just as well).
+- *A generated autograd node is ATen's formula* (`torch::autograd::generated::MmBackward0`,
+  `generated::details::mm_mat1_backward`): libtorch's derivatives are ATen ops; a source
+  that builds or calls one has torch compute for it.
+- *An operator fetched from the JIT registry runs ATen's kernel* (`node->getOperation()`,
+  `getOperator()`, `Operator::getOperation`): the op is the interned symbol the source spells
+  (`c10::aten::mm`, `Symbol::aten("mm")`), or the script's ops when none is spelled.
+"""
+
+from __future__ import annotations
+
+import re
+
+from typing import Callable
+
+from gatekeeper.analyses.torch_op_table import TorchOps
+from gatekeeper.static.cpp_sources import CppSource
+from gatekeeper.static.cpp_tokens import Token
+
+Found = tuple[str, str, int, str]
+
+# roots whose members are never at::Tensor's (`&std::vector<T>::size` is no tensor method)
+_FOREIGN_ROOTS = frozenset({"std", "cub", "thrust", "cute", "cutlass", "Eigen", "boost", "absl"})
+_REGISTRY = frozenset({"getOperation", "getOperator", "maybeOperator", "getOperationForDispatchKey"})
+_BACKWARD = re.compile(r"([A-Z][A-Za-z0-9]*?)Backward\d*$")
+_ATEN_SYMBOL = re.compile(r"\baten\s*::\s*([a-z_][a-z0-9_]*)|Symbol\s*::\s*aten\s*\(\s*\"([a-z_]\w*)\"|\"aten::([a-z_]\w*)")
+
+
+def _snake(camel: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", camel).lower()
+
+
+def _generated_op(name: str) -> str:
+    """`MmBackward0` -> `mm`, `mm_mat1_backward` -> `mm`, `AddmmBackward0` -> `addmm`."""
+    hit = _BACKWARD.match(name)
+    if hit:
+        return _snake(hit.group(1))
+    return re.split(r"_(?:mat\d|self|other|backward)", name)[0] or name
+
+
+def member_pointer_op(chain: list[str], before: list[str], ops: TorchOps, own: Callable[[str], bool]) -> str:
+    """The Tensor method a `&X::name` (address of a member) points at, or ''."""
+    if before[-1:] != ["&"] or len(chain) < 2 or chain[0] in _FOREIGN_ROOTS:
+        return ""
+    prior = before[-2] if len(before) > 1 else ""
+    if prior[:1].isalnum() and prior not in ("return", "co_return") or prior in (")", "]"):
+        return ""  # `a & X::mm`, `T& X::mm`: no address taken
+    name = chain[-1]
+    if not name[:1].islower() or not ops.method_is_compute(name) or own(name):
+        return ""
+    return name
+
+
+def generated_node(chain: list[str]) -> str:
+    """The op of a `torch::autograd::generated::*` name, or ''."""
+    if len(chain) > 3 and chain[:3] == ["torch", "autograd", "generated"]:
+        return _generated_op(chain[-1])
+    return ""
+
+
+def registry_operations(source: CppSource, tokens: list[Token]) -> list[Found]:
+    """`node->getOperation()` and the like: the op is the aten symbol the source interns."""
+    where = [i for name in _REGISTRY for i in source.by_text["ident"].get(name, ())]
+    out: list[Found] = []
+    if not where:
+        return out
+    symbols = [next(g for g in m.groups() if g) for m in _ATEN_SYMBOL.finditer(source.text)]
+    op = symbols[0] if symbols else "torchscript"
+    for i in sorted(where):
+        prev = tokens[i - 1].text if i else ""
+        if prev in (".", "->", "::") and i + 1 < len(tokens) and tokens[i + 1].text == "(":
+            out.append(("cpp", f"{tokens[i].text}() of a JIT node (aten::{op} through the operator registry)",
+                        tokens[i].offset, op))
+    return out
