@@ -28,6 +28,7 @@ from gatekeeper.analyses.cpp_device_libraries import CUB_ROOTS, THRUST_ALGOS, de
 from gatekeeper.analyses.cpp_dispatcher_reach import dispatcher_reach
 from gatekeeper.analyses.cpp_libtorch_objects import generated_node, member_pointer_op, registry_operations
 from gatekeeper.analyses.cpp_python_reach import interop_reach
+from gatekeeper.analyses.cpp_tensor_operators import operator_reach
 from gatekeeper.static.cpp_names import Names, expand_macros, is_global, name_chain, resolve_bindings
 from gatekeeper.analyses.torch_op_table import TorchOps
 from gatekeeper.static.cpp_functions import CppFunction
@@ -129,10 +130,13 @@ def scan_cpp(source: CppSource, ops: TorchOps,
     device: Optional[DeviceCode] = None
 
     def in_device(i: int) -> bool:
+        return in_device_at(tokens[i].offset)
+
+    def in_device_at(offset: int) -> bool:
         nonlocal device
         if device is None:  # computed only when a method call needs it (cpp_device_code.py)
             device = DeviceCode(source, functions_of(source))
-        return device.in_device(tokens[i].offset)
+        return device.in_device(offset)
 
     scoped = any(word in idents for word in ("using", "namespace", "typedef"))
     table: Optional[Names] = None
@@ -257,6 +261,7 @@ def scan_cpp(source: CppSource, ops: TorchOps,
                 found.append(("cpp", what_of(i, "::".join(hit)), tok.offset, _op_name(hit[-1])))
     found += _vendor_pointers(tokens, idents, ops) + dispatcher_reach(source, ops) + interop_reach(source, ops)
     found += registry_operations(source, source.tokens)
+    found += operator_reach(source, functions_of(source), ops.method_returns_tensor, lambda k: in_device_at(k))
     return has_kernel, found
 
 

@@ -1,0 +1,268 @@
+"""Which names of one host C++ function hold a tensor. Not a rule file.
+
+A name holds a tensor when it is declared `Tensor` / `at::Tensor` / `TensorBase` (or a
+container of them: `std::vector<at::Tensor> v`, whose `v[i]` is one), or is an `auto` / Python
+object (`py::object`, `py::handle`, `PyObject*`) that is
+- assigned a tensor value: a tensor name (bare, indexed, or through a tensor-returning method
+  `x.t()`), an `at::` / `torch::` call, `py::cast(tensor)`, `THPVariable_Wrap(...)`, or an
+  operator on a tensor;
+- cast to one (`o.cast<torch::Tensor>()`, `THPVariable_Unpack(o)`);
+- assigned the result of an operator whose result holds a tensor (`scaled = acc * s` with
+  `scaled.cast<torch::Tensor>()`: `acc` was one, or `s`: either way the operator is torch's).
+Names declared with any other type (`float* acc`, `const int64_t n`) never hold one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from gatekeeper.static.cpp_functions import CppFunction
+from gatekeeper.static.cpp_tokens import Token, match_close
+
+_TENSOR_TYPES = frozenset({"Tensor", "TensorBase", "TensorList", "variable_list", "tensor_list"})
+_PY_TYPES = frozenset({"object", "handle", "PyObject"})
+# calls whose result is their argument's value (so a tensor argument makes a tensor)
+_PASS_THROUGH = frozenset({"cast", "move", "forward", "reinterpret_steal", "reinterpret_borrow", "THPVariable_Wrap",
+                           "THPVariable_Unpack", "Py_NewRef", "Py_XNewRef"})
+_OPERATORS = frozenset({"+", "-", "*", "/"})
+_STARTS = frozenset({"=", "(", ",", "return", "+", "-", "*", "/", "?", ":", "{"})
+
+
+@dataclass
+class TensorNames:
+    tokens: list[Token]
+    returns_tensor: Callable[[str], bool]
+    kinds: dict[str, str] = field(default_factory=dict)  # name -> tensor | py | auto | other
+    tensors: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, tokens: list[Token], fn: CppFunction, returns_tensor: Callable[[str], bool]) -> "TensorNames":
+        self = cls(tokens, returns_tensor)
+        start = _params_open(tokens, fn.body_start)
+        assigns: list[tuple[str, int, int]] = []  # (name, first, last) of `name = expr`
+        pending: dict[int, str] = {}  # `auto a = x.t(), b = y.t();`: b is declared as a was
+        for k in range(start, fn.body_end):
+            tok = tokens[k]
+            if tok.kind != "ident" or k + 1 >= len(tokens):
+                continue
+            nxt = tokens[k + 1].text
+            kind = None
+            if nxt in ("=", ";", ",", ")", "{", "[") and tokens[k - 1].text not in (".", "->", "::"):
+                kind = pending.get(k) or self._declared(k)
+                if kind is not None and tok.text not in self.kinds:
+                    self.kinds[tok.text] = kind
+            if nxt == "=" and tokens[k - 1].text not in (".", "->", "::"):
+                last = _expr_end(tokens, k + 2, fn.body_end)
+                assigns.append((tok.text, k + 2, last))
+                if kind is not None and last + 2 < fn.body_end and tokens[last + 1].text == ",":
+                    j = last + 2
+                    while j < fn.body_end and tokens[j].text in ("*", "&"):
+                        j += 1
+                    pending[j] = kind
+            if nxt == "." and k + 2 < len(tokens) and tokens[k + 2].text == "cast" and self._casts_to_tensor(k + 3):
+                self.tensors.add(tok.text)
+            if tok.text == "THPVariable_Unpack" and nxt == "(" and tokens[k + 2].kind == "ident":
+                self.tensors.add(tokens[k + 2].text)
+        self.tensors |= {n for n, kind in self.kinds.items() if kind == "tensor"}
+        self.tensors = {n for n in self.tensors if self.kinds.get(n) in ("tensor", "py", "auto")}
+        for _ in range(4):  # to a fixed point (a few steps are enough for straight-line code)
+            before = len(self.tensors)
+            for name, first, last in assigns:
+                if self.kinds.get(name) not in ("py", "auto"):
+                    continue
+                if name not in self.tensors and self._tensor_expr(first, last):
+                    self.tensors.add(name)
+                elif name in self.tensors and self.kinds.get(name) == "py":
+                    self._back(first, last)
+            if len(self.tensors) == before:
+                break
+        return self
+
+    def holds_tensor(self, name: str) -> bool:
+        return name in self.tensors
+
+    def _declared(self, k: int) -> Optional[str]:
+        toks = self.tokens
+        j = k - 1
+        while j > 0 and toks[j].text in ("const", "&", "&&", "*", "volatile"):
+            j -= 1
+        prev = toks[j].text
+        if prev in _TENSOR_TYPES and toks[j - 1].text != ".":
+            return "tensor"
+        if prev in _PY_TYPES or (prev == "*" and toks[j - 1].text == "PyObject"):
+            return "py"
+        if prev == "auto":
+            return "auto"
+        if prev == ">":  # std::vector<at::Tensor> v; py::list? (a container of tensors indexes to one)
+            k2 = j
+            while k2 > 0 and k2 > j - 12 and toks[k2].text != "<":
+                k2 -= 1
+            return "tensor" if any(t.text in _TENSOR_TYPES for t in toks[k2:j]) else "other"
+        if toks[j].kind == "ident" and prev not in ("return", "else", "case", "throw", "delete", "new"):
+            return "other"
+        return None
+
+    def _casts_to_tensor(self, k: int) -> bool:
+        """`.cast<torch::Tensor>()` with the `<` at k."""
+        toks = self.tokens
+        if k >= len(toks) or toks[k].text != "<":
+            return False
+        return any(t.text in _TENSOR_TYPES for t in toks[k:k + 6] if t.text not in (">",)) and \
+            any(t.text == ">" for t in toks[k:k + 7])
+
+    def _tensor_expr(self, first: int, last: int) -> bool:
+        toks = self.tokens
+        for k in range(first, last + 1):
+            tok = toks[k]
+            if tok.kind != "ident" or not self._value_position(first, k):
+                continue
+            if tok.text in self.tensors and self._tensor_valued(k, last) is not None:
+                return True
+            if tok.text in ("at", "torch") and k == first and _tensor_call(toks, k, last):
+                return True
+            if tok.text == "THPVariable_Wrap":
+                return True
+        return False
+
+    def _value_position(self, first: int, k: int) -> bool:
+        """The token at k is an operand of the expression (at top level, or an argument of a
+        call that hands its argument's value back): not `rows(x)` of an own helper."""
+        toks = self.tokens
+        if k > first and toks[k - 1].text not in _STARTS:
+            return False
+        depth_call: list[str] = []
+        for j in range(first, k):
+            text = toks[j].text
+            if text == "(":
+                depth_call.append(toks[j - 1].text if toks[j - 1].kind == "ident" else "")
+            elif text == ")" and depth_call:
+                depth_call.pop()
+        return all(name in _PASS_THROUGH or name == "" or name.startswith("PyNumber_") for name in depth_call)
+
+    def _tensor_valued(self, k: int, last: int) -> Optional[int]:
+        """The end of the postfix chain at k when it keeps a tensor (`x`, `x[r]`, `x.t()`)."""
+        toks = self.tokens
+        j = k + 1
+        while j <= last:
+            text = toks[j].text
+            if text == "[":
+                j = match_close(toks, j) + 1
+            elif text in (".", "->") and j + 1 <= last:
+                method = toks[j + 1].text
+                if not (self.returns_tensor(method) or (method == "cast" and self._casts_to_tensor(j + 2))):
+                    return None
+                j += 2
+                if j <= last and toks[j].text == "<":
+                    while j <= last and toks[j].text != ">":
+                        j += 1
+                    j += 1
+                if j <= last and toks[j].text == "(":
+                    j = match_close(toks, j) + 1
+            else:
+                break
+        return j - 1
+
+    def _back(self, first: int, last: int) -> None:
+        """`scaled = acc * s` where `scaled` holds a tensor: the Python objects operated on do."""
+        toks = self.tokens
+        for k in range(first, last + 1):
+            tok = toks[k]
+            if tok.kind == "ident" and self.kinds.get(tok.text) == "py" and self._value_position(first, k):
+                after = toks[k + 1].text if k + 1 <= last else ";"
+                before = toks[k - 1].text if k > first else "="
+                if after in _OPERATORS or before in _OPERATORS or after == "[" or (k == first and after in (";", ",")):
+                    self.tensors.add(tok.text)
+
+    def operand_before(self, k: int) -> Optional[str]:
+        """The name whose value is the left operand of the operator at k (`x`, `x[r]`)."""
+        toks = self.tokens
+        j = k - 1
+        if toks[j].text == "]":
+            depth = 0
+            while j > 0:
+                if toks[j].text == "]":
+                    depth += 1
+                elif toks[j].text == "[":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                j -= 1
+            j -= 1
+        if j < 1 or toks[j].kind != "ident" or toks[j - 1].text in (".", "->", "::"):
+            return None
+        return toks[j].text
+
+    def operand_after(self, k: int) -> Optional[str]:
+        toks = self.tokens
+        if k + 1 >= len(toks) or toks[k + 1].kind != "ident" or toks[k + 1].text not in self.tensors:
+            return None
+        if k + 2 < len(toks) and toks[k + 2].text in ("::", "("):
+            return None
+        return toks[k + 1].text if self._tensor_valued(k + 1, len(toks) - 1) is not None else None
+
+    def number_protocol_on_tensor(self, k: int) -> bool:
+        """`PyNumber_X(a.ptr(), b)` at k: an operand holds a tensor, or the result is kept in a
+        name that does."""
+        toks = self.tokens
+        close = match_close(toks, k + 1)
+        for j in range(k + 2, close):
+            text = toks[j].text
+            if toks[j].kind == "ident" and text in self.tensors and toks[j - 1].text in ("(", ","):
+                return True
+        j = k
+        while j > 0 and toks[j].text not in (";", "{", "}"):
+            j -= 1
+        names = [t.text for t in toks[j + 1:k] if t.kind == "ident"]
+        eq = [i for i in range(j + 1, k) if toks[i].text == "="]
+        return bool(eq) and toks[eq[0] - 1].text in self.tensors and bool(names)
+
+
+# libtorch functions that return no tensor (sizes, options, streams, helpers)
+_NOT_TENSOR_CALLS = ("get", "is", "check", "set", "ceil_div", "divup", "round_up", "device", "dtype", "numel",
+                     "elementSize", "toString", "globalContext", "cuda", "autocast", "parallel", "make_")
+
+
+def _tensor_call(toks: list[Token], k: int, last: int) -> bool:
+    """`at::zeros_like(x)`, `torch::mm(a, b)`: a libtorch call at k that returns a tensor."""
+    j, name = k, ""
+    while j + 2 <= last and toks[j + 1].text == "::" and toks[j + 2].kind == "ident":
+        j += 2
+        name = toks[j].text
+        if name == "cuda":
+            return False
+    return bool(name) and name[:1].islower() and not name.startswith(_NOT_TENSOR_CALLS) and \
+        j + 1 <= last and toks[j + 1].text in ("(", "<")
+
+
+def _params_open(tokens: list[Token], body_start: int) -> int:
+    """Index of the `(` that opens the parameter list of the function whose body opens at body_start."""
+    j = body_start - 1
+    while j > 0 and tokens[j].text != ")":
+        j -= 1
+    depth = 0
+    while j > 0:
+        if tokens[j].text == ")":
+            depth += 1
+        elif tokens[j].text == "(":
+            depth -= 1
+            if depth == 0:
+                return j
+        j -= 1
+    return body_start
+
+
+def _expr_end(tokens: list[Token], first: int, limit: int) -> int:
+    """Last token of the expression starting at first (to a top-level `,` or `;`)."""
+    depth = 0
+    for j in range(first, limit):
+        text = tokens[j].text
+        if text in ("(", "[", "{"):
+            depth += 1
+        elif text in (")", "]", "}"):
+            if depth == 0:
+                return j - 1
+            depth -= 1
+        elif text in (",", ";") and depth == 0:
+            return j - 1
+    return limit - 1
