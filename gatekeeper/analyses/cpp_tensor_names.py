@@ -52,6 +52,8 @@ class TensorNames:
                 kind = pending.get(k) or self._declared(k)
                 if kind is not None and tok.text not in self.kinds:
                     self.kinds[tok.text] = kind
+                elif kind == "other":  # a lambda's `float* output` shadows the tensor `output`: not known to hold one
+                    self.kinds[tok.text] = kind
             if nxt == "=" and tokens[k - 1].text not in (".", "->", "::"):
                 last = _expr_end(tokens, k + 2, fn.body_end)
                 assigns.append((tok.text, k + 2, last))
