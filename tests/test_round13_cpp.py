@@ -1,0 +1,151 @@
+"""Round 13 (2026-12-07), C++ side: libtorch and vendor compute reached from C++ with no
+spelled op call. Each hack (fixtures/submissions/rt13_*) must get its torch-fallback finding
+under `strict` and each honest twin none under `default` or `strict`; each invariant is also
+tested through other spellings than the red team's, beside the closest honest one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import gatekeeper
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBLEMS = ROOT / "fixtures/problems"
+SUBMISSIONS = ROOT / "fixtures/submissions"
+CPU_MATMUL = PROBLEMS / "cpu_matmul_small.py"
+
+# hack -> (problem, the rules any one of which is its finding under strict)
+HACKS = {
+    "rt13_upper_fortran_sgemm": ("cpu_matmul_small.py", {"GK307"}),
+    "rt13_autograd_node_apply": ("cpu_matmul_small.py", {"GK306"}),
+    "rt13_member_pointer_traits_gemm": ("cpu_matmul_small.py", {"GK306"}),
+    "rt13_cpp_frontend_linear": ("cpu_linear_relu.py", {"GK306"}),
+    "rt13_pynumber_matmul": ("cpu_matmul_small.py", {"GK306"}),
+    "rt13_pybind_object_ops_mean": ("cpu_mean.py", {"GK306"}),
+    "rt13_capture_status_hidden_mm": ("kb_l1_2_Standard_matrix_multiplication_.py", {"GK311", "GK306"}),
+    "rt13_jit_node_operation": ("cpu_matmul_small.py", {"GK306"}),
+    "rt13_cpp_compound_assign_mean": ("cpu_mean.py", {"GK306"}),
+}
+
+
+def _rules(source, problem: Path, profile: str) -> set[str]:
+    report = gatekeeper.check_static(source, problem, profile=profile)
+    return {f.rule for f in report.findings if f.category.value == "torch-fallback"}
+
+
+@pytest.mark.parametrize("name", sorted(HACKS))
+def test_hack_is_found_under_strict(name):
+    problem, expected = HACKS[name]
+    found = _rules(SUBMISSIONS / f"{name}.py", PROBLEMS / problem, "strict")
+    assert found & expected, f"{name}: {found}"
+
+
+@pytest.mark.parametrize("name", sorted(HACKS))
+@pytest.mark.parametrize("profile", ["default", "strict"])
+def test_twin_is_clean(name, profile):
+    problem, _ = HACKS[name]
+    report = gatekeeper.check_static(SUBMISSIONS / f"{name}_twin.py", PROBLEMS / problem, profile=profile)
+    assert not report.findings, [(f.rule, f.message[:120]) for f in report.findings]
+
+
+def test_capture_status_choice_is_gk311_certain_under_default():
+    report = gatekeeper.check_static(SUBMISSIONS / "rt13_capture_status_hidden_mm.py",
+                                     PROBLEMS / "kb_l1_2_Standard_matrix_multiplication_.py", profile="default")
+    assert any(f.rule == "GK311" and f.severity.value == "error" for f in report.findings)
+
+
+# Other spellings of each invariant (C++ host code of a CPU extension) -----------------------------------
+
+_OWN = """
+static void own_rows(const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n) {
+    for (int64_t i = 0; i < m; ++i) for (int64_t p = 0; p < k; ++p) for (int64_t j = 0; j < n; ++j)
+        c[i * n + j] += a[i * k + p] * b[p * n + j];
+}
+"""
+
+
+def _cpu(body: str) -> str:
+    return ("import torch\nfrom torch.utils.cpp_extension import load_inline\n"
+            f"_src = r'''\n#include <torch/extension.h>\nnamespace py = pybind11;\n{_OWN}\n{body}\n'''\n"
+            '_ext = load_inline(name="m", cpp_sources=_src, functions=["f"])\n'
+            "class ModelNew(torch.nn.Module):\n"
+            "    def forward(self, a, b):\n"
+            "        return _ext.f(a, b)\n")
+
+
+def _strict(body: str) -> set[str]:
+    return _rules(_cpu(body), CPU_MATMUL, "strict")
+
+
+SPELLINGS = {
+    # Fortran names: any case, trailing underscore or not
+    "fortran_mixed_case": 'extern "C" void Sgemm_(const char*, const char*, const int*, const int*, const int*,'
+                          ' const float*, const float*, const int*, const float*, const int*, const float*, float*,'
+                          ' const int*);\n'
+                          "torch::Tensor f(torch::Tensor a, torch::Tensor b) { char t = 'N'; int n = 4; float o = 1;"
+                          " Sgemm_(&t, &t, &n, &n, &n, &o, b.data_ptr<float>(), &n, a.data_ptr<float>(), &n, &o,"
+                          " a.data_ptr<float>(), &n); return a; }",
+    # a generated autograd helper, through a namespace alias
+    "generated_details": "namespace gen = torch::autograd::generated;\n"
+                         "torch::Tensor f(torch::Tensor a, torch::Tensor b) {"
+                         " return gen::details::mm_mat1_backward(a, b.t(), a.sym_sizes(), a.sym_strides(),"
+                         " a.layout(), 1); }",
+    # a member pointer through a decltype alias and std::mem_fn
+    "mem_fn_decltype": "torch::Tensor f(torch::Tensor a, torch::Tensor b) { using Tn = decltype(a);"
+                       " auto op = std::mem_fn(&Tn::matmul); return op(a, b); }",
+    # the module a holder holds
+    "module_holder_impl": "torch::Tensor f(torch::Tensor a, torch::Tensor b) {"
+                          " torch::nn::ModuleHolder<torch::nn::LinearImpl> lin(4, 4); return lin->forward(a); }",
+    # the in-place number protocol on a wrapped tensor
+    "pynumber_inplace": "torch::Tensor f(torch::Tensor a, torch::Tensor b) {"
+                        " PyObject* pa = THPVariable_Wrap(a); PyObject* pb = THPVariable_Wrap(b);"
+                        " PyObject* r = PyNumber_InPlaceMultiply(pa, pb); return THPVariable_Unpack(r); }",
+    # pybind11 operators on an object cast from a tensor
+    "pybind_cast_ops": "torch::Tensor f(torch::Tensor a, torch::Tensor b) { py::object t = py::cast(a);"
+                       " py::object s = t - t; return b; }",
+    # the JIT registry with the symbol given as a string
+    "jit_qual_string": "torch::Tensor f(torch::Tensor a, torch::Tensor b) { auto g = std::make_shared<torch::jit::Graph>();"
+                       ' auto* n = g->create(c10::Symbol::fromQualString("aten::bmm"), {g->addInput(), g->addInput()});'
+                       " torch::jit::Stack s{a, b}; n->getOperation()(s); return s.back().toTensor(); }",
+    # binary and compound operators on tensors (declared, auto, elements of a tensor container)
+    "tensor_binary": "torch::Tensor f(torch::Tensor a, torch::Tensor b) { at::Tensor y = a * b; return y; }",
+    "tensor_vector_sub": "torch::Tensor f(torch::Tensor a, torch::Tensor b) { std::vector<at::Tensor> parts{a, b};"
+                         " auto out = a.clone(); out -= parts[1]; return out; }",
+}
+
+HONEST = {
+    # an own function of that name is the source's own code
+    "own_upper_sgemm": "static void SGEMM(const float* a, const float* b, float* c, int64_t n) { own_rows(a, b, c, n, n, n); }\n"
+                       "torch::Tensor f(torch::Tensor a, torch::Tensor b) { auto c = torch::zeros_like(a);"
+                       " SGEMM(a.data_ptr<float>(), b.data_ptr<float>(), c.data_ptr<float>(), a.size(0)); return c; }",
+    # a member pointer to the source's own method of a compute name
+    "own_member_pointer": "struct Tile { std::vector<float> v; Tile matmul(const Tile& o) const { return o; } };\n"
+                          "torch::Tensor f(torch::Tensor a, torch::Tensor b) { Tile x, y;"
+                          " auto r = std::invoke(&Tile::matmul, x, y); return a; }",
+    # the number protocol and pybind11 operators on Python numbers
+    "pynumber_ints": "torch::Tensor f(torch::Tensor a, torch::Tensor b) { PyObject* n = PyLong_FromLong(a.size(0));"
+                     " PyObject* h = PyNumber_FloorDivide(n, n); auto c = torch::zeros_like(a);"
+                     " own_rows(a.data_ptr<float>(), b.data_ptr<float>(), c.data_ptr<float>(), a.size(0), a.size(0),"
+                     " a.size(0)); return c; }",
+    "pybind_float_ops": "torch::Tensor f(torch::Tensor a, torch::Tensor b) { py::object s = py::float_(2.0);"
+                        " py::object t = s * s; auto c = torch::zeros_like(a); float k = t.cast<float>();"
+                        " own_rows(a.data_ptr<float>(), b.data_ptr<float>(), c.data_ptr<float>(), a.size(0),"
+                        " a.size(0), a.size(0)); return c; }",
+    # operators on sizes and on own buffers next to tensors
+    "own_buffers": "torch::Tensor f(torch::Tensor a, torch::Tensor b) { const int64_t n = a.size(0) * 2 / 2;"
+                   " auto c = torch::zeros_like(a); float* pc = c.data_ptr<float>(); std::vector<float> acc(n * n);"
+                   " own_rows(a.data_ptr<float>(), b.data_ptr<float>(), acc.data(), n, n, n);"
+                   " for (int64_t i = 0; i < n * n; ++i) { acc[i] *= 0.5f; pc[i] += acc[i] + acc[i]; } return c; }",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPELLINGS))
+def test_other_spelling_is_found(name):
+    assert _strict(SPELLINGS[name]) & {"GK306", "GK307"}, name
+
+
+@pytest.mark.parametrize("name", sorted(HONEST))
+def test_honest_spelling_is_clean(name):
+    assert not _strict(HONEST[name]), name
