@@ -149,3 +149,18 @@ def test_other_spelling_is_found(name):
 @pytest.mark.parametrize("name", sorted(HONEST))
 def test_honest_spelling_is_clean(name):
     assert not _strict(HONEST[name]), name
+
+
+def test_unspelled_class_spellings():
+    # the class as an expression's type, and a generated node named after a using-directive
+    assert _strict("torch::Tensor f(torch::Tensor a, torch::Tensor b) {"
+                   " return std::invoke(&decltype(a)::mm, a, b); }") & {"GK306"}
+    assert _strict("using namespace torch::autograd::generated;\n"
+                   "torch::Tensor f(torch::Tensor a, torch::Tensor b) { auto n = std::make_shared<AddmmBackward0>();"
+                   " return n->apply({a})[0]; }") & {"GK306"}
+    # an own node class whose name looks generated
+    assert not _strict("namespace generated {}\nstruct RowsBackward0 : torch::autograd::Node {"
+                       " torch::autograd::variable_list apply(torch::autograd::variable_list&& g) override { return g; } };\n"
+                       "torch::Tensor f(torch::Tensor a, torch::Tensor b) { auto n = std::make_shared<RowsBackward0>();"
+                       " auto c = torch::zeros_like(a); own_rows(a.data_ptr<float>(), b.data_ptr<float>(),"
+                       " c.data_ptr<float>(), 4, 4, 4); return c; }")

@@ -21,7 +21,7 @@ from typing import Callable
 
 from gatekeeper.analyses.torch_op_table import TorchOps
 from gatekeeper.static.cpp_sources import CppSource
-from gatekeeper.static.cpp_tokens import Token
+from gatekeeper.static.cpp_tokens import Token, match_close
 
 Found = tuple[str, str, int, str]
 
@@ -62,6 +62,28 @@ def generated_node(chain: list[str]) -> str:
     if len(chain) > 3 and chain[:3] == ["torch", "autograd", "generated"]:
         return _generated_op(chain[-1])
     return ""
+
+
+def unspelled_reach(source: CppSource, tokens: list[Token], ops: TorchOps, own: Callable[[str], bool]) -> list[Found]:
+    """What scan_cpp's qualified-name walk cannot see: `&decltype(a)::mm` (the class is an
+    expression's type), and `MmBackward0` named after `using namespace ...::generated;`."""
+    out: list[Found] = []
+    idents = source.by_text["ident"]
+    for i in idents.get("decltype", ()):
+        if i == 0 or tokens[i - 1].text != "&" or i + 1 >= len(tokens) or tokens[i + 1].text != "(":
+            continue
+        j = match_close(tokens, i + 1)
+        if j + 2 < len(tokens) and tokens[j + 1].text == "::" and tokens[j + 2].kind == "ident":
+            name = tokens[j + 2].text
+            if ops.method_is_compute(name) and not own(name):
+                out.append(("cpp", f"&decltype(...)::{name}", tokens[i].offset, name))
+    if "generated" in idents:
+        for name, where in idents.items():
+            if _BACKWARD.fullmatch(name) and name[-1].isdigit() and not own(name):
+                k = where[0]
+                if k and tokens[k - 1].text not in ("::", "struct", "class"):  # an own node class is its own
+                    out.append(("cpp", f"{name} (torch::autograd::generated)", tokens[k].offset, _generated_op(name)))
+    return out
 
 
 def registry_operations(source: CppSource, tokens: list[Token]) -> list[Found]:

@@ -26,7 +26,7 @@ from gatekeeper.analyses.cpp_aten_reach import is_reference
 from gatekeeper.analyses.cpp_device_code import DeviceCode
 from gatekeeper.analyses.cpp_device_libraries import CUB_ROOTS, THRUST_ALGOS, device_library_op, thrust_policy_first
 from gatekeeper.analyses.cpp_dispatcher_reach import dispatcher_reach
-from gatekeeper.analyses.cpp_libtorch_objects import generated_node, member_pointer_op, registry_operations
+from gatekeeper.analyses.cpp_libtorch_objects import generated_node, member_pointer_op, registry_operations, unspelled_reach
 from gatekeeper.analyses.cpp_python_reach import interop_reach
 from gatekeeper.analyses.cpp_tensor_operators import operator_reach
 from gatekeeper.static.cpp_names import Names, expand_macros, is_global, name_chain, resolve_bindings
@@ -260,7 +260,7 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             if hit is not None and not in_device(i):
                 found.append(("cpp", what_of(i, "::".join(hit)), tok.offset, _op_name(hit[-1])))
     found += _vendor_pointers(tokens, idents, ops) + dispatcher_reach(source, ops) + interop_reach(source, ops)
-    found += registry_operations(source, source.tokens)
+    found += registry_operations(source, source.tokens) + unspelled_reach(source, source.tokens, ops, own)
     found += operator_reach(source, functions_of(source), ops.method_returns_tensor, lambda k: in_device_at(k))
     return has_kernel, found
 
