@@ -164,3 +164,18 @@ def test_unspelled_class_spellings():
                        "torch::Tensor f(torch::Tensor a, torch::Tensor b) { auto n = std::make_shared<RowsBackward0>();"
                        " auto c = torch::zeros_like(a); own_rows(a.data_ptr<float>(), b.data_ptr<float>(),"
                        " c.data_ptr<float>(), 4, 4, 4); return c; }")
+
+
+def test_python_objects_from_the_caller_may_be_tensors():
+    # objects the caller hands in, never shown to be numbers: a tensor benchmark's tensors
+    assert _strict("torch::Tensor f(torch::Tensor a, torch::Tensor b) { PyObject* args = nullptr;"
+                   " PyObject* x = PyTuple_GetItem(args, 0); PyObject* r = PyNumber_MatrixMultiply(x, x);"
+                   " return a; }") & {"GK306"}
+    assert _strict("torch::Tensor f(torch::Tensor a, py::object x, py::object y) { py::object s = x * y;"
+                   " return a; }") & {"GK306"}
+    # the same objects read back as numbers
+    assert not _strict("torch::Tensor f(torch::Tensor a, py::object x, py::object y) {"
+                       " py::object q = py::reinterpret_steal<py::object>(PyNumber_Add(x.ptr(), y.ptr()));"
+                       " long v = PyLong_AsLong(q.ptr()); py::object s = x * y; double d = s.cast<double>();"
+                       " auto c = torch::zeros_like(a); own_rows(a.data_ptr<float>(), a.data_ptr<float>(),"
+                       " c.data_ptr<float>(), v, v, v); return c; }")

@@ -26,6 +26,10 @@ _PY_TYPES = frozenset({"object", "handle", "PyObject"})
 _PASS_THROUGH = frozenset({"cast", "move", "forward", "reinterpret_steal", "reinterpret_borrow", "THPVariable_Wrap",
                            "THPVariable_Unpack", "Py_NewRef", "Py_XNewRef"})
 _OPERATORS = frozenset({"+", "-", "*", "/"})
+_NUMBER_READS = ("PyLong_As", "PyFloat_As", "PyNumber_Index", "PyNumber_Long", "PyNumber_Float", "PyBool_Check",
+                 "PyLong_Check", "PyFloat_Check")
+_NUMBER_MAKERS = ("PyLong_From", "PyFloat_From", "PyBool_From", "Py_BuildValue", "PyUnicode_From")
+_PY_NUMBERS = frozenset({"int_", "float_", "bool_", "str", "none"})
 _STARTS = frozenset({"=", "(", ",", "return", "+", "-", "*", "/", "?", ":", "{"})
 
 
@@ -35,6 +39,7 @@ class TensorNames:
     returns_tensor: Callable[[str], bool]
     kinds: dict[str, str] = field(default_factory=dict)  # name -> tensor | py | auto | other
     tensors: set[str] = field(default_factory=set)
+    numbers: set[str] = field(default_factory=set)  # Python objects shown to hold no tensor
 
     @classmethod
     def of(cls, tokens: list[Token], fn: CppFunction, returns_tensor: Callable[[str], bool]) -> "TensorNames":
@@ -62,10 +67,16 @@ class TensorNames:
                     while j < fn.body_end and tokens[j].text in ("*", "&"):
                         j += 1
                     pending[j] = kind
-            if nxt == "." and k + 2 < len(tokens) and tokens[k + 2].text == "cast" and self._casts_to_tensor(k + 3):
-                self.tensors.add(tok.text)
+            if nxt == "." and k + 2 < len(tokens) and tokens[k + 2].text == "cast" and tokens[k + 3].text == "<":
+                (self.tensors if self._casts_to_tensor(k + 3) else self.numbers).add(tok.text)
             if tok.text == "THPVariable_Unpack" and nxt == "(" and tokens[k + 2].kind == "ident":
                 self.tensors.add(tokens[k + 2].text)
+            if tok.text.startswith(_NUMBER_READS) and nxt == "(" and tokens[k + 2].kind == "ident":
+                self.numbers.add(tokens[k + 2].text)  # `PyLong_AsLong(count)`: a Python number
+        for name, first, _ in assigns:  # `n = PyLong_FromLong(4)`, `s = py::float_(2.0)`: Python numbers
+            texts = [t.text for t in tokens[first:first + 3]]
+            if texts[0].startswith(_NUMBER_MAKERS) or (texts[1:2] == ["::"] and texts[2:3] and texts[2] in _PY_NUMBERS):
+                self.numbers.add(name)
         self.tensors |= {n for n, kind in self.kinds.items() if kind == "tensor"}
         self.tensors = {n for n in self.tensors if self.kinds.get(n) in ("tensor", "py", "auto")}
         for _ in range(4):  # to a fixed point (a few steps are enough for straight-line code)
@@ -196,28 +207,42 @@ class TensorNames:
         return toks[j].text
 
     def operand_after(self, k: int) -> Optional[str]:
+        """The name whose value is the right operand of the operator at k, when it holds a
+        tensor (`x`, `x[r]`, `x.t()`) or is a Python object (`o`, `o[i]`)."""
         toks = self.tokens
-        if k + 1 >= len(toks) or toks[k + 1].kind != "ident" or toks[k + 1].text not in self.tensors:
+        if k + 2 >= len(toks) or toks[k + 1].kind != "ident" or toks[k + 2].text in ("::", "("):
             return None
-        if k + 2 < len(toks) and toks[k + 2].text in ("::", "("):
-            return None
-        return toks[k + 1].text if self._tensor_valued(k + 1, len(toks) - 1) is not None else None
+        name = toks[k + 1].text
+        if name in self.tensors and self._tensor_valued(k + 1, len(toks) - 1) is not None:
+            return name
+        return name if self.kinds.get(name) == "py" and toks[k + 2].text not in (".", "->") else None
 
     def number_protocol_on_tensor(self, k: int) -> bool:
-        """`PyNumber_X(a.ptr(), b)` at k: an operand holds a tensor, or the result is kept in a
-        name that does."""
+        """`PyNumber_X(a.ptr(), b)` at k: an operand or the result holds a tensor, or an operand
+        is a Python object from the caller that nothing shows to be a number (in a benchmark of
+        tensor ops, the caller's objects are tensors until shown otherwise)."""
         toks = self.tokens
         close = match_close(toks, k + 1)
-        for j in range(k + 2, close):
-            text = toks[j].text
-            if toks[j].kind == "ident" and text in self.tensors and toks[j - 1].text in ("(", ","):
-                return True
+        operands = [toks[j].text for j in range(k + 2, close)
+                    if toks[j].kind == "ident" and toks[j - 1].text in ("(", ",")]
+        return self.python_operands_may_be_tensors(k, operands)
+
+    def python_operands_may_be_tensors(self, k: int, operands: list[str]) -> bool:
+        result = self._assigned_at(k)
+        if any(o in self.tensors for o in operands) or result in self.tensors:
+            return True
+        if result in self.numbers or any(o in self.numbers for o in operands):
+            return False  # `count = PyNumber_FloorDivide(rows, panel)` read back as an int
+        return any(self.kinds.get(o) == "py" for o in operands)
+
+    def _assigned_at(self, k: int) -> str:
+        """The name the statement holding token k assigns (`r = ...` / `py::object r = ...`), or ''."""
+        toks = self.tokens
         j = k
         while j > 0 and toks[j].text not in (";", "{", "}"):
             j -= 1
-        names = [t.text for t in toks[j + 1:k] if t.kind == "ident"]
         eq = [i for i in range(j + 1, k) if toks[i].text == "="]
-        return bool(eq) and toks[eq[0] - 1].text in self.tensors and bool(names)
+        return toks[eq[0] - 1].text if eq and toks[eq[0] - 1].kind == "ident" else ""
 
 
 # libtorch functions that return no tensor (sizes, options, streams, helpers)

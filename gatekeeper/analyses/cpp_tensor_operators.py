@@ -56,15 +56,20 @@ def _at(tokens: list[Token], k: int, names: TensorNames) -> Optional[tuple[str, 
         lhs = names.operand_before(k)
         if lhs is not None and names.holds_tensor(lhs):
             return f"operator{text} on the tensor {lhs}", _COMPOUND[text]
+        if lhs is not None and names.kinds.get(lhs) == "py" and names.python_operands_may_be_tensors(k, [lhs]):
+            return f"operator{text} on the Python object {lhs} (a tensor's number protocol)", _COMPOUND[text]
     elif text in _BINARY and _binary(tokens, k):
         lhs, rhs = names.operand_before(k), names.operand_after(k)
         held = [n for n in (lhs, rhs) if n is not None and names.holds_tensor(n)]
         if held:
             return f"operator{text} on the tensor {held[0]}", _BINARY[text]
+        python = [n for n in (lhs, rhs) if n is not None and names.kinds.get(n) == "py"]
+        if python and names.python_operands_may_be_tensors(k, python):  # pybind11's operator on the caller's object
+            return f"operator{text} on the Python object {python[0]} (a tensor's number protocol)", _BINARY[text]
     elif text.startswith("PyNumber_") and k + 1 < len(tokens) and tokens[k + 1].text == "(":
         slot = text[len("PyNumber_"):].removeprefix("InPlace")
         if slot in _SLOTS and names.number_protocol_on_tensor(k):
-            return f"{text} on a tensor (torch through the number protocol)", _SLOTS[slot]
+            return f"{text} on the caller's objects (a tensor's number protocol)", _SLOTS[slot]
     return None
 
 
