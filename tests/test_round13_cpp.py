@@ -179,3 +179,14 @@ def test_python_objects_from_the_caller_may_be_tensors():
                        " long v = PyLong_AsLong(q.ptr()); py::object s = x * y; double d = s.cast<double>();"
                        " auto c = torch::zeros_like(a); own_rows(a.data_ptr<float>(), a.data_ptr<float>(),"
                        " c.data_ptr<float>(), v, v, v); return c; }")
+
+
+def test_simd_vectors_and_unary_operators_are_not_tensor_arithmetic():
+    assert not _strict("torch::Tensor f(torch::Tensor a, torch::Tensor b) { auto c = torch::zeros_like(a);"
+                       " const float* pa = a.data_ptr<float>(); float* pc = c.data_ptr<float>();"
+                       " auto v = at::vec::Vectorized<float>::loadu(pa); auto w = v * v;"
+                       " w.store(pc); own_rows(pa, b.data_ptr<float>(), pc, 4, 4, 4); return c; }")
+    assert not _strict("at::Tensor* pick(at::Tensor* out, bool f) { if (f) return out; return out + 0; }\n"
+                       "torch::Tensor f(torch::Tensor a, torch::Tensor b) { at::Tensor* o = &a;"
+                       " if (a.numel() > 0) return *o; auto c = torch::zeros_like(a);"
+                       " own_rows(a.data_ptr<float>(), b.data_ptr<float>(), c.data_ptr<float>(), 4, 4, 4); return c; }")

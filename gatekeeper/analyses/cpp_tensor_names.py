@@ -101,8 +101,9 @@ class TensorNames:
         while j > 0 and toks[j].text in ("const", "&", "&&", "*", "volatile"):
             j -= 1
         prev = toks[j].text
+        pointer = any(t.text == "*" for t in toks[j + 1:k])
         if prev in _TENSOR_TYPES and toks[j - 1].text != ".":
-            return "tensor"
+            return "other" if pointer else "tensor"  # `at::Tensor* out` is a pointer: `out + 1` is no op
         if prev in _PY_TYPES or (prev == "*" and toks[j - 1].text == "PyObject"):
             return "py"
         if prev == "auto":
@@ -250,13 +251,17 @@ _NOT_TENSOR_CALLS = ("get", "is", "check", "set", "ceil_div", "divup", "round_up
                      "elementSize", "toString", "globalContext", "cuda", "autocast", "parallel", "make_")
 
 
+# namespaces of libtorch whose functions return streams, SIMD vectors or helpers, not tensors
+_NOT_TENSOR_NAMESPACES = frozenset({"cuda", "vec", "indexing", "detail", "utils", "cpublas", "hip", "mps"})
+
+
 def _tensor_call(toks: list[Token], k: int, last: int) -> bool:
     """`at::zeros_like(x)`, `torch::mm(a, b)`: a libtorch call at k that returns a tensor."""
     j, name = k, ""
     while j + 2 <= last and toks[j + 1].text == "::" and toks[j + 2].kind == "ident":
         j += 2
         name = toks[j].text
-        if name == "cuda":
+        if name in _NOT_TENSOR_NAMESPACES:
             return False
     return bool(name) and name[:1].islower() and not name.startswith(_NOT_TENSOR_CALLS) and \
         j + 1 <= last and toks[j + 1].text in ("(", "<")

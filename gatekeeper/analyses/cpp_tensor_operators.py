@@ -24,6 +24,7 @@ from gatekeeper.static.cpp_tokens import Token
 
 Found = tuple[str, str, int, str]
 
+_KEYWORDS = frozenset({"return", "co_return", "case", "else", "throw", "sizeof", "do", "co_yield", "delete"})
 _COMPOUND = {"+=": "add", "-=": "sub", "*=": "mul", "/=": "div"}
 _BINARY = {"+": "add", "-": "sub", "*": "mul", "/": "div"}
 # CPython's number protocol: PyNumber_<slot> and PyNumber_InPlace<slot>
@@ -78,11 +79,11 @@ def _binary(tokens: list[Token], k: int) -> bool:
     if k == 0:
         return False
     prev = tokens[k - 1]
-    if not (prev.kind in ("ident", "number") or prev.text in (")", "]")):
-        return False
+    if not (prev.kind in ("ident", "number") or prev.text in (")", "]")) or prev.text in _KEYWORDS:
+        return False  # `return *out`, `case -1`: unary
     if tokens[k].text == "*" and prev.kind == "ident":
         before = tokens[k - 2].text if k > 1 else ""
-        if before in (";", "{", "}", "(", ",", "const") or before == "" or tokens[k - 2].kind == "ident":
+        if before in (";", "{", "}", "(", ",", "const", "::", "<") or before == "" or tokens[k - 2].kind == "ident":
             return False  # `float* p`, `const T* q`: a declarator
     return True
 
