@@ -190,3 +190,10 @@ def test_simd_vectors_and_unary_operators_are_not_tensor_arithmetic():
                        "torch::Tensor f(torch::Tensor a, torch::Tensor b) { at::Tensor* o = &a;"
                        " if (a.numel() > 0) return *o; auto c = torch::zeros_like(a);"
                        " own_rows(a.data_ptr<float>(), b.data_ptr<float>(), c.data_ptr<float>(), 4, 4, 4); return c; }")
+
+
+def test_a_free_function_does_not_hide_a_tensor_member_pointer():
+    # an own free function named `mm` is no member: `&T::mm` with T = torch::Tensor is still ATen's
+    assert _strict("static void mm() {}\ntemplate <class T> T prod(const T& a, const T& b) {"
+                   " return std::invoke(&T::mm, a, b); }\n"
+                   "torch::Tensor f(torch::Tensor a, torch::Tensor b) { mm(); return prod(a, b); }") & {"GK306"}

@@ -44,8 +44,31 @@ def _generated_op(name: str) -> str:
     return re.split(r"_(?:mat\d|self|other|backward)", name)[0] or name
 
 
+def own_members(tokens: list[Token]) -> set[str]:
+    """Names of the member functions the source's own classes declare (`struct Tile { Tile mm(...); }`):
+    a free function `mm` of the source cannot be what `&T::mm` points at, a member can."""
+    out: set[str] = set()
+    n = len(tokens)
+    for i, tok in enumerate(tokens):
+        if tok.text not in ("struct", "class") or i + 1 >= n or tokens[i + 1].kind != "ident":
+            continue
+        j = i + 2
+        while j < n and tokens[j].text not in ("{", ";", "(", ")", "="):
+            j += 1
+        if j >= n or tokens[j].text != "{":
+            continue
+        close, depth = match_close(tokens, j), 0
+        for k in range(j + 1, close):
+            text = tokens[k].text
+            depth += (text in ("{", "(", "[")) - (text in ("}", ")", "]"))
+            if depth == 0 and tokens[k].kind == "ident" and k + 1 < close and tokens[k + 1].text == "(":
+                out.add(text)
+    return out
+
+
 def member_pointer_op(chain: list[str], before: list[str], ops: TorchOps, own: Callable[[str], bool]) -> str:
-    """The Tensor method a `&X::name` (address of a member) points at, or ''."""
+    """The Tensor method a `&X::name` (address of a member) points at, or ''. `own(name)`: the
+    source's own classes have a member of that name."""
     if before[-1:] != ["&"] or len(chain) < 2 or chain[0] in _FOREIGN_ROOTS:
         return ""
     prior = before[-2] if len(before) > 1 else ""
@@ -64,7 +87,8 @@ def generated_node(chain: list[str]) -> str:
     return ""
 
 
-def unspelled_reach(source: CppSource, tokens: list[Token], ops: TorchOps, own: Callable[[str], bool]) -> list[Found]:
+def unspelled_reach(source: CppSource, tokens: list[Token], ops: TorchOps, own: Callable[[str], bool],
+                    own_member: Callable[[str], bool]) -> list[Found]:
     """What scan_cpp's qualified-name walk cannot see: `&decltype(a)::mm` (the class is an
     expression's type), and `MmBackward0` named after `using namespace ...::generated;`."""
     out: list[Found] = []
@@ -75,7 +99,7 @@ def unspelled_reach(source: CppSource, tokens: list[Token], ops: TorchOps, own: 
         j = match_close(tokens, i + 1)
         if j + 2 < len(tokens) and tokens[j + 1].text == "::" and tokens[j + 2].kind == "ident":
             name = tokens[j + 2].text
-            if ops.method_is_compute(name) and not own(name):
+            if ops.method_is_compute(name) and not own_member(name):
                 out.append(("cpp", f"&decltype(...)::{name}", tokens[i].offset, name))
     if "generated" in idents:
         for name, where in idents.items():

@@ -26,7 +26,9 @@ from gatekeeper.analyses.cpp_aten_reach import is_reference
 from gatekeeper.analyses.cpp_device_code import DeviceCode
 from gatekeeper.analyses.cpp_device_libraries import CUB_ROOTS, THRUST_ALGOS, device_library_op, thrust_policy_first
 from gatekeeper.analyses.cpp_dispatcher_reach import dispatcher_reach
-from gatekeeper.analyses.cpp_libtorch_objects import generated_node, member_pointer_op, registry_operations, unspelled_reach
+from gatekeeper.analyses.cpp_libtorch_objects import (
+    generated_node, member_pointer_op, own_members, registry_operations, unspelled_reach,
+)
 from gatekeeper.analyses.cpp_python_reach import interop_reach
 from gatekeeper.analyses.cpp_tensor_operators import operator_reach
 from gatekeeper.static.cpp_names import Names, expand_macros, is_global, name_chain, resolve_bindings
@@ -158,6 +160,14 @@ def scan_cpp(source: CppSource, ops: TorchOps,
     def own(name: str) -> bool:  # or declares: a function, variable or namespace of its own
         return defines(name) or name in names().own
 
+    members: Optional[set[str]] = None
+
+    def own_member(name: str) -> bool:  # a member function of the source's own classes
+        nonlocal members
+        if members is None:
+            members = own_members(tokens)
+        return name in members
+
     def what_of(i: int, what: str) -> str:
         if tokens[i].offset in bound and i not in origin:  # `panel_product` declared weakref("cublasSgemm_v2")
             return f"{bound[tokens[i].offset]} (bound to {what})"
@@ -197,7 +207,7 @@ def scan_cpp(source: CppSource, ops: TorchOps,
                 found.append(("cpp", what_of(i, "::".join(chain)), tok.offset, generated))
                 resume = j
                 continue
-            pointed = member_pointer_op(chain, [t.text for t in tokens[max(0, i - 2):i]], ops, own)
+            pointed = member_pointer_op(chain, [t.text for t in tokens[max(0, i - 2):i]], ops, own_member)
             if pointed:  # std::invoke(&T::mm, a, b): a member pointer to a Tensor compute method
                 found.append(("cpp", what_of(i, "&" + "::".join(chain)), tok.offset, pointed))
                 resume = j
@@ -260,7 +270,7 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             if hit is not None and not in_device(i):
                 found.append(("cpp", what_of(i, "::".join(hit)), tok.offset, _op_name(hit[-1])))
     found += _vendor_pointers(tokens, idents, ops) + dispatcher_reach(source, ops) + interop_reach(source, ops)
-    found += registry_operations(source, source.tokens) + unspelled_reach(source, source.tokens, ops, own)
+    found += registry_operations(source, source.tokens) + unspelled_reach(source, source.tokens, ops, own, own_member)
     found += operator_reach(source, functions_of(source), ops.method_returns_tensor, lambda k: in_device_at(k))
     return has_kernel, found
 
