@@ -197,3 +197,10 @@ def test_a_free_function_does_not_hide_a_tensor_member_pointer():
     assert _strict("static void mm() {}\ntemplate <class T> T prod(const T& a, const T& b) {"
                    " return std::invoke(&T::mm, a, b); }\n"
                    "torch::Tensor f(torch::Tensor a, torch::Tensor b) { mm(); return prod(a, b); }") & {"GK306"}
+
+
+def test_lapack_names_any_case():
+    assert _strict('extern "C" void SGESV(const int*, const int*, float*, const int*, int*, float*, const int*, int*);\n'
+                   "torch::Tensor f(torch::Tensor a, torch::Tensor b) { int n = 4, one = 1, info = 0; int piv[4];"
+                   " SGESV(&n, &one, a.data_ptr<float>(), &n, piv, b.data_ptr<float>(), &n, &info); return b; }") \
+        & {"GK307"}
