@@ -204,3 +204,18 @@ def test_lapack_names_any_case():
                    "torch::Tensor f(torch::Tensor a, torch::Tensor b) { int n = 4, one = 1, info = 0; int piv[4];"
                    " SGESV(&n, &one, a.data_ptr<float>(), &n, piv, b.data_ptr<float>(), &n, &info); return b; }") \
         & {"GK307"}
+
+
+def test_standard_folds_and_functors_on_tensors():
+    assert _strict("torch::Tensor f(torch::Tensor a, torch::Tensor b) { std::vector<torch::Tensor> parts{a, b};"
+                   " return std::accumulate(parts.begin(), parts.end(), torch::zeros_like(a)); }") & {"GK306"}
+    assert _strict("torch::Tensor f(torch::Tensor a, torch::Tensor b) {"
+                   " return std::multiplies<at::Tensor>()(a, b); }") & {"GK306"}
+    assert _strict("torch::Tensor f(torch::Tensor a, torch::Tensor b) { return std::plus<>{}(a, b); }") & {"GK306"}
+    assert _strict("torch::Tensor f(torch::Tensor a, torch::Tensor b) { auto acc = torch::zeros_like(a);"
+                   " acc.operator+=(b); return acc; }") & {"GK306"}
+    # the same folds over the floats behind a tensor's pointer are the submission's own loop
+    assert not _strict("torch::Tensor f(torch::Tensor a, torch::Tensor b) { auto c = torch::zeros_like(a);"
+                       " const float* p = a.data_ptr<float>(); float s = std::accumulate(a.data_ptr<float>(),"
+                       " a.data_ptr<float>() + a.numel(), 0.0f); float t = std::reduce(p, p + 4, 0.0f, std::plus<float>());"
+                       " own_rows(p, b.data_ptr<float>(), c.data_ptr<float>(), 4, 4, 4); return c; }")

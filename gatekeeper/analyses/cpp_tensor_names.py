@@ -26,6 +26,7 @@ _PY_TYPES = frozenset({"object", "handle", "PyObject"})
 _PASS_THROUGH = frozenset({"cast", "move", "forward", "reinterpret_steal", "reinterpret_borrow", "THPVariable_Wrap",
                            "THPVariable_Unpack", "Py_NewRef", "Py_XNewRef"})
 _OPERATORS = frozenset({"+", "-", "*", "/"})
+_ITERATORS = frozenset({"begin", "end", "cbegin", "cend", "rbegin", "rend"})
 _NUMBER_READS = ("PyLong_As", "PyFloat_As", "PyNumber_Index", "PyNumber_Long", "PyNumber_Float", "PyBool_Check",
                  "PyLong_Check", "PyFloat_Check")
 _NUMBER_MAKERS = ("PyLong_From", "PyFloat_From", "PyBool_From", "Py_BuildValue", "PyUnicode_From")
@@ -187,6 +188,41 @@ class TensorNames:
                 before = toks[k - 1].text if k > first else "="
                 if after in _OPERATORS or before in _OPERATORS or after == "[" or (k == first and after in (";", ",")):
                     self.tensors.add(tok.text)
+
+    def tensor_argument(self, open_: int) -> bool:
+        """Some argument of the call whose `(` is at open_ starts with a tensor name (`parts.begin()`,
+        `x`) or is an `at::` / `torch::` call (`torch::zeros_like(x)`)."""
+        toks = self.tokens
+        close = match_close(toks, open_)
+        for j in range(open_ + 1, close):
+            if toks[j - 1].text not in ("(", ","):
+                continue
+            if toks[j].text in ("at", "torch") and _tensor_call(toks, j, close - 1):
+                return True
+            if toks[j].text not in self.tensors:
+                continue
+            if toks[j + 1].text in (".", "->") and toks[j + 2].text in _ITERATORS:
+                return True  # `parts.begin()`: a container of tensors
+            end = self._tensor_valued(j, close - 1)
+            if end is not None and toks[end + 1].text in (",", ")"):
+                return True  # `x`, `x.t()`; not `x.data_ptr<float>()`
+        return False
+
+    def functor_on_tensors(self, k: int) -> bool:
+        """`std::plus<at::Tensor>` (a tensor template argument), or `std::plus<>{}(a, b)` /
+        `std::plus<>()(a, b)` called on a tensor."""
+        toks = self.tokens
+        j = k + 1
+        if j < len(toks) and toks[j].text == "<":
+            end = j
+            while end < len(toks) and toks[end].text not in (">", ">>", ";"):
+                end += 1
+            if any(t.text in _TENSOR_TYPES for t in toks[j:end]):
+                return True
+            j = end + 1
+        if j + 2 < len(toks) and toks[j].text in ("(", "{") and toks[j + 1].text in (")", "}") and toks[j + 2].text == "(":
+            return self.tensor_argument(j + 2)
+        return False
 
     def operand_before(self, k: int) -> Optional[str]:
         """The name whose value is the left operand of the operator at k (`x`, `x[r]`)."""

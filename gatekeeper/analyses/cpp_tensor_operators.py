@@ -27,6 +27,11 @@ Found = tuple[str, str, int, str]
 _KEYWORDS = frozenset({"return", "co_return", "case", "else", "throw", "sizeof", "do", "co_yield", "delete"})
 _COMPOUND = {"+=": "add", "-=": "sub", "*=": "mul", "/=": "div"}
 _BINARY = {"+": "add", "-": "sub", "*": "mul", "/": "div"}
+_SPELLED = {**_COMPOUND, **_BINARY}
+# the standard library's folds and functors apply a tensor's operators
+_FOLDS = {"accumulate": "add", "reduce": "add", "transform_reduce": "add", "inner_product": "add",
+          "partial_sum": "add", "inclusive_scan": "add", "exclusive_scan": "add", "adjacent_difference": "sub"}
+_FUNCTORS = {"plus": "add", "minus": "sub", "multiplies": "mul", "divides": "div", "negate": "neg"}
 # CPython's number protocol: PyNumber_<slot> and PyNumber_InPlace<slot>
 _SLOTS = {"Add": "add", "Subtract": "sub", "Multiply": "mul", "MatrixMultiply": "matmul", "TrueDivide": "div",
           "FloorDivide": "floor_divide", "Remainder": "remainder", "Power": "pow", "Negative": "neg",
@@ -67,6 +72,18 @@ def _at(tokens: list[Token], k: int, names: TensorNames) -> Optional[tuple[str, 
         python = [n for n in (lhs, rhs) if n is not None and names.kinds.get(n) == "py"]
         if python and names.python_operands_may_be_tensors(k, python):  # pybind11's operator on the caller's object
             return f"operator{text} on the Python object {python[0]} (a tensor's number protocol)", _BINARY[text]
+    elif text == "operator" and k > 1 and tokens[k - 1].text in (".", "->") and k + 1 < len(tokens) \
+            and tokens[k + 1].text in _SPELLED and names.holds_tensor(tokens[k - 2].text):
+        # `acc.operator+=(x)`: the overload called by name
+        return f"operator{tokens[k + 1].text} on the tensor {tokens[k - 2].text}", _SPELLED[tokens[k + 1].text]
+    elif text in _FOLDS and k > 1 and tokens[k - 1].text == "::" and tokens[k - 2].text == "std" \
+            and k + 1 < len(tokens) and tokens[k + 1].text == "(" and names.tensor_argument(k + 1):
+        # `std::accumulate(parts.begin(), parts.end(), init)` over tensors: their operator+
+        return f"std::{text} over tensors (their operators)", _FOLDS[text]
+    elif text in _FUNCTORS and k > 1 and tokens[k - 1].text == "::" and tokens[k - 2].text == "std" \
+            and names.functor_on_tensors(k):
+        # `std::plus<at::Tensor>()(a, b)`, `std::multiplies<>{}(a, s)` on a tensor
+        return f"std::{text} on tensors", _FUNCTORS[text]
     elif text.startswith("PyNumber_") and k + 1 < len(tokens) and tokens[k + 1].text == "(":
         slot = text[len("PyNumber_"):].removeprefix("InPlace")
         if slot in _SLOTS and names.number_protocol_on_tensor(k):
