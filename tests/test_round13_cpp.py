@@ -219,3 +219,14 @@ def test_standard_folds_and_functors_on_tensors():
                        " const float* p = a.data_ptr<float>(); float s = std::accumulate(a.data_ptr<float>(),"
                        " a.data_ptr<float>() + a.numel(), 0.0f); float t = std::reduce(p, p + 4, 0.0f, std::plus<float>());"
                        " own_rows(p, b.data_ptr<float>(), c.data_ptr<float>(), 4, 4, 4); return c; }")
+
+
+def test_registry_spellings():
+    assert _strict("torch::Tensor f(torch::Tensor a, torch::Tensor b) { auto g = std::make_shared<torch::jit::Graph>();"
+                   " auto* n = g->create(c10::aten::mm, {g->insertConstant(a), g->insertConstant(b)});"
+                   " auto out = torch::jit::runNodeIfInputsAreConstant(n); return (*out)[0].toTensor(); }") & {"GK306"}
+    # an own plan class with a getOperation method is the source's own
+    assert not _strict("struct Plan { int getOperation() const { return 1; } };\n"
+                       "torch::Tensor f(torch::Tensor a, torch::Tensor b) { Plan p; auto c = torch::zeros_like(a);"
+                       " if (p.getOperation() == 1) own_rows(a.data_ptr<float>(), b.data_ptr<float>(),"
+                       " c.data_ptr<float>(), 4, 4, 4); return c; }")

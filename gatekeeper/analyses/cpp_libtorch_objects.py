@@ -27,7 +27,8 @@ Found = tuple[str, str, int, str]
 
 # roots whose members are never at::Tensor's (`&std::vector<T>::size` is no tensor method)
 _FOREIGN_ROOTS = frozenset({"std", "cub", "thrust", "cute", "cutlass", "Eigen", "boost", "absl"})
-_REGISTRY = frozenset({"getOperation", "getOperator", "maybeOperator", "getOperationForDispatchKey"})
+_REGISTRY = frozenset({"getOperation", "getOperator", "maybeOperator", "getOperationForDispatchKey",
+                       "runNodeIfInputsAreConstant"})  # constant folding runs the node's registered op
 _BACKWARD = re.compile(r"([A-Z][A-Za-z0-9]*?)Backward\d*$")
 _ATEN_SYMBOL = re.compile(r"\baten\s*::\s*([a-z_][a-z0-9_]*)|Symbol\s*::\s*aten\s*\(\s*\"([a-z_]\w*)\"|\"aten::([a-z_]\w*)")
 
@@ -110,9 +111,10 @@ def unspelled_reach(source: CppSource, tokens: list[Token], ops: TorchOps, own: 
     return out
 
 
-def registry_operations(source: CppSource, tokens: list[Token]) -> list[Found]:
-    """`node->getOperation()` and the like: the op is the aten symbol the source interns."""
-    where = [i for name in _REGISTRY for i in source.by_text["ident"].get(name, ())]
+def registry_operations(source: CppSource, tokens: list[Token], own: Callable[[str], bool]) -> list[Found]:
+    """`node->getOperation()` and the like: the op is the aten symbol the source interns. A
+    method of that name on the source's own class is its own."""
+    where = [i for name in _REGISTRY if not own(name) for i in source.by_text["ident"].get(name, ())]
     out: list[Found] = []
     if not where:
         return out
