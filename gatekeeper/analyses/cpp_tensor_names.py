@@ -15,7 +15,7 @@ Names declared with any other type (`float* acc`, `const int64_t n`) never hold 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from gatekeeper.static.cpp_functions import CppFunction
 from gatekeeper.static.cpp_tokens import Token, match_close
@@ -128,32 +128,34 @@ class TensorNames:
 
     def _tensor_expr(self, first: int, last: int) -> bool:
         toks = self.tokens
-        for k in range(first, last + 1):
-            tok = toks[k]
-            if tok.kind != "ident" or not self._value_position(first, k):
-                continue
-            if tok.text in self.tensors and self._tensor_valued(k, last) is not None:
+        for k in self._operands(first, last):
+            text = toks[k].text
+            if text in self.tensors and self._tensor_valued(k, last) is not None:
                 return True
-            if tok.text in ("at", "torch") and k == first and _tensor_call(toks, k, last):
+            if text in ("at", "torch") and k == first and _tensor_call(toks, k, last):
                 return True
-            if tok.text == "THPVariable_Wrap":
+            if text == "THPVariable_Wrap":
                 return True
         return False
 
-    def _value_position(self, first: int, k: int) -> bool:
-        """The token at k is an operand of the expression (at top level, or an argument of a
-        call that hands its argument's value back): not `rows(x)` of an own helper."""
+    def _operands(self, first: int, last: int) -> Iterator[int]:
+        """Identifiers that are operands of the expression first..last (at top level, or an
+        argument of a call that hands its argument's value back): not `rows(x)` of an own
+        helper. One pass (a long initialiser must not cost its square)."""
         toks = self.tokens
-        if k > first and toks[k - 1].text not in _STARTS:
-            return False
-        depth_call: list[str] = []
-        for j in range(first, k):
-            text = toks[j].text
-            if text == "(":
-                depth_call.append(toks[j - 1].text if toks[j - 1].kind == "ident" else "")
-            elif text == ")" and depth_call:
-                depth_call.pop()
-        return all(name in _PASS_THROUGH or name == "" or name.startswith("PyNumber_") for name in depth_call)
+        stack: list[bool] = []
+        blocked = 0
+        for k in range(first, last + 1):
+            tok = toks[k]
+            if tok.text == "(":
+                name = toks[k - 1].text if toks[k - 1].kind == "ident" else ""
+                passes = name == "" or name in _PASS_THROUGH or name.startswith("PyNumber_")
+                stack.append(passes)
+                blocked += not passes
+            elif tok.text == ")" and stack:
+                blocked -= not stack.pop()
+            elif tok.kind == "ident" and not blocked and (k == first or toks[k - 1].text in _STARTS):
+                yield k
 
     def _tensor_valued(self, k: int, last: int) -> Optional[int]:
         """The end of the postfix chain at k when it keeps a tensor (`x`, `x[r]`, `x.t()`)."""
@@ -181,9 +183,9 @@ class TensorNames:
     def _back(self, first: int, last: int) -> None:
         """`scaled = acc * s` where `scaled` holds a tensor: the Python objects operated on do."""
         toks = self.tokens
-        for k in range(first, last + 1):
+        for k in self._operands(first, last):
             tok = toks[k]
-            if tok.kind == "ident" and self.kinds.get(tok.text) == "py" and self._value_position(first, k):
+            if self.kinds.get(tok.text) == "py":
                 after = toks[k + 1].text if k + 1 <= last else ";"
                 before = toks[k - 1].text if k > first else "="
                 if after in _OPERATORS or before in _OPERATORS or after == "[" or (k == first and after in (";", ",")):
