@@ -230,3 +230,9 @@ def test_registry_spellings():
                        "torch::Tensor f(torch::Tensor a, torch::Tensor b) { Plan p; auto c = torch::zeros_like(a);"
                        " if (p.getOperation() == 1) own_rows(a.data_ptr<float>(), b.data_ptr<float>(),"
                        " c.data_ptr<float>(), 4, 4, 4); return c; }")
+
+
+def test_raw_cpython_function_without_tensor_names():
+    assert _strict("static PyObject* prod(PyObject* self, PyObject* args) { PyObject* a = PyTuple_GetItem(args, 0);"
+                   " PyObject* b = PyTuple_GetItem(args, 1); return PyNumber_MatrixMultiply(a, b); }\n"
+                   "torch::Tensor f(torch::Tensor a, torch::Tensor b) { return a; }") & {"GK306"}

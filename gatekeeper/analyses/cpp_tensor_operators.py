@@ -7,10 +7,11 @@ tensor computes with torch*, whatever spells it:
   protocol (`PyNumber_MatrixMultiply(a, b)`, `PyNumber_InPlaceAdd`) on an object holding a
   tensor: `Tensor.__matmul__`, `__add__`, ...
 
-Which names hold tensors is read per host function (tensor_names.py): declared `Tensor`, or
-assigned from a tensor, or a Python object cast to/from one, or the result of an operator on
-one. A Python object never seen holding a tensor (`PyNumber_FloorDivide(rows, panel)` on ints
-that are only cast to `int64_t`) and an own float buffer (`acc[i] += src[i]`) are not tensors.
+Which names hold tensors is read per host function (cpp_tensor_names.py): declared `Tensor`,
+or assigned from a tensor, or a Python object cast to/from one, or the result of an operator on
+one. A Python object the caller hands in may be a tensor unless an operand or the result is shown
+to be a Python number (`count = PyNumber_FloorDivide(rows, panel)` read back with
+`.cast<int64_t>()`); an own float buffer (`acc[i] += src[i]`) is no tensor.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def operator_reach(source: CppSource, functions: list[CppFunction], returns_tens
         if fn.is_kernel or in_device(tokens[fn.body_start].offset):
             continue
         names = TensorNames.of(tokens, fn, returns_tensor)
-        if not names.tensors:
+        if not names.tensors and "py" not in names.kinds.values():
             continue
         for k in range(fn.body_start + 1, fn.body_end):
             hit = _at(tokens, k, names)
