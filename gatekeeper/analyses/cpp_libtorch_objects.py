@@ -30,7 +30,9 @@ _FOREIGN_ROOTS = frozenset({"std", "cub", "thrust", "cute", "cutlass", "Eigen", 
 _REGISTRY = frozenset({"getOperation", "getOperator", "maybeOperator", "getOperationForDispatchKey",
                        "runNodeIfInputsAreConstant"})  # constant folding runs the node's registered op
 _BACKWARD = re.compile(r"([A-Z][A-Za-z0-9]*?)Backward\d*$")
-_ATEN_SYMBOL = re.compile(r"\baten\s*::\s*([a-z_][a-z0-9_]*)|Symbol\s*::\s*aten\s*\(\s*\"([a-z_]\w*)\"|\"aten::([a-z_]\w*)")
+_ATEN_SYMBOL = re.compile(r"\baten\s*::\s*([a-z_][a-z0-9_]*)"  # c10::aten::mm
+                          r"|Symbol\s*::\s*aten\s*\(\s*\"([a-z_]\w*)\""  # Symbol::aten("mm")
+                          r"|\"aten::([a-z_]\w*)")  # fromQualString("aten::mm")
 
 
 def _snake(camel: str) -> str:

@@ -222,7 +222,8 @@ class TensorNames:
             if any(t.text in _TENSOR_TYPES for t in toks[j:end]):
                 return True
             j = end + 1
-        if j + 2 < len(toks) and toks[j].text in ("(", "{") and toks[j + 1].text in (")", "}") and toks[j + 2].text == "(":
+        if j + 2 < len(toks) and toks[j].text in ("(", "{") and toks[j + 1].text in (")", "}") \
+                and toks[j + 2].text == "(":
             return self.tensor_argument(j + 2)
         return False
 

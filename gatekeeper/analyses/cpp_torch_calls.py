@@ -270,7 +270,8 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             if hit is not None and not in_device(i):
                 found.append(("cpp", what_of(i, "::".join(hit)), tok.offset, _op_name(hit[-1])))
     found += _vendor_pointers(tokens, idents, ops) + dispatcher_reach(source, ops) + interop_reach(source, ops)
-    found += registry_operations(source, source.tokens, own_member) + unspelled_reach(source, source.tokens, ops, own, own_member)
+    found += registry_operations(source, source.tokens, own_member)
+    found += unspelled_reach(source, source.tokens, ops, own, own_member)
     found += operator_reach(source, functions_of(source), ops.method_returns_tensor, lambda k: in_device_at(k))
     return has_kernel, found
 
