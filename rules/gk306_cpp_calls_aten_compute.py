@@ -29,6 +29,13 @@ class CppCallsAtenCompute(TorchFallbackRule):
     (`PyObject_CallMethod(obj, "softmax", "i", -1)`, `PyObject_GetAttrString(obj, "matmul")`),
     the op's name a literal or a named constant (`constexpr const char* kEntry = "matmul";`),
     and a name bound to an ATen symbol (`__attribute__((weakref("_ZN2at6matmul...")))`).
+    Also libtorch compute with no op spelled (red team round 13): an operator on a value that
+    holds a tensor (`acc += x[r]` on `at::Tensor`s, pybind11's `py::object` operators and
+    CPython's `PyNumber_MatrixMultiply` on an object holding one: analyses/cpp_tensor_operators.py),
+    a member pointer to a Tensor compute method (`std::invoke(&T::mm, a, b)`, whatever names
+    the class), a generated autograd node (`torch::autograd::generated::MmBackward0`), an
+    operator fetched from the JIT registry (`node->getOperation()` on `c10::aten::mm`), and a
+    C++ frontend module's `*Impl` (`torch::nn::LinearImpl`).
 
     Why it games the benchmark: the extension compiles, so it looks like a custom kernel,
     but the work is done by torch's kernels called from C++.
@@ -61,6 +68,19 @@ class CppCallsAtenCompute(TorchFallbackRule):
         "If the problem allows this op, add it to the `allow` option of GK306 in gatekeeper.toml (rules.GK306.options)."
     )
     VALID = [
+        # the same compound assignments on the extension's own float buffers (red team round 13's twin)
+        Valid(snippet("""
+            src = r'''
+            #include <torch/extension.h>
+            torch::Tensor f(torch::Tensor x) {
+              auto res = torch::zeros({x.size(1)}, x.options());
+              const float* src = x.data_ptr<float>(); float* acc = res.data_ptr<float>();
+              for (int64_t r = 0; r < x.size(0); ++r) for (int64_t i = 0; i < x.size(1); ++i) acc[i] += src[r * x.size(1) + i];
+              for (int64_t i = 0; i < x.size(1); ++i) acc[i] *= 0.5f;
+              return res;
+            }
+            '''
+        """)),
         Valid(snippet("""
             src = r'''
             #include <torch/extension.h>
@@ -145,6 +165,17 @@ class CppCallsAtenCompute(TorchFallbackRule):
         """)),
     ]
     INVALID = [
+        # ATen's add_ / mul_ through C++ operator overloads on tensors (red team round 13)
+        Invalid(snippet("""
+            src = r'''
+            #include <torch/extension.h>
+            torch::Tensor f(torch::Tensor x) {
+              auto acc = torch::zeros_like(x[0]);
+              for (int64_t r = 0; r < x.size(0); ++r) acc += x[r];
+              return acc;
+            }
+            '''
+        """), line=5, message="operator+= on the tensor acc"),
         # the host arm of a __CUDA_ARCH__ conditional in a __host__ __device__ template is host code
         Invalid(snippet("""
             src = r'''

@@ -25,7 +25,9 @@ class ChoosesLibraryByProcessState(Rule):
     resource use (`getrusage`), the Python frames that called it (`PyEval_GetFrame`) or the
     autograd mode (`GradMode::is_enabled`). Followed through the source's own functions and
     the variables they set: `static bool checked = in_sandbox(); if (checked) own(); else
-    sgemm_(...)`.
+    sgemm_(...)`. A CUDA graph's capture status (`at::cuda::currentStreamCaptureStatusMayInitCtx`,
+    `cudaStreamIsCapturing`, `cudaStreamGetCaptureInfo`) is such state too: a benchmark that times
+    graph replays captures the call, a correctness check runs it eagerly.
 
     Why it games the benchmark: a check runs the submission in a process that differs from a
     benchmark's in exactly these ways (a sandbox, one thread, /dev/null on stdin, the checker's
@@ -90,6 +92,18 @@ class ChoosesLibraryByProcessState(Rule):
               auto c = torch::empty({a.size(0), b.size(1)}, a.options());
               if (a.size(1) % 16 != 0) { blas(a, b, c); return c; }
               own_gemm(a, b, c);
+              return c;
+            }
+            '''
+        """)),
+        # capture status only decides whether to check the launch: the same kernel on every call
+        Valid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            torch::Tensor f(torch::Tensor a, torch::Tensor b) {
+              auto c = a.new_zeros({a.size(0), b.size(1)});
+              for (int64_t i = 0; i < a.size(0); ++i) row(a, b, c, i);
+              if (at::cuda::currentStreamCaptureStatusMayInitCtx() == at::cuda::CaptureStatus::None) check_launch();
               return c;
             }
             '''
@@ -169,6 +183,19 @@ class ChoosesLibraryByProcessState(Rule):
             }
             '''
         """), line=7, message="chooses `module_::import` over its own code on `syscall`"),
+        # cuBLAS (through a member pointer to Tensor::mm) only while a CUDA graph is captured
+        Invalid(snippet("""
+            src = '''
+            #include <torch/extension.h>
+            torch::Tensor own_gemm(torch::Tensor a, torch::Tensor b) { auto c = a.new_zeros({a.size(0), b.size(1)}); for (int i = 0; i < 4; ++i) step(a, b, c, i); return c; }
+            torch::Tensor f(torch::Tensor a, torch::Tensor b) {
+              cudaStreamCaptureStatus status;
+              cudaStreamIsCapturing(at::cuda::getCurrentCUDAStream(), &status);
+              if (status != cudaStreamCaptureStatusNone) return std::invoke(&torch::Tensor::mm, a, b);
+              return own_gemm(a, b);
+            }
+            '''
+        """), line=7, message="on `cudaStreamIsCapturing`"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:

@@ -62,8 +62,9 @@ def test_an_op_the_problem_forbids_is_an_error_next_to_a_real_kernel(tmp_path):
     assert "forbids" in found[0].message
     # fnmatch patterns, on the C++ side too
     cublas = (FIXTURES / "submissions/fallback_cpp_at_matmul.py").read_text("utf-8")
-    assert {f.severity for f in _check(tmp_path, cublas, _problem(tmp_path, sidecar='forbidden = ["at::mat*"]\n'))} \
-        == {Severity.ERROR}
+    # (its `y = y + b` on tensors is ATen's add too since round 13: not forbidden, so not judged here)
+    assert {f.severity for f in _check(tmp_path, cublas, _problem(tmp_path, sidecar='forbidden = ["at::mat*"]\n'))
+            if f.evidence.get("call") == "at::matmul"} == {Severity.ERROR}
 
 
 def test_problem_yaml_forbidden_list_and_sidecar_allowed_ops(tmp_path):

@@ -51,6 +51,11 @@ PROCESS_READS = frozenset({
     "PyEval_GetLocals", "PyImport_GetModuleDict", "PySys_GetObject",
     # autograd and inference modes the harness sets around its calls
     "is_enabled", "is_grad_enabled", "is_inference_mode_enabled", "is_inference",
+    # CUDA graph capture: a timed (graph-replayed) call is captured, a checked eager call is not
+    # (red team round 13: cuBLAS while capturing, the own kernel otherwise)
+    "currentStreamCaptureStatusMayInitCtx", "currentStreamCaptureStatus", "cudaStreamIsCapturing",
+    "cudaStreamGetCaptureInfo", "cudaStreamGetCaptureInfo_v2", "cudaStreamGetCaptureInfo_v3", "cuStreamIsCapturing",
+    "cuStreamGetCaptureInfo", "cuStreamGetCaptureInfo_v2", "cuStreamGetCaptureInfo_v3", "is_current_stream_capturing",
 })
 _PROCESS_NAMES = frozenset({"environ", "__environ"})  # read without a call
 PROCESS_WORDS = PROCESS_READS | _PROCESS_NAMES
@@ -113,11 +118,13 @@ class _Taint:
         tokens = self.tokens
         for i, tok in enumerate(tokens):
             # `init(&flag)` with a tainted function: what it writes through the pointer is tainted
-            if tok.kind == "ident" and tok.text in self.calls and i + 1 < len(tokens) and tokens[i + 1].text == "(":
+            # so is what a process read writes through one (`cudaStreamIsCapturing(s, &status)`, `getrusage(who, &ru)`)
+            writer = self.calls.get(tok.text) or (tok.text if tok.text in PROCESS_READS else None)
+            if tok.kind == "ident" and writer and i + 1 < len(tokens) and tokens[i + 1].text == "(":
                 close = match_close(tokens, i + 1)
                 for j in range(i + 2, close):
                     if tokens[j].text == "&" and tokens[j + 1].kind == "ident" and tokens[j + 1].text not in self.names:
-                        self.names[tokens[j + 1].text] = self.calls[tok.text]
+                        self.names[tokens[j + 1].text] = writer
             if tok.kind != "punct" or tok.text != "=" or i == 0 or tokens[i - 1].kind != "ident":
                 continue
             name = tokens[i - 1].text

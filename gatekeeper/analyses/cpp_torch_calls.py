@@ -26,7 +26,11 @@ from gatekeeper.analyses.cpp_aten_reach import is_reference
 from gatekeeper.analyses.cpp_device_code import DeviceCode
 from gatekeeper.analyses.cpp_device_libraries import CUB_ROOTS, THRUST_ALGOS, device_library_op, thrust_policy_first
 from gatekeeper.analyses.cpp_dispatcher_reach import dispatcher_reach
+from gatekeeper.analyses.cpp_libtorch_objects import (
+    generated_node, member_pointer_op, own_members, registry_operations, unspelled_reach,
+)
 from gatekeeper.analyses.cpp_python_reach import interop_reach
+from gatekeeper.analyses.cpp_tensor_operators import operator_reach
 from gatekeeper.static.cpp_names import Names, expand_macros, is_global, name_chain, resolve_bindings
 from gatekeeper.analyses.torch_op_table import TorchOps
 from gatekeeper.static.cpp_functions import CppFunction
@@ -70,7 +74,13 @@ _NOT_LAYERS = frozenset({"Module", "ModuleHolder", "Cloneable", "ModuleList", "M
 
 
 def _is_layer(name: str) -> bool:
-    return name[:1].isupper() and name not in _NOT_LAYERS and not name.endswith(("Options", "Impl", "FuncOptions"))
+    # `LinearImpl` is the module `Linear` holds (`ConvNdImpl`, `BatchNormImplBase` its bases): the same layer
+    name = _layer_name(name)
+    return name[:1].isupper() and name not in _NOT_LAYERS and not name.endswith(("Options", "FuncOptions"))
+
+
+def _layer_name(name: str) -> str:
+    return re.sub(r"Impl(?:Base|T)?$", "", name) or name
 
 
 def _op_name(name: str) -> str:
@@ -122,10 +132,13 @@ def scan_cpp(source: CppSource, ops: TorchOps,
     device: Optional[DeviceCode] = None
 
     def in_device(i: int) -> bool:
+        return in_device_at(tokens[i].offset)
+
+    def in_device_at(offset: int) -> bool:
         nonlocal device
         if device is None:  # computed only when a method call needs it (cpp_device_code.py)
             device = DeviceCode(source, functions_of(source))
-        return device.in_device(tokens[i].offset)
+        return device.in_device(offset)
 
     scoped = any(word in idents for word in ("using", "namespace", "typedef"))
     table: Optional[Names] = None
@@ -146,6 +159,14 @@ def scan_cpp(source: CppSource, ops: TorchOps,
 
     def own(name: str) -> bool:  # or declares: a function, variable or namespace of its own
         return defines(name) or name in names().own
+
+    members: Optional[set[str]] = None
+
+    def own_member(name: str) -> bool:  # a member function of the source's own classes
+        nonlocal members
+        if members is None:
+            members = own_members(tokens)
+        return name in members
 
     def what_of(i: int, what: str) -> str:
         if tokens[i].offset in bound and i not in origin:  # `panel_product` declared weakref("cublasSgemm_v2")
@@ -178,7 +199,17 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             if len(chain) == 3 and chain[:2] == ["torch", "nn"] and _is_layer(chain[2]):
                 # `torch::nn::Linear lin(...)`, `torch::nn::Conv2d{...}`: a libtorch layer, whose
                 # forward is ATen's (`lin->forward(x)` is a method call on a module object)
-                found.append(("cpp", what_of(i, "::".join(chain)), tok.offset, chain[2].lower()))
+                found.append(("cpp", what_of(i, "::".join(chain)), tok.offset, _layer_name(chain[2]).lower()))
+                resume = j
+                continue
+            generated = generated_node(chain)  # torch::autograd::generated::MmBackward0: ATen's formula
+            if generated:
+                found.append(("cpp", what_of(i, "::".join(chain)), tok.offset, generated))
+                resume = j
+                continue
+            pointed = member_pointer_op(chain, [t.text for t in tokens[max(0, i - 2):i]], ops, own_member)
+            if pointed:  # std::invoke(&T::mm, a, b): a member pointer to a Tensor compute method
+                found.append(("cpp", what_of(i, "&" + "::".join(chain)), tok.offset, pointed))
                 resume = j
                 continue
             if chain[:2] == ["torch", "jit"] and chain[-1] in _SCRIPT_TYPES:
@@ -239,6 +270,9 @@ def scan_cpp(source: CppSource, ops: TorchOps,
             if hit is not None and not in_device(i):
                 found.append(("cpp", what_of(i, "::".join(hit)), tok.offset, _op_name(hit[-1])))
     found += _vendor_pointers(tokens, idents, ops) + dispatcher_reach(source, ops) + interop_reach(source, ops)
+    found += registry_operations(source, source.tokens, own_member)
+    found += unspelled_reach(source, source.tokens, ops, own, own_member)
+    found += operator_reach(source, functions_of(source), ops.method_returns_tensor, lambda k: in_device_at(k))
     return has_kernel, found
 
 

@@ -187,5 +187,5 @@ def torch_ops() -> TorchOps:
         cpp_backend_utilities=tuple(cpp["backend_utilities"]),
         vendor_prefixes=tuple(cpp["vendor_prefixes"]),
         vendor_setup=tuple(cpp["vendor_setup"]),
-        vendor_names=re.compile(cpp["vendor_names"]),
+        vendor_names=re.compile(cpp["vendor_names"], re.IGNORECASE),  # Fortran names are case-insensitive (`SGEMM`, `Sgemm_`)
     )
