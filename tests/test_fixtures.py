@@ -116,5 +116,11 @@ def test_run_fixture(case):
     codes = {f.rule for f in report.errors() if f.stage.value in ("build", "behaviour")}
     for rule in case.get("rules", []):  # the run-time check that must name the mechanism
         assert rule in codes, f"{case['submission']}: {rule} not reported at run time\n{detail}"
+    # A static suspicion the run-time evidence confirmed into the error (settle.py: the library's
+    # share of the compute backs a "torch does the whole op" suspicion): finding -> probe -> outcome.
+    for rule in case.get("confirmed", []):
+        settled = [f for f in report.errors() if f.rule == rule and f.probe is not None
+                   and f.probe.outcome.value == "confirmed"]
+        assert settled, f"{case['submission']}: {rule} not confirmed at run time into an error\n{detail}"
     one_of = case.get("one_of_rules", [])  # two run-time checks that each see the mechanism, by time or by samples
     assert not one_of or codes & set(one_of), f"{case['submission']}: none of {one_of} reported at run time\n{detail}"
