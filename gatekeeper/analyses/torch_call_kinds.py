@@ -11,6 +11,8 @@ import libcst as cst
 from gatekeeper.analyses.torch_usage_model import (
     CONTAINER_CLASSES, PY_BUILTINS, PY_COMPUTE, is_container, receiver_key,
 )
+from gatekeeper.analyses.method_values import method_value, table_method
+from gatekeeper.analyses.scipy_compute import routine_value, scipy_op
 from gatekeeper.static.names import string_value
 from gatekeeper.static.syntax import is_self_attr
 
@@ -57,6 +59,12 @@ def _scalar_operand(host: "TorchCalls", expr: cst.BaseExpression, depth: int = 0
         binding = host.ctx.resolver.lookup(expr.value)
         return binding is not None and binding.value is not None and _scalar_operand(host, binding.value, depth + 1)
     return False
+
+
+def _constant_operand(host: "TorchCalls", expr: cst.BaseExpression) -> bool:
+    """A number, a size or a string: `erf(0.5)`, `get_window("hann", 64)` compute on no data."""
+    return type(expr) in (cst.SimpleString, cst.ConcatenatedString) or _scalar_operand(host, expr) \
+        or (type(expr) is cst.UnaryOperation and _scalar_operand(host, expr.expression))
 
 
 def _scalar_operands(host: "TorchCalls", values: list[cst.BaseExpression]) -> bool:
@@ -120,9 +128,19 @@ class TorchCalls:
 
     def _handed_on(self, values: list[cst.BaseExpression], scalars: bool = False) -> None:
         for value in values:
-            if type(value) not in (cst.Name, cst.Attribute, cst.Subscript):
+            if type(value) not in (cst.Name, cst.Attribute, cst.Subscript, cst.Call):
                 continue
             target = self.ctx.qualname(value) or ""
+            if not target:
+                # a tensor's bound method handed on (`map(p.mm, rhs)`, `sorted(key=x.dot)`): the
+                # callee calls it, as `p.mm(b)` would (red team round 13)
+                self.method_as_value(value, value) or self.scipy_routine(value, value, deferred=True)
+                continue
+            if target.startswith("scipy."):  # `partial(sla.blas.sgemm, 1.0)`
+                found = scipy_op(target)
+                if found is not None and found[1]:
+                    self._use("function", target, value, op=found[0], heavy=True, deferred=True)
+                continue
             if target.startswith("operator."):
                 # `reduce(operator.matmul, xs)`, `map(operator.mul, a, b)`: the operator's torch
                 # op on tensors; `reduce(operator.mul, x.shape, 1)` multiplies sizes (scalars)
@@ -150,6 +168,32 @@ class TorchCalls:
                     and self.ops.torch_op_namespace(target) is None:
                 self._use("function", target, value, op=op, deferred=True)
 
+    def method_as_value(self, node: cst.CSTNode, value: cst.BaseExpression) -> bool:
+        """`value` is a tensor's compute method taken as a value (`p.mm`, `object.__getattribute__(
+        p, "mm")`, a name or a table entry bound to one; method_values.py): a deferred call of it."""
+        found = method_value(self.ctx, value)
+        if found is None and type(value) is cst.Subscript and type(value.value) is cst.Name:
+            binding = self.ctx.resolver.lookup(value.value.value)  # `fs[0]` with `fs = [p.mm]`
+            found = table_method(self.ctx, binding.value if binding is not None else None)
+        if found is None or not self._tensor_method(*found):
+            return False
+        name, receiver = found
+        self._use("method", f"Tensor.{name}", node, op=name, deferred=True, receiver=receiver_key(receiver))
+        return True
+
+    def scipy_routine(self, node: cst.CSTNode, value: cst.BaseExpression, *, deferred: bool = False) -> bool:
+        """`value` holds a BLAS / LAPACK routine fetched by `get_blas_funcs` (scipy_compute.py)."""
+        op = routine_value(self.ctx, value)
+        if op is None:
+            return False
+        self._use("function", f"scipy.linalg.get_blas_funcs({op})", node, op=op, heavy=True, deferred=deferred)
+        return True
+
+    def _tensor_method(self, name: str, receiver: cst.BaseExpression) -> bool:
+        """A compute method's name on a receiver that may be a tensor and is no extension."""
+        return self.ops.method_is_compute(name) and self._may_be_tensor(receiver) \
+            and receiver_key(receiver) not in self.holders
+
     def _torch_table(self, value: Optional[cst.BaseExpression]) -> Optional[str]:
         """The first torch compute function held in a dict / list / tuple literal."""
         if type(value) is cst.Dict:
@@ -164,6 +208,9 @@ class TorchCalls:
                 return qual
             if qual in PY_COMPUTE and qual.startswith("operator."):  # {"mm": operator.matmul}
                 return qual
+        found = table_method(self.ctx, value)  # [p.mm]: a tensor's bound method
+        if found is not None and self._tensor_method(*found):
+            return f"torch.Tensor.{found[0]}"
         return None
 
     def _table_call(self, node: cst.Call, qual: str) -> None:
@@ -193,6 +240,13 @@ class TorchCalls:
         if root in ("einops", "opt_einsum"):
             if last in ("reduce", "einsum", "contract", "repeat"):
                 self._use("function", qual, node, op="einsum" if "einsum" in last or last == "contract" else last)
+            return
+        if root == "scipy":
+            # SciPy's BLAS / LAPACK wrappers and scipy.linalg compute whatever they are handed;
+            # its array modules (fft, signal, special...) when handed more than numbers
+            found = scipy_op(qual)
+            if found is not None and (found[1] or not all(_constant_operand(self, a.value) for a in node.args)):
+                self._use("function", qual, node, op=found[0], heavy=True if found[1] else None)
             return
         if root in _ARRAY_LIBRARIES:
             # numpy handed a tensor's data computes on the CPU, CuPy or JAX on the GPU (cuBLAS and
@@ -283,11 +337,13 @@ class TorchCalls:
             classes = self._nn_classes_in(value, 0) if (type(value) is cst.Call) else []
             if classes:
                 self._layer_use(node, classes)
-            elif type(value) is cst.Attribute and self.ops.method_is_compute(value.attr.value) \
-                    and self._may_be_tensor(value.value):  # m = x.mean; m(0)
+                return
+            if self.scipy_routine(node, value):  # gemm = get_blas_funcs("gemm", (a, b)); gemm(1.0, a, b)
+                return
+            found = method_value(self.ctx, value)  # m = x.mean; k = object.__getattribute__(x, "mm")
+            if found is not None and self.ops.method_is_compute(found[0]) and self._may_be_tensor(found[1]):
                 # the receiver is kept: `_max = _ext.max` is the extension's, not Tensor.max (resolve)
-                self._use("method", f"Tensor.{value.attr.value}", node, op=value.attr.value,
-                          receiver=receiver_key(value.value))
+                self._use("method", f"Tensor.{found[0]}", node, op=found[0], receiver=receiver_key(found[1]))
 
     def _method_call(self, node: cst.Call, func: cst.Attribute) -> None:
         ctx = self.ctx

@@ -1,0 +1,134 @@
+"""A value's method taken as a value rather than called where it is written: `x.mm`,
+`getattr(x, NAME)`, `object.__getattribute__(x, NAME)`, `type(x).__getattribute__(x, NAME)`,
+`x.__getattribute__(NAME)`, `operator.attrgetter(NAME)(x)`, `inspect.getattr_static(x, NAME)`,
+with NAME a string the file fixes (a literal, a module or class constant, a sum of them), or a
+name bound to one of these. Calling such a value, or handing it to something that calls it
+(`map`, `functools.partial`, `sorted(key=)`, a helper), calls the method (red team round 13).
+Not a rule file; read by torch_call_kinds.py."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gatekeeper.static.context import FileContext
+from gatekeeper.static.names import bound_string
+
+# calls that fetch an attribute of their first argument by the name in their second
+_FETCHERS = frozenset({"builtins.getattr", "inspect.getattr_static"})
+
+
+def constant_name(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0) -> Optional[str]:
+    """The string an expression holds when the file fixes it: a literal, a constant of the
+    module or the class body (`_SLOT`, `self._SLOT`, `cls._SLOT`), a sum of such strings, or a
+    name bound to another such name."""
+    if depth > 4:
+        return None
+    text = bound_string(ctx.resolver, expr)
+    if text is not None:
+        return text
+    kind = type(expr)
+    if kind is cst.BinaryOperation and type(expr.operator) is cst.Add:  # "m" + "m"
+        left, right = constant_name(ctx, expr.left, depth + 1), constant_name(ctx, expr.right, depth + 1)
+        return left + right if left is not None and right is not None else None
+    if kind is cst.Name:
+        binding = ctx.resolver.lookup(expr.value)
+        if binding is not None and binding.kind == "local" and binding.value is not None \
+                and type(binding.value) in (cst.Name, cst.BinaryOperation, cst.Attribute):
+            return constant_name(ctx, binding.value, depth + 1)
+    if kind is cst.Attribute and type(expr.value) is cst.Name:
+        owner = expr.value.value
+        if owner in ("self", "cls") or any(c.name.value == owner for c in ctx.classes):
+            value = _class_body_value(ctx, expr.attr.value)
+            return constant_name(ctx, value, depth + 1) if value is not None else None
+    return None
+
+
+def _class_body_value(ctx: FileContext, name: str) -> Optional[cst.BaseExpression]:
+    """The expression a name is bound to in the body of the innermost enclosing class."""
+    for scope in reversed(ctx.resolver.stack):
+        if scope.kind == "class":
+            binding = scope.names.get(name)
+            return binding.value if binding is not None and binding.kind == "local" else None
+    return None
+
+
+def fetched_attribute(ctx: FileContext, expr: cst.BaseExpression) -> Optional[tuple[str, cst.BaseExpression]]:
+    """(name, receiver) when `expr` fetches an attribute of `receiver` by a fixed name."""
+    if type(expr) is cst.Subscript:  # type(x).__dict__[N], vars(type(x))[N]: the function itself
+        return _namespace_entry(ctx, expr)
+    if type(expr) is not cst.Call:
+        return None
+    func = expr.func
+    args = [a.value for a in expr.args if a.keyword is None and not a.star]
+    if type(func) is cst.Call:  # operator.attrgetter(NAME)(x)
+        getter = func
+        if ctx.qualname(getter.func) == "operator.attrgetter" and len(getter.args) == 1 and len(args) == 1:
+            name = constant_name(ctx, getter.args[0].value)
+            return (name, args[0]) if name else None
+        return None
+    qual = ctx.qualname(func)
+    if type(func) is cst.Attribute and func.attr.value == "__getattribute__":
+        if len(args) == 2:  # object.__getattribute__(x, N), type(x).__getattribute__(x, N)
+            name = constant_name(ctx, args[1])
+            return (name, args[0]) if name else None
+        if len(args) == 1 and qual is None:  # x.__getattribute__(N)
+            name = constant_name(ctx, args[0])
+            return (name, func.value) if name else None
+        return None
+    if qual in _FETCHERS and len(args) >= 2:
+        name = constant_name(ctx, args[1])
+        return (name, args[0]) if name else None
+    return None
+
+
+def method_value(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0) -> Optional[tuple[str, cst.BaseExpression]]:
+    """(method name, receiver) when `expr` is a method of a value taken as a value: `x.mm`
+    (not a module path), a fetch by a fixed name, or a local name bound to one of them."""
+    if depth > 4:
+        return None
+    kind = type(expr)
+    if kind is cst.Attribute:
+        if ctx.qualname(expr) is not None:
+            return None  # `torch.mean`, `np.dot`, `tl.sum`: a module's function, judged by its path
+        return expr.attr.value, expr.value
+    if kind is cst.Call:
+        return fetched_attribute(ctx, expr)
+    if kind is cst.Name:
+        binding = ctx.resolver.lookup(expr.value)
+        if binding is not None and binding.kind == "local" and binding.value is not None:
+            return method_value(ctx, binding.value, depth + 1)
+    return None
+
+
+def table_method(ctx: FileContext, value: Optional[cst.BaseExpression]) -> Optional[tuple[str, cst.BaseExpression]]:
+    """The first method value held in a dict / list / tuple display (`[p.mm]`, `{"f": p.mm}`)."""
+    if type(value) is cst.Dict:
+        items = [e.value for e in value.elements if type(e) is cst.DictElement]
+    elif type(value) in (cst.List, cst.Tuple):
+        items = [e.value for e in value.elements if type(e) is not cst.StarredElement]
+    else:
+        return None
+    for item in items:
+        if type(item) in (cst.Attribute, cst.Call, cst.Name):
+            found = method_value(ctx, item)
+            if found is not None:
+                return found
+    return None
+
+
+def _namespace_entry(ctx: FileContext, expr: cst.Subscript) -> Optional[tuple[str, cst.BaseExpression]]:
+    if len(expr.slice) != 1 or type(expr.slice[0].slice) is not cst.Index:
+        return None
+    holder = expr.value
+    if type(holder) is cst.Attribute and holder.attr.value == "__dict__":
+        owner = holder.value
+    elif type(holder) is cst.Call and len(holder.args) == 1 and ctx.qualname(holder.func) == "builtins.vars":
+        owner = holder.args[0].value
+    else:
+        return None
+    if ctx.qualname(owner) is not None:
+        return None  # `torch.Tensor.__dict__["mm"]`: the resolver names it
+    name = constant_name(ctx, expr.slice[0].slice.value)
+    return (name, owner) if name else None
