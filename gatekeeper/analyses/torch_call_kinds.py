@@ -11,8 +11,9 @@ import libcst as cst
 from gatekeeper.analyses.torch_usage_model import (
     CONTAINER_CLASSES, PY_BUILTINS, PY_COMPUTE, is_container, receiver_key,
 )
-from gatekeeper.analyses.method_values import method_value, table_method
-from gatekeeper.analyses.scipy_compute import routine_value, scipy_op
+from gatekeeper.analyses.method_values import table_method
+from gatekeeper.analyses.scipy_compute import scipy_op
+from gatekeeper.analyses.value_calls import ValueCalls
 from gatekeeper.static.names import string_value
 from gatekeeper.static.syntax import is_self_attr
 
@@ -71,7 +72,7 @@ def _scalar_operands(host: "TorchCalls", values: list[cst.BaseExpression]) -> bo
     return any(_scalar_operand(host, v) for v in values)
 
 
-class TorchCalls:
+class TorchCalls(ValueCalls):
     """Needs from the host: ctx, ops, frames, holders, self_layers, self_foreign, self_calls,
     _use(), _kernel()."""
 
@@ -128,18 +129,21 @@ class TorchCalls:
 
     def _handed_on(self, values: list[cst.BaseExpression], scalars: bool = False) -> None:
         for value in values:
+            if type(value) in (cst.List, cst.Tuple, cst.Set):  # `reduce(apply, [p.mm], b)`: each one handed on
+                for element in value.elements:
+                    if type(element.value) in (cst.Attribute, cst.Call):
+                        self.method_as_value(element.value, element.value)
+                continue
             if type(value) not in (cst.Name, cst.Attribute, cst.Subscript, cst.Call):
                 continue
             target = self.ctx.qualname(value) or ""
             if not target:
                 # a tensor's bound method handed on (`map(p.mm, rhs)`, `sorted(key=x.dot)`): the
                 # callee calls it, as `p.mm(b)` would (red team round 13)
-                self.method_as_value(value, value) or self.scipy_routine(value, value, deferred=True)
+                self.method_as_value(value, value) or self.scipy_value(value, value)
                 continue
-            if target.startswith("scipy."):  # `partial(sla.blas.sgemm, 1.0)`
-                found = scipy_op(target)
-                if found is not None and found[1]:
-                    self._use("function", target, value, op=found[0], heavy=True, deferred=True)
+            if target.startswith("scipy."):  # `map(sla.blas.sgemm, ...)`
+                self.scipy_value(value, value)
                 continue
             if target.startswith("operator."):
                 # `reduce(operator.matmul, xs)`, `map(operator.mul, a, b)`: the operator's torch
@@ -168,32 +172,6 @@ class TorchCalls:
                     and self.ops.torch_op_namespace(target) is None:
                 self._use("function", target, value, op=op, deferred=True)
 
-    def method_as_value(self, node: cst.CSTNode, value: cst.BaseExpression) -> bool:
-        """`value` is a tensor's compute method taken as a value (`p.mm`, `object.__getattribute__(
-        p, "mm")`, a name or a table entry bound to one; method_values.py): a deferred call of it."""
-        found = method_value(self.ctx, value)
-        if found is None and type(value) is cst.Subscript and type(value.value) is cst.Name:
-            binding = self.ctx.resolver.lookup(value.value.value)  # `fs[0]` with `fs = [p.mm]`
-            found = table_method(self.ctx, binding.value if binding is not None else None)
-        if found is None or not self._tensor_method(*found):
-            return False
-        name, receiver = found
-        self._use("method", f"Tensor.{name}", node, op=name, deferred=True, receiver=receiver_key(receiver))
-        return True
-
-    def scipy_routine(self, node: cst.CSTNode, value: cst.BaseExpression, *, deferred: bool = False) -> bool:
-        """`value` holds a BLAS / LAPACK routine fetched by `get_blas_funcs` (scipy_compute.py)."""
-        op = routine_value(self.ctx, value)
-        if op is None:
-            return False
-        self._use("function", f"scipy.linalg.get_blas_funcs({op})", node, op=op, heavy=True, deferred=deferred)
-        return True
-
-    def _tensor_method(self, name: str, receiver: cst.BaseExpression) -> bool:
-        """A compute method's name on a receiver that may be a tensor and is no extension."""
-        return self.ops.method_is_compute(name) and self._may_be_tensor(receiver) \
-            and receiver_key(receiver) not in self.holders
-
     def _torch_table(self, value: Optional[cst.BaseExpression]) -> Optional[str]:
         """The first torch compute function held in a dict / list / tuple literal."""
         if type(value) is cst.Dict:
@@ -208,6 +186,8 @@ class TorchCalls:
                 return qual
             if qual in PY_COMPUTE and qual.startswith("operator."):  # {"mm": operator.matmul}
                 return qual
+            if qual and qual.startswith("scipy.") and (scipy_op(qual) or ("", False))[1]:  # {"g": blas.sgemm}
+                return qual
         found = table_method(self.ctx, value)  # [p.mm]: a tensor's bound method
         if found is not None and self._tensor_method(*found):
             return f"torch.Tensor.{found[0]}"
@@ -215,7 +195,7 @@ class TorchCalls:
 
     def _table_call(self, node: cst.Call, qual: str) -> None:
         """A call of what a table of torch (or operator) functions holds."""
-        if qual.startswith("operator."):
+        if qual.startswith(("operator.", "scipy.")):
             self._python_compute(node, qual)
         else:
             self._torch_call(node, qual)
@@ -340,10 +320,7 @@ class TorchCalls:
                 return
             if self.scipy_routine(node, value):  # gemm = get_blas_funcs("gemm", (a, b)); gemm(1.0, a, b)
                 return
-            found = method_value(self.ctx, value)  # m = x.mean; k = object.__getattribute__(x, "mm")
-            if found is not None and self.ops.method_is_compute(found[0]) and self._may_be_tensor(found[1]):
-                # the receiver is kept: `_max = _ext.max` is the extension's, not Tensor.max (resolve)
-                self._use("method", f"Tensor.{found[0]}", node, op=found[0], receiver=receiver_key(found[1]))
+            self.bound_method_call(node, value)  # m = x.mean; m(0)
 
     def _method_call(self, node: cst.Call, func: cst.Attribute) -> None:
         ctx = self.ctx

@@ -32,7 +32,6 @@ from gatekeeper.analyses.self_attr_calls import resolve_self_calls
 from gatekeeper.analyses.torch_result_flow import use_outside_result
 from gatekeeper.analyses.tensor_values import TensorValues
 from gatekeeper.analyses.torch_call_kinds import TorchCalls
-from gatekeeper.analyses.method_values import fetched_attribute
 from gatekeeper.analyses.torch_op_table import TorchOps, short_op, torch_ops
 from gatekeeper.analyses.torch_usage_model import (
     Kernel, Use, extension_module, Frame, is_container, path_to_function, receiver_key, tensor_params,
@@ -190,7 +189,7 @@ class TorchUsage(TorchCalls, TensorValues):
         self._functions_handed_on(node, qual)
         # own kernels --------------------------------------------------------------
         if type(func) is cst.Subscript and qual is None:  # (`torch.__dict__["mm"]` resolves: torch's below)
-            if self._fetched_method_call(node) or self.scipy_routine(node, func):  # type(x).__dict__["mm"](x, b)
+            if self.fetched_method_call(node) or self.scipy_routine(node, func):  # type(x).__dict__["mm"](x, b)
                 return
             base = func.value
             base_qual = ctx.qualname(base)
@@ -235,7 +234,7 @@ class TorchUsage(TorchCalls, TensorValues):
             inner = ctx.qualname(func.func) or ""
             if self._nn_compute_class(inner):
                 self._use("layer", inner, node, op=inner.rsplit(".", 1)[-1])
-            elif not self._fetched_method_call(node):  # getattr(x, "mean")(0), object.__getattribute__(x, _SLOT)(b)
+            elif not self.fetched_method_call(node):  # getattr(x, "mean")(0), object.__getattribute__(x, _SLOT)(b)
                 self.scipy_routine(node, func)  # get_blas_funcs("gemm", (a, b))(1.0, a, b)
             return
         if qual == "functools.partial" and node.args:  # partial(torch.mean, dim=0): a deferred call
@@ -248,20 +247,12 @@ class TorchUsage(TorchCalls, TensorValues):
                 self._use("method", target, node, op=last, deferred=True)  # partial(torch.Tensor.mean, dim=0)
             elif target.startswith("operator.") and self.ops.method_is_compute(last):
                 self._use("function", target, node, op=last, deferred=True)  # partial(operator.matmul)
-            elif not target:
-                self.method_as_value(node, node.args[0].value)  # partial(p.mm): a bound method
+            elif not target or target.startswith("scipy."):  # partial(p.mm), partial(blas.sgemm, 1.0)
+                self.method_as_value(node, node.args[0].value) or self.scipy_value(node, node.args[0].value)
             return
         if qual is None and type(func) is cst.Attribute:
             self._method_call(node, func)
 
-
-    def _fetched_method_call(self, node: cst.Call) -> bool:
-        """A call of a method fetched by a fixed name (method_values.py)."""
-        found = fetched_attribute(self.ctx, node.func)
-        if found is None or not self._tensor_method(*found):
-            return False
-        self._use("method", f"Tensor.{found[0]}", node, op=found[0], receiver=receiver_key(found[1]))
-        return True
 
     def _path(self, node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
         return path_to_function(self.ctx, node)
