@@ -61,6 +61,10 @@ _ALIAS = _BASE
 _SLOTS = {"panel": "mm"}
 def _apply(f, x):
     return f(x)
+def _fetch(t):
+    return object.__getattribute__(t, _SLOT)
+def _bound(t):
+    return t.matmul
 '''
 
 
@@ -117,6 +121,8 @@ def test_scipy_that_only_picks_or_asks_is_clean():
     "        return type(a).__dict__['mm'](a, b)",
     "        k = object.__getattribute__(a, _SLOT)\n        return k(b)",
     "        k = getattr(a, _ALIAS)\n        run = k\n        return run(b)",
+    "        return _fetch(a)(b)",
+    "        k = _bound(a)\n        return k(b)",
 ])
 def test_a_method_fetched_by_a_fixed_name_is_a_call_of_it(body):
     assert "GK303" in _codes(_model(body), "strict")
@@ -141,6 +147,8 @@ def test_fetching_metadata_or_the_extension_by_name_is_clean():
     "        return functools.reduce(lambda acc, f: f(acc), [a.mm], b)",
     "        return sorted([b], key=a.mm)[0]",
     "        return next(map(object.__getattribute__(a, _SLOT), (b,)))",
+    "        return next(map(_bound(a), (b,)))",
+    "        return functools.reduce(a.add, b.unbind(0))",
 ])
 def test_a_bound_method_handed_on_is_a_call_of_it(body):
     assert "GK303" in _codes(_model(body), "strict")
@@ -151,5 +159,7 @@ def test_handing_on_the_extension_or_plain_callables_is_clean():
         names = sorted(["b", "a"], key=str.lower)
         seen = []
         list(map(seen.append, names))
-        return list(map(run, [b]))[0] if seen else next(map(_ext.pack, (b,)))'''
-    assert _findings(_model(body), "strict") == []
+        fill = _fill(_CFG)
+        return list(map(run, [b]))[0] if seen and fill is not None else next(map(_ext.pack, (b,)))'''
+    extra = "import types\n_CFG = types.SimpleNamespace(max=4.0)\ndef _fill(cfg):\n    return torch.full((2,), cfg.max)\n"
+    assert _findings(_model(body, extra), "strict") == []

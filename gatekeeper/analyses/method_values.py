@@ -93,8 +93,10 @@ def method_value(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0) -> 
         if ctx.qualname(expr) is not None:
             return None  # `torch.mean`, `np.dot`, `tl.sum`: a module's function, judged by its path
         return expr.attr.value, expr.value
-    if kind is cst.Call:
+    if kind is cst.Subscript:
         return fetched_attribute(ctx, expr)
+    if kind is cst.Call:
+        return fetched_attribute(ctx, expr) or _returned_method(ctx, expr, depth)
     if kind is cst.Name:
         binding = ctx.resolver.lookup(expr.value)
         if binding is not None and binding.kind == "local" and binding.value is not None:
@@ -132,3 +134,40 @@ def _namespace_entry(ctx: FileContext, expr: cst.Subscript) -> Optional[tuple[st
         return None  # `torch.Tensor.__dict__["mm"]`: the resolver names it
     name = constant_name(ctx, expr.slice[0].slice.value)
     return (name, owner) if name else None
+
+
+_DEFS = "_gk_module_defs"
+
+
+def _returned_method(ctx: FileContext, call: cst.Call, depth: int) -> Optional[tuple[str, cst.BaseExpression]]:
+    """`_fetch(p)` where the file's `def _fetch(t): return object.__getattribute__(t, _SLOT)` (or
+    `return t.mm`): the method value a module-level helper returns."""
+    if type(call.func) is not cst.Name:
+        return None
+    binding = ctx.resolver.lookup(call.func.value)
+    if binding is None or binding.kind != "def":
+        return None
+    defs = ctx.__dict__.get(_DEFS)
+    if defs is None:
+        defs = ctx.__dict__[_DEFS] = {s.name.value: s for s in ctx.module.body if type(s) is cst.FunctionDef}
+    function = defs.get(call.func.value)
+    if function is None:
+        return None
+    for value in _returns(function.body):
+        found = method_value(ctx, value, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _returns(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The values the function's own `return` statements give (not those of nested functions)."""
+    out: list[cst.BaseExpression] = []
+    for child in node.children:
+        if type(child) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            continue
+        if type(child) is cst.Return and child.value is not None:
+            out.append(child.value)
+        else:
+            out.extend(_returns(child))
+    return out

@@ -109,6 +109,7 @@ class TorchCalls(ValueCalls):
             return
         positional = [arg.value for arg in node.args if arg.keyword is None and not arg.star]
         if qual == "functools.reduce" and len(positional) >= 2 and self.tensorish(positional[1]):
+            self.method_as_value(positional[0], positional[0])  # `reduce(a.add, xs)`: a bound method folds
             return  # `reduce(operator.add, x.unbind(0))` on tensors: _python_compute's use
         if qual == "functools.partial":
             # the first argument is the partial's own deferred call (TorchUsage.call); the rest
@@ -117,9 +118,12 @@ class TorchCalls(ValueCalls):
         # keywords mostly hand on dtypes and devices (`dtype=torch.float32`); a callable-taking
         # keyword (`key=`, `fn=`) hands on a callable as surely as a positional does
         named = [arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value in _CALLABLE_KEYWORDS]
-        if qual is not None and qual.startswith("torch.") and not self.ops.function_is_compute(qual):
+        plain_torch = qual is not None and qual.startswith("torch.") and not self.ops.function_is_compute(qual)
+        if plain_torch:
             named = []
-        self._handed_on(positional + named, scalars=_scalar_operands(self, positional))
+        # torch's allocation and view functions take numbers, not callables: `torch.full(s, cfg.max)`
+        # hands on a field named like a method, not a bound method
+        self._handed_on(positional + named, scalars=_scalar_operands(self, positional), methods=not plain_torch)
 
     def class_keywords(self, node: cst.ClassDef) -> None:
         """`class ModelNew(Base, contraction=torch.matmul)`: a torch compute function handed to
@@ -127,8 +131,10 @@ class TorchCalls(ValueCalls):
         there and called later (red team round 7, h08): a deferred torch call."""
         self._handed_on([kw.value for kw in node.keywords if kw.keyword is not None and kw.keyword.value != "metaclass"])
 
-    def _handed_on(self, values: list[cst.BaseExpression], scalars: bool = False) -> None:
+    def _handed_on(self, values: list[cst.BaseExpression], scalars: bool = False, methods: bool = True) -> None:
         for value in values:
+            if not methods and type(value) in (cst.List, cst.Tuple, cst.Set):
+                continue
             if type(value) in (cst.List, cst.Tuple, cst.Set):  # `reduce(apply, [p.mm], b)`: each one handed on
                 for element in value.elements:
                     if type(element.value) in (cst.Attribute, cst.Call):
@@ -140,7 +146,8 @@ class TorchCalls(ValueCalls):
             if not target:
                 # a tensor's bound method handed on (`map(p.mm, rhs)`, `sorted(key=x.dot)`): the
                 # callee calls it, as `p.mm(b)` would (red team round 13)
-                self.method_as_value(value, value) or self.scipy_value(value, value)
+                if methods:
+                    self.method_as_value(value, value) or self.scipy_value(value, value)
                 continue
             if target.startswith("scipy."):  # `map(sla.blas.sgemm, ...)`
                 self.scipy_value(value, value)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from gatekeeper.analyses.method_values import fetched_attribute, method_value, table_method
+from gatekeeper.analyses.method_values import method_value, table_method
 from gatekeeper.analyses.scipy_compute import routine_value, scipy_op
 from gatekeeper.analyses.torch_usage_model import receiver_key
 
@@ -63,7 +63,7 @@ class ValueCalls:
     def fetched_method_call(self, node: cst.Call) -> bool:
         """A call of a method fetched by a fixed name: `getattr(x, "mean")(0)`,
         `object.__getattribute__(x, _SLOT)(b)`, `type(x).__dict__["mm"](x, b)`."""
-        found = fetched_attribute(self.ctx, node.func)
+        found = method_value(self.ctx, node.func)  # also `_fetch(x)(b)`, a helper that returns one
         if found is None or not self._tensor_method(*found):
             return False
         self._use("method", f"Tensor.{found[0]}", node, op=found[0], receiver=receiver_key(found[1]))
