@@ -122,6 +122,7 @@ def test_scipy_that_only_picks_or_asks_is_clean():
     "        k = object.__getattribute__(a, _SLOT)\n        return k(b)",
     "        k = getattr(a, _ALIAS)\n        run = k\n        return run(b)",
     "        return _fetch(a)(b)",
+    "        get = operator.attrgetter(_SLOT)\n        return get(a)(b)",
     "        k = _bound(a)\n        return k(b)",
 ])
 def test_a_method_fetched_by_a_fixed_name_is_a_call_of_it(body):
@@ -149,6 +150,8 @@ def test_fetching_metadata_or_the_extension_by_name_is_clean():
     "        return next(map(object.__getattribute__(a, _SLOT), (b,)))",
     "        return next(map(_bound(a), (b,)))",
     "        return functools.reduce(a.add, b.unbind(0))",
+    "        return [a.mm][0](b)",
+    "        return a.mm.__call__(b)",
 ])
 def test_a_bound_method_handed_on_is_a_call_of_it(body):
     assert "GK303" in _codes(_model(body), "strict")

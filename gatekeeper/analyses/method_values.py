@@ -62,8 +62,11 @@ def fetched_attribute(ctx: FileContext, expr: cst.BaseExpression) -> Optional[tu
         return None
     func = expr.func
     args = [a.value for a in expr.args if a.keyword is None and not a.star]
-    if type(func) is cst.Call:  # operator.attrgetter(NAME)(x)
-        getter = func
+    getter = func
+    if type(func) is cst.Name:  # get = operator.attrgetter(NAME); get(x)
+        binding = ctx.resolver.lookup(func.value)
+        getter = binding.value if binding is not None and binding.kind == "local" else None
+    if type(getter) is cst.Call:  # operator.attrgetter(NAME)(x)
         if ctx.qualname(getter.func) == "operator.attrgetter" and len(getter.args) == 1 and len(args) == 1:
             name = constant_name(ctx, getter.args[0].value)
             return (name, args[0]) if name else None
@@ -93,8 +96,12 @@ def method_value(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0) -> 
         if ctx.qualname(expr) is not None:
             return None  # `torch.mean`, `np.dot`, `tl.sum`: a module's function, judged by its path
         return expr.attr.value, expr.value
-    if kind is cst.Subscript:
-        return fetched_attribute(ctx, expr)
+    if kind is cst.Subscript:  # type(x).__dict__[N]; fs[0] with fs = [p.mm]; [p.mm][0]
+        table = expr.value
+        if type(table) is cst.Name:
+            binding = ctx.resolver.lookup(table.value)
+            table = binding.value if binding is not None and binding.kind == "local" else None
+        return fetched_attribute(ctx, expr) or table_method(ctx, table)
     if kind is cst.Call:
         return fetched_attribute(ctx, expr) or _returned_method(ctx, expr, depth)
     if kind is cst.Name:

@@ -337,6 +337,8 @@ class TorchCalls(ValueCalls):
             # self.fc(x) assigned after forward in the file: decided in resolve()
             self.self_calls.append((name, node, ctx.function_key, ()))
             return
+        if name == "__call__" and self.bound_method_call(node, receiver):  # a.mm.__call__(b)
+            return
         key = receiver_key(receiver)
         if key is not None and (key in self.holders or not self.ops.known_tensor_method(name)):
             self._kernel(node, f"{key}.{name}", needs_ext=(key, name))

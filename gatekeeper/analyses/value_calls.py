@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from gatekeeper.analyses.method_values import method_value, table_method
+from gatekeeper.analyses.method_values import method_value
 from gatekeeper.analyses.scipy_compute import routine_value, scipy_op
 from gatekeeper.analyses.torch_usage_model import receiver_key
 
@@ -19,9 +19,6 @@ class ValueCalls:
         """`value` is a tensor's compute method taken as a value (`p.mm`, `object.__getattribute__(
         p, "mm")`, a name or a table entry bound to one; method_values.py): a deferred call of it."""
         found = method_value(self.ctx, value)
-        if found is None and type(value) is cst.Subscript and type(value.value) is cst.Name:
-            binding = self.ctx.resolver.lookup(value.value.value)  # `fs[0]` with `fs = [p.mm]`
-            found = table_method(self.ctx, binding.value if binding is not None else None)
         if found is None or not self._tensor_method(*found):
             return False
         name, receiver = found
