@@ -39,7 +39,7 @@ def scalar_operand(host: "LibraryCalls", expr: cst.BaseExpression, depth: int = 
     return False
 
 
-def _constant_operand(host: "LibraryCalls", expr: cst.BaseExpression) -> bool:
+def constant_operand(host: "LibraryCalls", expr: cst.BaseExpression) -> bool:
     """A number, a size or a string: `erf(0.5)`, `get_window("hann", 64)` compute on no data."""
     return type(expr) in (cst.SimpleString, cst.ConcatenatedString) or scalar_operand(host, expr) \
         or (type(expr) is cst.UnaryOperation and scalar_operand(host, expr.expression))
@@ -73,7 +73,7 @@ class LibraryCalls:
             # SciPy's BLAS / LAPACK wrappers and scipy.linalg compute whatever they are handed;
             # its array modules (fft, signal, special...) when handed more than numbers
             found = scipy_op(qual)
-            if found is not None and (found[1] or not all(_constant_operand(self, a.value) for a in node.args)):
+            if found is not None and (found[1] or not all(constant_operand(self, a.value) for a in node.args)):
                 self._use("function", qual, node, op=found[0], heavy=True if found[1] else None)
             return
         if root in _ARRAY_LIBRARIES:
@@ -84,7 +84,11 @@ class LibraryCalls:
             parts = last.split(".")
             if parts[0] in _ARRAY_NOT_COMPUTE or parts[-1] in _ARRAY_NOT_COMPUTE:
                 return
-            if any(self._tensor_data(a.value) for a in node.args):
+            # a contraction or a linalg routine has no meaning on sizes: on arrays a helper was
+            # handed (`def _panel(a_np, b_np): return np.matmul(a_np, b_np)`) it computes as `@` does
+            contraction = parts[-1] in _CONTRACTIONS or parts[0] == "linalg"
+            if any(self._tensor_data(a.value) for a in node.args) or (
+                    contraction and not all(constant_operand(self, a.value) for a in node.args)):
                 self._use("function", qual, node, op=parts[-1])
             return
         if qual == "functools.reduce":
@@ -102,6 +106,8 @@ class LibraryCalls:
             self._use("function", qual, node, op=op)
 
 
+# array-library functions that multiply matrices or vectors: never sizes
+_CONTRACTIONS = frozenset({"matmul", "dot", "vdot", "inner", "outer", "einsum", "tensordot", "kron", "multi_dot"})
 _ARRAY_LIBRARIES = ("numpy", "cupy", "cupyx", "jax", "dpnp")
 # functions that hand a tensor's memory to an array library as it is
 _WRAPS = frozenset({"asarray", "array", "from_dlpack", "ascontiguousarray", "asanyarray", "fromDlpack"})
