@@ -155,6 +155,8 @@ def test_fetching_metadata_or_the_extension_by_name_is_clean():
     "        return next(map(_bound(a), (b,)))",
     "        return functools.reduce(a.add, b.unbind(0))",
     "        return [a.mm][0](b)",
+    "        self.k = a.mm\n        return self.k(b)",
+    "        h = {}\n        h['f'] = object.__getattribute__(a, _SLOT)\n        return h['f'](b)",
     "        return a.mm.__call__(b)",
 ])
 def test_a_bound_method_handed_on_is_a_call_of_it(body):
@@ -167,6 +169,8 @@ def test_handing_on_the_extension_or_plain_callables_is_clean():
         seen = []
         list(map(seen.append, names))
         fill = _fill(_CFG)
+        cfg = _CFG
+        self.mode = cfg.max
         return list(map(run, [b]))[0] if seen and fill is not None else next(map(_ext.pack, (b,)))'''
     extra = "import types\n_CFG = types.SimpleNamespace(max=4.0)\ndef _fill(cfg):\n    return torch.full((2,), cfg.max)\n"
     assert _findings(_model(body, extra), "strict") == []

@@ -120,6 +120,8 @@ class TorchUsage(TorchCalls, TensorValues):
     def assign(self, targets: list[cst.BaseExpression], value: cst.BaseExpression) -> None:
         # a native library of its own (ctypes.CDLL) holds the submission's compiled code too
         loader = self._is_loader_call(value) or (type(value) is cst.Call and native_loader(self.ctx.qualname(value.func), value))
+        if any(type(t) in (cst.Attribute, cst.Subscript) for t in targets):
+            self.method_as_value(value, value, stored=True)  # self.k = a.mm; self.k(b)
         for target in targets:
             if loader and type(target) is cst.Attribute:
                 key = receiver_key(target)

@@ -13,13 +13,15 @@ from gatekeeper.analyses.torch_usage_model import receiver_key
 
 
 class ValueCalls:
-    """Needs from the host: ctx, ops, holders, _may_be_tensor(), _use()."""
+    """Needs from the host: ctx, ops, holders, tensorish(), _may_be_tensor(), _use()."""
 
-    def method_as_value(self, node: cst.CSTNode, value: cst.BaseExpression) -> bool:
+    def method_as_value(self, node: cst.CSTNode, value: cst.BaseExpression, *, stored: bool = False) -> bool:
         """`value` is a tensor's compute method taken as a value (`p.mm`, `object.__getattribute__(
-        p, "mm")`, a name or a table entry bound to one; method_values.py): a deferred call of it."""
+        p, "mm")`, a name or a table entry bound to one; method_values.py): a deferred call of it.
+        Stored into an attribute or an item (`self.k = a.mm`, `h["f"] = a.mm`), the receiver must
+        be a tensor for sure: `self.mode = cfg.mode` stores a setting."""
         found = method_value(self.ctx, value)
-        if found is None or not self._tensor_method(*found):
+        if found is None or not self._tensor_method(*found) or (stored and not self.tensorish(found[1])):
             return False
         name, receiver = found
         self._use("method", f"Tensor.{name}", node, op=name, deferred=True, receiver=receiver_key(receiver))
