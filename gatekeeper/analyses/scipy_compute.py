@@ -64,6 +64,8 @@ def routine_value(ctx: FileContext, expr: Optional[cst.BaseExpression], depth: i
     if kind is cst.Name:
         binding = ctx.resolver.lookup(expr.value)
         if binding is not None and binding.kind == "local":
+            if binding.value is None:  # `gemm, = get_blas_funcs(("gemm",), ...)`
+                return ctx.__dict__.get(_UNPACKED, {}).get(expr.value)
             return routine_value(ctx, binding.value, depth + 1)
         return None
     if kind is not cst.Call:
@@ -75,3 +77,19 @@ def routine_value(ctx: FileContext, expr: Optional[cst.BaseExpression], depth: i
     if type(names) in (cst.Tuple, cst.List) and names.elements:
         names = names.elements[0].value
     return (string_value(names) if names is not None else None) or "blas"
+
+
+_UNPACKED = "_gk_unpacked_routines"
+
+
+def note_unpacked(ctx: FileContext, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+    """`gemm, dot = get_blas_funcs(("gemm", "dot"), ...)`: each name a routine of the tuple
+    (the resolver binds an unpacked name to no value)."""
+    if type(target) not in (cst.Tuple, cst.List) or routine_value(ctx, value) is None:
+        return
+    names = value.args[0].value if type(value) is cst.Call and value.args else None
+    ops = [string_value(e.value) for e in names.elements] if type(names) in (cst.Tuple, cst.List) else []
+    for k, element in enumerate(target.elements):
+        if type(element.value) is cst.Name:
+            op = ops[k] if k < len(ops) and ops[k] else "blas"
+            ctx.__dict__.setdefault(_UNPACKED, {})[element.value.value] = op

@@ -232,7 +232,9 @@ class TorchCalls(LibraryCalls, ValueCalls):
             self.self_calls.append((frame.layer_aliases[name], node, self.ctx.function_key, ()))
             return
         binding = self.ctx.resolver.lookup(name)
-        if binding is not None and binding.kind == "local" and binding.value is not None:
+        if binding is not None and binding.kind == "local" and binding.value is None:
+            self.scipy_routine(node, node.func)  # gemm, = get_blas_funcs(("gemm",), ...): unpacked
+        elif binding is not None and binding.kind == "local":
             value = binding.value
             classes = self._nn_classes_in(value, 0) if (type(value) is cst.Call) else []
             if classes:

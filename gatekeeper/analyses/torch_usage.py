@@ -32,6 +32,7 @@ from gatekeeper.analyses.self_attr_calls import resolve_self_calls
 from gatekeeper.analyses.torch_result_flow import use_outside_result
 from gatekeeper.analyses.tensor_values import TensorValues
 from gatekeeper.analyses.torch_call_kinds import TorchCalls
+from gatekeeper.analyses.scipy_compute import note_unpacked
 from gatekeeper.analyses.torch_op_table import TorchOps, short_op, torch_ops
 from gatekeeper.analyses.torch_usage_model import (
     Kernel, Use, extension_module, Frame, is_container, path_to_function, receiver_key, tensor_params,
@@ -122,6 +123,8 @@ class TorchUsage(TorchCalls, TensorValues):
         loader = self._is_loader_call(value) or (type(value) is cst.Call and native_loader(self.ctx.qualname(value.func), value))
         if any(type(t) in (cst.Attribute, cst.Subscript) for t in targets):
             self.method_as_value(value, value, stored=True)  # self.k = a.mm; self.k(b)
+        for target in targets:
+            note_unpacked(self.ctx, target, value)  # gemm, = get_blas_funcs(("gemm",), ...)
         for target in targets:
             if loader and type(target) is cst.Attribute:
                 key = receiver_key(target)
