@@ -156,6 +156,7 @@ def test_fetching_metadata_or_the_extension_by_name_is_clean():
     "        return next(map(_bound(a), (b,)))",
     "        return functools.reduce(a.add, b.unbind(0))",
     "        return [a.mm][0](b)",
+    "        fs = {'f': a.mm}\n        return fs.get('f')(b)",
     "        self.k = a.mm\n        return self.k(b)",
     "        h = {}\n        h['f'] = object.__getattribute__(a, _SLOT)\n        return h['f'](b)",
     "        return a.mm.__call__(b)",

@@ -97,18 +97,27 @@ def method_value(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0) -> 
             return None  # `torch.mean`, `np.dot`, `tl.sum`: a module's function, judged by its path
         return expr.attr.value, expr.value
     if kind is cst.Subscript:  # type(x).__dict__[N]; fs[0] with fs = [p.mm]; [p.mm][0]
-        table = expr.value
-        if type(table) is cst.Name:
-            binding = ctx.resolver.lookup(table.value)
-            table = binding.value if binding is not None and binding.kind == "local" else None
-        return fetched_attribute(ctx, expr) or table_method(ctx, table)
+        return fetched_attribute(ctx, expr) or table_method(ctx, _display(ctx, expr.value))
     if kind is cst.Call:
+        func = expr.func
+        if type(func) is cst.Attribute and func.attr.value == "get":  # fs.get("f") with fs = {"f": p.mm}
+            found = table_method(ctx, _display(ctx, func.value))
+            if found is not None:
+                return found
         return fetched_attribute(ctx, expr) or _returned_method(ctx, expr, depth)
     if kind is cst.Name:
         binding = ctx.resolver.lookup(expr.value)
         if binding is not None and binding.kind == "local" and binding.value is not None:
             return method_value(ctx, binding.value, depth + 1)
     return None
+
+
+def _display(ctx: FileContext, expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """The expression itself, or what a local name holds (a display to look into)."""
+    if type(expr) is cst.Name:
+        binding = ctx.resolver.lookup(expr.value)
+        return binding.value if binding is not None and binding.kind == "local" else None
+    return expr
 
 
 def table_method(ctx: FileContext, value: Optional[cst.BaseExpression]) -> Optional[tuple[str, cst.BaseExpression]]:
