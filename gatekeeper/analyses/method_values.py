@@ -163,13 +163,11 @@ def _returned_method(ctx: FileContext, call: cst.Call, depth: int) -> Optional[t
     binding = ctx.resolver.lookup(call.func.value)
     if binding is None or binding.kind != "def":
         return None
-    defs = ctx.__dict__.get(_DEFS)
-    if defs is None:
-        defs = ctx.__dict__[_DEFS] = {s.name.value: s for s in ctx.module.body if type(s) is cst.FunctionDef}
-    function = defs.get(call.func.value)
-    if function is None:
-        return None
-    for value in _returns(function.body):
+    returned = ctx.__dict__.get(_DEFS)
+    if returned is None:  # each module-level function's returned values, read once per file
+        returned = ctx.__dict__[_DEFS] = {s.name.value: _returns(s.body) for s in ctx.module.body
+                                          if type(s) is cst.FunctionDef}
+    for value in returned.get(call.func.value, ()):
         found = method_value(ctx, value, depth + 1)
         if found is not None:
             return found
@@ -180,8 +178,8 @@ def _returns(node: cst.CSTNode) -> list[cst.BaseExpression]:
     """The values the function's own `return` statements give (not those of nested functions)."""
     out: list[cst.BaseExpression] = []
     for child in node.children:
-        if type(child) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
-            continue
+        if type(child) in (cst.FunctionDef, cst.ClassDef) or isinstance(child, cst.BaseExpression):
+            continue  # nested definitions return their own values; expressions hold no statements
         if type(child) is cst.Return and child.value is not None:
             out.append(child.value)
         else:
