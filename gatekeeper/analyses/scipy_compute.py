@@ -53,6 +53,12 @@ def scipy_op(qual: str) -> Optional[tuple[str, bool]]:
     return None
 
 
+def computes_anyway(qual: str) -> bool:
+    """A SciPy routine that computes whatever it is handed (scipy.linalg, BLAS, LAPACK)."""
+    found = scipy_op(qual) if qual.startswith("scipy.") else None
+    return found is not None and found[1]
+
+
 def routine_value(ctx: FileContext, expr: Optional[cst.BaseExpression], depth: int = 0) -> Optional[str]:
     """The op of a BLAS / LAPACK routine an expression holds: `get_blas_funcs("gemm", (a, b))`,
     an entry of its result, or a local name bound to either."""

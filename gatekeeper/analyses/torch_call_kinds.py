@@ -13,7 +13,7 @@ from gatekeeper.analyses.torch_usage_model import (
 )
 from gatekeeper.analyses.method_values import table_method
 from gatekeeper.analyses.library_calls import LibraryCalls, scalar_operand
-from gatekeeper.analyses.scipy_compute import scipy_op
+from gatekeeper.analyses.scipy_compute import computes_anyway
 from gatekeeper.analyses.value_calls import ValueCalls
 from gatekeeper.static.names import string_value
 from gatekeeper.static.syntax import is_self_attr
@@ -34,6 +34,8 @@ _NOT_FUNCTIONS = frozenset({"float", "half", "double", "bfloat16", "int", "long"
 # keywords whose value is a callable the callee will call (`sorted(key=)`, `map_structure(fn=)`)
 _CALLABLE_KEYWORDS = frozenset({"key", "fn", "func", "function", "op", "kernel", "impl", "callback", "target",
                                 "reducer", "combine", "binary_op", "f"})
+
+
 def _scalar_operands(host: LibraryCalls, values: list[cst.BaseExpression]) -> bool:
     return any(scalar_operand(host, v) for v in values)
 
@@ -99,10 +101,8 @@ class TorchCalls(LibraryCalls, ValueCalls):
 
     def _handed_on(self, values: list[cst.BaseExpression], scalars: bool = False, methods: bool = True) -> None:
         for value in values:
-            if not methods and type(value) in (cst.List, cst.Tuple, cst.Set):
-                continue
             if type(value) in (cst.List, cst.Tuple, cst.Set):  # `reduce(apply, [p.mm], b)`: each one handed on
-                for element in value.elements:
+                for element in value.elements if methods else ():
                     if type(element.value) in (cst.Attribute, cst.Call):
                         self.method_as_value(element.value, element.value)
                 continue
@@ -159,7 +159,7 @@ class TorchCalls(LibraryCalls, ValueCalls):
                 return qual
             if qual in PY_COMPUTE and qual.startswith("operator."):  # {"mm": operator.matmul}
                 return qual
-            if qual and qual.startswith("scipy.") and (scipy_op(qual) or ("", False))[1]:  # {"g": blas.sgemm}
+            if qual and computes_anyway(qual):  # {"g": blas.sgemm}
                 return qual
         found = table_method(self.ctx, value)  # [p.mm]: a tensor's bound method
         if found is not None and self._tensor_method(*found):
@@ -316,5 +316,3 @@ class TorchCalls(LibraryCalls, ValueCalls):
         elif type(expr) is cst.BinaryOperation:  # [nn.Linear(...)] * n
             out += self._nn_classes_in(expr.left, depth + 1) + self._nn_classes_in(expr.right, depth + 1)
         return out
-
-    # C++ ------------------------------------------------------------------------------

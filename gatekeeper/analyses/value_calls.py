@@ -8,7 +8,7 @@ from __future__ import annotations
 import libcst as cst
 
 from gatekeeper.analyses.method_values import method_value
-from gatekeeper.analyses.scipy_compute import routine_value, scipy_op
+from gatekeeper.analyses.scipy_compute import computes_anyway, routine_value, scipy_op
 from gatekeeper.analyses.torch_usage_model import receiver_key
 
 
@@ -31,9 +31,8 @@ class ValueCalls:
         """`value` is a SciPy routine that computes whatever it is handed (scipy_compute.py), by
         its path (`blas.sgemm`) or as `get_blas_funcs` gives it: a deferred call of it."""
         qual = self.ctx.qualname(value) or ""
-        found = scipy_op(qual) if qual.startswith("scipy.") else None
-        if found is not None and found[1]:
-            self._use("function", qual, node, op=found[0], heavy=True, deferred=True)
+        if computes_anyway(qual):
+            self._use("function", qual, node, op=scipy_op(qual)[0], heavy=True, deferred=True)  # type: ignore[index]
             return True
         return not qual and self.scipy_routine(node, value, deferred=True)
 
