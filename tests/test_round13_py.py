@@ -155,6 +155,7 @@ def test_fetching_metadata_or_the_extension_by_name_is_clean():
     "        return next(map(object.__getattribute__(a, _SLOT), (b,)))",
     "        return next(map(_bound(a), (b,)))",
     "        return functools.reduce(a.add, b.unbind(0))",
+    "        return _ext.pack(a.mm, b)",
     "        return [a.mm][0](b)",
     "        fs = {'f': a.mm}\n        return fs.get('f')(b)",
     "        self.k = a.mm\n        return self.k(b)",
@@ -173,6 +174,9 @@ def test_handing_on_the_extension_or_plain_callables_is_clean():
         fill = _fill(_CFG)
         cfg = _CFG
         self.mode = cfg.max
+        _ext.pack(b, cfg.max)
+        _clip(b, cfg.max)
         return list(map(run, [b]))[0] if seen and fill is not None else next(map(_ext.pack, (b,)))'''
-    extra = "import types\n_CFG = types.SimpleNamespace(max=4.0)\ndef _fill(cfg):\n    return torch.full((2,), cfg.max)\n"
+    extra = "import types\n_CFG = types.SimpleNamespace(max=4.0)\ndef _fill(cfg):\n    return torch.full((2,), cfg.max)\n" \
+        "def _clip(x, hi):\n    return _ext.pack(x) if hi else x\n"
     assert _findings(_model(body, extra), "strict") == []

@@ -185,3 +185,46 @@ def _returns(node: cst.CSTNode) -> list[cst.BaseExpression]:
         else:
             out.extend(_returns(child))
     return out
+
+
+_CALLERS = "_gk_parameters_called"
+_CALLING_MODULES = ("builtins.", "functools.", "itertools.", "operator.", "concurrent.", "threading.")
+
+
+def called_parameters(ctx: FileContext, func: cst.BaseExpression) -> Optional[tuple[list[str], set[str]]]:
+    """For a module-level function of the file: its parameter names in order, and those its body
+    calls, returns or hands to a caller of callables (`map`, `functools.reduce`, a thread); None
+    for any other callee. `def _clip(x, hi)` that passes `hi` to a clamp takes a number there."""
+    if type(func) is not cst.Name:
+        return None
+    binding = ctx.resolver.lookup(func.value)
+    if binding is None or binding.kind != "def":
+        return None
+    table = ctx.__dict__.setdefault(_CALLERS, {})
+    if func.value not in table:
+        node = next((s for s in ctx.module.body if type(s) is cst.FunctionDef and s.name.value == func.value), None)
+        table[func.value] = None if node is None else _parameter_roles(ctx, node)
+    return table[func.value]
+
+
+def _parameter_roles(ctx: FileContext, node: cst.FunctionDef) -> tuple[list[str], set[str]]:
+    params = node.params
+    names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+    called: set[str] = set()
+    if type(params.star_arg) is cst.Param:
+        called.add("*")  # `def run(fn, *args)`: what lands in *args is unknown
+    for sub in _walk(node.body):
+        if type(sub) is cst.Call:
+            if type(sub.func) is cst.Name:
+                called.add(sub.func.value)
+            if (ctx.qualname(sub.func) or "").startswith(_CALLING_MODULES):
+                called.update(a.value.value for a in sub.args if type(a.value) is cst.Name)
+        elif type(sub) is cst.Return and type(sub.value) is cst.Name:
+            called.add(sub.value.value)
+    return names, called & (set(names) | {"*"})
+
+
+def _walk(node: cst.CSTNode):
+    yield node
+    for child in node.children:
+        yield from _walk(child)

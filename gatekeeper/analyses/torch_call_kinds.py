@@ -11,7 +11,7 @@ import libcst as cst
 from gatekeeper.analyses.torch_usage_model import (
     CONTAINER_CLASSES, PY_BUILTINS, PY_COMPUTE, is_container, receiver_key,
 )
-from gatekeeper.analyses.method_values import table_method
+from gatekeeper.analyses.method_values import called_parameters, table_method
 from gatekeeper.analyses.library_calls import LibraryCalls, scalar_operand
 from gatekeeper.analyses.scipy_compute import computes_anyway
 from gatekeeper.analyses.value_calls import ValueCalls
@@ -86,12 +86,26 @@ class TorchCalls(LibraryCalls, ValueCalls):
         # keywords mostly hand on dtypes and devices (`dtype=torch.float32`); a callable-taking
         # keyword (`key=`, `fn=`) hands on a callable as surely as a positional does
         named = [arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value in _CALLABLE_KEYWORDS]
-        plain_torch = qual is not None and qual.startswith("torch.") and not self.ops.function_is_compute(qual)
-        if plain_torch:
-            named = []
-        # torch's allocation and view functions take numbers, not callables: `torch.full(s, cfg.max)`
-        # hands on a field named like a method, not a bound method
-        self._handed_on(positional + named, scalars=_scalar_operands(self, positional), methods=not plain_torch)
+        scalars = _scalar_operands(self, positional)
+        if qual is not None and qual.startswith("torch.") and not self.ops.function_is_compute(qual):
+            # torch's allocation and view functions take numbers, not callables: `torch.full(s,
+            # cfg.max)` hands on a field named like a method, not a bound method
+            self._handed_on(positional, scalars=scalars, methods=None)
+            return
+        helper = called_parameters(self.ctx, node.func)  # a function of the file: does it call that parameter?
+        if helper is None:
+            # an extension's function takes tensors and numbers (`_ext.clamp(x, cfg.max)`): there
+            # only a receiver that is surely a tensor makes a bound method (`_ext.apply(a.mm, b)`)
+            func = node.func
+            extension = type(func) is cst.Attribute and receiver_key(func.value) in self.holders
+            self._handed_on(positional + named, scalars=scalars, methods=not extension)
+            return
+        names, called = helper
+        for k, value in enumerate(positional):
+            self._handed_on([value], scalars=scalars, methods=names[k] in called if k < len(names) else "*" in called)
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value in _CALLABLE_KEYWORDS:
+                self._handed_on([arg.value], methods=arg.keyword.value in called)
 
     def class_keywords(self, node: cst.ClassDef) -> None:
         """`class ModelNew(Base, contraction=torch.matmul)`: a torch compute function handed to
@@ -99,12 +113,15 @@ class TorchCalls(LibraryCalls, ValueCalls):
         there and called later (red team round 7, h08): a deferred torch call."""
         self._handed_on([kw.value for kw in node.keywords if kw.keyword is not None and kw.keyword.value != "metaclass"])
 
-    def _handed_on(self, values: list[cst.BaseExpression], scalars: bool = False, methods: bool = True) -> None:
+    def _handed_on(self, values: list[cst.BaseExpression], scalars: bool = False,
+                   methods: Optional[bool] = True) -> None:
+        """`methods`: True, a tensor's bound method handed on is a call of it; False, only on a
+        receiver that is surely a tensor; None, never."""
         for value in values:
             if type(value) in (cst.List, cst.Tuple, cst.Set):  # `reduce(apply, [p.mm], b)`: each one handed on
-                for element in value.elements if methods else ():
+                for element in value.elements if methods is not None else ():
                     if type(element.value) in (cst.Attribute, cst.Call):
-                        self.method_as_value(element.value, element.value)
+                        self.method_as_value(element.value, element.value, stored=not methods)
                 continue
             if type(value) not in (cst.Name, cst.Attribute, cst.Subscript, cst.Call):
                 continue
@@ -112,8 +129,8 @@ class TorchCalls(LibraryCalls, ValueCalls):
             if not target:
                 # a tensor's bound method handed on (`map(p.mm, rhs)`, `sorted(key=x.dot)`): the
                 # callee calls it, as `p.mm(b)` would (red team round 13)
-                if methods:
-                    self.method_as_value(value, value) or self.scipy_value(value, value)
+                if methods is not None:
+                    self.method_as_value(value, value, stored=not methods) or self.scipy_value(value, value)
                 continue
             if target.startswith("scipy."):  # `map(sla.blas.sgemm, ...)`
                 self.scipy_value(value, value)

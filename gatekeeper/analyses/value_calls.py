@@ -18,8 +18,8 @@ class ValueCalls:
     def method_as_value(self, node: cst.CSTNode, value: cst.BaseExpression, *, stored: bool = False) -> bool:
         """`value` is a tensor's compute method taken as a value (`p.mm`, `object.__getattribute__(
         p, "mm")`, a name or a table entry bound to one; method_values.py): a deferred call of it.
-        Stored into an attribute or an item (`self.k = a.mm`, `h["f"] = a.mm`), the receiver must
-        be a tensor for sure: `self.mode = cfg.mode` stores a setting."""
+        `stored` (into an attribute or an item, `self.k = a.mm`, or handed to an extension): the
+        receiver must be a tensor for sure, as `self.mode = cfg.mode` stores a setting."""
         found = method_value(self.ctx, value)
         if found is None or not self._tensor_method(*found) or (stored and not self.tensorish(found[1])):
             return False
