@@ -4,7 +4,7 @@
 with NAME a string the file fixes (a literal, a module or class constant, a sum of them), or a
 name bound to one of these. Calling such a value, or handing it to something that calls it
 (`map`, `functools.partial`, `sorted(key=)`, a helper), calls the method (red team round 13).
-Not a rule file; read by torch_call_kinds.py."""
+Not a rule file; read by value_calls.py and torch_call_kinds.py."""
 
 from __future__ import annotations
 
