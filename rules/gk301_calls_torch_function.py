@@ -15,6 +15,12 @@ class CallsTorchFunction(TorchFallbackRule):
     the work, so the speedup measures torch against torch (or a kernel that does only the
     easy part).
 
+    An array library handed the tensor's data computes the same way: numpy, CuPy and JAX
+    functions on `x.numpy()` / `cupy.asarray(x)`, and SciPy's BLAS / LAPACK wrappers
+    (`scipy.linalg.blas.sgemm`, what `get_blas_funcs` returns) and scipy.linalg's functions,
+    whatever they are handed (`find_best_blas_type`, `*_lwork` queries and matrix builders
+    such as `toeplitz` compute nothing).
+
     Any `torch.*` function is compute unless rules/torch_ops.toml lists it as allocation,
     a view, metadata, a move or a utility (`torch.empty`, `torch.empty_like`,
     `torch.reshape`, `torch.cuda.*`, `torch.utils.cpp_extension.*`, `torch.no_grad`...).
@@ -141,4 +147,15 @@ class CallsTorchFunction(TorchFallbackRule):
                 def forward(self, a, b):
                     return _helper(a, b)
         """), line=4, message="forward path calls `torch.einsum`"),
+        # SciPy's BLAS wrapper computes as numpy's matmul does (red team round 13)
+        Invalid(snippet("""
+            import scipy.linalg as sla
+            import torch
+            def _panel(a_np, b_np):
+                gemm = sla.blas.sgemm
+                return gemm(1.0, a_np, b_np)
+            class ModelNew(torch.nn.Module):
+                def forward(self, a, b):
+                    return torch.from_numpy(_panel(a.numpy(), b.numpy()))
+        """), line=5, message="forward path calls `scipy.linalg.blas.sgemm`"),
     ]

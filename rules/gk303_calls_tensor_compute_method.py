@@ -80,4 +80,22 @@ class CallsTensorComputeMethod(TorchFallbackRule):
                 def forward(self, x):
                     return torch.Tensor.sum(x, 0)
         """), line=4, message="forward path calls the tensor method `.sum()`"),
+        # a method fetched by a name the file fixes (red team round 13)
+        Invalid(snippet("""
+            import torch
+            _SLOT = "mm"
+            def _panel(p, b):
+                kernel = object.__getattribute__(p, _SLOT)
+                return kernel(b)
+            class ModelNew(torch.nn.Module):
+                def forward(self, a, b):
+                    return _panel(a, b)
+        """), line=5, message="the tensor method `.mm()`"),
+        # a bound method handed to something that calls it (red team round 13)
+        Invalid(snippet("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def forward(self, a, b):
+                    return torch.cat([next(map(p.mm, (b,))) for p in a.split(64)])
+        """), line=4, message="the tensor method `.mm()`"),
     ]

@@ -11,6 +11,10 @@ import libcst as cst
 from gatekeeper.analyses.torch_usage_model import (
     CONTAINER_CLASSES, PY_BUILTINS, PY_COMPUTE, is_container, receiver_key,
 )
+from gatekeeper.analyses.method_values import called_parameters, table_method
+from gatekeeper.analyses.library_calls import LibraryCalls, scalar_operand
+from gatekeeper.analyses.scipy_compute import computes_anyway
+from gatekeeper.analyses.value_calls import ValueCalls
 from gatekeeper.static.names import string_value
 from gatekeeper.static.syntax import is_self_attr
 
@@ -30,40 +34,13 @@ _NOT_FUNCTIONS = frozenset({"float", "half", "double", "bfloat16", "int", "long"
 # keywords whose value is a callable the callee will call (`sorted(key=)`, `map_structure(fn=)`)
 _CALLABLE_KEYWORDS = frozenset({"key", "fn", "func", "function", "op", "kernel", "impl", "callback", "target",
                                 "reducer", "combine", "binary_op", "f"})
-# calls whose result is a size, not a tensor: operands of a scalar fold
-_SIZE_CALLS = frozenset({"size", "stride", "numel", "dim", "item", "tolist", "ndimension", "nelement"})
 
 
-def _scalar_operand(host: "TorchCalls", expr: cst.BaseExpression, depth: int = 0) -> bool:
-    """Surely sizes or plain numbers: `x.shape`, `x.shape[1:]`, `x.size()`, `range(n)`, an int
-    literal, a display of them, or a name bound to one of these."""
-    kind = type(expr)
-    if kind in (cst.Integer, cst.Float):
-        return True
-    if kind is cst.Attribute:
-        return expr.attr.value in ("shape", "ndim")
-    if kind is cst.Subscript:
-        return _scalar_operand(host, expr.value, depth + 1)
-    if kind is cst.Call:
-        if type(expr.func) is cst.Attribute and expr.func.attr.value in _SIZE_CALLS:
-            return True
-        qual = host.ctx.qualname(expr.func) or ""
-        return qual in ("builtins.range", "builtins.len", "builtins.list", "builtins.tuple") and \
-            (qual in ("builtins.range", "builtins.len") or any(_scalar_operand(host, a.value, depth + 1) for a in expr.args))
-    if kind in (cst.List, cst.Tuple):
-        return bool(expr.elements) and all(_scalar_operand(host, e.value, depth + 1) for e in expr.elements
-                                           if type(e) is not cst.StarredElement)
-    if kind is cst.Name and depth < 3:
-        binding = host.ctx.resolver.lookup(expr.value)
-        return binding is not None and binding.value is not None and _scalar_operand(host, binding.value, depth + 1)
-    return False
+def _scalar_operands(host: LibraryCalls, values: list[cst.BaseExpression]) -> bool:
+    return any(scalar_operand(host, v) for v in values)
 
 
-def _scalar_operands(host: "TorchCalls", values: list[cst.BaseExpression]) -> bool:
-    return any(_scalar_operand(host, v) for v in values)
-
-
-class TorchCalls:
+class TorchCalls(LibraryCalls, ValueCalls):
     """Needs from the host: ctx, ops, frames, holders, self_layers, self_foreign, self_calls,
     _use(), _kernel()."""
 
@@ -100,6 +77,7 @@ class TorchCalls:
             return
         positional = [arg.value for arg in node.args if arg.keyword is None and not arg.star]
         if qual == "functools.reduce" and len(positional) >= 2 and self.tensorish(positional[1]):
+            self.method_as_value(positional[0], positional[0])  # `reduce(a.add, xs)`: a bound method folds
             return  # `reduce(operator.add, x.unbind(0))` on tensors: _python_compute's use
         if qual == "functools.partial":
             # the first argument is the partial's own deferred call (TorchUsage.call); the rest
@@ -108,9 +86,26 @@ class TorchCalls:
         # keywords mostly hand on dtypes and devices (`dtype=torch.float32`); a callable-taking
         # keyword (`key=`, `fn=`) hands on a callable as surely as a positional does
         named = [arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value in _CALLABLE_KEYWORDS]
+        scalars = _scalar_operands(self, positional)
         if qual is not None and qual.startswith("torch.") and not self.ops.function_is_compute(qual):
-            named = []
-        self._handed_on(positional + named, scalars=_scalar_operands(self, positional))
+            # torch's allocation and view functions take numbers, not callables: `torch.full(s,
+            # cfg.max)` hands on a field named like a method, not a bound method
+            self._handed_on(positional, scalars=scalars, methods=None)
+            return
+        helper = called_parameters(self.ctx, node.func)  # a function of the file: does it call that parameter?
+        if helper is None:
+            # an extension's function takes tensors and numbers (`_ext.clamp(x, cfg.max)`): there
+            # only a receiver that is surely a tensor makes a bound method (`_ext.apply(a.mm, b)`)
+            func = node.func
+            extension = type(func) is cst.Attribute and receiver_key(func.value) in self.holders
+            self._handed_on(positional + named, scalars=scalars, methods=not extension)
+            return
+        names, called = helper
+        for k, value in enumerate(positional):
+            self._handed_on([value], scalars=scalars, methods=names[k] in called if k < len(names) else "*" in called)
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value in _CALLABLE_KEYWORDS:
+                self._handed_on([arg.value], methods=arg.keyword.value in called)
 
     def class_keywords(self, node: cst.ClassDef) -> None:
         """`class ModelNew(Base, contraction=torch.matmul)`: a torch compute function handed to
@@ -118,11 +113,28 @@ class TorchCalls:
         there and called later (red team round 7, h08): a deferred torch call."""
         self._handed_on([kw.value for kw in node.keywords if kw.keyword is not None and kw.keyword.value != "metaclass"])
 
-    def _handed_on(self, values: list[cst.BaseExpression], scalars: bool = False) -> None:
+    def _handed_on(self, values: list[cst.BaseExpression], scalars: bool = False,
+                   methods: Optional[bool] = True) -> None:
+        """`methods`: True, a tensor's bound method handed on is a call of it; False, only on a
+        receiver that is surely a tensor; None, never."""
         for value in values:
-            if type(value) not in (cst.Name, cst.Attribute, cst.Subscript):
+            if type(value) in (cst.List, cst.Tuple, cst.Set):  # `reduce(apply, [p.mm], b)`: each one handed on
+                for element in value.elements if methods is not None else ():
+                    if type(element.value) in (cst.Attribute, cst.Call):
+                        self.method_as_value(element.value, element.value, stored=not methods)
+                continue
+            if type(value) not in (cst.Name, cst.Attribute, cst.Subscript, cst.Call):
                 continue
             target = self.ctx.qualname(value) or ""
+            if not target:
+                # a tensor's bound method handed on (`map(p.mm, rhs)`, `sorted(key=x.dot)`): the
+                # callee calls it, as `p.mm(b)` would (red team round 13)
+                if methods is not None:
+                    self.method_as_value(value, value, stored=not methods) or self.scipy_value(value, value)
+                continue
+            if target.startswith("scipy."):  # `map(sla.blas.sgemm, ...)`
+                self.scipy_value(value, value)
+                continue
             if target.startswith("operator."):
                 # `reduce(operator.matmul, xs)`, `map(operator.mul, a, b)`: the operator's torch
                 # op on tensors; `reduce(operator.mul, x.shape, 1)` multiplies sizes (scalars)
@@ -164,60 +176,19 @@ class TorchCalls:
                 return qual
             if qual in PY_COMPUTE and qual.startswith("operator."):  # {"mm": operator.matmul}
                 return qual
+            if qual and computes_anyway(qual):  # {"g": blas.sgemm}
+                return qual
+        found = table_method(self.ctx, value)  # [p.mm]: a tensor's bound method
+        if found is not None and self._tensor_method(*found):
+            return f"torch.Tensor.{found[0]}"
         return None
 
     def _table_call(self, node: cst.Call, qual: str) -> None:
         """A call of what a table of torch (or operator) functions holds."""
-        if qual.startswith("operator."):
+        if qual.startswith(("operator.", "scipy.")):
             self._python_compute(node, qual)
         else:
             self._torch_call(node, qual)
-
-    def _tensor_data(self, expr: cst.BaseExpression) -> bool:
-        """A tensor, or its data as an array (`x.numpy()`, `x.cpu().detach().numpy()`)."""
-        for _ in range(8):
-            if type(expr) is cst.Call and type(expr.func) is cst.Attribute \
-                    and expr.func.attr.value in ("numpy", "cpu", "detach", "contiguous", "float", "double"):
-                expr = expr.func.value
-            elif type(expr) is cst.Call and expr.args and (self.ctx.qualname(expr.func) or "").rsplit(".", 1)[-1] \
-                    in _WRAPS and (self.ctx.qualname(expr.func) or "").split(".", 1)[0] in _ARRAY_LIBRARIES:
-                expr = expr.args[0].value  # `cupy.asarray(x)`, `jax.dlpack.from_dlpack(x)`: the tensor's data
-            else:
-                break
-        return self.tensorish(expr)
-
-    def _python_compute(self, node: cst.Call, qual: str) -> None:
-        """`sum(x)`, `abs(x)`, `max(a, b)`, `operator.matmul(a, b)`, `einops.reduce(...)`:
-        Python functions that make torch compute when handed tensors."""
-        root, _, last = qual.partition(".")
-        if root in ("einops", "opt_einsum"):
-            if last in ("reduce", "einsum", "contract", "repeat"):
-                self._use("function", qual, node, op="einsum" if "einsum" in last or last == "contract" else last)
-            return
-        if root in _ARRAY_LIBRARIES:
-            # numpy handed a tensor's data computes on the CPU, CuPy or JAX on the GPU (cuBLAS and
-            # their own library kernels), instead of the submission's kernel (`np.mean(x.numpy(),
-            # axis=0)`, `cupy.matmul(cupy.asarray(a), cupy.asarray(b))`); wrapping, copying,
-            # asking about it, streams and the libraries' JIT kernels (the submission's own) do not
-            parts = last.split(".")
-            if parts[0] in _ARRAY_NOT_COMPUTE or parts[-1] in _ARRAY_NOT_COMPUTE:
-                return
-            if any(self._tensor_data(a.value) for a in node.args):
-                self._use("function", qual, node, op=parts[-1])
-            return
-        if qual == "functools.reduce":
-            # `reduce(operator.add, x.unbind(0))`: the operator's arithmetic on each element
-            if len(node.args) >= 2 and self.tensorish(node.args[1].value):
-                folded = self.ctx.qualname(node.args[0].value) or ""
-                op = PY_COMPUTE.get(folded) or ("reduce" if type(node.args[0].value) is cst.Lambda else None)
-                if op is not None:
-                    self._use("function", f"functools.reduce({folded or 'lambda'})", node, op=op)
-            return
-        op = PY_COMPUTE.get(qual)
-        if op is None:
-            return
-        if op == "matmul" or any(self.tensorish(a.value) for a in node.args):
-            self._use("function", qual, node, op=op)
 
     def _torch_call(self, node: cst.Call, qual: str) -> None:
         ops = self.ops
@@ -278,16 +249,17 @@ class TorchCalls:
             self.self_calls.append((frame.layer_aliases[name], node, self.ctx.function_key, ()))
             return
         binding = self.ctx.resolver.lookup(name)
-        if binding is not None and binding.kind == "local" and binding.value is not None:
+        if binding is not None and binding.kind == "local" and binding.value is None:
+            self.scipy_routine(node, node.func)  # gemm, = get_blas_funcs(("gemm",), ...): unpacked
+        elif binding is not None and binding.kind == "local":
             value = binding.value
             classes = self._nn_classes_in(value, 0) if (type(value) is cst.Call) else []
             if classes:
                 self._layer_use(node, classes)
-            elif type(value) is cst.Attribute and self.ops.method_is_compute(value.attr.value) \
-                    and self._may_be_tensor(value.value):  # m = x.mean; m(0)
-                # the receiver is kept: `_max = _ext.max` is the extension's, not Tensor.max (resolve)
-                self._use("method", f"Tensor.{value.attr.value}", node, op=value.attr.value,
-                          receiver=receiver_key(value.value))
+                return
+            if self.scipy_routine(node, value):  # gemm = get_blas_funcs("gemm", (a, b)); gemm(1.0, a, b)
+                return
+            self.bound_method_call(node, value)  # m = x.mean; m(0)
 
     def _method_call(self, node: cst.Call, func: cst.Attribute) -> None:
         ctx = self.ctx
@@ -296,6 +268,8 @@ class TorchCalls:
         if is_self_attr(func):
             # self.fc(x) assigned after forward in the file: decided in resolve()
             self.self_calls.append((name, node, ctx.function_key, ()))
+            return
+        if name == "__call__" and self.bound_method_call(node, receiver):  # a.mm.__call__(b)
             return
         key = receiver_key(receiver)
         if key is not None and (key in self.holders or not self.ops.known_tensor_method(name)):
@@ -359,21 +333,3 @@ class TorchCalls:
         elif type(expr) is cst.BinaryOperation:  # [nn.Linear(...)] * n
             out += self._nn_classes_in(expr.left, depth + 1) + self._nn_classes_in(expr.right, depth + 1)
         return out
-
-    # C++ ------------------------------------------------------------------------------
-
-
-_ARRAY_LIBRARIES = ("numpy", "cupy", "cupyx", "jax", "dpnp")
-# functions that hand a tensor's memory to an array library as it is
-_WRAPS = frozenset({"asarray", "array", "from_dlpack", "ascontiguousarray", "asanyarray", "fromDlpack"})
-# numpy / CuPy / JAX functions and modules that wrap, copy, allocate or describe an array
-# without computing on it, and the libraries' kernel builders and streams.
-_ARRAY_NOT_COMPUTE = frozenset({
-    "asarray", "array", "ascontiguousarray", "asanyarray", "copy", "frombuffer", "empty", "empty_like",
-    "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "shape", "ndim", "size", "dtype",
-    "result_type", "can_cast", "iinfo", "finfo", "save", "savez", "load", "isfinite", "isnan", "isinf",
-    "allclose", "array_equal", "testing", "random", "reshape", "ravel", "transpose", "squeeze", "expand_dims",
-    "from_dlpack", "fromDlpack", "to_dlpack", "toDlpack", "dlpack", "asnumpy", "cuda", "RawKernel", "RawModule",
-    "ElementwiseKernel", "ReductionKernel", "fuse", "jit", "get_array_module", "device_put", "block_until_ready",
-    "get_default_memory_pool", "memory", "_core", "view", "broadcast_to",
-})

@@ -192,7 +192,7 @@ class TorchFallbackRule(Rule):
             more = f" (and {use.more_layers} more torch.nn layer{'s' if use.more_layers > 1 else ''})" if use.more_layers else ""
             message = self.message.format(what=use.qual, op=use.op, why=why, more=more)
             library = use.qual.split(".", 1)[0]
-            if library in ("numpy", "cupy", "cupyx", "jax", "dpnp"):  # the library that computes it is not torch
+            if library in ("numpy", "cupy", "cupyx", "jax", "dpnp", "scipy"):  # the library that computes it is not torch
                 message = message.replace("so torch computes", f"so {library} computes", 1)
             hint = self.hint
             # the policy row, for settling: a held "whole op" suspicion that the run-time classes

@@ -32,6 +32,7 @@ from gatekeeper.analyses.self_attr_calls import resolve_self_calls
 from gatekeeper.analyses.torch_result_flow import use_outside_result
 from gatekeeper.analyses.tensor_values import TensorValues
 from gatekeeper.analyses.torch_call_kinds import TorchCalls
+from gatekeeper.analyses.scipy_compute import note_unpacked
 from gatekeeper.analyses.torch_op_table import TorchOps, short_op, torch_ops
 from gatekeeper.analyses.torch_usage_model import (
     Kernel, Use, extension_module, Frame, is_container, path_to_function, receiver_key, tensor_params,
@@ -40,7 +41,7 @@ from gatekeeper.static.syntax import is_self_attr
 from gatekeeper.static.context import FileContext
 from gatekeeper.static.cpp_functions import CppFunction
 from gatekeeper.static.cpp_sources import LOADERS, CppSource
-from gatekeeper.static.names import bound_string, string_value
+from gatekeeper.static.names import string_value
 from gatekeeper.analyses.op_registrations import (
     is_body_decorator, note_body, note_namespace, registered_namespace, without_own_op_calls,
 )
@@ -120,6 +121,10 @@ class TorchUsage(TorchCalls, TensorValues):
     def assign(self, targets: list[cst.BaseExpression], value: cst.BaseExpression) -> None:
         # a native library of its own (ctypes.CDLL) holds the submission's compiled code too
         loader = self._is_loader_call(value) or (type(value) is cst.Call and native_loader(self.ctx.qualname(value.func), value))
+        if any(type(t) in (cst.Attribute, cst.Subscript) for t in targets):
+            self.method_as_value(value, value, stored=True)  # self.k = a.mm; self.k(b)
+        for target in targets:
+            note_unpacked(self.ctx, target, value)  # gemm, = get_blas_funcs(("gemm",), ...)
         for target in targets:
             if loader and type(target) is cst.Attribute:
                 key = receiver_key(target)
@@ -189,6 +194,8 @@ class TorchUsage(TorchCalls, TensorValues):
         self._functions_handed_on(node, qual)
         # own kernels --------------------------------------------------------------
         if type(func) is cst.Subscript and qual is None:  # (`torch.__dict__["mm"]` resolves: torch's below)
+            if self.fetched_method_call(node) or self.scipy_routine(node, func):  # type(x).__dict__["mm"](x, b)
+                return
             base = func.value
             base_qual = ctx.qualname(base)
             if is_self_attr(base):  # self.layers[i](x): a call of what the container holds
@@ -218,7 +225,7 @@ class TorchUsage(TorchCalls, TensorValues):
             if name and self.ops.method_is_compute(name):
                 self._use("method", f"Tensor.{name}", node, op=name, deferred=True)
             return
-        if qual is not None and qual.startswith(("builtins.", "operator.", "einops.", "opt_einsum.", "functools.reduce", "numpy.",
+        if qual is not None and qual.startswith(("builtins.", "operator.", "einops.", "opt_einsum.", "functools.reduce", "numpy.", "scipy.",
                                                      "cupy.", "cupyx.", "jax.", "dpnp.")):
             self._python_compute(node, qual)
             return
@@ -232,10 +239,8 @@ class TorchUsage(TorchCalls, TensorValues):
             inner = ctx.qualname(func.func) or ""
             if self._nn_compute_class(inner):
                 self._use("layer", inner, node, op=inner.rsplit(".", 1)[-1])
-            elif inner == "builtins.getattr" and len(func.args) >= 2:  # getattr(x, "mean")(0)
-                name = bound_string(ctx.resolver, func.args[1].value)
-                if name and self.ops.method_is_compute(name) and self._may_be_tensor(func.args[0].value):
-                    self._use("method", f"Tensor.{name}", node, op=name)
+            elif not self.fetched_method_call(node):  # getattr(x, "mean")(0), object.__getattribute__(x, _SLOT)(b)
+                self.scipy_routine(node, func)  # get_blas_funcs("gemm", (a, b))(1.0, a, b)
             return
         if qual == "functools.partial" and node.args:  # partial(torch.mean, dim=0): a deferred call
             target = ctx.qualname(node.args[0].value) or ""
@@ -247,6 +252,8 @@ class TorchUsage(TorchCalls, TensorValues):
                 self._use("method", target, node, op=last, deferred=True)  # partial(torch.Tensor.mean, dim=0)
             elif target.startswith("operator.") and self.ops.method_is_compute(last):
                 self._use("function", target, node, op=last, deferred=True)  # partial(operator.matmul)
+            elif not target or target.startswith("scipy."):  # partial(p.mm), partial(blas.sgemm, 1.0)
+                self.method_as_value(node, node.args[0].value) or self.scipy_value(node, node.args[0].value)
             return
         if qual is None and type(func) is cst.Attribute:
             self._method_call(node, func)
