@@ -88,3 +88,27 @@ def test_a_whole_op_suspicion_confirmed_by_a_library_majority_is_an_error():
             "executing": {"judged": True, "samples": 90, "classes": {"own": 10, "vendor": 80}}}
     settle([f], [StageResult(name=StageName.BEHAVIOUR, status=StageStatus.PASSED)], Config(), work)
     assert f.probe.outcome == ProbeOutcome.CONFIRMED and f.severity == Severity.ERROR
+
+
+def test_on_the_cpu_a_python_side_suspicion_is_settled_by_the_recorder_s_timed_operators():
+    # red team round 13: `Tensor.mm` fetched by name per row panel beside an own stitch loop,
+    # aten::mm 93% of the recorder's compute time, was cleared as "own code did the work"
+    def settled(own_s: float, torch_s: float, situation: str) -> Finding:
+        f = _suspicion(False)
+        f.evidence["situation"] = situation
+        total = own_s + torch_s
+        work = {"device": "cpu", "torch_did_the_work": False, "own_share_of_compute": own_s / total,
+                "classes": {"own": {"count": 8, "time_s": own_s, "share": own_s / total},
+                            "torch": {"count": 98, "time_s": torch_s, "share": torch_s / total},
+                            "vendor": {"count": 0, "time_s": 0.0, "share": 0.0},
+                            "glue": {"count": 0, "time_s": 0.0, "share": 0.0}}}
+        settle([f], [StageResult(name=StageName.BEHAVIOUR, status=StageStatus.PASSED)], Config(), work)
+        return f
+
+    whole = settled(0.007, 0.093, "torch_does_whole_op")
+    assert whole.probe.outcome == ProbeOutcome.CONFIRMED and whole.severity == Severity.ERROR
+    assert "recorder" in whole.probe.detail
+    part = settled(0.060, 0.040, "reference_op")
+    assert part.probe.outcome == ProbeOutcome.CONFIRMED and part.severity == Severity.WARNING
+    own = settled(0.099, 0.001, "torch_does_whole_op")
+    assert own.probe.outcome == ProbeOutcome.CLEARED and own.severity == Severity.INFO
