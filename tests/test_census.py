@@ -17,7 +17,7 @@ SCRIPT = textwrap.dedent("""
     if middle == 0:  # detached at "import": forks a sleeper, exits when told
         os.setsid()
         if os.fork() == 0:
-            os.execv("/bin/sleep", ["sleep", "86423"])
+            os.execv("/bin/sleep", ["sleep", "86424"])
         os.read(read, 1)
         os._exit(0)
     time.sleep(0.3)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -43,6 +44,18 @@ def _copy(tmp_path: Path, fixture: str) -> Path:
     folder.mkdir()
     shutil.copy(HOSTILE / "gatekeeper.toml", folder / "gatekeeper.toml")
     return Path(shutil.copy(HOSTILE / fixture, folder / fixture))
+
+
+def _copy_with_own_sleeper(tmp_path: Path, fixture: str, argument: str) -> tuple[Path, list[str]]:
+    """The fixture with its sleeper's argument made unique to this test: the parametrised
+    levels run at once under xdist, and one level's live sleeper must not read as another's
+    survivor (nor be killed by another's clean-up)."""
+    path = _copy(tmp_path, fixture)
+    own = str(86_400 + secrets.randbelow(10**9))
+    text = path.read_text()
+    assert f'"{argument}"' in text, f"{fixture} no longer starts `sleep {argument}`"
+    path.write_text(text.replace(f'"{argument}"', f'"{own}"'))
+    return path, ["sleep", own]
 
 
 def _check(path: Path, level: str, *args: str, env: dict | None = None) -> tuple[int, dict]:
@@ -282,10 +295,8 @@ def test_row7_reports_carry_no_file_content_the_submission_read(tmp_path, level)
 @pytest.mark.parametrize("level", ["bwrap", "unshare", "none"])
 def test_row8_detached_children_do_not_outlive_the_run_and_are_found(tmp_path, level):
     _level(level)
-    marker = ["sleep", "86421"]
-    for pid in _processes_with(marker):
-        os.kill(pid, 9)
-    code, report = _check(_copy(tmp_path, "fork_detached.py"), level)
+    path, marker = _copy_with_own_sleeper(tmp_path, "fork_detached.py", "86421")
+    code, report = _check(path, level)
     # Adopted by the worker (pid 1 of its namespace) or by the harness process that is its parent
     # (a subreaper under `none`): a process the submission started at import and left running,
     # where work would run outside every check (red team round 6, h03). Killed at the end.
@@ -298,8 +309,8 @@ def test_row8_a_child_detached_during_the_call_is_thread_injection(tmp_path, lev
     """The worker adopts orphans as pid 1 of its namespace: one detached at import is not
     the call's (above), one detached inside forward is."""
     _level(level)
-    marker = ["sleep", "86422"]
-    code, report = _check(_copy(tmp_path, "fork_detached_in_forward.py"), level)
+    path, marker = _copy_with_own_sleeper(tmp_path, "fork_detached_in_forward.py", "86422")
+    code, report = _check(path, level)
     assert code == 1 and "GK645" in _codes(report), report["findings"]
     assert _gone(lambda: _processes_with(marker)), "a detached child outlived the run"
 
