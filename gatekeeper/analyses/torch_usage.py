@@ -27,15 +27,15 @@ from gatekeeper.analyses.cpp_torch_calls import scan_cpp
 from gatekeeper.analyses.torch_fallback_paths import find_fallbacks
 from gatekeeper.analyses.kernel_work import torch_does_whole_op
 from gatekeeper.analyses.launch_placement import library_constant, place_kernels, pure_call
-from gatekeeper.analyses.own_callables import OwnCallables, native_loader
+from gatekeeper.analyses.own_callables import OwnCallables
 from gatekeeper.analyses.self_attr_calls import resolve_self_calls
 from gatekeeper.analyses.torch_result_flow import use_outside_result
 from gatekeeper.analyses.tensor_values import TensorValues
 from gatekeeper.analyses.torch_call_kinds import TorchCalls
-from gatekeeper.analyses.scipy_compute import note_unpacked
+from gatekeeper.analyses.binding_records import RecordsBindings
 from gatekeeper.analyses.torch_op_table import TorchOps, short_op, torch_ops
 from gatekeeper.analyses.torch_usage_model import (
-    Kernel, Use, extension_module, Frame, is_container, path_to_function, receiver_key, tensor_params,
+    Kernel, Use, extension_module, Frame, path_to_function, tensor_params,
 )
 from gatekeeper.static.syntax import is_self_attr
 from gatekeeper.static.context import FileContext
@@ -49,7 +49,7 @@ from gatekeeper.analyses.op_registrations import (
 _ATTR = "_gk3_torch_usage"
 
 
-class TorchUsage(TorchCalls, TensorValues):
+class TorchUsage(TorchCalls, TensorValues, RecordsBindings):
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self.ops: TorchOps = torch_ops()
@@ -117,56 +117,6 @@ class TorchUsage(TorchCalls, TensorValues):
     @property
     def _in_kernel(self) -> bool:
         return bool(self.frames) and self.frames[-1].kernel_def
-
-    def assign(self, targets: list[cst.BaseExpression], value: cst.BaseExpression) -> None:
-        # a native library of its own (ctypes.CDLL) holds the submission's compiled code too
-        loader = self._is_loader_call(value) or (type(value) is cst.Call and native_loader(self.ctx.qualname(value.func), value))
-        if any(type(t) in (cst.Attribute, cst.Subscript) for t in targets):
-            self.method_as_value(value, value, stored=True)  # self.k = a.mm; self.k(b)
-        for target in targets:
-            note_unpacked(self.ctx, target, value)  # gemm, = get_blas_funcs(("gemm",), ...)
-        for target in targets:
-            if loader and type(target) is cst.Attribute:
-                key = receiver_key(target)
-                if key is not None and not key.startswith("self."):
-                    self.holders.add(key)  # Fn.ext = load_inline(...): a class attribute holds it
-            if type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == "self":
-                attr = target.attr.value
-                if loader:
-                    self.holders.add(f"self.{attr}")
-                layers = self._nn_classes_in(value, 0)
-                if is_container(value) or self._foreign_object(value):
-                    self.self_foreign.add(attr)
-                if layers:
-                    self.self_layers[attr] = layers
-                elif type(value) is cst.Call and (self.ctx.qualname(value.func) or "").startswith("torch."):
-                    self.self_tensors.add(attr)
-                if type(value) is cst.Call and type(value.func) is cst.Name:
-                    self.holder_calls[f"self.{attr}"] = value.func.value
-                if type(value) is cst.Attribute:  # self.op = _ext.fused_cuda: calling self.op launches it
-                    receiver = receiver_key(value.value)
-                    if receiver is not None:
-                        self.self_ext[attr] = (receiver, value.attr.value, self.ctx.qualname(value))
-                elif type(value) is cst.Name and self.ctx.functions and value.value in _param_names(self.ctx.functions[-1]):
-                    self.self_passed.add(attr)  # self.op = op: a callable handed in by the caller
-            elif type(target) is cst.Name:
-                name = target.value
-                if self.ctx.classes and not self.frames:
-                    qual = self.ctx.qualname(value)
-                    if qual is not None:
-                        self.class_attrs[name] = qual
-                if loader:
-                    self.holders.add(name)
-                elif type(value) is cst.Call and type(value.func) is cst.Name:
-                    self.holder_calls[name] = value.func.value
-                if self.frames:
-                    frame = self.frames[-1]
-                    if self.tensorish(value):
-                        frame.tensor_names.add(name)
-                    else:
-                        frame.tensor_names.discard(name)
-                    if is_container(value):
-                        frame.containers.add(name)
 
     def loop(self, node: cst.For) -> None:
         """`for layer in self.layers:` makes `layer(x)` a call of what self.layers holds."""
@@ -389,11 +339,6 @@ class TorchUsage(TorchCalls, TensorValues):
         if self._whole_op is None:
             self._whole_op = torch_does_whole_op(self)
         return self._whole_op
-
-
-def _param_names(function: cst.FunctionDef) -> set[str]:
-    params = function.params
-    return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
 
 
 def _looks_like_code(ctx: FileContext, source: CppSource) -> bool:
