@@ -14,6 +14,7 @@ import libcst as cst
 
 from gatekeeper.static.context import FileContext
 from gatekeeper.static.names import bound_string
+from gatekeeper.static.walk import children, subtree
 
 # calls that fetch an attribute of their first argument by the name in their second
 _FETCHERS = frozenset({"builtins.getattr", "inspect.getattr_static"})
@@ -177,7 +178,7 @@ def _returned_method(ctx: FileContext, call: cst.Call, depth: int) -> Optional[t
 def _returns(node: cst.CSTNode) -> list[cst.BaseExpression]:
     """The values the function's own `return` statements give (not those of nested functions)."""
     out: list[cst.BaseExpression] = []
-    for child in node.children:
+    for child in children(node):  # the engine's walk: libcst's `.children` rebuilds every node
         if type(child) in (cst.FunctionDef, cst.ClassDef) or isinstance(child, cst.BaseExpression):
             continue  # nested definitions return their own values; expressions hold no statements
         if type(child) is cst.Return and child.value is not None:
@@ -213,7 +214,7 @@ def _parameter_roles(ctx: FileContext, node: cst.FunctionDef) -> tuple[list[str]
     called: set[str] = set()
     if type(params.star_arg) is cst.Param:
         called.add("*")  # `def run(fn, *args)`: what lands in *args is unknown
-    for sub in _walk(node.body):
+    for sub in subtree(node.body):
         if type(sub) is cst.Call:
             if type(sub.func) is cst.Name:
                 called.add(sub.func.value)
@@ -222,9 +223,3 @@ def _parameter_roles(ctx: FileContext, node: cst.FunctionDef) -> tuple[list[str]
         elif type(sub) is cst.Return and type(sub.value) is cst.Name:
             called.add(sub.value.value)
     return names, called & (set(names) | {"*"})
-
-
-def _walk(node: cst.CSTNode):
-    yield node
-    for child in node.children:
-        yield from _walk(child)
