@@ -38,6 +38,8 @@ _SLOTS = {"Add": "add", "Subtract": "sub", "Multiply": "mul", "MatrixMultiply": 
           "FloorDivide": "floor_divide", "Remainder": "remainder", "Power": "pow", "Negative": "neg",
           "Absolute": "abs", "Divmod": "floor_divide", "And": "bitwise_and", "Or": "bitwise_or", "Xor": "bitwise_xor",
           "Lshift": "bitwise_left_shift", "Rshift": "bitwise_right_shift", "Invert": "bitwise_not"}
+# every token text `_at` can match, but the PyNumber_ prefix
+_TRIGGERS = frozenset({*_SPELLED, "operator", *_FOLDS, *_FUNCTORS})
 
 
 def operator_reach(source: CppSource, functions: list[CppFunction], returns_tensor: Callable[[str], bool],
@@ -47,10 +49,15 @@ def operator_reach(source: CppSource, functions: list[CppFunction], returns_tens
     for fn in functions:
         if fn.is_kernel or in_device(tokens[fn.body_start].offset):
             continue
+        # most tokens can start none of the patterns: find those that can before reading names
+        candidates = [k for k in range(fn.body_start + 1, fn.body_end)
+                      if tokens[k].text in _TRIGGERS or tokens[k].text.startswith("PyNumber_")]
+        if not candidates:
+            continue
         names = TensorNames.of(tokens, fn, returns_tensor)
         if not names.tensors and "py" not in names.kinds.values():
             continue
-        for k in range(fn.body_start + 1, fn.body_end):
+        for k in candidates:
             hit = _at(tokens, k, names)
             if hit is not None:
                 found.append(("cpp", hit[0], tokens[k].offset, hit[1]))
