@@ -154,6 +154,10 @@ def picked_by_name(resolver: "NameResolver", expr: cst.BaseExpression) -> Option
         keyed = resolver.qualname(index)  # get_decompositions([...])[torch.ops.aten.addmm.default]: the op's own body
         if keyed and keyed.startswith("torch."):
             return keyed
+    if type(holder) is cst.Name:  # `_T = {f.__name__: f for f in ...}` then `_T["mm"]`
+        binding = resolver.lookup(holder.value)
+        if binding is not None and binding.kind == "local" and type(binding.value) in (cst.ListComp, cst.DictComp):
+            holder = binding.value
     if type(holder) is cst.ListComp:
         return _picked(resolver, holder)
     if type(holder) is cst.DictComp and type(holder.value) is cst.Name and holder.for_in.inner_for_in is None \
