@@ -144,7 +144,8 @@ class ReadsCheckerFingerprint(UseRule):
     kernel has no reason to read it.
 
     The sampling profiler a checker runs is read the same way: the SIGPROF handler
-    (`sigaction(SIGPROF, nullptr, &old)`, `signal.getsignal(signal.SIGPROF)`) or the
+    (`sigaction(SIGPROF, nullptr, &old)`, also by its number, `sigaction(27, nullptr, &old)`,
+    `signal.getsignal(signal.SIGPROF)`) or the
     profiling timer (`getitimer(ITIMER_PROF, &t)`, `signal.getitimer(signal.ITIMER_PROF)`).
     So is the program that started the process when the value reaches the forward path:
     `sys.argv[0]` (or `sys.orig_argv[0]`) read in a function the call runs, or at import into
