@@ -22,8 +22,9 @@ class ChoosesLibraryByProcessState(Rule):
     `module_::import` or the C API's `PyObject_Call*`) on the state of the process: its
     privileges (`prctl`), user or pid namespace (`getuid`, `/proc/self/uid_map`), environment
     (`getenv`, `environ`), working folder, descriptors (`fstat(0)`, `isatty`), thread count,
-    resource use (`getrusage`), the Python frames that called it (`PyEval_GetFrame`) or the
-    autograd mode (`GradMode::is_enabled`). Followed through the source's own functions and
+    resource use (`getrusage`), signal handlers, masks and interval timers (`sigaction(27, nullptr,
+    &old)`, `pthread_sigmask`, `getitimer`: a checker's sampler installs a SIGPROF handler), the
+    Python frames that called it (`PyEval_GetFrame`) or the autograd mode (`GradMode::is_enabled`). Followed through the source's own functions and
     the variables they set: `static bool checked = in_sandbox(); if (checked) own(); else
     sgemm_(...)`. A CUDA graph's capture status (`at::cuda::currentStreamCaptureStatusMayInitCtx`,
     `cudaStreamIsCapturing`, `cudaStreamGetCaptureInfo`) is such state too: a benchmark that times

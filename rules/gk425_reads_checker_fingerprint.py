@@ -84,6 +84,31 @@ CPP_WHAT: dict[str, str] = {
     "cuptiSubscribe": _CUPTI, "cuptiGetCallbackState": _CUPTI, "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED": _CUPTI,
 }
 _CPP_NAMES = frozenset(CPP_WHAT)
+# A profiling signal named by its number (Linux: SIGVTALRM 26, SIGPROF 27) is that signal, and
+# `sigaction(27, nullptr, &old)` asks whether a sampler's handler is installed (red team round 14).
+_SIGNAL_QUERIES = frozenset({"sigaction", "signal", "sigismember", "sigaddset"})
+_PROFILING_SIGNALS = {26: "SIGVTALRM", 27: "SIGPROF"}
+
+
+def _numbered_profiling_signal(source: CppSource, i: int) -> Optional[str]:
+    """`sigaction(27, ...)`, `sigismember(&set, 27)`: the profiling signal a literal number names."""
+    tokens = source.tokens
+    if i + 1 >= len(tokens) or tokens[i + 1].text != "(" or (i and tokens[i - 1].text in (".", "->")):
+        return None
+    depth, j = 0, i + 1
+    while j < len(tokens) and j < i + 12:
+        text = tokens[j].text
+        depth += text == "("
+        depth -= text == ")"
+        if depth == 0:
+            return None
+        if depth == 1 and tokens[j].kind == "number" and tokens[j - 1].text in ("(", ",") \
+                and j + 1 < len(tokens) and tokens[j + 1].text in (",", ")"):
+            named = _PROFILING_SIGNALS.get(tokens[j].int_value or -1)
+            if named:
+                return named
+        j += 1
+    return None
 
 
 def _record_function_read(source: CppSource, i: int) -> bool:
@@ -119,7 +144,8 @@ class ReadsCheckerFingerprint(UseRule):
     kernel has no reason to read it.
 
     The sampling profiler a checker runs is read the same way: the SIGPROF handler
-    (`sigaction(SIGPROF, nullptr, &old)`, `signal.getsignal(signal.SIGPROF)`) or the
+    (`sigaction(SIGPROF, nullptr, &old)`, also by its number, `sigaction(27, nullptr, &old)`,
+    `signal.getsignal(signal.SIGPROF)`) or the
     profiling timer (`getitimer(ITIMER_PROF, &t)`, `signal.getitimer(signal.ITIMER_PROF)`).
     So is the program that started the process when the value reaches the forward path:
     `sys.argv[0]` (or `sys.orig_argv[0]`) read in a function the call runs, or at import into
@@ -277,6 +303,10 @@ class ReadsCheckerFingerprint(UseRule):
             # `c_profilefunc != nullptr || c_tracefunc`: one finding per line, the certain one first
             if kept is None or (CPP_WHAT[kept[1]] in _LIKELY and CPP_WHAT[tok.text] not in _LIKELY):
                 by_line[line] = (tok.offset, tok.text)
+        for i, tok in cpp_idents(source, _SIGNAL_QUERIES):
+            named = _numbered_profiling_signal(source, i)
+            if named and source.line_in_source(tok.offset) not in by_line:
+                by_line[source.line_in_source(tok.offset)] = (tok.offset, named)
         for offset, name in sorted(by_line.values()):
             what = CPP_WHAT[name]
             self.report_cpp(source, offset, self.message.format(name=name, verb="read", what=what),

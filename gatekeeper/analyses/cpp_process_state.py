@@ -56,6 +56,10 @@ PROCESS_READS = frozenset({
     "currentStreamCaptureStatusMayInitCtx", "currentStreamCaptureStatus", "cudaStreamIsCapturing",
     "cudaStreamGetCaptureInfo", "cudaStreamGetCaptureInfo_v2", "cudaStreamGetCaptureInfo_v3", "cuStreamIsCapturing",
     "cuStreamGetCaptureInfo", "cuStreamGetCaptureInfo_v2", "cuStreamGetCaptureInfo_v3", "is_current_stream_capturing",
+    # what the host installed in the process: signal dispositions, masks and interval timers (a
+    # checker's sampler arms a SIGPROF handler and a profiling timer; red team round 14 asked
+    # `sigaction(27, nullptr, &old)` and ran MKL when no handler was there)
+    "sigaction", "sigprocmask", "pthread_sigmask", "sigpending", "sigaltstack", "getitimer", "timer_gettime",
 })
 _PROCESS_NAMES = frozenset({"environ", "__environ"})  # read without a call
 PROCESS_WORDS = PROCESS_READS | _PROCESS_NAMES

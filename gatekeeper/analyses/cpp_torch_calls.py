@@ -246,6 +246,10 @@ def scan_cpp(source: CppSource, ops: TorchOps,
                     op = "torchscript"  # the script's ops, which the source does not spell
                 what = what if called else f"&{what}" if before[-1:] == ["&"] else what
                 found.append(("cpp", what_of(i, what), tok.offset, op))
+            elif called and ops.vendor_call(chain[-1]) and not defines(chain[-1]) and not in_device(i):
+                # `fbgemm::cblas_sgemm_ref(...)`: a vendor routine is the vendor's whatever namespace
+                # qualifies it, unless the source defines it (red team round 14)
+                found.append(("vendor", what_of(i, "::".join(chain)), tok.offset, chain[-1]))
             resume = j
             continue
         if prev in ("::", ".", "->") and not (prev in (".", "->") and i + 1 < n and tokens[i + 1].text == "("):

@@ -14,6 +14,8 @@ from typing import Optional
 
 import libcst as cst
 
+from gatekeeper.static.name_folds import canonical_class, folded_getattr, picked_by_name
+
 # Calls that return torch's module for a device (torch.cuda where the benchmark runs).
 _DEVICE_MODULE_GETTERS = frozenset({"torch.get_device_module", "torch._utils._get_device_module"})
 
@@ -264,7 +266,8 @@ class NameResolver:
         if binding is None:
             return f"builtins.{name}" if name in _BUILTINS else None
         if binding.kind in ("import", "alias"):
-            return binding.qualname
+            qual = binding.qualname
+            return canonical_class(qual) if qual and "TensorBase" in qual else qual  # from torch._C import TensorBase
         return None
 
     def qualname(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
@@ -287,7 +290,10 @@ class NameResolver:
             base = self.qualname(expr.value)
             if base and expr.attr.value == "torch" and base.startswith("torch."):
                 return "torch"  # `torch.backends.cudnn.torch`: a torch module's import of torch is torch
-            return f"{base}.{expr.attr.value}" if base else None
+            if not base:
+                return None
+            return canonical_class(f"{base}.{expr.attr.value}") if "TensorBase" in base or expr.attr.value.endswith(
+                "TensorBase") else f"{base}.{expr.attr.value}"
         if kind is cst.Call:
             func = self.qualname(expr.func)
             if func in _DEVICE_MODULE_GETTERS:
@@ -298,6 +304,11 @@ class NameResolver:
                 attr = bound_string(self, expr.args[1].value)
                 if base and attr and attr.isidentifier():
                     return f"{base}.{attr}"
+            # functools.reduce(getattr, ("_C", "mm"), torch), next(f for f in <torch table> if f.__name__ == "mm")
+            if func in ("functools.reduce", "_functools.reduce"):
+                return folded_getattr(self, expr, func)
+            if func == "builtins.next":
+                return picked_by_name(self, expr)
             # `torch.Tensor.mm.__get__(a)` is `a.mm`: the method, bound through the descriptor protocol
             if func and func.endswith(".__get__") and func.startswith("torch."):
                 return func[:-len(".__get__")]
@@ -315,7 +326,7 @@ class NameResolver:
                 if base and attr and all(part.isidentifier() for part in attr.split(".")):
                     return f"{base}.{attr}"
         if kind is cst.Subscript:
-            return self._namespace_entry(expr)
+            return self._namespace_entry(expr) or picked_by_name(self, expr)
         return None
 
     def class_body_value(self, name: str) -> Optional[str]:
