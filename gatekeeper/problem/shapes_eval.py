@@ -16,7 +16,7 @@ costs milliseconds and is reported as opaque, never hangs the checker.
 from __future__ import annotations
 
 import ast
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 from gatekeeper.problem.shapes_expr import BINOPS, MAX_ITEMS, MODULES, Expressions, KnownModule, Opaque, OverBudget
 
@@ -28,6 +28,7 @@ class Evaluator(Expressions):
     expressions are `Expressions`'. `depth` > 0: the body of a FileFunction being called."""
 
     depth = 0
+    poisoned: Optional[str] = None  # why the first statement not followed was not
 
     def run(self, body: Iterable[ast.stmt]) -> None:
         for stmt in body:
@@ -135,6 +136,7 @@ class Evaluator(Expressions):
     def poison(self, stmt: ast.stmt, why: str) -> None:
         """Every name the statement could bind or change is unknown from here on."""
         opaque = Opaque(why, stmt.lineno)
+        self.poisoned = self.poisoned or why
         for node in ast.walk(stmt):
             if isinstance(node, ast.Name) and (isinstance(node.ctx, ast.Store) or node.id in self.names):
                 if not isinstance(self.names.get(node.id), (KnownModule, type(len))):
@@ -183,11 +185,15 @@ class FileFunction:
         inner.depth, inner.steps = module.depth + 1, module.steps
         try:
             inner.run(node.body)
-            result: Any = None
+            # fell off the end: a body that returns nothing builds no shapes (a `raise` it
+            # could not follow ends here too)
+            result: Any = Opaque(f"a call of `{node.name}` that returns no value read statically", node.lineno)
         except _Return as done:
             result = done.value
         finally:
             module.steps = inner.steps
+        if inner.poisoned is not None:  # a statement it could not follow ran before the return
+            return Opaque(f"a call of `{node.name}`: {inner.poisoned}", node.lineno)
         return result
 
 
