@@ -209,3 +209,35 @@ def test_a_shapes_function_that_cannot_be_followed_stays_unread(tmp_path, body):
     path = tmp_path / "shapes.py"
     path.write_text(f"def build():\n    {body}\nSHAPES = build()\n")
     assert not read_shapes_file(path, {"N": 4}).complete
+
+
+# GK501: a launch configuration whose block is a template's member ----------------------------
+_LAUNCH = '''
+import torch
+from torch.utils.cpp_extension import load_inline
+_SRC = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+template <int BM, int BN> struct Tile { static constexpr int THREADS = BM * BN / 16; };
+template <int BM, int BN> __global__ void k(float* y) { y[threadIdx.x] = 0.f; }
+cudaStream_t g_side;
+torch::Tensor run(torch::Tensor y) {
+  k<32, 128><<<dim3(4, 4), Tile<32, 128>::THREADS, 0,
+              {STREAM}>>>(y.data_ptr<float>());
+  return y;
+}
+"""
+_ext = load_inline(name="l", cpp_sources=_SRC, functions=["run"])
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return _ext.run(x)
+'''
+
+
+def test_a_templated_block_size_does_not_hide_the_current_stream():
+    source = _LAUNCH.replace("{STREAM}", "at::cuda::getCurrentCUDAStream()")
+    assert _rule(source, "GK501") == []
+
+
+def test_a_templated_block_size_still_shows_an_unknown_stream():
+    assert _rule(_LAUNCH.replace("{STREAM}", "g_side"), "GK501")
