@@ -54,7 +54,7 @@ class ShapeDispatch(Rule):
     - a literal equal to a dimension that every declared shape fixes (`if d == 128:` for a
       head width of 128 in every shape of `shapes.py`): part of the problem, not a free size;
       so is a set of supported widths that holds it (`D in (64, 128)`, a `switch` whose cases
-      are 64 and 128).
+      are 64 and 128, an `if (d == 128) ... else if (d == 64)` chain over the same size).
 
     Confidence: likely; the jittered-shape trials (GK602) confirm it (wrong or raising at
     another size) or clear it (a fast path with a correct general path).

@@ -52,10 +52,12 @@ class SideStreamInPython(Rule):
     both arms of an `if`/`else` counts, and so does a join in the same branch as the work.
     A loop that joins each element of a collection (`for s in streams: cur.wait_stream(s)`,
     `for e in events: cur.wait_event(e)`) is not proven to join this stream: the finding is
-    likely, not certain, and the run-time check GK640 settles it.
+    likely, not certain, and the run-time check GK640 settles it, unless the work ran on an
+    element of that same local list (`s = streams[i]`, `for s in streams:`), neither rebound
+    nor changed in place in the function: then the loop joins it.
 
     A getter that creates streams and stores or returns them (`_S = (Stream(), Stream())`,
-    `return torch.cuda.Stream()`) runs nothing on them: when another function joins, the
+    `self._streams.append(Stream())`, `return torch.cuda.Stream()`) runs nothing on them: when another function joins, the
     creation is not reported, and each function that switches to such a stream is judged by
     its own joins (unjoined: an error where it switches).
     """
