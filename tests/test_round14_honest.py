@@ -241,3 +241,23 @@ def test_a_templated_block_size_does_not_hide_the_current_stream():
 
 def test_a_templated_block_size_still_shows_an_unknown_stream():
     assert _rule(_LAUNCH.replace("{STREAM}", "g_side"), "GK501")
+
+
+# evidence: a finding in a source file beside the submission quotes that file's line ----------
+def test_a_finding_in_a_side_file_quotes_the_side_files_line(tmp_path):
+    (tmp_path / "k.cu").write_text("#include <torch/extension.h>\n\ntorch::Tensor run(torch::Tensor q) {\n"
+                                   "  TORCH_CHECK(q.size(2) == 1024);\n  return q;\n}\n")
+    sub = tmp_path / "solution.py"
+    sub.write_text(dedent('''
+        import os
+        import torch
+        from torch.utils.cpp_extension import load
+        _ext = load(name="k", sources=[os.path.join(os.path.dirname(__file__), "k.cu")])
+        class Model(torch.nn.Module):
+            def __init__(self, hq, hkv, d):
+                super().__init__()
+            def forward(self, q, k, v):
+                return _ext.run(q)
+    '''))
+    found = [f for f in gatekeeper.check_static(sub, GQA).findings if f.location and f.location.path.endswith("k.cu")]
+    assert found and all(f.location.line == 4 and "q.size(2) == 1024" in f.evidence["source_line"] for f in found)
