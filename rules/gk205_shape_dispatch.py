@@ -54,7 +54,7 @@ class ShapeDispatch(Rule):
     - a literal equal to a dimension that every declared shape fixes (`if d == 128:` for a
       head width of 128 in every shape of `shapes.py`): part of the problem, not a free size;
       so is a set of supported widths that holds it (`D in (64, 128)`, a `switch` whose cases
-      are 64 and 128).
+      are 64 and 128, an `if (d == 128) ... else if (d == 64)` chain over the same size).
 
     Confidence: likely; the jittered-shape trials (GK602) confirm it (wrong or raising at
     another size) or clear it (a fast path with a correct general path).
@@ -354,12 +354,11 @@ class ShapeDispatch(Rule):
         found = list(shape_tests(source))
         cases: dict[str, list[int]] = {}
         for _, value, test in found:
-            if test.startswith("switch"):
-                cases.setdefault(test, []).append(value)
+            cases.setdefault(_tested(test, value), []).append(value)
         widths = {test for test, values in cases.items()
                   if self.ctx.problem is not None and _supported_widths(self.ctx.problem, values)}
         for offset, value, test in found:
-            if test not in widths:
+            if _tested(test, value) not in widths:
                 self._report_cpp_literal(source, offset, value, test)
 
     def _report_cpp_literal(self, source: CppSource, offset: int, value: int, test: str) -> None:
@@ -388,6 +387,18 @@ def _owned(message: str, node: cst.CSTNode) -> str:
             return message.replace("the input's shape", f"the shape of {owner}").replace(
                 "the input has the shape", f"{owner} has the shape").replace("one input shape", f"one shape of {owner}")
     return message
+
+
+def _tested(test: str, value: int) -> str:
+    """What a C++ size test compares: the switch itself, or the side of `==` that is not the
+    literal, so an `if (d == 128) ... else if (d == 64)` chain groups as a switch's cases do."""
+    if test.startswith("switch"):
+        return test
+    left, sep, right = test.partition("==")
+    if not sep or "==" in right:
+        return test
+    left, right = left.strip(), right.strip()
+    return f"{right} ==" if left == str(value) else (f"{left} ==" if right == str(value) else test)
 
 
 def _supported_widths(problem: object, literals: list[Literal]) -> bool:

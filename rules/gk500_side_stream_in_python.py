@@ -11,7 +11,7 @@ from gatekeeper.analyses.python_stream_exprs import (
 )
 from gatekeeper.analyses.stream_joins import (
     DEVICE_SYNC, JOIN_METHODS, STREAM_CTORS, STREAM_SWITCHES, Path, StreamFrame, StreamUse, branch_path,
-    drop_capture_only, element_join_path, stream_verdicts,
+    drop_capture_only, element_join_path, element_source, joined_collection, stream_verdicts,
 )
 from gatekeeper.static.syntax import argument, is_self_attr, self_attr
 from gatekeeper.static.rule import Rule
@@ -52,10 +52,12 @@ class SideStreamInPython(Rule):
     both arms of an `if`/`else` counts, and so does a join in the same branch as the work.
     A loop that joins each element of a collection (`for s in streams: cur.wait_stream(s)`,
     `for e in events: cur.wait_event(e)`) is not proven to join this stream: the finding is
-    likely, not certain, and the run-time check GK640 settles it.
+    likely, not certain, and the run-time check GK640 settles it, unless the work ran on an
+    element of that same local list (`s = streams[i]`, `for s in streams:`), neither rebound
+    nor changed in place in the function: then the loop joins it.
 
     A getter that creates streams and stores or returns them (`_S = (Stream(), Stream())`,
-    `return torch.cuda.Stream()`) runs nothing on them: when another function joins, the
+    `self._streams.append(Stream())`, `return torch.cuda.Stream()`) runs nothing on them: when another function joins, the
     creation is not reported, and each function that switches to such a stream is judged by
     its own joins (unjoined: an error where it switches).
     """
@@ -316,6 +318,9 @@ class SideStreamInPython(Rule):
                 loop_path = element_join_path(self.ctx, node, joined, path)
                 if loop_path is not None:
                     self.frames[-1].loop_joins.append((seq, loop_path))
+                    key = joined_collection(self.ctx, node, joined)
+                    if key is not None:
+                        self.frames[-1].element_joins.append((seq, loop_path, key))
                 self.join_depth += 1
                 self.join_calls.add(id(node))
                 return
@@ -340,7 +345,8 @@ class SideStreamInPython(Rule):
         elif qual in STREAM_SWITCHES:
             target = argument(node, 0, "stream")
             if not is_current_stream(self.ctx, target) and not is_stream_parameter(self.ctx, target):
-                use = StreamUse(node, 0, "switch", self._stream_identity(target) if target is not None else None)
+                use = StreamUse(node, 0, "switch", self._stream_identity(target) if target is not None else None,
+                                element_of=element_source(self.ctx, node, target))
                 parent = self.ctx.parent(node)
                 with_node = self.ctx.parent(parent) if (type(parent) is cst.WithItem) else None
                 if type(with_node) is cst.With:

@@ -10,7 +10,7 @@ from gatekeeper.analyses.cpp_stream_calls import (
     statement_has,
 )
 from gatekeeper.analyses.stream_support import (
-    assigned_name, call_args, capture_spans, derived_from, function_at, idents, match_close, split_args,
+    assigned_name, call_args, capture_spans, derived_from, function_at, idents, launch_config, match_close,
 )
 from gatekeeper.static.cpp_functions import CppFunction
 from gatekeeper.static.cpp_sources import CppSource
@@ -285,7 +285,7 @@ class SideStreamInCpp(Rule):
         for i in source.by_text["punct"].get("<<<", ()):
             tok = tokens[i]
             close = match_close(tokens, i)
-            args = split_args(tokens, i, close)
+            args = launch_config(tokens, i, close)
             if len(args) < 4:
                 continue
             texts = {t.text for t in args[3] if t.kind in ("ident", "number")}

@@ -93,8 +93,15 @@ def test_shapes_py_spellings_read_statically(tmp_path, text):
     assert list(declared.shapes) == MOE and declared.unknown == ()
 
 
-def test_a_helper_function_call_is_unread_with_its_reason_not_refused(tmp_path):
+def test_a_helper_function_of_the_file_is_followed(tmp_path):
+    # round 14: a function of the file is read by the same evaluator (its body, its arguments)
     declared = _shapes(tmp_path, "def make(e):\n    return {'E': e, 'H': 2048}\n\nSHAPES = [make(64), make(256)]\n")
+    assert declared.complete and declared.shapes == ({"E": 64, "H": 2048}, {"E": 256, "H": 2048})
+
+
+def test_a_helper_function_call_is_unread_with_its_reason_not_refused(tmp_path):
+    # `*args` is not followed: the call stays opaque, with its name and line
+    declared = _shapes(tmp_path, "def make(*e):\n    return {'E': e[0], 'H': 2048}\n\nSHAPES = [make(64), make(256)]\n")
     assert not declared.complete and declared.shapes == ()
     assert "make" in declared.unread and "line 4" in declared.unread
 

@@ -39,8 +39,8 @@ def get_init_inputs():
     return []
 '''
 # A helper function: a static read cannot follow it, running the file can.
-HELPER_SHAPES = '''def _shape(seq, head_dim=128):
-    return {"SEQ": seq, "HEAD_DIM": head_dim}
+HELPER_SHAPES = '''def _shape(*dims):  # `*args`: a helper the static read does not follow (round 14)
+    return {"SEQ": dims[0], "HEAD_DIM": 128}
 
 
 SHAPES = [_shape(s) for s in (1024, 4096)]

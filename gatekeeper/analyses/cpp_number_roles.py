@@ -26,6 +26,9 @@ from gatekeeper.static.cpp_sources import CppSource
 from gatekeeper.static.cpp_tokens import Token, text_at
 
 _COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
+# a type word right before a name declares it (`int KV_TILE>` in a template parameter list)
+_DECLARING_TYPES = frozenset({"int", "unsigned", "long", "short", "size_t", "int64_t", "int32_t", "uint32_t",
+                              "uint64_t", "bool", "char", "typename", "class", "auto"})
 _ADDITIVE = frozenset({"+", "-"})
 _INT_TYPES = frozenset({
     "int", "unsigned", "long", "short", "size_t", "int64_t", "int32_t", "uint32_t", "uint64_t",
@@ -155,6 +158,8 @@ class CppRoles:
         prev, nxt = text_at(toks, i - 1), text_at(toks, i + 1)
         if prev in ("<", ">") and nxt in (">", ","):
             return None  # a template argument: foo<256>(...)
+        if prev in _DECLARING_TYPES:
+            return None  # `template <int BM, int TILE>`: a name being declared, not a use (`>` closes the list)
         if prev == "%" and nxt in ("==", "!=") and text_at(toks, i + 2) == "0":
             return None  # `off % 32 == 0`: a divisibility or alignment test bounds nothing
         if prev in _COMPARISONS or nxt in _COMPARISONS:

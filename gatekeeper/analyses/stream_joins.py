@@ -40,6 +40,9 @@ class StreamUse:
     kind: str  # create | switch | ref
     identity: Optional[str] = None
     path: Path = ()
+    # a switch to an element of a local collection (`s = streams[i]`, `for s in streams:`):
+    # (collection name, id of its binding), matched against StreamFrame.element_joins
+    element_of: Optional[tuple[str, int]] = None
 
 
 @dataclass
@@ -52,6 +55,9 @@ class StreamFrame:
     # read here, so they make an unjoined finding likely, never clear it.
     loop_joins: list[tuple[int, Path]] = field(default_factory=list)
     returns: list[tuple[int, Path]] = field(default_factory=list)
+    # loop joins of every element of a named local collection, keyed as StreamUse.element_of:
+    # a switch to an element of the same, unrebound collection is joined by them (certain)
+    element_joins: list[tuple[int, Path, tuple[str, int]]] = field(default_factory=list)
     local_streams: set[str] = field(default_factory=set)
     merged: bool = False
 
@@ -61,7 +67,8 @@ class StreamFrame:
         if not self.merged:
             self.joins = merge_branches(self.joins)
             self.merged = True
-        for seq, path in (self.joins + self.loop_joins if loops else self.joins):
+        own = [(seq, path) for seq, path, key in self.element_joins if key == use.element_of]
+        for seq, path in (self.joins + self.loop_joins if loops else self.joins + own):
             if seq <= use.seq or path != use.path[:len(path)]:
                 continue  # earlier, or on a branch the use's path need not take
             if any(use.seq < r < seq and compatible(rpath, use.path) for r, rpath in self.returns):
@@ -171,13 +178,104 @@ def element_join_path(ctx, node: cst.Call, joined: Optional[cst.BaseExpression],
     return path[:-1] if any(n.value == joined.value for n in names) else None
 
 
+def collection_key(ctx, coll: Optional[cst.BaseExpression]) -> Optional[tuple[str, int]]:
+    """A local collection named at this point of the walk: (name, id of its current binding),
+    so two mentions share a key only when no assignment rebinds the name between them."""
+    if type(coll) is not cst.Name:
+        return None
+    binding = ctx.resolver.lookup(coll.value)
+    return (coll.value, id(binding)) if binding is not None and binding.kind == "local" else None
+
+
+def element_source(ctx, node: cst.CSTNode, target: Optional[cst.BaseExpression]) -> Optional[tuple[str, int]]:
+    """The collection whose element a stream switch targets: `s` bound to `streams[i]`, or the
+    variable of an enclosing `for s in streams:` loop (StreamUse.element_of)."""
+    if type(target) is cst.Subscript:
+        return collection_key(ctx, target.value)
+    if type(target) is not cst.Name:
+        return None
+    for anc in ctx.ancestors(node):
+        if type(anc) is cst.For and type(anc.target) is cst.Name and anc.target.value == target.value:
+            return collection_key(ctx, anc.iter)
+        if type(anc) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            break
+    binding = ctx.resolver.lookup(target.value)
+    value = binding.value if binding is not None and binding.kind == "local" else None
+    return collection_key(ctx, value.value) if type(value) is cst.Subscript else None
+
+
+def joined_collection(ctx, node: cst.Call, joined: Optional[cst.BaseExpression]) -> Optional[tuple[str, int]]:
+    """`for s in streams: cur.wait_stream(s)`: the key of `streams` (see collection_key)."""
+    if type(joined) is not cst.Name:
+        return None
+    loop = next((anc for anc in ctx.ancestors(node) if type(anc) in (cst.For, cst.While)), None)
+    if type(loop) is not cst.For or type(loop.target) is not cst.Name or loop.target.value != joined.value:
+        return None
+    key = collection_key(ctx, loop.iter)
+    return None if key is None or _mutated(ctx, node, key[0]) else key
+
+
+_MUTATORS = frozenset({"clear", "pop", "remove", "insert", "append", "extend", "reverse", "sort", "__setitem__",
+                       "__delitem__", "popleft", "rotate"})
+
+
+class _Mutations(cst.CSTVisitor):
+    """Whether a function changes a list in place (`name.pop()`, `name[i] = s`, `del name[i]`,
+    `name += ...`): then a loop over it need not visit the element an earlier switch took."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.found = name, False
+
+    def _is_name(self, expr: cst.BaseExpression) -> bool:
+        return type(expr) is cst.Name and expr.value == self.name
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if type(func) is cst.Attribute and self._is_name(func.value) and func.attr.value in _MUTATORS:
+            self.found = True
+
+    def _mark(self, target: cst.BaseExpression) -> None:
+        if self._is_name(target) or (type(target) is cst.Subscript and self._is_name(target.value)):
+            self.found = True
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        if type(node.target) is cst.Subscript:  # a rebinding of the name changes the key anyway
+            self._mark(node.target)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self._mark(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._mark(node.target)
+
+
+def _mutated(ctx, node: cst.CSTNode, name: str) -> bool:
+    func = next((a for a in ctx.ancestors(node) if type(a) is cst.FunctionDef), None)
+    if func is None:
+        return True  # module level: not judged, the loop stays a likely join
+    finder = _Mutations(name)
+    func.body.visit(finder)
+    return finder.found
+
+
 def kept_or_returned(ctx, node: cst.CSTNode) -> bool:
     """A new stream is kept or handed back (`_S = (Stream(), Stream())`, `return Stream()`),
     not used where it is made: a getter, whose callers do the work and the joining."""
     parent = ctx.parent(node)
     if type(parent) is cst.Element:
         parent = ctx.parent(ctx.parent(parent))  # Element -> Tuple/List -> holder
+    elif type(parent) in (cst.ListComp, cst.GeneratorExp) and parent.elt is node:
+        parent = ctx.parent(parent)  # `[Stream() for _ in range(n)]`: the list is the holder
+    elif type(parent) is cst.Arg and not parent.star:
+        # `self._streams.append(Stream())`: stored into a container, nothing runs on it here
+        call = ctx.parent(parent)
+        return type(call) is cst.Call and type(call.func) is cst.Attribute \
+            and call.func.attr.value in _STORE_METHODS and type(ctx.parent(call)) is cst.Expr
     return type(parent) in (cst.Assign, cst.AnnAssign, cst.Return)
+
+
+# container methods that keep their argument (a list, deque, set or dict of streams)
+_STORE_METHODS = frozenset({"append", "appendleft", "insert", "add", "setdefault"})
 
 
 def has_switch(frame: StreamFrame, identity: Optional[str]) -> bool:

@@ -68,6 +68,32 @@ def split_args(tokens: Sequence[Token], open_index: int, close_index: int) -> li
     return [a for a in args if a] if any(args) else []
 
 
+def launch_config(tokens: Sequence[Token], open_index: int, close_index: int) -> list[list[Token]]:
+    """The arguments of `<<<grid, block, smem, stream>>>`. A configuration has at most four;
+    more means a template's commas split it (`Tile<BM, BN>::THREADS`), so it is split again
+    with `name<...>` nested as a bracket."""
+    args = split_args(tokens, open_index, close_index)
+    if len(args) <= 4:
+        return args
+    out: list[list[Token]] = [[]]
+    depth = angle = 0
+    for k in range(open_index + 1, close_index):
+        text = tokens[k].text
+        if text in _CLOSERS:
+            depth += 1
+        elif text in _OPENERS:
+            depth -= 1
+        elif text == "<" and tokens[k - 1].kind == "ident":
+            angle += 1
+        elif text == ">" and angle:
+            angle -= 1
+        if text == "," and depth == 0 and angle == 0:
+            out.append([])
+        else:
+            out[-1].append(tokens[k])
+    return out if len(out) <= 4 else args
+
+
 def call_args(tokens: Sequence[Token], name_index: int) -> tuple[list[list[Token]], int]:
     """Arguments of `name(...)` at `name_index` and the index of its `)`; ([], index) when
     the name is not called."""

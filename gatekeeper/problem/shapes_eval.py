@@ -16,7 +16,7 @@ costs milliseconds and is reported as opaque, never hangs the checker.
 from __future__ import annotations
 
 import ast
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 from gatekeeper.problem.shapes_expr import BINOPS, MAX_ITEMS, MODULES, Expressions, KnownModule, Opaque, OverBudget
 
@@ -25,7 +25,10 @@ __all__ = ["Evaluator", "Opaque", "evaluate_module"]
 
 class Evaluator(Expressions):
     """Runs one module's top-level statements into `names` (see the module docstring);
-    expressions are `Expressions`'."""
+    expressions are `Expressions`'. `depth` > 0: the body of a FileFunction being called."""
+
+    depth = 0
+    poisoned: Optional[str] = None  # why the first statement not followed was not
 
     def run(self, body: Iterable[ast.stmt]) -> None:
         for stmt in body:
@@ -56,8 +59,12 @@ class Evaluator(Expressions):
                 self.run(stmt.body if test else stmt.orelse)
         elif isinstance(stmt, (ast.Pass, ast.Assert)):
             pass
+        elif isinstance(stmt, ast.FunctionDef) and FileFunction.followable(stmt):
+            self.names[stmt.name] = FileFunction(stmt, self)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             self.names[stmt.name] = Opaque(f"`{stmt.name}`, a function of the file", stmt.lineno)
+        elif isinstance(stmt, ast.Return) and self.depth > 0:
+            raise _Return(self.value(stmt.value) if stmt.value is not None else None)
         else:
             self.poison(stmt, f"a `{type(stmt).__name__.lower()}` statement")
 
@@ -129,12 +136,65 @@ class Evaluator(Expressions):
     def poison(self, stmt: ast.stmt, why: str) -> None:
         """Every name the statement could bind or change is unknown from here on."""
         opaque = Opaque(why, stmt.lineno)
+        self.poisoned = self.poisoned or why
         for node in ast.walk(stmt):
             if isinstance(node, ast.Name) and (isinstance(node.ctx, ast.Store) or node.id in self.names):
                 if not isinstance(self.names.get(node.id), (KnownModule, type(len))):
                     self.names[node.id] = opaque
             elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 self.names[node.name] = opaque
+
+
+class _Return(Exception):
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+MAX_DEPTH = 4  # calls of the file's functions inside each other
+
+
+class FileFunction:
+    """A function of the shapes file (`def build(): out = []; for ...: out.append({...});
+    return out`), called by the file itself: its body is read by the same evaluator in a scope
+    of its own over the module's names, so what it returns is known exactly when every
+    statement of it is. A function that writes globals (`global`), takes `*args`/`**kw` or
+    keyword-only parameters stays opaque, as before."""
+
+    def __init__(self, node: ast.FunctionDef, module: "Evaluator") -> None:
+        self.node, self.module = node, module
+        self.defaults = [module.value(d) for d in node.args.defaults]
+
+    @staticmethod
+    def followable(node: ast.FunctionDef) -> bool:
+        a = node.args
+        return not (a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or node.decorator_list) and not any(
+            isinstance(n, (ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom)) for n in ast.walk(node))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        node, module = self.node, self.module
+        params = [a.arg for a in node.args.args]
+        if module.depth >= MAX_DEPTH or len(args) > len(params) or set(kwargs) - set(params):
+            return Opaque(f"a call of `{node.name}` that is not followed", node.lineno)
+        bound = dict(zip(params[len(params) - len(self.defaults):], self.defaults))
+        bound.update(zip(params, args))
+        bound.update(kwargs)
+        if set(params) - set(bound):
+            return Opaque(f"a call of `{node.name}` with a missing argument", node.lineno)
+        inner = Evaluator()
+        inner.names = {**module.names, **bound}
+        inner.depth, inner.steps = module.depth + 1, module.steps
+        try:
+            inner.run(node.body)
+            # fell off the end: a body that returns nothing builds no shapes (a `raise` it
+            # could not follow ends here too)
+            result: Any = Opaque(f"a call of `{node.name}` that returns no value read statically", node.lineno)
+        except _Return as done:
+            result = done.value
+        finally:
+            module.steps = inner.steps
+        if inner.poisoned is not None:  # a statement it could not follow ran before the return
+            return Opaque(f"a call of `{node.name}`: {inner.poisoned}", node.lineno)
+        return result
 
 
 def evaluate_module(tree: ast.Module) -> dict[str, Any]:

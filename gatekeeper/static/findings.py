@@ -115,7 +115,9 @@ class FindingStore:
                 continue
             seen.add(key)
             if location is not None and "source_line" not in p.evidence:
-                p.evidence["source_line"] = self.line_text(location.line)
+                # a side file's line (`load(sources=[...])`) is the C++ line, not the .py's
+                beside = location.path != self.path and "cpp_line" in p.evidence
+                p.evidence["source_line"] = p.evidence["cpp_line"] if beside else self.line_text(location.line)
             out.append(Finding(
                 rule=p.rule.code, name=p.rule.name, category=p.rule.category,
                 severity=p.severity, stage=StageName.STATIC, message=p.message,
