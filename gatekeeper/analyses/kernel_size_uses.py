@@ -57,7 +57,7 @@ def size_constants(problem, facts: CppFacts, roles: CppRoles,
     for const in facts.constants.values():
         if const.kind not in ("macro", "const") or const.value is None or const.value in reported:
             continue
-        if warps_per_block(facts, const):
+        if warps_per_block(facts, const) or part_of_fixed_dim(problem, facts, const):
             continue
         uses = facts.uses.get(const.name, [])
         # a constant that is a tile width somewhere (`k0 += BK`) bounds loops over its tile
@@ -85,6 +85,20 @@ def warps_per_block(facts: CppFacts, const: CppConstant) -> bool:
         operand = operand[:1]
     base = facts.constants.get(operand[0]) if len(operand) == 1 else None
     return base is not None and any(facts.tile_use(i) for i in facts.uses.get(base.name, []))
+
+
+def part_of_fixed_dim(problem, facts: CppFacts, const: CppConstant) -> bool:
+    """`kHalf = kHeadDim / 2` (or `>> 1`, or `128 / 2`) where the dividend is a dimension every
+    declared shape fixes: a part of a fixed dimension (the half a rotation splits, the
+    vectors of a fixed width) is fixed by the problem too, whatever free size the quotient
+    happens to equal (round 15: 128 / 2 = 64 = KV_HEADS*BATCH)."""
+    fixed = problem.fixed_values
+    texts = [facts.tokens[i].text for i in const.body if facts.tokens[i].text not in ("(", ")")]
+    if not fixed or len(texts) != 3 or texts[1] not in ("/", ">>") or not texts[2].isdigit():
+        return False
+    base = facts.constants.get(texts[0])
+    value = base.value if base is not None else (int(texts[0]) if texts[0].isdigit() else None)
+    return value in fixed
 
 
 def size_numbers(source: CppSource, problem, facts: CppFacts, roles: CppRoles, reported: set[int],
