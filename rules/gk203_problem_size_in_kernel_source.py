@@ -65,6 +65,9 @@ class ProblemSizeInKernelSource(Rule):
       (`s[t0 + 48]`, tile geometry): none is a size role;
     - a number that is 16*48 / 4 or 25*(K*N) by arithmetic: derived relations are only
       asked of literals already used as an index offset or a bound.
+    - a constant dividing a dimension every declared shape fixes (`kHalf = kHeadDim / 2`
+      with HEAD_DIM = 128 in every shape): a part of a fixed dimension is fixed by the
+      problem too, whatever free size the quotient equals.
     Needs the problem file, whose constants and `get_inputs()` give the dimensions.
     """
 
