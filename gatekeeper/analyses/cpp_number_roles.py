@@ -146,7 +146,35 @@ class CppRoles:
         opener = _opener(self.tokens, i)
         if opener is not None and self.tokens[opener].text == "[":
             return self._pointer(fn, opener - 1)
-        return any(self._pointer(fn, k) for k in _chain(self.tokens, i))
+        return any(self._pointer(fn, k) for k in _chain(self.tokens, i)) or self._local_indexes(fn, i)
+
+    def _local_indexes(self, fn: _Function, i: int, depth: int = 0) -> bool:
+        """The number at i is part of the value a local is initialised with (`const int64_t dst =
+        ((b * 4096 + slot) * heads + h) * 128;`), and that local indexes one of fn's pointer
+        parameters later (`k_cache + dst + c`, `out[dst]`), directly or through one more local:
+        the same offset as if it were written in the index."""
+        toks = self.tokens
+        name = _initialised_local(toks, i)
+        if name is None or depth > 1:
+            return False
+        end = _statement_end(toks, i)
+        for k in range(end + 1, fn.end):
+            if toks[k].text != name or text_at(toks, k - 1) in (".", "->", "::"):
+                continue
+            opener = _opener(toks, k)
+            if opener is not None and toks[opener].text == "[" and _is_index(toks, opener):
+                if self._pointer(fn, opener - 1):
+                    return True
+                continue
+            prev, nxt = text_at(toks, k - 1), text_at(toks, k + 1)
+            # pointer arithmetic needs a + or - beside the local (`p + dst`); a launch's shared
+            # memory size or a count handed to a call is no index
+            if (prev in _ADDITIVE or nxt in _ADDITIVE) and any(self._pointer(fn, j) for j in _chain(toks, k)):
+                return True
+            if (prev in _ADDITIVE or nxt in _ADDITIVE or prev == "*" or nxt == "*") \
+                    and self._local_indexes(fn, k, depth + 1):
+                return True
+        return False
 
     def _pointer(self, fn: _Function, k: int) -> bool:
         """Token k names one of fn's pointer parameters (not `threadIdx.x` when x is one)."""
@@ -181,7 +209,44 @@ class CppRoles:
             fn = self.function_at(i)
             if fn is not None and fn.pointers and any(self._pointer(fn, k) for k in _chain(toks, i)):
                 return "offset"  # pointer arithmetic: x + 768 + off
+        if prev in _ADDITIVE or nxt in _ADDITIVE or prev == "*" or nxt == "*":
+            fn = self.function_at(i)
+            if fn is not None and fn.pointers and self._local_indexes(fn, i):
+                # an index computed into a local first: `dst = (b * 4096 + slot) * 128; p + dst`
+                return "offset" if prev in _ADDITIVE or nxt in _ADDITIVE else "stride"
         return None
+
+
+def _initialised_local(toks: list[Token], i: int) -> Optional[str]:
+    """The local whose initialiser or assignment holds the number at i (`int64_t dst = (b *
+    4096 + s) * 128;`, `dst = ...;`), through grouping parentheses only: a number inside a
+    call's arguments (`int n = min(4096, x)`) is the callee's, not the local's value."""
+    k, depth = i - 1, 0
+    while k >= 0 and i - k < 120:
+        text = toks[k].text
+        if text in (")", "]"):
+            depth += 1
+        elif text in ("(", "["):
+            if depth == 0:
+                if text == "[" or (k > 0 and (toks[k - 1].kind == "ident" or toks[k - 1].text in (")", "]", ">"))):
+                    return None  # an index or a call's argument list (a cast `(int64_t)` stays)
+            else:
+                depth -= 1
+        elif text in (";", "{", "}", ",", "?", ":", "return"):
+            return None
+        elif text == "=" and depth == 0:
+            if k > 0 and toks[k - 1].kind == "ident":
+                return toks[k - 1].text
+            return None
+        k -= 1
+    return None
+
+
+def _statement_end(toks: list[Token], i: int) -> int:
+    k = i
+    while k < len(toks) and toks[k].text != ";":
+        k += 1
+    return k
 
 
 def _groups(toks: list[Token], start: int, end: int) -> list[list[Token]]:
