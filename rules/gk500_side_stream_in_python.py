@@ -29,21 +29,17 @@ class SideStreamInPython(Rule):
     handle (`s.cuda_stream`) is handed to an extension, and the function returns without
     joining it back.
 
-    Why it games the benchmark: a harness times the call with CUDA events recorded on the
-    current stream, and checks the output after synchronising that stream. Work left on a
-    private stream (PyTorch's pool streams are non-blocking) is invisible to those events:
-    the measured time is only the launch, and the result may still be being written while
-    it is compared.
+    Why it games the benchmark: the harness's CUDA events and its output check are on the
+    current stream; work left on a private (non-blocking) stream is invisible to both: the
+    time is only the launch, and the result may still be written while it is compared.
 
-    A side stream joined back before the function returns is at most a warning: after the
-    side-stream work, `torch.cuda.current_stream().wait_stream(s)`, an event recorded on it
-    and waited for (`e.record(s)` + `current_stream().wait_event(e)`, `e.synchronize()`),
-    `s.synchronize()` or `torch.cuda.synchronize()`. A join inside the `with` block does not
+    A side stream joined back before the return is at most a warning: `current_stream().wait_stream(s)`,
+    an event recorded on it and waited for (`wait_event(e)`, `e.synchronize()`), `s.synchronize()`
+    or `torch.cuda.synchronize()`, after the side-stream work. A join inside the `with` block does not
     count (there the current stream is the side stream itself). Using the current or default
     stream (`torch.cuda.current_stream()`, `torch.cuda.stream(torch.cuda.current_stream())`)
-    is not flagged, nor is a stream that only appears in a type annotation, nor
-    `with torch.cuda.stream(stream):` on a function parameter: the caller's stream is judged
-    where it is created (`torch.cuda.Stream()` there is reported).
+    is not flagged, nor a stream only in a type annotation, nor `with torch.cuda.stream(stream):`
+    on a parameter: the caller's stream is judged where it is created.
 
     The join must be on every path from the side-stream work to the return: a join inside
     an `if` that the work is not also inside (`if self.calls % 100 == 0:
@@ -270,8 +266,7 @@ class SideStreamInPython(Rule):
         self.frames: list[StreamFrame] = [StreamFrame("<module>")]
         self.done: list[StreamFrame] = []
         self.stream_attrs: set[str] = set()
-        # Every stream this rule judges is named `...Stream...`/`...stream...` in the source (a
-        # constructor, a switch, an alias of one): a file without the word has none to judge.
+        # every stream it judges is named `...Stream...`/`...stream...`: a file without it has none
         streamless = "tream" not in self.ctx.text
         if streamless:
             self.switch_off_inherited(SideStreamInPython, _HANDLERS)

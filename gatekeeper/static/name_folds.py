@@ -16,12 +16,11 @@ kinds they read, so the common path costs nothing."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import libcst as cst
 
-if TYPE_CHECKING:
-    from gatekeeper.static.names import NameResolver
+from gatekeeper.static.string_values import Resolver, bound_string, string_value
 
 # Tensor's base classes (torch.Tensor.__mro__), whose methods are Tensor's methods
 _TENSOR_BASES = ("torch._C.TensorBase", "torch._C._TensorBase")
@@ -35,9 +34,7 @@ def canonical_class(qual: str) -> str:
     return qual
 
 
-def _strings(resolver: "NameResolver", expr: cst.BaseExpression) -> Optional[list[str]]:
-    from gatekeeper.static.names import bound_string
-
+def _strings(resolver: Resolver, expr: cst.BaseExpression) -> Optional[list[str]]:
     if type(expr) is cst.Name:  # a name bound to a tuple or list of strings
         binding = resolver.lookup(expr.value)
         expr = binding.value if binding is not None and binding.kind == "local" and binding.value is not None else expr
@@ -47,7 +44,7 @@ def _strings(resolver: "NameResolver", expr: cst.BaseExpression) -> Optional[lis
     return parts if parts and all(p and p.isidentifier() for p in parts) else None  # type: ignore[return-value]
 
 
-def folded_getattr(resolver: "NameResolver", call: cst.Call, func: Optional[str]) -> Optional[str]:
+def folded_getattr(resolver: Resolver, call: cst.Call, func: Optional[str]) -> Optional[str]:
     """`functools.reduce(getattr, names, base)`: the dotted attribute of `base`."""
     if func not in ("functools.reduce", "_functools.reduce") or len(call.args) != 3:
         return None
@@ -58,7 +55,7 @@ def folded_getattr(resolver: "NameResolver", call: cst.Call, func: Optional[str]
     return f"{base}.{'.'.join(parts)}" if parts and base else None
 
 
-def _torch_root(resolver: "NameResolver", expr: cst.BaseExpression) -> bool:
+def _torch_root(resolver: Resolver, expr: cst.BaseExpression) -> bool:
     """A collection torch hands back: a torch call's result (indexed, or its `.values()` /
     `.items()` / `.keys()`), or a torch module's namespace (`vars(torch)`, `torch.__dict__`)."""
     for _ in range(8):
@@ -87,8 +84,6 @@ def _torch_root(resolver: "NameResolver", expr: cst.BaseExpression) -> bool:
 def _name_test(test: cst.BaseExpression, element: str, key: Optional[str]) -> Optional[str]:
     """`f.__name__ == "mm"` (either side), `getattr(f, "__name__") == "mm"`, or `k == "mm"` for the
     key of an `items()` pair: the name the test fixes."""
-    from gatekeeper.static.names import string_value
-
     if type(test) is not cst.Comparison or len(test.comparisons) != 1:
         return None
     if type(test.comparisons[0].operator) is not cst.Equal:
@@ -110,7 +105,7 @@ def _name_test(test: cst.BaseExpression, element: str, key: Optional[str]) -> Op
     return None
 
 
-def _picked(resolver: "NameResolver", comp: cst.BaseExpression) -> Optional[str]:
+def _picked(resolver: Resolver, comp: cst.BaseExpression) -> Optional[str]:
     """The torch function a list / generator comprehension over a torch table keeps by name."""
     if type(comp) not in (cst.ListComp, cst.GeneratorExp) or type(comp.elt) is not cst.Name:
         return None
@@ -129,7 +124,7 @@ def _picked(resolver: "NameResolver", comp: cst.BaseExpression) -> Optional[str]
     return f"{_namespace(resolver, loop.iter)}.{name}" if name and name.isidentifier() else None
 
 
-def _namespace(resolver: "NameResolver", table: cst.BaseExpression) -> str:
+def _namespace(resolver: Resolver, table: cst.BaseExpression) -> str:
     """`get_overridable_functions()[torch.Tensor]` holds Tensor's methods; other tables torch's functions."""
     if type(table) is cst.Subscript and len(table.slice) == 1 and type(table.slice[0].slice) is cst.Index:
         keyed = resolver.qualname(table.slice[0].slice.value)
@@ -138,11 +133,9 @@ def _namespace(resolver: "NameResolver", table: cst.BaseExpression) -> str:
     return "torch"
 
 
-def picked_by_name(resolver: "NameResolver", expr: cst.BaseExpression) -> Optional[str]:
+def picked_by_name(resolver: Resolver, expr: cst.BaseExpression) -> Optional[str]:
     """`[... if f.__name__ == "mm"][0]`, `next(... if f.__name__ == "mm")`,
     `{f.__name__: f for f in table}["mm"]`: torch's function of that name."""
-    from gatekeeper.static.names import string_value
-
     if type(expr) is cst.Call:
         if resolver.qualname(expr.func) == "builtins.next" and expr.args:
             return _picked(resolver, expr.args[0].value)
